@@ -1,0 +1,28 @@
+# The two commands of the README. Both set up everything they need in .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	touch $(STAMP)
+
+run: $(STAMP)  ## start the service on the embedded default (simulated cloud and cluster)
+	$(BIN)/nodemanager run
+
+test: $(STAMP)  ## lint, check layers, run the whole test suite
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/pytest -n 2 -q
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/scaler.py --workload mixed --pods 20000 --json
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

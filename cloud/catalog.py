@@ -1,0 +1,146 @@
+"""The instance catalog: every instance type nodemanager may buy, and the cheapest-fit query.
+
+Bundled data (``cloud/data/<region>.json``, made by ``cloud.catalog_gen``) is the default;
+a file can replace it. Spot prices are not in the bundled data (EC2 publishes them per
+zone and they move), so until a provider refreshes them they are modelled as a fixed
+fraction of the on-demand price (``catalog.spotPriceFraction`` in provider.yaml).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Collection, Iterable, Iterator
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from nodemanager.model import CapacityType, Gpu, InstanceType, Offering, Resources
+from nodemanager.model.instance_type import DEFAULT_VOLUME_BYTES
+
+DATA_DIR = Path(__file__).parent / "data"
+DEFAULT_REGION = "us-east-1"
+DEFAULT_SPOT_PRICE_FRACTION = 0.4
+
+OfferingKey = tuple[str, CapacityType, str]
+
+
+def _sort_key(offering: Offering, itype: InstanceType) -> tuple[float, int, int, str, str, str]:
+    # Cheapest first; on a tie the smaller machine, then names, so the order never
+    # depends on file or dict order.
+    return (offering.price, itype.vcpu, itype.memory_mib, itype.name, offering.capacity_type.value, offering.zone)
+
+
+class Catalog:
+    """An immutable set of instance types with lookups by name and glob."""
+
+    def __init__(self, instance_types: Iterable[InstanceType], region: str = DEFAULT_REGION, source: str = "") -> None:
+        self.region = region
+        self.source = source
+        self._types = {t.name: t for t in sorted(instance_types, key=lambda t: t.name)}
+        ranked = [(o, t) for t in self._types.values() for o in t.offerings]
+        ranked.sort(key=lambda pair: _sort_key(*pair))
+        self._ranked: tuple[tuple[Offering, InstanceType], ...] = tuple(ranked)
+        self.zones: tuple[str, ...] = tuple(sorted({o.zone for o, _ in ranked}))
+        self._match = lru_cache(maxsize=1024)(self._match_uncached)
+
+    # -- loading ------------------------------------------------------------------------
+    @classmethod
+    def from_file(cls, path: Path, spot_price_fraction: float = DEFAULT_SPOT_PRICE_FRACTION) -> Catalog:
+        data = json.loads(Path(path).read_text())
+        types = [_instance_type(entry, spot_price_fraction) for entry in data["instance_types"]]
+        return cls(types, data.get("region", DEFAULT_REGION), f"{path} (generated {data.get('generated_at', '?')})")
+
+    @classmethod
+    def bundled(cls, region: str = DEFAULT_REGION, spot_price_fraction: float = DEFAULT_SPOT_PRICE_FRACTION) -> Catalog:
+        path = DATA_DIR / f"{region}.json"
+        if not path.exists():
+            available = sorted(p.stem for p in DATA_DIR.glob("*.json"))
+            raise FileNotFoundError(f"no bundled catalog for region {region!r}; bundled: {available}")
+        return cls.from_file(path, spot_price_fraction)
+
+    # -- lookups ------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._types)
+
+    def __iter__(self) -> Iterator[InstanceType]:
+        return iter(self._types.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._types
+
+    def get(self, name: str) -> InstanceType | None:
+        return self._types.get(name)
+
+    def __getitem__(self, name: str) -> InstanceType:
+        return self._types[name]
+
+    def _match_uncached(self, patterns: tuple[str, ...], architectures: tuple[str, ...]) -> frozenset[str]:
+        return frozenset(
+            n
+            for n, t in self._types.items()
+            if any(fnmatch.fnmatchcase(n, p) for p in patterns) and (not architectures or set(t.architectures) & set(architectures))
+        )
+
+    def matching(self, patterns: Collection[str], architectures: Collection[str] = ()) -> frozenset[str]:
+        """Names matched by any of the exact names or globs (``c5*``, ``m5.*``), of any of
+        ``architectures`` when given."""
+        return self._match(tuple(sorted(patterns)), tuple(sorted(architectures)))
+
+    # -- the cheapest-fit query ---------------------------------------------------------
+    def ranked(
+        self,
+        requests: Resources,
+        *,
+        allowed: Collection[str] = ("*",),
+        architectures: Collection[str] = (),
+        capacity_type: CapacityType | None = None,
+        zone: str | None = None,
+        exclude: Collection[OfferingKey] = (),
+        volume_bytes: int = DEFAULT_VOLUME_BYTES,
+    ) -> Iterator[tuple[Offering, InstanceType]]:
+        """Offerings whose type can hold ``requests``, cheapest first, deterministic order."""
+        names = self.matching(allowed, architectures)
+        for offering, itype in self._ranked:
+            if itype.name not in names:
+                continue
+            if capacity_type is not None and offering.capacity_type is not capacity_type:
+                continue
+            if zone and offering.zone != zone:
+                continue
+            if offering.key in exclude:
+                continue
+            allocatable = itype.allocatable if volume_bytes == DEFAULT_VOLUME_BYTES else itype.allocatable_for(volume_bytes)
+            if requests.fits(allocatable):
+                yield offering, itype
+
+    def cheapest_fitting(
+        self,
+        requests: Resources,
+        *,
+        allowed: Collection[str] = ("*",),
+        architectures: Collection[str] = (),
+        capacity_type: CapacityType | None = None,
+        zone: str | None = None,
+        exclude: Collection[OfferingKey] = (),
+    ) -> Offering | None:
+        """The cheapest offering that fits, or None; ties broken by size, then name."""
+        ranked = self.ranked(requests, allowed=allowed, architectures=architectures, capacity_type=capacity_type, zone=zone, exclude=exclude)
+        return next((o for o, _ in ranked), None)
+
+
+def _instance_type(entry: dict[str, Any], spot_price_fraction: float) -> InstanceType:
+    price = float(entry["on_demand_price"])
+    return InstanceType(
+        name=entry["name"],
+        vcpu=int(entry["vcpu"]),
+        memory_mib=int(entry["memory_mib"]),
+        on_demand_price=price,
+        architectures=tuple(entry.get("architectures", ())),
+        gpus=tuple(Gpu(g["count"], g["manufacturer"], g["model"], g["memory_mib"]) for g in entry.get("gpus", ())),
+        spot_price=round(price * spot_price_fraction, 6) if entry.get("spot") else None,
+        zones=tuple(entry.get("zones", ())),
+        max_pods=int(entry.get("max_pods", 110)),
+        burstable=bool(entry.get("burstable", False)),
+        bare_metal=bool(entry.get("bare_metal", False)),
+    )

@@ -1,0 +1,3 @@
+"""nodemanager"""
+
+__version__ = "0.1.0"

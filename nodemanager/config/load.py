@@ -1,0 +1,193 @@
+"""Reading provider.yaml: parse, validate the shape, then check it against the catalog.
+
+Every problem is reported, each as ``key.path: what is wrong`` (for example
+``pools[1].standby[0].count: must be >= 0, got -2``), and nothing starts on a bad file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from cloud.catalog import Catalog
+from nodemanager.config.schema import ProviderConfig
+from nodemanager.errors import ConfigError
+from nodemanager.model import CapacityType
+
+EMBEDDED_DEFAULT = "embedded default"
+# Keys holding file paths, resolved against the directory of the provider.yaml.
+_PATH_KEYS = (("cluster", "simulated", "workload"), ("cluster", "kubernetes", "kubeconfig"), ("catalog", "file"), ("status", "bearerTokenFile"))
+_SECRET_KEYS = frozenset({"userData"})
+
+
+def embedded_default_path() -> Path:
+    return Path(str(files("nodemanager") / "shipped" / "provider.yaml"))
+
+
+def load_config(path: str | Path | None = None) -> tuple[ProviderConfig, Catalog]:
+    """The validated configuration and its catalog; raises ``ConfigError`` listing every problem."""
+    source = Path(path) if path is not None else embedded_default_path()
+    label = str(path) if path is not None else f"{EMBEDDED_DEFAULT} ({source})"
+    try:
+        text = source.read_text()
+    except OSError as exc:
+        raise ConfigError(label, [f"cannot read the file: {exc.strerror or exc}"]) from None
+    return parse_config(text, label, source.parent)
+
+
+def parse_config(text: str, label: str, base_dir: Path) -> tuple[ProviderConfig, Catalog]:
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise ConfigError(label, [f"{where}not valid YAML: {getattr(exc, 'problem', None) or exc}"]) from None
+    if not isinstance(raw, dict):
+        raise ConfigError(label, [f"the document must be a mapping of settings, got {type(raw).__name__}"])
+    _resolve_paths(raw, base_dir)
+    try:
+        config = ProviderConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(label, format_validation_errors(exc.errors())) from None
+    try:
+        catalog = _catalog_for(config)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ConfigError(label, [f"catalog: cannot load the instance catalog: {exc}"]) from None
+    problems = check_against_catalog(config, catalog)
+    if problems:
+        raise ConfigError(label, problems)
+    return config, catalog
+
+
+def _catalog_for(config: ProviderConfig) -> Catalog:
+    settings = config.catalog
+    if settings.file:
+        return Catalog.from_file(Path(settings.file), settings.spot_price_fraction)
+    return Catalog.bundled(settings.region, settings.spot_price_fraction)
+
+
+def _resolve_paths(raw: dict[str, Any], base_dir: Path) -> None:
+    for keys in _PATH_KEYS:
+        node: Any = raw
+        for key in keys[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        value = node.get(keys[-1]) if isinstance(node, dict) else None
+        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+            node[keys[-1]] = str((base_dir / value).resolve())
+
+
+# --- messages ---------------------------------------------------------------------------
+
+
+def key_path(loc: Sequence[int | str]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+_PATTERN_NAMES = {
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "a DNS label (lowercase letters, digits and '-')",
+    r"^(\[[0-9a-fA-F:]+\]|[^:\s]+):[0-9]{1,5}$": "host:port",
+    r"^[a-z]{2}(-[a-z]+)+-[0-9]$": "an AWS region such as us-east-1",
+}
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
+    got = f", got {value!r}"
+    simple = {
+        "missing": "required",
+        "extra_forbidden": "unknown key",
+        "greater_than_equal": f"must be >= {ctx.get('ge')}{got}",
+        "greater_than": f"must be > {ctx.get('gt')}{got}",
+        "less_than_equal": f"must be <= {ctx.get('le')}{got}",
+        "less_than": f"must be < {ctx.get('lt')}{got}",
+        "string_too_long": f"must be at most {ctx.get('max_length')} characters{got}",
+        "string_pattern_mismatch": f"expected {_PATTERN_NAMES.get(ctx.get('pattern', ''), 'a value matching ' + str(ctx.get('pattern')))}{got}",
+        "enum": f"expected one of {ctx.get('expected')}{got}",
+        "literal_error": f"expected {ctx.get('expected')}{got}",
+        "int_parsing": f"expected an integer{got}",
+        "int_type": f"expected an integer{got}",
+        "int_from_float": f"expected an integer{got}",
+        "float_parsing": f"expected a number{got}",
+        "float_type": f"expected a number{got}",
+        "bool_parsing": f"expected true or false{got}",
+        "bool_type": f"expected true or false{got}",
+        "string_type": f"expected a string{got}",
+        "list_type": f"expected a list{got}",
+        "dict_type": f"expected a mapping{got}",
+        "model_type": f"expected a mapping{got}",
+        "model_attributes_type": f"expected a mapping{got}",
+    }
+    if kind == "too_short":
+        return "must not be empty" if ctx.get("min_length") == 1 else f"needs at least {ctx.get('min_length')} items"
+    if kind == "value_error":  # our own validators' messages, which say what they got
+        return str(ctx.get("error", error.get("msg", "")))
+    return simple.get(kind, f"{error.get('msg', kind)}{got}")
+
+
+def format_validation_errors(errors: Iterable[Mapping[str, Any]]) -> list[str]:
+    """pydantic errors as ``key.path: message`` lines, secrets never echoed."""
+    lines: list[str] = []
+    for error in errors:
+        # Unions ("int | None") add the member's type to the location; users never wrote it.
+        loc = [p for p in error["loc"] if isinstance(p, int) or (not any(c in p for c in "[(]") and p not in ("int", "str", "float", "bool"))]
+        path = key_path(loc)
+        message = _message(error)
+        if _SECRET_KEYS & {p for p in loc if isinstance(p, str)} or error["type"] == "extra_forbidden":
+            message = message.split(", got ")[0]
+        lines.append(f"{path}: {message}" if path else message)
+    # pydantic reports "int | None" twice (once per member); keep each line once.
+    return list(dict.fromkeys(lines))
+
+
+# --- checks against the catalog ---------------------------------------------------------
+
+
+def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]:
+    """Problems that need the catalog (unknown types and zones) or span several keys."""
+    problems: list[str] = []
+    if config.nodes.default_instance_type not in catalog:
+        problems.append(f"nodes.defaultInstanceType: unknown instance type {config.nodes.default_instance_type!r} (catalog {catalog.region})")
+    seen: dict[str, int] = {}
+    for i, pool in enumerate(config.pools):
+        where = f"pools[{i}]"
+        if pool.name in seen:
+            problems.append(f"{where}.name: duplicate pool name {pool.name!r} (also pools[{seen[pool.name]}])")
+        seen.setdefault(pool.name, i)
+        for j, pattern in enumerate(pool.instance_types):
+            if not catalog.matching([pattern]):
+                problems.append(f"{where}.instanceTypes[{j}]: {pattern!r} matches no instance type in the {catalog.region} catalog")
+        allowed = catalog.matching(pool.instance_types, pool.architectures)
+        if pool.instance_types and catalog.matching(pool.instance_types) and not allowed:
+            problems.append(f"{where}.architectures: no instance type of {pool.instance_types} has architecture {pool.architectures}")
+        for j, zone in enumerate(pool.zones):
+            if zone not in catalog.zones:
+                problems.append(f"{where}.zones[{j}]: unknown zone {zone!r}; {catalog.region} has {list(catalog.zones)}")
+        for j, standby in enumerate(pool.standby):
+            spath = f"{where}.standby[{j}]"
+            itype = standby.instance_type or config.nodes.default_instance_type
+            if itype not in catalog:
+                problems.append(f"{spath}.instanceType: unknown instance type {itype!r}")
+            elif itype not in allowed:
+                problems.append(
+                    f"{spath}.instanceType: {itype!r} is not allowed by the pool's instanceTypes {pool.instance_types} and architectures {pool.architectures}"
+                )
+            if standby.spot and CapacityType.SPOT not in pool.capacity_types:
+                problems.append(f"{spath}.spot: the pool's capacityTypes {[c.value for c in pool.capacity_types]} do not include spot")
+            if not standby.spot and CapacityType.ON_DEMAND not in pool.capacity_types:
+                problems.append(f"{spath}.spot: false, but the pool's capacityTypes do not include on-demand")
+            if standby.zone and pool.zones and standby.zone not in pool.zones:
+                problems.append(f"{spath}.zone: {standby.zone!r} is not one of the pool's zones {pool.zones}")
+    workload = config.cluster.simulated.workload if config.cluster.simulated else None
+    if workload and not Path(workload).is_file():
+        problems.append(f"cluster.simulated.workload: no such file {workload!r}")
+    if config.status.bearer_token_file and not Path(config.status.bearer_token_file).is_file():
+        problems.append(f"status.bearerTokenFile: no such file {config.status.bearer_token_file!r}")
+    return problems

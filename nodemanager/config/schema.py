@@ -1,0 +1,270 @@
+"""The provider.yaml schema. Every field has a default with its reason, or is required.
+
+Keys are camelCase in YAML (``bootTimeout``) and snake_case in Python (``boot_timeout``).
+Unknown keys are errors. Values that could be secret (user data) are ``SecretStr`` and
+never appear in ``repr`` or in dumps.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, SecretStr, model_validator
+from pydantic.alias_generators import to_camel
+
+from nodemanager.config.durations import Duration
+from nodemanager.errors import InvalidQuantity
+from nodemanager.model import CapacityType, TaintEffect, format_quantity, resource_amount
+
+
+def _amount_of(resource: str) -> BeforeValidator:
+    def parse(value: object) -> int:
+        try:
+            return resource_amount(resource, value, resource)
+        except InvalidQuantity as exc:
+            raise ValueError(f"expected {exc.expected}, got {value!r}") from None
+
+    return BeforeValidator(parse)
+
+
+#: Milli-cores, written as ``4``, ``500m`` or ``1.5``.
+CpuQuantity = Annotated[int, _amount_of("cpu"), PlainSerializer(lambda v: format_quantity("cpu", v), return_type=str)]
+#: Bytes, written as ``20Gi``, ``512Mi`` or ``1G``.
+ByteQuantity = Annotated[int, _amount_of("memory"), PlainSerializer(lambda v: format_quantity("memory", v), return_type=str)]
+
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True, use_enum_values=False)
+
+
+# --- cloud ------------------------------------------------------------------------------
+
+
+class SimulatedCloud(Model):
+    """The in-memory cloud (simulation, demos, tests)."""
+
+    boot_delay: Duration = 30.0  # RunInstances to "running": EC2's usual 20-40 s
+    seed: int = 0  # every random choice (failures, interruptions) derives from it
+
+
+class AwsCloud(Model):
+    """EC2 in one region. Credentials come only from the standard AWS chain."""
+
+    region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-[0-9]$")
+    endpoint_url: str | None = Field(default=None, alias="endpointURL")  # any EC2-compatible endpoint
+    subnets: list[str] = Field(default_factory=list)  # subnet ids; one zone each, several for zone fallback
+    subnet_selector: dict[str, str] = Field(default_factory=dict)  # tag key -> value, instead of ids
+    security_groups: list[str] = Field(default_factory=list)
+    instance_profile: str | None = None  # name, or ARN when it contains ':'
+    user_data: SecretStr | None = None  # template; may hold bootstrap tokens, so kept secret
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_credentials(cls, data: object) -> object:
+        if isinstance(data, dict):
+            for key in ("accessKeyID", "secretAccessKey", "accessKeyId", "sessionToken"):
+                if key in data:
+                    raise ValueError(f"{key} is not accepted: credentials come only from the standard AWS chain (environment, shared files, instance profile)")
+        return data
+
+
+class CloudProvider(StrEnum):
+    SIMULATED = "simulated"
+    AWS = "aws"
+
+
+class Cloud(Model):
+    provider: CloudProvider = CloudProvider.SIMULATED
+    simulated: SimulatedCloud | None = None
+    aws: AwsCloud | None = None
+
+    @model_validator(mode="after")
+    def _one_block(self) -> Cloud:
+        other = "aws" if self.provider is CloudProvider.SIMULATED else "simulated"
+        if getattr(self, other) is not None:
+            raise ValueError(f"has a {other!r} block but provider is {self.provider.value!r}")
+        if self.provider is CloudProvider.AWS and self.aws is None:
+            raise ValueError("provider is 'aws' but there is no 'aws' block (region at least)")
+        if self.provider is CloudProvider.SIMULATED and self.simulated is None:
+            object.__setattr__(self, "simulated", SimulatedCloud())
+        return self
+
+
+# --- cluster ----------------------------------------------------------------------------
+
+
+class SimulatedCluster(Model):
+    """A cluster in memory that registers booted instances as nodes and plays a workload."""
+
+    workload: str | None = None  # workload file, relative to provider.yaml; none = no pods
+    register_delay: Duration = 10.0  # running instance to Ready node (kubelet start-up)
+
+
+class LeaderElection(Model):
+    enabled: bool = True
+    namespace: str = "nodemanager"
+    lease_name: str = "nodemanager"
+    lease_duration: Duration = 15.0  # client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry
+    renew_deadline: Duration = 10.0
+    retry_period: Duration = 2.0
+
+
+class KubernetesMode(StrEnum):
+    SCHEDULER = "scheduler"  # nodemanager binds the pods whose schedulerName is ours
+    PROVISIONER = "provisioner"  # the default scheduler binds; we add capacity for its unschedulable pods
+
+
+class KubernetesCluster(Model):
+    mode: KubernetesMode = KubernetesMode.SCHEDULER
+    scheduler_name: str = "nodemanager"
+    kubeconfig: str | None = None  # none: in-cluster, then the default kubeconfig
+    context: str | None = None
+    drain_timeout: Duration = 300.0
+    leader_election: LeaderElection = Field(default_factory=LeaderElection)
+
+
+class ClusterSource(StrEnum):
+    SIMULATED = "simulated"
+    KUBERNETES = "kubernetes"
+
+
+class Cluster(Model):
+    source: ClusterSource = ClusterSource.SIMULATED
+    simulated: SimulatedCluster | None = None
+    kubernetes: KubernetesCluster | None = None
+
+    @model_validator(mode="after")
+    def _one_block(self) -> Cluster:
+        other = "kubernetes" if self.source is ClusterSource.SIMULATED else "simulated"
+        if getattr(self, other) is not None:
+            raise ValueError(f"has a {other!r} block but source is {self.source.value!r}")
+        mine = self.source.value
+        if getattr(self, mine) is None:
+            object.__setattr__(self, mine, SimulatedCluster() if self.source is ClusterSource.SIMULATED else KubernetesCluster())
+        return self
+
+
+# --- nodes and pools --------------------------------------------------------------------
+
+
+class BootImageSpec(Model):
+    """Which machine image to boot: explicit ids, the newest image matching owners and
+    filters, or a launch template (which then also carries the image)."""
+
+    image_ids: list[str] = Field(default_factory=list, alias="imageIDs")
+    owners: list[str] = Field(default_factory=list)
+    filters: dict[str, list[str]] = Field(default_factory=dict)  # EC2 DescribeImages filters
+    launch_template: str | None = None
+
+    @model_validator(mode="after")
+    def _one_way(self) -> BootImageSpec:
+        ways = [bool(self.image_ids), bool(self.owners or self.filters), bool(self.launch_template)]
+        if sum(ways) > 1:
+            raise ValueError("give imageIDs, or owners/filters, or launchTemplate, not several")
+        return self
+
+
+class NodeDefaults(Model):
+    default_instance_type: str = "t3.medium"  # for standby entries and pods that name no type
+    volume_size: ByteQuantity = 20 * 2**30  # root volume; EKS AMIs need about 20 GiB
+    boot_image_spec: BootImageSpec = Field(default_factory=BootImageSpec)
+    name_tag: str = Field(default="nodemanager", max_length=34, pattern=_DNS_LABEL)  # Name tag / node name prefix
+    boot_timeout: Duration = 300.0  # an instance not a Ready node by then is terminated
+    healthy_timeout: Duration = 90.0  # a Ready node not heard from for this long is replaced
+    idle_grace: Duration = 300.0  # an unneeded node is stopped only after being unneeded this long
+    max_boots_per_loop: int = Field(default=10, ge=1)  # bounds the blast radius of one bad decision
+    unavailable_offering_ttl: Duration = Field(default=180.0, alias="unavailableOfferingTTL")  # an offering that ran out of capacity is skipped this long
+
+
+class Taint(Model):
+    key: str = Field(min_length=1)
+    value: str = ""
+    effect: TaintEffect
+
+
+class Limits(Model):
+    """Caps on what a pool may hold in total; none means unbounded."""
+
+    nodes: int | None = Field(default=None, ge=0)
+    cpu: CpuQuantity | None = None
+    memory: ByteQuantity | None = None
+
+
+class Standby(Model):
+    """Nodes kept booted and idle so that pods start without waiting for a boot."""
+
+    instance_type: str | None = None  # default: nodes.defaultInstanceType
+    count: int = Field(ge=0)
+    spot: bool = False
+    zone: str | None = None
+
+
+class Packing(StrEnum):
+    CELL = "cell"  # one pod per node, node stopped when its pod ends
+    BINPACK = "binpack"  # many pods per node, cheapest mix of instance types
+
+
+class Pool(Model):
+    name: str = Field(max_length=63, pattern=_DNS_LABEL)
+    packing: Packing = Packing.BINPACK
+    instance_types: list[str] = Field(default_factory=lambda: ["*"], min_length=1)  # names or globs
+    architectures: list[Literal["x86_64", "arm64"]] = Field(default_factory=lambda: ["x86_64"], min_length=1)  # images are rarely multi-arch
+    capacity_types: list[CapacityType] = Field(default_factory=lambda: [CapacityType.ON_DEMAND], min_length=1)
+    zones: list[str] = Field(default_factory=list)  # empty: every zone of the region
+    labels: dict[str, str] = Field(default_factory=dict)  # set on the pool's nodes; pods select pools with them
+    taints: list[Taint] = Field(default_factory=list)  # only pods tolerating them land in the pool
+    limits: Limits = Field(default_factory=Limits)
+    standby: list[Standby] = Field(default_factory=list)
+    weight: int = Field(default=0, ge=0, le=100)  # higher is tried first when several pools fit
+
+
+class Loops(Model):
+    """How often each control loop runs (Kip's values)."""
+
+    pool: Duration = Field(default=7.0, gt=0)
+    heartbeat: Duration = Field(default=10.0, gt=0)
+    reaper: Duration = Field(default=10.0, gt=0)
+    orphan_gc: Duration = Field(default=60.0, gt=0, alias="orphanGC")
+
+
+class Status(Model):
+    listen: str = Field(default="127.0.0.1:8080", pattern=r"^(\[[0-9a-fA-F:]+\]|[^:\s]+):[0-9]{1,5}$")  # loopback: opt in to expose it
+    bearer_token_file: str | None = None  # guards all but /healthz when set
+    bearer_token_env: str | None = None  # name of an environment variable holding the token
+
+
+class CatalogSettings(Model):
+    region: str = "us-east-1"
+    file: str | None = None  # a catalog JSON made by cloud.catalog_gen; default: the bundled one
+    spot_price_fraction: float = Field(default=0.4, gt=0, le=1)  # until real spot prices are fetched
+
+
+class ProviderConfig(Model):
+    """The whole provider.yaml."""
+
+    api_version: Literal["nodemanager/v1"] = "nodemanager/v1"
+    controller_id: str | None = Field(default=None, pattern=_DNS_LABEL, max_length=63)
+    cloud: Cloud = Field(default_factory=Cloud)
+    cluster: Cluster = Field(default_factory=Cluster)
+    catalog: CatalogSettings = Field(default_factory=CatalogSettings)
+    nodes: NodeDefaults = Field(default_factory=NodeDefaults)
+    pools: list[Pool] = Field(min_length=1)
+    loops: Loops = Field(default_factory=Loops)
+    status: Status = Field(default_factory=Status)
+
+    @model_validator(mode="after")
+    def _controller_id(self) -> ProviderConfig:
+        if self.controller_id is None:
+            if self.cloud.provider is CloudProvider.AWS:
+                raise ValueError(
+                    "controllerId: required with cloud.provider aws: it tags this controller's instances, so it must be stable and unique per cluster"
+                )
+            object.__setattr__(self, "controller_id", "simulated")
+        return self
+
+    def pool(self, name: str) -> Pool:
+        return next(p for p in self.pools if p.name == name)

@@ -1,0 +1,266 @@
+"""``Pod``: what the scheduler needs to know of a Kubernetes pod, parsed once.
+
+Built from a manifest dict as ``kubectl get pod -o yaml`` prints it (camelCase keys);
+``nodemanager.cluster.objects.pod_from_v1`` feeds the official client's ``V1Pod`` through
+the client's own serializer into the same parser, so both give the same ``Pod``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, NewType
+
+from nodemanager.errors import InvalidManifest
+from nodemanager.model.resources import ZERO, Resources
+from nodemanager.model.selectors import Operator, Requirement, SelectorTerm, TaintEffect, Toleration
+
+PodKey = NewType("PodKey", str)  # "namespace/name"
+
+ANNOTATION_PREFIX = "nodemanager.io/"
+INSTANCE_TYPE_ANNOTATION = ANNOTATION_PREFIX + "instance-type"
+CAPACITY_TYPE_ANNOTATION = ANNOTATION_PREFIX + "capacity-type"
+ZONE_ANNOTATION = ANNOTATION_PREFIX + "zone"
+POD_GROUP_LABEL = ANNOTATION_PREFIX + "pod-group"
+POD_GROUP_MIN_MEMBER_ANNOTATION = ANNOTATION_PREFIX + "pod-group-min-member"
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+class PodPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+TERMINAL_PHASES = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
+
+
+class CapacityPolicy(StrEnum):
+    """A pod's capacity-type wish: ``spot`` (always), ``on-demand`` (never spot) or ``any``."""
+
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+    ANY = "any"
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str
+    requests: Resources
+    created_at: float = 0.0
+    priority: int = 0
+    phase: PodPhase = PodPhase.PENDING
+    node_name: str = ""
+    scheduler_name: str = DEFAULT_SCHEDULER
+    labels: Mapping[str, str] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity: tuple[SelectorTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    instance_type: str = ""  # exact name or glob, from the placement annotation
+    capacity_policy: CapacityPolicy = CapacityPolicy.ANY
+    zone: str = ""
+    pod_group: str = ""
+    pod_group_min_member: int = 0
+
+    @property
+    def key(self) -> PodKey:
+        return PodKey(f"{self.namespace}/{self.name}")
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def is_bound(self) -> bool:
+        return bool(self.node_name)
+
+    def specificity(self) -> int:
+        """How constrained the pod is: more constraints are matched first (PrioritySort)."""
+        return (
+            (self.instance_type != "" and "*" not in self.instance_type) * 4
+            + (self.instance_type != "") * 2
+            + (self.capacity_policy is not CapacityPolicy.ANY) * 2
+            + (self.zone != "") * 2
+            + len(self.node_selector)
+            + len(self.affinity)
+        )
+
+    @classmethod
+    def from_manifest(cls, doc: Mapping[str, Any], where: str = "pod") -> Pod:
+        """Parse a Pod manifest; every error names the field path below ``where``."""
+        return _parse_pod(doc, where)
+
+
+# --- parsing -----------------------------------------------------------------------------
+
+
+def _mapping(value: Any, path: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidManifest(path, f"expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, path: str) -> Sequence[Any]:
+    if value is None:
+        return ()
+    if not isinstance(value, list | tuple):
+        raise InvalidManifest(path, f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _str_map(value: Any, path: str) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _mapping(value, path).items()}
+
+
+def _timestamp(value: Any, path: str) -> float:
+    if value is None or value == "":
+        return 0.0
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    try:
+        return datetime.fromisoformat(str(value)).timestamp()
+    except ValueError:
+        raise InvalidManifest(path, f"expected an RFC 3339 time, got {value!r}") from None
+
+
+def _container_requests(container: Any, path: str) -> Resources:
+    c = _mapping(container, path)
+    res = _mapping(c.get("resources"), f"{path}.resources")
+    limits = _mapping(res.get("limits"), f"{path}.resources.limits")
+    requests = dict(_mapping(res.get("requests"), f"{path}.resources.requests"))
+    # The API server defaults a missing request to the limit; workload files skip it.
+    for name, value in limits.items():
+        requests.setdefault(name, value)
+    field_path = f"{path}.resources.requests" if requests else path
+    return Resources.parse(requests, field_path)
+
+
+def effective_request(spec: Mapping[str, Any], path: str = "spec") -> Resources:
+    """The pod's request as Kubernetes computes it (``resourcehelper.PodRequests``).
+
+    Sum of app containers and restartable (sidecar) init containers; at least each plain
+    init container plus the sidecars started before it; plus the pod overhead.
+    """
+    total = ZERO
+    for i, c in enumerate(_list(spec.get("containers"), f"{path}.containers")):
+        total += _container_requests(c, f"{path}.containers[{i}]")
+    sidecars = ZERO
+    init_peak = ZERO
+    for i, c in enumerate(_list(spec.get("initContainers"), f"{path}.initContainers")):
+        req = _container_requests(c, f"{path}.initContainers[{i}]")
+        if _mapping(c, f"{path}.initContainers[{i}]").get("restartPolicy") == "Always":
+            sidecars += req
+            init_peak = init_peak.max(sidecars)
+        else:
+            init_peak = init_peak.max(req + sidecars)
+    return (total + sidecars).max(init_peak) + Resources.parse(spec.get("overhead"), f"{path}.overhead")
+
+
+def _requirement(expr: Any, path: str, on_field: bool) -> Requirement:
+    e = _mapping(expr, path)
+    key = e.get("key")
+    if not key:
+        raise InvalidManifest(f"{path}.key", "required")
+    try:
+        op = Operator(e.get("operator"))
+    except ValueError:
+        raise InvalidManifest(f"{path}.operator", f"expected one of In, NotIn, Exists, DoesNotExist, Gt, Lt, got {e.get('operator')!r}") from None
+    values = tuple(str(v) for v in _list(e.get("values"), f"{path}.values"))
+    if op in (Operator.IN, Operator.NOT_IN) and not values:
+        raise InvalidManifest(f"{path}.values", f"{op} needs at least one value")
+    if op in (Operator.EXISTS, Operator.DOES_NOT_EXIST) and values:
+        raise InvalidManifest(f"{path}.values", f"{op} takes no values")
+    if op in (Operator.GT, Operator.LT) and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
+        raise InvalidManifest(f"{path}.values", f"{op} needs exactly one integer value, got {list(values)!r}")
+    if on_field and (key != "metadata.name" or op not in (Operator.IN, Operator.NOT_IN)):
+        raise InvalidManifest(path, "matchFields supports only metadata.name with In or NotIn")
+    return Requirement(str(key), op, values, on_field)
+
+
+def _affinity(spec: Mapping[str, Any], path: str) -> tuple[SelectorTerm, ...]:
+    node_aff = _mapping(_mapping(spec.get("affinity"), f"{path}.affinity").get("nodeAffinity"), f"{path}.affinity.nodeAffinity")
+    req_path = f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    required = _mapping(node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
+    terms = []
+    for i, term in enumerate(_list(required.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")):
+        tpath = f"{req_path}.nodeSelectorTerms[{i}]"
+        t = _mapping(term, tpath)
+        reqs = [_requirement(e, f"{tpath}.matchExpressions[{j}]", False) for j, e in enumerate(_list(t.get("matchExpressions"), f"{tpath}.matchExpressions"))]
+        reqs += [_requirement(e, f"{tpath}.matchFields[{j}]", True) for j, e in enumerate(_list(t.get("matchFields"), f"{tpath}.matchFields"))]
+        terms.append(SelectorTerm(tuple(reqs)))
+    return tuple(terms)
+
+
+def _toleration(value: Any, path: str) -> Toleration:
+    t = _mapping(value, path)
+    operator = t.get("operator") or "Equal"
+    if operator not in ("Equal", "Exists"):
+        raise InvalidManifest(f"{path}.operator", f"expected Equal or Exists, got {operator!r}")
+    effect = t.get("effect") or None
+    if effect is not None:
+        try:
+            effect = TaintEffect(effect)
+        except ValueError:
+            raise InvalidManifest(f"{path}.effect", f"expected NoSchedule, PreferNoSchedule or NoExecute, got {effect!r}") from None
+    return Toleration(str(t.get("key") or ""), operator, str(t.get("value") or ""), effect)
+
+
+def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
+    doc = _mapping(doc, where)
+    meta = _mapping(doc.get("metadata"), f"{where}.metadata")
+    spec = _mapping(doc.get("spec"), f"{where}.spec")
+    status = _mapping(doc.get("status"), f"{where}.status")
+    name = meta.get("name")
+    if not name:
+        raise InvalidManifest(f"{where}.metadata.name", "required")
+    namespace = str(meta.get("namespace") or "default")
+    annotations = _str_map(meta.get("annotations"), f"{where}.metadata.annotations")
+    labels = _str_map(meta.get("labels"), f"{where}.metadata.labels")
+
+    policy_text = annotations.get(CAPACITY_TYPE_ANNOTATION, "any")
+    try:
+        policy = CapacityPolicy(policy_text)
+    except ValueError:
+        raise InvalidManifest(f"{where}.metadata.annotations[{CAPACITY_TYPE_ANNOTATION}]", f"expected spot, on-demand or any, got {policy_text!r}") from None
+    min_member_text = annotations.get(POD_GROUP_MIN_MEMBER_ANNOTATION, "0")
+    if not min_member_text.isdigit():
+        raise InvalidManifest(f"{where}.metadata.annotations[{POD_GROUP_MIN_MEMBER_ANNOTATION}]", f"expected a non-negative integer, got {min_member_text!r}")
+    phase_text = status.get("phase") or "Pending"
+    try:
+        phase = PodPhase(phase_text)
+    except ValueError:
+        raise InvalidManifest(f"{where}.status.phase", f"unknown phase {phase_text!r}") from None
+    priority = spec.get("priority") or 0
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise InvalidManifest(f"{where}.spec.priority", f"expected an integer, got {priority!r}")
+
+    return Pod(
+        namespace=namespace,
+        name=str(name),
+        uid=str(meta.get("uid") or f"{namespace}/{name}"),
+        requests=effective_request(spec, f"{where}.spec"),
+        created_at=_timestamp(meta.get("creationTimestamp"), f"{where}.metadata.creationTimestamp"),
+        priority=priority,
+        phase=phase,
+        node_name=str(spec.get("nodeName") or ""),
+        scheduler_name=str(spec.get("schedulerName") or DEFAULT_SCHEDULER),
+        labels=labels,
+        node_selector=_str_map(spec.get("nodeSelector"), f"{where}.spec.nodeSelector"),
+        affinity=_affinity(spec, f"{where}.spec"),
+        tolerations=tuple(_toleration(t, f"{where}.spec.tolerations[{i}]") for i, t in enumerate(_list(spec.get("tolerations"), f"{where}.spec.tolerations"))),
+        instance_type=annotations.get(INSTANCE_TYPE_ANNOTATION, ""),
+        capacity_policy=policy,
+        zone=annotations.get(ZONE_ANNOTATION, ""),
+        pod_group=labels.get(POD_GROUP_LABEL, ""),
+        pod_group_min_member=int(min_member_text),
+    )

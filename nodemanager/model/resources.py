@@ -1,0 +1,153 @@
+"""``Resources``: an immutable vector of integer resource amounts keyed by resource name.
+
+Units: ``cpu`` in milli-cores, ``memory`` / storage in bytes, everything else a count.
+Absent names are zero; zero entries are never stored, so equal vectors compare and
+hash equal (pods with equal requests fall into one equivalence class by hash).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from nodemanager.errors import InvalidManifest
+from nodemanager.model.quantity import format_quantity, resource_amount
+
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+NVIDIA_GPU = "nvidia.com/gpu"
+AMD_GPU = "amd.com/gpu"
+GPU_RESOURCES = (NVIDIA_GPU, AMD_GPU)
+
+
+class Resources:
+    """An immutable resource vector. Arithmetic is element-wise and exact."""
+
+    __slots__ = ("_amounts", "_hash")
+
+    def __init__(self, amounts: Mapping[str, int] | None = None) -> None:
+        self._amounts: dict[str, int] = {k: int(v) for k, v in (amounts or {}).items() if v}
+        self._hash: int | None = None
+
+    @classmethod
+    def parse(cls, quantities: Mapping[str, object] | None, field: str = "resources") -> Resources:
+        """Parse ``{"cpu": "500m", "memory": "1Gi"}``; errors name ``field.<resource>``."""
+        if not quantities:
+            return ZERO
+        if not isinstance(quantities, Mapping):
+            raise InvalidManifest(field, f"expected a mapping of resource names, got {quantities!r}")
+        return cls({str(k): resource_amount(str(k), v, f"{field}.{k}") for k, v in quantities.items()})
+
+    # -- access -------------------------------------------------------------------------
+    def get(self, name: str) -> int:
+        return self._amounts.get(name, 0)
+
+    __getitem__ = get
+
+    @property
+    def cpu(self) -> int:
+        """Milli-cores."""
+        return self._amounts.get(CPU, 0)
+
+    @property
+    def memory(self) -> int:
+        """Bytes."""
+        return self._amounts.get(MEMORY, 0)
+
+    @property
+    def pods(self) -> int:
+        return self._amounts.get(PODS, 0)
+
+    def names(self) -> frozenset[str]:
+        return frozenset(self._amounts)
+
+    def items(self) -> Iterator[tuple[str, int]]:
+        return iter(sorted(self._amounts.items()))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._amounts))
+
+    def __len__(self) -> int:
+        return len(self._amounts)
+
+    def __bool__(self) -> bool:
+        return bool(self._amounts)
+
+    def is_nonnegative(self) -> bool:
+        return all(v >= 0 for v in self._amounts.values())
+
+    # -- arithmetic ---------------------------------------------------------------------
+    def __add__(self, other: Resources) -> Resources:
+        out = dict(self._amounts)
+        for k, v in other._amounts.items():
+            out[k] = out.get(k, 0) + v
+        return Resources(out)
+
+    def __sub__(self, other: Resources) -> Resources:
+        out = dict(self._amounts)
+        for k, v in other._amounts.items():
+            out[k] = out.get(k, 0) - v
+        return Resources(out)
+
+    def __mul__(self, factor: int) -> Resources:
+        return Resources({k: v * factor for k, v in self._amounts.items()})
+
+    __rmul__ = __mul__
+
+    def max(self, other: Resources) -> Resources:
+        """Element-wise maximum (how an init container bounds a pod's request)."""
+        out = dict(self._amounts)
+        for k, v in other._amounts.items():
+            if v > out.get(k, 0):
+                out[k] = v
+        return Resources(out)
+
+    def clamp_nonnegative(self) -> Resources:
+        return Resources({k: v for k, v in self._amounts.items() if v > 0})
+
+    def only(self, *names: str) -> Resources:
+        return Resources({k: v for k, v in self._amounts.items() if k in names})
+
+    # -- comparison ---------------------------------------------------------------------
+    def fits(self, capacity: Resources) -> bool:
+        """True when every amount here is at most the same amount in ``capacity``."""
+        cap = capacity._amounts
+        return all(v <= cap.get(k, 0) for k, v in self._amounts.items())
+
+    def shortfall(self, capacity: Resources) -> list[str]:
+        """The resource names on which this vector does not fit ``capacity``, sorted."""
+        cap = capacity._amounts
+        return sorted(k for k, v in self._amounts.items() if v > cap.get(k, 0))
+
+    def __le__(self, other: Resources) -> bool:
+        return self.fits(other)
+
+    def __ge__(self, other: Resources) -> bool:
+        return other.fits(self)
+
+    def __lt__(self, other: Resources) -> bool:
+        return self.fits(other) and self != other
+
+    def __gt__(self, other: Resources) -> bool:
+        return other.fits(self) and self != other
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Resources) and self._amounts == other._amounts
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(frozenset(self._amounts.items()))
+        return self._hash
+
+    # -- presentation -------------------------------------------------------------------
+    def to_quantities(self) -> dict[str, str]:
+        """Kubernetes spelling, e.g. ``{"cpu": "500m", "memory": "1Gi"}``."""
+        return {k: format_quantity(k, v) for k, v in self.items()}
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v}" for k, v in self.to_quantities().items())
+        return f"Resources({inner})"
+
+
+ZERO = Resources()

@@ -1,0 +1,111 @@
+"""Node selection vocabulary: required node-affinity terms, taints and tolerations.
+
+The matching rules are the Kubernetes ones (``k8s.io/component-helpers`` nodeaffinity and
+``v1helper.TolerationsTolerateTaint``), written as small pure functions so the
+scheduling plugins and the instance chooser share one definition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Operator(StrEnum):
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+    GT = "Gt"
+    LT = "Lt"
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One ``matchExpressions`` (or, with ``on_field``, ``matchFields``) entry."""
+
+    key: str
+    operator: Operator
+    values: tuple[str, ...] = ()
+    on_field: bool = False
+
+    def matches(self, labels: Mapping[str, str], node_name: str = "") -> bool:
+        if self.on_field:
+            # matchFields supports only metadata.name with In / NotIn.
+            present, value = True, node_name
+        else:
+            present, value = self.key in labels, labels.get(self.key, "")
+        op = self.operator
+        if op is Operator.IN:
+            return present and value in self.values
+        if op is Operator.NOT_IN:
+            return not present or value not in self.values
+        if op is Operator.EXISTS:
+            return present
+        if op is Operator.DOES_NOT_EXIST:
+            return not present
+        if not present:
+            return False
+        try:
+            have, want = int(value), int(self.values[0])
+        except (ValueError, IndexError):
+            return False
+        return have > want if op is Operator.GT else have < want
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorTerm:
+    """Requirements that must all hold. An empty term matches nothing (as in Kubernetes)."""
+
+    requirements: tuple[Requirement, ...]
+
+    def matches(self, labels: Mapping[str, str], node_name: str = "") -> bool:
+        return bool(self.requirements) and all(r.matches(labels, node_name) for r in self.requirements)
+
+
+def terms_match(terms: tuple[SelectorTerm, ...], labels: Mapping[str, str], node_name: str = "") -> bool:
+    """Required node affinity: no terms means no constraint; otherwise any term must match."""
+    return not terms or any(t.matches(labels, node_name) for t in terms)
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    effect: TaintEffect
+    value: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: TaintEffect | None = None  # None tolerates every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect is not None and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        # An empty key is only valid with Exists; Equal with no key tolerates nothing.
+        return bool(self.key) and self.value == taint.value
+
+
+def untolerated(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...], effects: frozenset[TaintEffect]) -> list[Taint]:
+    """The taints with one of ``effects`` that no toleration covers."""
+    return [t for t in taints if t.effect in effects and not any(tol.tolerates(t) for tol in tolerations)]
+
+
+HARD_EFFECTS = frozenset({TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE})

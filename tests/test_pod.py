@@ -1,0 +1,182 @@
+from datetime import UTC, datetime
+
+import pytest
+from kubernetes import client as k8s
+
+from nodemanager.cluster.objects import pod_from_v1
+from nodemanager.errors import InvalidInput, InvalidManifest
+from nodemanager.model import CapacityPolicy, Operator, Pod, PodPhase, Resources, Taint, TaintEffect, Toleration
+from nodemanager.model.pod import effective_request
+
+MANIFEST = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {
+        "name": "web-1",
+        "namespace": "shop",
+        "uid": "4f0c6c9e-1",
+        "creationTimestamp": "2026-01-02T03:04:05Z",
+        "labels": {"app": "web", "nodemanager.io/pod-group": "g1"},
+        "annotations": {
+            "nodemanager.io/instance-type": "c5*",
+            "nodemanager.io/capacity-type": "spot",
+            "nodemanager.io/zone": "us-east-1b",
+            "nodemanager.io/pod-group-min-member": "3",
+        },
+    },
+    "spec": {
+        "schedulerName": "nodemanager",
+        "priority": 1000,
+        "nodeSelector": {"workload": "general"},
+        "containers": [
+            {"name": "app", "image": "nginx", "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}},
+            {"name": "log", "image": "fluent", "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}}},
+        ],
+        "initContainers": [{"name": "migrate", "image": "m", "resources": {"requests": {"cpu": "2", "memory": "64Mi"}}}],
+        "overhead": {"cpu": "10m"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "web", "effect": "NoSchedule"}, {"operator": "Exists"}],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]},
+                        {"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["5"]}, {"key": "legacy", "operator": "DoesNotExist"}]},
+                    ]
+                }
+            }
+        },
+    },
+    "status": {"phase": "Pending"},
+}
+
+
+def v1_equivalent() -> k8s.V1Pod:
+    """The same pod, built with the official client's model classes."""
+    req = k8s.V1NodeSelectorRequirement
+    return k8s.V1Pod(
+        api_version="v1",
+        kind="Pod",
+        metadata=k8s.V1ObjectMeta(
+            name="web-1",
+            namespace="shop",
+            uid="4f0c6c9e-1",
+            creation_timestamp=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+            labels={"app": "web", "nodemanager.io/pod-group": "g1"},
+            annotations=MANIFEST["metadata"]["annotations"],
+        ),
+        spec=k8s.V1PodSpec(
+            scheduler_name="nodemanager",
+            priority=1000,
+            node_selector={"workload": "general"},
+            containers=[
+                k8s.V1Container(name="app", image="nginx", resources=k8s.V1ResourceRequirements(requests={"cpu": "500m", "memory": "256Mi"})),
+                k8s.V1Container(name="log", image="fluent", resources=k8s.V1ResourceRequirements(limits={"cpu": "100m", "memory": "64Mi"})),
+            ],
+            init_containers=[k8s.V1Container(name="migrate", image="m", resources=k8s.V1ResourceRequirements(requests={"cpu": "2", "memory": "64Mi"}))],
+            overhead={"cpu": "10m"},
+            tolerations=[k8s.V1Toleration(key="dedicated", operator="Equal", value="web", effect="NoSchedule"), k8s.V1Toleration(operator="Exists")],
+            affinity=k8s.V1Affinity(
+                node_affinity=k8s.V1NodeAffinity(
+                    required_during_scheduling_ignored_during_execution=k8s.V1NodeSelector(
+                        node_selector_terms=[
+                            k8s.V1NodeSelectorTerm(match_expressions=[req(key="kubernetes.io/arch", operator="In", values=["amd64"])]),
+                            k8s.V1NodeSelectorTerm(match_expressions=[req(key="gen", operator="Gt", values=["5"]), req(key="legacy", operator="DoesNotExist")]),
+                        ]
+                    )
+                )
+            ),
+        ),
+        status=k8s.V1PodStatus(phase="Pending"),
+    )
+
+
+def test_manifest_is_parsed_completely():
+    pod = Pod.from_manifest(MANIFEST)
+    assert pod.key == "shop/web-1"
+    # containers 600m/320Mi, init 2/64Mi dominates cpu; plus 10m overhead
+    assert pod.requests == Resources.parse({"cpu": "2010m", "memory": "320Mi"})
+    assert pod.created_at == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC).timestamp()
+    assert (pod.instance_type, pod.capacity_policy, pod.zone) == ("c5*", CapacityPolicy.SPOT, "us-east-1b")
+    assert (pod.pod_group, pod.pod_group_min_member) == ("g1", 3)
+    assert pod.scheduler_name == "nodemanager"
+    assert pod.priority == 1000
+    assert pod.phase is PodPhase.PENDING
+    assert pod.tolerations[0] == Toleration("dedicated", "Equal", "web", TaintEffect.NO_SCHEDULE)
+    assert pod.tolerations[1].tolerates(Taint("anything", TaintEffect.NO_EXECUTE))
+    assert [r.operator for r in pod.affinity[1].requirements] == [Operator.GT, Operator.DOES_NOT_EXIST]
+
+
+def test_v1pod_and_manifest_give_the_same_pod():
+    assert pod_from_v1(v1_equivalent()) == Pod.from_manifest(MANIFEST)
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        pytest.param({"containers": [{"resources": {"requests": {"cpu": "1"}}}, {"resources": {"requests": {"cpu": "1"}}}]}, {"cpu": "2"}, id="sum-of-containers"),
+        pytest.param(
+            {"containers": [{"resources": {"requests": {"cpu": "1"}}}], "initContainers": [{"resources": {"requests": {"cpu": "3"}}}]},
+            {"cpu": "3"},
+            id="init-dominates",
+        ),
+        pytest.param(
+            {
+                "containers": [{"resources": {"requests": {"cpu": "1"}}}],
+                "initContainers": [
+                    {"restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}},
+                    {"resources": {"requests": {"cpu": "2"}}},
+                ],
+            },
+            {"cpu": "2500m"},
+            id="sidecar-runs-beside-later-init",
+        ),
+        pytest.param(
+            {"containers": [{"resources": {"requests": {"cpu": "1"}}}], "initContainers": [{"restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}}]},
+            {"cpu": "1500m"},
+            id="sidecar-adds-to-containers",
+        ),
+        pytest.param({"containers": [{"resources": {"limits": {"memory": "1Gi"}}}]}, {"memory": "1Gi"}, id="limit-defaults-request"),
+        pytest.param({"containers": [{"name": "x"}], "overhead": {"memory": "64Mi"}}, {"memory": "64Mi"}, id="overhead-only"),
+    ],
+)
+def test_effective_request_as_kubernetes_computes_it(spec, expected):
+    assert effective_request(spec) == Resources.parse(expected)
+
+
+@pytest.mark.parametrize(
+    ("patch", "field"),
+    [
+        ({"metadata": {"name": ""}}, "pod.metadata.name"),
+        ({"spec": {"containers": [{"resources": {"requests": {"cpu": "fast"}}}]}}, "pod.spec.containers[0].resources.requests.cpu"),
+        ({"spec": {"containers": "nope"}}, "pod.spec.containers"),
+        ({"spec": {"initContainers": [{"resources": {"limits": {"memory": "-1Gi"}}}]}}, "pod.spec.initContainers[0].resources.requests.memory"),
+        ({"spec": {"tolerations": [{"operator": "Maybe"}]}}, "pod.spec.tolerations[0].operator"),
+        ({"spec": {"priority": "high"}}, "pod.spec.priority"),
+        ({"status": {"phase": "Sleeping"}}, "pod.status.phase"),
+        ({"metadata": {"name": "p", "annotations": {"nodemanager.io/capacity-type": "cheap"}}}, "pod.metadata.annotations[nodemanager.io/capacity-type]"),
+        (
+            {"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["x"]}]}]}}}}},
+            "pod.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values",
+        ),
+        ({"metadata": {"name": "p", "creationTimestamp": "yesterday"}}, "pod.metadata.creationTimestamp"),
+    ],
+)
+def test_bad_manifests_name_the_field(patch, field):
+    doc = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
+    for key, value in patch.items():
+        doc[key] = {**doc.get(key, {}), **value}
+    with pytest.raises(InvalidInput) as err:
+        Pod.from_manifest(doc)
+    assert str(err.value).startswith(field)
+
+
+def test_defaults_for_a_bare_pod():
+    pod = Pod.from_manifest({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}})
+    assert (pod.namespace, pod.uid, pod.phase, pod.capacity_policy, pod.scheduler_name) == ("default", "default/p", PodPhase.PENDING, CapacityPolicy.ANY, "default-scheduler")
+    assert pod.requests == Resources()
+
+
+def test_invalid_manifest_is_a_value_error_with_path():
+    with pytest.raises(InvalidManifest) as err:
+        Pod.from_manifest("not a pod", "workload.pods[3].pod")
+    assert err.value.field == "workload.pods[3].pod"
