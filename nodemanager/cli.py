@@ -33,7 +33,9 @@ def _catalog_command(args: argparse.Namespace) -> int:
     capacity = CapacityType(args.capacity_type) if args.capacity_type else None
     rows = []
     seen: set[tuple[str, str]] = set()
-    for offering, itype in catalog.ranked(requests, allowed=args.instance_types or ("*",), architectures=args.arch or (), capacity_type=capacity, zone=args.zone):
+    for offering, itype in catalog.ranked(
+        requests, allowed=args.instance_types or ("*",), architectures=args.arch or (), capacity_type=capacity, zone=args.zone
+    ):
         if (itype.name, offering.capacity_type) in seen:  # one row per type and capacity type
             continue
         seen.add((itype.name, offering.capacity_type))

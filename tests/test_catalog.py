@@ -31,7 +31,9 @@ def test_bundled_catalog_is_complete_and_dated(catalog):
         # 32 vCPU types cannot hold 32 cores once kube-reserved is taken off
         pytest.param(r(cpu="32", memory="15Gi"), {"allowed": ["m5.*"], "capacity_type": OD}, "m5.12xlarge", id="glob-m5-allocatable-aware"),
         pytest.param(r(cpu="1", memory="2Gi"), {"allowed": ["t3*"], "capacity_type": OD}, "t3a.medium", id="small-memory-needs-medium"),
-        pytest.param(Resources.parse({"cpu": "1", "memory": "4Gi", "nvidia.com/gpu": 1}), {"capacity_type": OD, "architectures": ["x86_64"]}, "g4dn.xlarge", id="gpu"),
+        pytest.param(
+            Resources.parse({"cpu": "1", "memory": "4Gi", "nvidia.com/gpu": 1}), {"capacity_type": OD, "architectures": ["x86_64"]}, "g4dn.xlarge", id="gpu"
+        ),
         pytest.param(r(cpu="48", memory="180Gi"), {"capacity_type": OD, "architectures": ["x86_64"]}, "m5a.16xlarge", id="large-x86"),
     ],
 )

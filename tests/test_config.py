@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from nodemanager.config import embedded_default_path, load_config, parse_config
-from nodemanager.config.durations import format_duration, parse_duration
+from nodemanager.durations import format_duration, parse_duration
 from nodemanager.errors import ConfigError
 from nodemanager.model import CapacityType
 
@@ -67,14 +67,20 @@ INVALID = [
     pytest.param("pools: [{name: a, bogus: 1}]", ["pools[0].bogus: unknown key"], id="unknown-pool-key"),
     pytest.param("pool: [{name: a}]", ["pools: required", "pool: unknown key"], id="misspelt-top-key"),
     pytest.param("pools: []", ["pools: must not be empty"], id="no-pools"),
-    pytest.param("pools: [{name: a, limits: {cpu: lots}}]", ["pools[0].limits.cpu: expected a quantity such as 500m, 2Gi or 1.5, got 'lots'"], id="bad-quantity"),
+    pytest.param(
+        "pools: [{name: a, limits: {cpu: lots}}]", ["pools[0].limits.cpu: expected a quantity such as 500m, 2Gi or 1.5, got 'lots'"], id="bad-quantity"
+    ),
     pytest.param("pools: [{name: a, limits: {memory: -1Gi}}]", ["pools[0].limits.memory: expected a non-negative amount, got '-1Gi'"], id="negative-quantity"),
     pytest.param("nodes: {bootTimeout: soon}\n" + MINIMAL, ["nodes.bootTimeout: expected a duration such as 90s, 5m or 1h, got 'soon'"], id="bad-duration"),
     pytest.param("nodes: {maxBootsPerLoop: 0}\n" + MINIMAL, ["nodes.maxBootsPerLoop: must be >= 1, got 0"], id="zero-boot-cap"),
     pytest.param("pools: [{name: Web_1}]", ["pools[0].name: expected a DNS label (lowercase letters, digits and '-'), got 'Web_1'"], id="bad-pool-name"),
     pytest.param("pools: [{name: a}, {name: a}]", ["pools[1].name: duplicate pool name 'a' (also pools[0])"], id="duplicate-pool"),
     pytest.param("pools: [{name: a, packing: tetris}]", ["pools[0].packing: expected one of 'cell' or 'binpack', got 'tetris'"], id="bad-packing"),
-    pytest.param("pools: [{name: a, instanceTypes: ['zz*']}]", ["pools[0].instanceTypes[0]: 'zz*' matches no instance type in the us-east-1 catalog"], id="glob-matches-nothing"),
+    pytest.param(
+        "pools: [{name: a, instanceTypes: ['zz*']}]",
+        ["pools[0].instanceTypes[0]: 'zz*' matches no instance type in the us-east-1 catalog"],
+        id="glob-matches-nothing",
+    ),
     pytest.param(
         "pools: [{name: a, zones: [mars-1a]}]",
         ["pools[0].zones[0]: unknown zone 'mars-1a'; us-east-1 has ['us-east-1a', 'us-east-1b', 'us-east-1c', 'us-east-1d', 'us-east-1e', 'us-east-1f']"],
@@ -90,7 +96,11 @@ INVALID = [
         ["pools[0].standby[0].spot: the pool's capacityTypes ['on-demand'] do not include spot"],
         id="standby-spot-not-allowed",
     ),
-    pytest.param("nodes: {defaultInstanceType: m99.huge}\n" + MINIMAL, ["nodes.defaultInstanceType: unknown instance type 'm99.huge' (catalog us-east-1)"], id="unknown-default-type"),
+    pytest.param(
+        "nodes: {defaultInstanceType: m99.huge}\n" + MINIMAL,
+        ["nodes.defaultInstanceType: unknown instance type 'm99.huge' (catalog us-east-1)"],
+        id="unknown-default-type",
+    ),
     pytest.param(
         "pools: [{name: a, taints: [{key: x, effect: Sometimes}]}]",
         ["pools[0].taints[0].effect: expected one of 'NoSchedule', 'PreferNoSchedule' or 'NoExecute', got 'Sometimes'"],
@@ -102,11 +112,31 @@ INVALID = [
         ["controllerId: required with cloud.provider aws: it tags this controller's instances, so it must be stable and unique per cluster"],
         id="aws-needs-controller-id",
     ),
-    pytest.param("cloud: {provider: aws}\ncontrollerId: x\n" + MINIMAL, ["cloud: provider is 'aws' but there is no 'aws' block (region at least)"], id="aws-without-block"),
-    pytest.param("cloud: {provider: simulated, aws: {region: us-east-1}}\n" + MINIMAL, ["cloud: has a 'aws' block but provider is 'simulated'"], id="block-of-other-cloud"),
-    pytest.param("cloud: {provider: aws, aws: {region: Virginia}}\ncontrollerId: x\n" + MINIMAL, ["cloud.aws.region: expected an AWS region such as us-east-1, got 'Virginia'"], id="bad-region"),
-    pytest.param("cluster: {source: kubernetes, kubernetes: {mode: chaos}}\n" + MINIMAL, ["cluster.kubernetes.mode: expected one of 'scheduler' or 'provisioner', got 'chaos'"], id="bad-mode"),
-    pytest.param("cluster: {simulated: {workload: nowhere.yaml}}\n" + MINIMAL, [f"cluster.simulated.workload: no such file '{REPO / 'nowhere.yaml'}'"], id="missing-workload"),
+    pytest.param(
+        "cloud: {provider: aws}\ncontrollerId: x\n" + MINIMAL,
+        ["cloud: provider is 'aws' but there is no 'aws' block (region at least)"],
+        id="aws-without-block",
+    ),
+    pytest.param(
+        "cloud: {provider: simulated, aws: {region: us-east-1}}\n" + MINIMAL,
+        ["cloud: has a 'aws' block but provider is 'simulated'"],
+        id="block-of-other-cloud",
+    ),
+    pytest.param(
+        "cloud: {provider: aws, aws: {region: Virginia}}\ncontrollerId: x\n" + MINIMAL,
+        ["cloud.aws.region: expected an AWS region such as us-east-1, got 'Virginia'"],
+        id="bad-region",
+    ),
+    pytest.param(
+        "cluster: {source: kubernetes, kubernetes: {mode: chaos}}\n" + MINIMAL,
+        ["cluster.kubernetes.mode: expected one of 'scheduler' or 'provisioner', got 'chaos'"],
+        id="bad-mode",
+    ),
+    pytest.param(
+        "cluster: {simulated: {workload: nowhere.yaml}}\n" + MINIMAL,
+        [f"cluster.simulated.workload: no such file '{REPO / 'nowhere.yaml'}'"],
+        id="missing-workload",
+    ),
     pytest.param("status: {listen: 8080}\n" + MINIMAL, ["status.listen: expected a string, got 8080"], id="listen-not-string"),
     pytest.param("status: {listen: everywhere}\n" + MINIMAL, ["status.listen: expected host:port, got 'everywhere'"], id="listen-no-port"),
     pytest.param("catalog: {spotPriceFraction: 1.5}\n" + MINIMAL, ["catalog.spotPriceFraction: must be <= 1.0, got 1.5"], id="spot-fraction"),
@@ -146,7 +176,9 @@ def test_user_data_is_secret_in_repr_and_dumps():
 
 def test_credentials_are_refused_without_echoing_them():
     problems = problems_of(f"controllerId: x\ncloud: {{provider: aws, aws: {{region: us-east-1, secretAccessKey: {SECRET!r}}}}}\n{MINIMAL}")
-    assert problems == ["cloud.aws: secretAccessKey is not accepted: credentials come only from the standard AWS chain (environment, shared files, instance profile)"]
+    assert problems == [
+        "cloud.aws: secretAccessKey is not accepted: credentials come only from the standard AWS chain (environment, shared files, instance profile)"
+    ]
     assert SECRET not in str(problems)
 
 

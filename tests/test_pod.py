@@ -113,7 +113,9 @@ def test_v1pod_and_manifest_give_the_same_pod():
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
-        pytest.param({"containers": [{"resources": {"requests": {"cpu": "1"}}}, {"resources": {"requests": {"cpu": "1"}}}]}, {"cpu": "2"}, id="sum-of-containers"),
+        pytest.param(
+            {"containers": [{"resources": {"requests": {"cpu": "1"}}}, {"resources": {"requests": {"cpu": "1"}}}]}, {"cpu": "2"}, id="sum-of-containers"
+        ),
         pytest.param(
             {"containers": [{"resources": {"requests": {"cpu": "1"}}}], "initContainers": [{"resources": {"requests": {"cpu": "3"}}}]},
             {"cpu": "3"},
@@ -131,7 +133,10 @@ def test_v1pod_and_manifest_give_the_same_pod():
             id="sidecar-runs-beside-later-init",
         ),
         pytest.param(
-            {"containers": [{"resources": {"requests": {"cpu": "1"}}}], "initContainers": [{"restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}}]},
+            {
+                "containers": [{"resources": {"requests": {"cpu": "1"}}}],
+                "initContainers": [{"restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}}],
+            },
             {"cpu": "1500m"},
             id="sidecar-adds-to-containers",
         ),
@@ -155,7 +160,17 @@ def test_effective_request_as_kubernetes_computes_it(spec, expected):
         ({"status": {"phase": "Sleeping"}}, "pod.status.phase"),
         ({"metadata": {"name": "p", "annotations": {"nodemanager.io/capacity-type": "cheap"}}}, "pod.metadata.annotations[nodemanager.io/capacity-type]"),
         (
-            {"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["x"]}]}]}}}}},
+            {
+                "spec": {
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["x"]}]}]
+                            }
+                        }
+                    }
+                }
+            },
             "pod.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values",
         ),
         ({"metadata": {"name": "p", "creationTimestamp": "yesterday"}}, "pod.metadata.creationTimestamp"),
@@ -172,7 +187,13 @@ def test_bad_manifests_name_the_field(patch, field):
 
 def test_defaults_for_a_bare_pod():
     pod = Pod.from_manifest({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}})
-    assert (pod.namespace, pod.uid, pod.phase, pod.capacity_policy, pod.scheduler_name) == ("default", "default/p", PodPhase.PENDING, CapacityPolicy.ANY, "default-scheduler")
+    assert (pod.namespace, pod.uid, pod.phase, pod.capacity_policy, pod.scheduler_name) == (
+        "default",
+        "default/p",
+        PodPhase.PENDING,
+        CapacityPolicy.ANY,
+        "default-scheduler",
+    )
     assert pod.requests == Resources()
 
 

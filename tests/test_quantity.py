@@ -84,7 +84,16 @@ def test_largest_amount_is_accepted():
 
 @pytest.mark.parametrize(
     ("name", "amount", "text"),
-    [("cpu", 500, "500m"), ("cpu", 2000, "2"), ("memory", 2**30, "1Gi"), ("memory", 1536 * 2**20, "1536Mi"), ("memory", 10**9, "1G"), ("memory", 1001, "1001"), ("pods", 110, "110"), ("nvidia.com/gpu", 0, "0")],
+    [
+        ("cpu", 500, "500m"),
+        ("cpu", 2000, "2"),
+        ("memory", 2**30, "1Gi"),
+        ("memory", 1536 * 2**20, "1536Mi"),
+        ("memory", 10**9, "1G"),
+        ("memory", 1001, "1001"),
+        ("pods", 110, "110"),
+        ("nvidia.com/gpu", 0, "0"),
+    ],
 )
 def test_format_quantity(name, amount, text):
     assert format_quantity(name, amount) == text

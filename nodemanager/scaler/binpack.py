@@ -1,0 +1,178 @@
+"""Packing pods of one constraint group onto new nodes at close to the LP's cost.
+
+Pods arrive as classes of identical requests (20,000 pods of 30 shapes are 30 classes).
+Each round the packer fills a node of every promising instance type greedily, largest
+class first, and keeps the type whose packed pods are worth the most per dollar at the
+LP's dual prices (see ``lp.py``). A fill that can be repeated is emitted as many times as
+the remaining pods allow, so the work grows with the number of *distinct* nodes, not
+with the number of pods. Pool limits bound every emission.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from nodemanager.model import InstanceType, Resources
+from nodemanager.scaler.lp import Duals, Shape, solve
+from nodemanager.scaler.pools import Candidate, capacity_of
+
+CANDIDATES_PER_ROUND = 10  # most LP-efficient types tried per round
+
+
+@dataclass
+class Budget:
+    """What a pool may still add: nodes, milli-cpu and memory bytes (None: unbounded)."""
+
+    nodes: int | None = None
+    cpu: int | None = None
+    memory: int | None = None
+
+    def copies(self, itype: InstanceType) -> int | None:
+        """How many more nodes of ``itype`` fit the limits (None: no limit)."""
+        cpu, memory = capacity_of(itype)
+        caps = [max(b, 0) // c for b, c in ((self.nodes, 1), (self.cpu, cpu), (self.memory, memory)) if b is not None and c > 0]
+        return min(caps) if caps else None
+
+    def spend(self, itype: InstanceType, count: int = 1) -> None:
+        """Count ``count`` nodes of ``itype`` (negative gives them back)."""
+        cpu, memory = capacity_of(itype)
+        if self.nodes is not None:
+            self.nodes -= count
+        if self.cpu is not None:
+            self.cpu -= cpu * count
+        if self.memory is not None:
+            self.memory -= memory * count
+
+    def blocking(self, itype: InstanceType) -> str:
+        cpu, _memory = capacity_of(itype)
+        if self.nodes is not None and self.nodes < 1:
+            return "nodes"
+        if self.cpu is not None and self.cpu < cpu:
+            return "cpu"
+        return "memory"
+
+
+@dataclass(frozen=True)
+class Fill:
+    """One node's worth of pods: ``counts[i]`` pods of class i on ``candidate``."""
+
+    candidate: Candidate
+    counts: tuple[int, ...]
+    copies: int
+
+
+class Vectors:
+    """Requests and allocatables as integer tuples over one fixed list of resource names."""
+
+    def __init__(self, requests: Sequence[Resources]) -> None:
+        names = sorted({n for r in requests for n in r.names()} | {"pods"})
+        self.names = names
+        self.pods_index = names.index("pods")
+        self.requests = [self.of(r, pods=1) for r in requests]
+
+    def of(self, resources: Resources, pods: int = 0) -> tuple[int, ...]:
+        return tuple(pods if n == "pods" and pods else resources.get(n) for n in self.names)
+
+
+def greedy_fill(allocatable: tuple[int, ...], requests: Sequence[tuple[int, ...]], remaining: Sequence[int], cell: bool) -> tuple[int, ...]:
+    """Pods per class that fit one empty node, taking classes in order (largest first)."""
+    free = list(allocatable)
+    counts = []
+    room_left = 1 if cell else None
+    for request, left in zip(requests, remaining, strict=True):
+        n = left if room_left is None else min(left, room_left)
+        for have, need in zip(free, request, strict=True):
+            if need > 0:
+                n = min(n, have // need)
+                if n <= 0:
+                    break
+        n = max(n, 0)
+        if n:
+            for i, need in enumerate(request):
+                free[i] -= need * n
+            if room_left is not None:
+                room_left -= n
+        counts.append(n)
+    return tuple(counts)
+
+
+def _shapes(candidates: Sequence[Candidate]) -> list[Shape]:
+    return [Shape(c.offering.instance_type, c.allocatable.cpu, c.allocatable.memory, c.price) for c in candidates]
+
+
+def _duals(candidates: Sequence[Candidate], requests: Sequence[Resources], remaining: Sequence[int]) -> Duals:
+    cpu = sum(r.cpu * k for r, k in zip(requests, remaining, strict=True))
+    memory = sum(r.memory * k for r, k in zip(requests, remaining, strict=True))
+    return solve(_shapes(candidates), cpu, memory)
+
+
+def pack(
+    requests: Sequence[Resources], counts: Sequence[int], candidates: Sequence[Candidate], budget: Budget, *, cell: bool
+) -> tuple[list[Fill], list[int], dict[int, str]]:
+    """Fills for ``counts[i]`` pods of ``requests[i]`` (largest first), the pods left
+    over per class, and for classes left over why (``"limit:cpu"`` or ``"fit"``)."""
+    vectors = Vectors(requests)
+    remaining = list(counts)
+    # One candidate per instance type: its cheapest offering (they arrive cheapest first).
+    by_type: dict[str, Candidate] = {}
+    for c in candidates:
+        by_type.setdefault(c.itype.name, c)
+    pool = list(by_type.values())
+    alloc = {c.itype.name: vectors.of(c.allocatable) for c in pool}
+    fills: list[Fill] = []
+    why: dict[int, str] = {}
+    excluded: set[str] = set()
+    while any(remaining):
+        usable = [c for c in pool if c.itype.name not in excluded]
+        if not usable:
+            break
+        duals = _duals(usable, requests, remaining)
+        value = [duals.value(r.cpu, r.memory) for r in requests]
+        first = next(i for i, k in enumerate(remaining) if k)
+        ranked = sorted(usable, key=lambda c: (-(duals.value(c.allocatable.cpu, c.allocatable.memory) / c.price), c.price, c.itype.name))
+        trial = ranked[:CANDIDATES_PER_ROUND]
+        # Always try the cheapest type that can hold the first (largest) remaining pod.
+        holder = next((c for c in usable if greedy_fill(alloc[c.itype.name], [vectors.requests[first]], [1], cell)[0]), None)
+        if holder is not None and holder not in trial:
+            trial.append(holder)
+        best: tuple[float, float, str, Candidate, tuple[int, ...]] | None = None
+        for c in trial:
+            fill = greedy_fill(alloc[c.itype.name], vectors.requests, remaining, cell)
+            if not any(fill):
+                continue
+            worth = sum(v * k for v, k in zip(value, fill, strict=True))
+            if worth <= 0:  # no cpu or memory requested: cheapest node that holds the most pods
+                worth = sum(fill) * 1e-9
+            key = (-(worth / c.price), c.price, c.itype.name)
+            if best is None or key < best[:3]:
+                best = (*key, c, fill)
+        if best is None:
+            why[first] = "fit"
+            remaining[first] = 0
+            continue
+        candidate, fill = best[3], best[4]
+        copies = min(remaining[i] // k for i, k in enumerate(fill) if k)
+        allowed = budget.copies(candidate.itype)
+        if allowed is not None and allowed < copies:
+            copies = allowed
+        if copies <= 0:
+            excluded.add(candidate.itype.name)
+            if len(excluded) == len(pool):
+                for i, k in enumerate(remaining):
+                    if k:
+                        why[i] = f"limit:{budget.blocking(candidate.itype)}"
+            continue
+        budget.spend(candidate.itype, copies)
+        fills.append(Fill(candidate, fill, copies))
+        for i, k in enumerate(fill):
+            remaining[i] -= k * copies
+    return fills, remaining, why
+
+
+def right_size(total: Resources, pods: int, candidates: Sequence[Candidate], cell: bool) -> Candidate | None:
+    """The cheapest candidate that holds ``pods`` pods needing ``total`` in all."""
+    if cell and pods > 1:
+        return None
+    need = total + Resources({"pods": pods})
+    return next((c for c in candidates if need.fits(c.allocatable)), None)

@@ -1,0 +1,48 @@
+"""What one scaler computation decides: nodes to start and stop, bindings, and why pods wait."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from nodemanager.model import CapacityType, NodeName, PodKey, Resources, Taint
+
+_EMPTY: Mapping = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """A node to boot. Its name is also its idempotency token."""
+
+    name: NodeName
+    pool: str
+    instance_type: str
+    capacity_type: CapacityType
+    zone: str
+    price: float
+    allocatable: Resources
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...] = ()
+    pods: tuple[PodKey, ...] = ()  # bound from birth
+    standby: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StopOrder:
+    name: NodeName
+    reason: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    start: tuple[NodeSpec, ...] = ()
+    stop: tuple[StopOrder, ...] = ()
+    bindings: Mapping[PodKey, NodeName] = field(default_factory=lambda: _EMPTY)  # every waiting pod with a node
+    unschedulable: Mapping[PodKey, str] = field(default_factory=lambda: _EMPTY)  # pods no pool could ever hold
+    waiting: Mapping[PodKey, str] = field(default_factory=lambda: _EMPTY)  # pods that must wait, and why
+    unneeded_since: Mapping[NodeName, float] = field(default_factory=lambda: _EMPTY)  # feed into the next snapshot
+
+    @property
+    def is_noop(self) -> bool:
+        return not self.start and not self.stop

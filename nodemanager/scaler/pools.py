@@ -1,0 +1,115 @@
+"""Pools as the scaler sees them: their buyable offerings and the NodeInfos of real and
+not-yet-booted nodes. A node that does not exist yet carries exactly the labels, taints
+and allocatable it will have, so the framework's plugins judge both kinds alike."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cloud.catalog import Catalog
+from nodemanager.config.schema import Packing, Pool
+from nodemanager.model import InstanceType, Node, Offering, Resources, Taint, TaintEffect
+from nodemanager.model import labels as wk
+from nodemanager.scheduling.nodeinfo import NodeInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One offering of a pool, with the allocatable its node would have."""
+
+    offering: Offering
+    itype: InstanceType
+    allocatable: Resources
+
+    @property
+    def price(self) -> float:
+        return self.offering.price
+
+
+@dataclass(frozen=True)
+class PoolView:
+    pool: Pool
+    order: int  # position in provider.yaml; ties between equal weights
+    candidates: tuple[Candidate, ...]  # every offering the pool may buy, cheapest first
+    taints: tuple[Taint, ...]
+
+    @property
+    def name(self) -> str:
+        return self.pool.name
+
+    @property
+    def cell(self) -> bool:
+        return self.pool.packing is Packing.CELL
+
+
+def pool_views(pools: list[Pool], catalog: Catalog, volume_bytes: int) -> list[PoolView]:
+    """Views in the order pods try them: higher weight first, then provider.yaml order."""
+    views = []
+    for order, pool in enumerate(pools):
+        capacity = set(pool.capacity_types)
+        zones = set(pool.zones)
+        ranked = catalog.ranked(Resources(), allowed=pool.instance_types, architectures=pool.architectures, volume_bytes=volume_bytes)
+        candidates = tuple(
+            Candidate(o, t, t.allocatable_for(volume_bytes)) for o, t in ranked if o.capacity_type in capacity and (not zones or o.zone in zones)
+        )
+        taints = tuple(Taint(t.key, TaintEffect(t.effect), t.value) for t in pool.taints)
+        views.append(PoolView(pool, order, candidates, taints))
+    views.sort(key=lambda v: (-v.pool.weight, v.order))
+    return views
+
+
+def offering_node_info(view: PoolView, candidate: Candidate, name: str = "") -> NodeInfo:
+    offering, itype = candidate.offering, candidate.itype
+    known = wk.well_known(
+        name=name,
+        pool=view.name,
+        instance_type=itype.name,
+        zone=offering.zone,
+        capacity_type=offering.capacity_type.value,
+        architectures=itype.architectures,
+    )
+    return NodeInfo(
+        name=name or f"<{offering}>",
+        pool=view.name,
+        instance_type=itype.name,
+        capacity_type=offering.capacity_type,
+        zone=offering.zone,
+        allocatable=candidate.allocatable,
+        labels=wk.merged(view.pool.labels, known),
+        taints=view.taints,
+        cell=view.cell,
+        exists=False,
+    )
+
+
+def node_node_info(node: Node, view: PoolView | None, catalog: Catalog, volume_bytes: int) -> NodeInfo:
+    itype = catalog.get(node.instance_type)
+    allocatable = node.allocatable
+    if not allocatable and itype is not None:
+        allocatable = itype.allocatable_for(volume_bytes)
+    known = wk.well_known(
+        name=node.name,
+        pool=node.pool,
+        instance_type=node.instance_type,
+        zone=node.zone,
+        capacity_type=node.capacity_type.value,
+        architectures=itype.architectures if itype else ("x86_64",),
+    )
+    pool_labels: Mapping[str, str] = view.pool.labels if view else {}
+    return NodeInfo(
+        name=node.name,
+        pool=node.pool,
+        instance_type=node.instance_type,
+        capacity_type=node.capacity_type,
+        zone=node.zone,
+        allocatable=allocatable,
+        labels=wk.merged({**pool_labels, **node.labels}, known),
+        taints=node.taints or (view.taints if view else ()),
+        cell=view.cell if view else False,
+    )
+
+
+def capacity_of(itype: InstanceType) -> tuple[int, int]:
+    """What pool limits count for a node: its machine's cpu (milli) and memory (bytes)."""
+    return itype.vcpu * 1000, itype.memory_mib * 2**20

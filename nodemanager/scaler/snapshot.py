@@ -1,0 +1,20 @@
+"""The scaler's input: an immutable picture of the cluster at one instant."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from nodemanager.model import Node, NodeName, Pod
+from nodemanager.scaler.unavailability import OfferingKey
+
+_EMPTY: Mapping = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    pods: tuple[Pod, ...]  # live pods nodemanager is responsible for: waiting and placed
+    nodes: tuple[Node, ...]  # node records in any state
+    unavailable: Mapping[OfferingKey, float] = field(default_factory=lambda: _EMPTY)  # offering -> until
+    unneeded_since: Mapping[NodeName, float] = field(default_factory=lambda: _EMPTY)  # from the last Decision

@@ -1,0 +1,39 @@
+"""``CycleState``: per-pod scratch space shared by the plugins during one scheduling cycle."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+
+class CycleState:
+    """A key/value store; ``clone`` deep-copies values that know how (``clone()``), else copies."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+
+    def read(self, key: str) -> Any:
+        """The value under ``key``; raises KeyError naming the key when absent."""
+        try:
+            return self._data[key]
+        except KeyError:
+            raise KeyError(f"cycle state has no {key!r}") from None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def write(self, key: str, value: Any) -> None:
+        self._data[key] = value
+
+    def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._data
+
+    def clone(self) -> CycleState:
+        out = CycleState()
+        out._data = {k: v.clone() if hasattr(v, "clone") else copy.copy(v) for k, v in self._data.items()}
+        return out

@@ -1,0 +1,132 @@
+"""The extension points. A plugin subclasses the interface of each point it serves.
+
+Return ``None`` or a ``Status``; None counts as Success. The framework decides what a
+non-success means at each point (see ``framework.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, ClassVar
+
+from nodemanager.model import Pod
+from nodemanager.scheduling.cycle_state import CycleState
+from nodemanager.scheduling.nodeinfo import NodeInfo
+from nodemanager.scheduling.status import Status
+
+if TYPE_CHECKING:
+    from nodemanager.scheduling.waiting import WaitingPod
+
+
+class FrameworkHandle:
+    """What plugins may see of the framework: the nodes being scheduled onto, the waiting
+    pods and the decision time. Set by the framework's owner before a run."""
+
+    def __init__(self) -> None:
+        self.node_infos: Mapping[str, NodeInfo] = {}
+        self.now: float = 0.0
+        self._waiting: dict[str, WaitingPod] = {}
+
+    def get_waiting_pod(self, uid: str) -> WaitingPod | None:
+        return self._waiting.get(uid)
+
+    def iterate_over_waiting_pods(self) -> Iterator[WaitingPod]:
+        return iter(list(self._waiting.values()))
+
+
+class Plugin:
+    name: ClassVar[str] = ""
+
+    def __init__(self, handle: FrameworkHandle, args: Mapping[str, object] | None = None) -> None:
+        self.handle = handle
+        self.args = dict(args or {})
+
+
+class QueueSortPlugin(Plugin):
+    def less(self, a: Pod, b: Pod) -> bool:
+        raise NotImplementedError
+
+
+class PreFilterExtensions:
+    """Incremental updates of PreFilter state when a pod is added to or removed from a node."""
+
+    def add_pod(self, state: CycleState, pod: Pod, added: Pod, node: NodeInfo) -> Status | None:
+        return None
+
+    def remove_pod(self, state: CycleState, pod: Pod, removed: Pod, node: NodeInfo) -> Status | None:
+        return None
+
+
+class PreFilterPlugin(Plugin):
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status | None:
+        raise NotImplementedError
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
+
+class FilterPlugin(Plugin):
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        raise NotImplementedError
+
+
+class PostFilterPlugin(Plugin):
+    def post_filter(self, state: CycleState, pod: Pod, feasible: list[NodeInfo], filtered: Mapping[str, Status]) -> Status | None:
+        raise NotImplementedError
+
+
+class ScorePlugin(Plugin):
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
+        raise NotImplementedError
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: dict[str, int]) -> Status | None:
+        """Optional: rescale the raw scores in place into [0, 100]."""
+        return None
+
+
+class ReservePlugin(Plugin):
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        raise NotImplementedError
+
+
+class UnreservePlugin(Plugin):
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        raise NotImplementedError
+
+
+class PermitPlugin(Plugin):
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
+        """A status and, with Wait, how long to wait in seconds (capped at 15 minutes)."""
+        raise NotImplementedError
+
+
+class PreBindPlugin(Plugin):
+    def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        raise NotImplementedError
+
+
+class BindPlugin(Plugin):
+    def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        """Skip passes the pod to the next bind plugin."""
+        raise NotImplementedError
+
+
+class PostBindPlugin(Plugin):
+    def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        raise NotImplementedError
+
+
+#: Extension point name (as in provider.yaml) -> the interface its plugins implement.
+EXTENSION_POINTS: dict[str, type[Plugin]] = {
+    "queueSort": QueueSortPlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "postFilter": PostFilterPlugin,
+    "score": ScorePlugin,
+    "reserve": ReservePlugin,
+    "unreserve": UnreservePlugin,
+    "permit": PermitPlugin,
+    "preBind": PreBindPlugin,
+    "bind": BindPlugin,
+    "postBind": PostBindPlugin,
+}

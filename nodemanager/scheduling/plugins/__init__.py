@@ -1,0 +1,23 @@
+"""The built-in plugins, listed explicitly (``default_registry`` registers them)."""
+
+from nodemanager.scheduling.plugins.placement import CapacityTypeMatch, CellIsolation, InstanceTypeMatch, NodeAffinity, TaintToleration, Zone
+from nodemanager.scheduling.plugins.pod_group import PodGroup
+from nodemanager.scheduling.plugins.queue_sort import PrioritySort
+from nodemanager.scheduling.plugins.resources import BalancedAllocation, LeastAllocated, MostAllocated, NodeResourcesFit
+
+BUILTIN_PLUGINS = (
+    PrioritySort,
+    NodeResourcesFit,
+    NodeAffinity,
+    TaintToleration,
+    InstanceTypeMatch,
+    CapacityTypeMatch,
+    Zone,
+    CellIsolation,
+    LeastAllocated,
+    MostAllocated,
+    BalancedAllocation,
+    PodGroup,
+)
+
+__all__ = [p.__name__ for p in BUILTIN_PLUGINS] + ["BUILTIN_PLUGINS"]

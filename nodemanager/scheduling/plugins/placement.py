@@ -1,0 +1,99 @@
+"""Placement filters: where a pod may go, by labels, taints and its placement annotations."""
+
+from __future__ import annotations
+
+import fnmatch
+
+from nodemanager.model import CapacityPolicy, CapacityType, Pod, TaintEffect
+from nodemanager.model.selectors import HARD_EFFECTS, terms_match, untolerated
+from nodemanager.scheduling.cycle_state import CycleState
+from nodemanager.scheduling.interfaces import FilterPlugin, ScorePlugin
+from nodemanager.scheduling.nodeinfo import NodeInfo
+from nodemanager.scheduling.status import Status, unresolvable, unschedulable
+
+_PREFER = frozenset({TaintEffect.PREFER_NO_SCHEDULE})
+
+
+class NodeAffinity(FilterPlugin):
+    """nodeSelector and required node affinity, against the node's labels."""
+
+    name = "NodeAffinity"
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        labels = node.labels
+        for key, value in pod.node_selector.items():
+            if labels.get(key) != value:
+                return unresolvable(f"node(s) didn't match Pod's node selector {key}={value}", self.name)
+        if not terms_match(pod.affinity, labels, node.name):
+            return unresolvable("node(s) didn't match Pod's node affinity", self.name)
+        return None
+
+
+class TaintToleration(FilterPlugin, ScorePlugin):
+    """Untolerated NoSchedule / NoExecute taints exclude a node; PreferNoSchedule ones lower its score."""
+
+    name = "TaintToleration"
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        bad = untolerated(node.taints, pod.tolerations, HARD_EFFECTS)
+        if bad:
+            return unresolvable(f"node(s) had untolerated taint {{{bad[0].key}: {bad[0].value}}}", self.name)
+        return None
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
+        return len(untolerated(node.taints, pod.tolerations, _PREFER)), None
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: dict[str, int]) -> Status | None:
+        worst = max(scores.values(), default=0)
+        for name, count in scores.items():
+            scores[name] = 100 if worst == 0 else 100 - count * 100 // worst
+        return None
+
+
+class InstanceTypeMatch(FilterPlugin):
+    """The pod's instance-type annotation, an exact name or a glob such as ``c5*``."""
+
+    name = "InstanceTypeMatch"
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        wanted = pod.instance_type
+        if wanted and not fnmatch.fnmatchcase(node.instance_type, wanted):
+            return unresolvable(f"instance type {node.instance_type} does not match {wanted!r}", self.name)
+        return None
+
+
+class CapacityTypeMatch(FilterPlugin):
+    """Spot policy: ``spot`` needs a spot node, ``on-demand`` a non-spot one, ``any`` either."""
+
+    name = "CapacityType"
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        policy = pod.capacity_policy
+        if policy is CapacityPolicy.ANY:
+            return None
+        want = CapacityType.SPOT if policy is CapacityPolicy.SPOT else CapacityType.ON_DEMAND
+        if node.capacity_type is not want:
+            return unresolvable(f"pod wants {want} capacity, node is {node.capacity_type}", self.name)
+        return None
+
+
+class Zone(FilterPlugin):
+    """The pod's zone annotation."""
+
+    name = "Zone"
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        if pod.zone and node.zone != pod.zone:
+            return unresolvable(f"pod is pinned to zone {pod.zone}, node is in {node.zone}", self.name)
+        return None
+
+
+class CellIsolation(FilterPlugin):
+    """A node of a ``cell`` pool holds exactly one pod."""
+
+    name = "CellIsolation"
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        if node.cell and any(key != pod.key for key in node.pods):
+            return unschedulable("cell node already holds a pod", self.name)
+        return None

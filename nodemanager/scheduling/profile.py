@@ -1,0 +1,44 @@
+"""A scheduling profile: which plugins run at each extension point, with score weights."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+
+@dataclass(frozen=True)
+class Profile:
+    queue_sort: tuple[str, ...] = ("PrioritySort",)
+    pre_filter: tuple[str, ...] = ("NodeResourcesFit",)
+    filter: tuple[str, ...] = ("NodeResourcesFit", "NodeAffinity", "TaintToleration", "InstanceTypeMatch", "CapacityType", "Zone", "CellIsolation")
+    post_filter: tuple[str, ...] = ()
+    # (name, weight): MostAllocated packs nodes tight so fewer are booted (the cluster
+    # autoscaler's profile); BalancedAllocation keeps cpu and memory in step.
+    score: tuple[tuple[str, int], ...] = (("MostAllocated", 1), ("BalancedAllocation", 1), ("TaintToleration", 1))
+    reserve: tuple[str, ...] = ("PodGroup",)
+    unreserve: tuple[str, ...] = ("PodGroup",)
+    permit: tuple[str, ...] = ("PodGroup",)
+    pre_bind: tuple[str, ...] = ()
+    bind: tuple[str, ...] = ()
+    post_bind: tuple[str, ...] = ()
+    plugin_args: Mapping[str, Mapping[str, object]] = field(default_factory=lambda: MappingProxyType({}))
+
+    def points(self) -> dict[str, tuple[str, ...]]:
+        """Extension point (provider.yaml spelling) -> plugin names, in order."""
+        return {
+            "queueSort": self.queue_sort,
+            "preFilter": self.pre_filter,
+            "filter": self.filter,
+            "postFilter": self.post_filter,
+            "score": tuple(name for name, _ in self.score),
+            "reserve": self.reserve,
+            "unreserve": self.unreserve,
+            "permit": self.permit,
+            "preBind": self.pre_bind,
+            "bind": self.bind,
+            "postBind": self.post_bind,
+        }
+
+
+DEFAULT_PROFILE = Profile()

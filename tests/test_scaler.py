@@ -1,0 +1,251 @@
+"""compute() beyond the reference tables: grace, caps, limits, packing, gangs, reasons."""
+
+import dataclasses
+
+import pytest
+from builders import CATALOG, OD, SPOT, binpack_pool, cell_pool, node, pod, scaler
+
+from cloud.catalog import Catalog
+from nodemanager.config.schema import Limits, Pool, Standby
+from nodemanager.model import CapacityPolicy, Gpu, InstanceType, NodeState, PodPhase, Resources, Taint, TaintEffect, Toleration
+from nodemanager.scaler import ClusterSnapshot
+
+
+def compute(s, pods=(), nodes=(), now=100.0, **kw):
+    return s.compute(ClusterSnapshot(tuple(pods), tuple(nodes), **kw), now)
+
+
+# -- idle grace ---------------------------------------------------------------------------
+
+
+def test_unneeded_node_waits_out_the_idle_grace():
+    s = scaler(cell_pool(), idle_grace=60)
+    first = compute(s, [], [node("n1")], now=100.0)
+    assert first.stop == ()
+    assert first.unneeded_since == {"n1": 100.0}
+    later = compute(s, [], [node("n1")], now=130.0, unneeded_since=first.unneeded_since)
+    assert later.stop == ()
+    assert later.unneeded_since == {"n1": 100.0}  # the clock keeps running from first sighting
+    done = compute(s, [], [node("n1")], now=160.0, unneeded_since=later.unneeded_since)
+    assert [o.name for o in done.stop] == ["n1"]
+    assert "unneeded for 60s" in done.stop[0].reason
+
+
+def test_a_node_needed_again_restarts_its_grace():
+    s = scaler(cell_pool(), idle_grace=60)
+    busy = compute(s, [pod("p1", itype="a.large")], [node("n1")], now=150.0, unneeded_since={"n1": 0.0})
+    assert busy.stop == ()
+    assert busy.unneeded_since == {}
+    assert busy.bindings == {"default/p1": "n1"}
+
+
+def test_booting_node_is_not_stopped_before_the_grace():
+    s = scaler(cell_pool(), idle_grace=60)
+    d = compute(s, [], [node("n1", state=NodeState.CREATING)], now=100.0)
+    assert d.stop == ()
+    d = compute(s, [], [node("n1", state=NodeState.CREATING)], now=161.0, unneeded_since={"n1": 100.0})
+    assert [o.name for o in d.stop] == ["n1"]
+
+
+def test_claimed_and_cleaning_nodes_are_never_stopped_by_the_scaler():
+    d = compute(scaler(cell_pool()), [], [node("n1", state=NodeState.CLAIMED), node("n2", state=NodeState.CLEANING)])
+    assert d.stop == ()
+
+
+# -- boot cap -----------------------------------------------------------------------------
+
+
+def test_boot_cap_leaves_no_binding_to_an_unstarted_node():
+    pods = [pod(f"p{i}", itype="a.large", priority=i) for i in range(5)]
+    d = compute(scaler(cell_pool(), max_boots=2), pods)
+    assert len(d.start) == 2
+    started = {n.name for n in d.start}
+    assert set(d.bindings.values()) <= started
+    # the highest-priority pods got the boots
+    assert sorted(d.bindings) == ["default/p3", "default/p4"]
+    for key in ("default/p0", "default/p1", "default/p2"):
+        assert "boot slot" in d.waiting[key]
+
+
+def test_boot_cap_counts_standby_boots_after_pods():
+    pool = cell_pool(standby=[Standby(instance_type="b.large", count=3)])
+    d = compute(scaler(pool, max_boots=2), [pod("p1", itype="a.large")])
+    assert sorted((n.instance_type, n.standby) for n in d.start) == [("a.large", False), ("b.large", True)]
+
+
+# -- pool limits --------------------------------------------------------------------------
+
+
+def test_node_limit_is_never_exceeded_and_pods_wait_with_the_reason():
+    pool = cell_pool(limits=Limits(nodes=2))
+    d = compute(scaler(pool), [pod(f"p{i}", itype="a.large") for i in range(4)], [node("n0", bound=())])
+    assert len(d.start) == 1  # n0 (idle, takes a pod) + 1 new = 2
+    assert sum("limit on nodes" in r for r in d.waiting.values()) == 2
+
+
+def test_cpu_limit_counts_machine_capacity():
+    pool = binpack_pool(limits=Limits(cpu="8"))
+    d = compute(scaler(pool), [pod(f"p{i}", cpu="1500m", memory="1Gi") for i in range(10)])
+    assert sum(CATALOG[n.instance_type].vcpu for n in d.start) <= 8
+    assert d.waiting  # the rest wait for the limit
+
+
+# -- bin packing --------------------------------------------------------------------------
+
+
+def test_binpack_shares_nodes_and_prefers_existing_ones():
+    pool = binpack_pool()
+    existing = node("big", "m.4xlarge", pool="general")
+    d = compute(scaler(pool), [pod(f"p{i}", cpu="500m", memory="1Gi") for i in range(10)], [existing])
+    assert d.start == ()
+    assert set(d.bindings.values()) == {"big"}
+
+
+def test_binpack_prefers_ready_nodes_over_booting_ones():
+    pool = binpack_pool()
+    ready = node("ready", "m.xlarge", pool="general", state=NodeState.AVAILABLE)
+    booting = node("booting", "m.xlarge", pool="general", state=NodeState.CREATING)
+    d = compute(scaler(pool, idle_grace=600), [pod("p1", cpu="500m", memory="1Gi")], [booting, ready])
+    assert d.bindings == {"default/p1": "ready"}
+
+
+def test_binpack_new_node_type_minimises_cost_for_its_pods():
+    # 30 pods of 500m/1Gi: one m.4xlarge ($0.80) holds 30; a.large ($0.10) holds 3 each
+    # (10 nodes, $1.00); m.xlarge ($0.20) holds 7 (5 nodes, $1.00). The packer finds $0.80.
+    d = compute(scaler(binpack_pool()), [pod(f"p{i}", cpu="500m", memory="1Gi") for i in range(30)])
+    assert sum(n.price for n in d.start) == pytest.approx(0.80)
+    assert len(d.bindings) == 30
+
+
+def test_binpack_right_sizes_a_small_remainder():
+    d = compute(scaler(binpack_pool()), [pod("p1", cpu="500m", memory="1Gi")])
+    assert [n.instance_type for n in d.start] == ["a.large"]
+
+
+def test_identical_pods_scale_as_classes():
+    pods = [pod(f"p{i}", cpu="250m", memory="256Mi") for i in range(2000)]
+    d = compute(scaler(binpack_pool(), max_boots=1000), pods)
+    assert len(d.bindings) == 2000
+    per_node: dict[str, int] = {}
+    for target in d.bindings.values():
+        per_node[target] = per_node.get(target, 0) + 1
+    assert max(per_node.values()) <= 110
+
+
+# -- constraints and reasons ----------------------------------------------------------------
+
+
+def test_pod_no_type_can_ever_hold_is_unschedulable_with_the_resource():
+    d = compute(scaler(binpack_pool()), [pod("huge", cpu="64")])
+    assert d.start == ()
+    assert d.unschedulable == {"default/huge": "pool general: no instance type can hold cpu=64, memory=128Mi"}
+
+
+def test_pod_selecting_no_pool_names_the_constraint():
+    d = compute(scaler(binpack_pool()), [pod("p", selector={"disk": "ssd"})])
+    assert d.unschedulable == {"default/p": "pool general: node(s) didn't match Pod's node selector disk=ssd"}
+
+
+def test_tainted_pool_needs_a_toleration():
+    tainted = binpack_pool(taints=[{"key": "team", "value": "ml", "effect": "NoSchedule"}])
+    plain = pod("p")
+    d = compute(scaler(tainted), [plain])
+    assert "untolerated taint {team: ml}" in d.unschedulable["default/p"]
+    tolerant = dataclasses.replace(pod("q"), tolerations=(Toleration("team", "Equal", "ml", TaintEffect.NO_SCHEDULE),))
+    d = compute(scaler(tainted), [tolerant])
+    assert len(d.start) == 1
+    assert d.start[0].taints == (Taint("team", TaintEffect.NO_SCHEDULE, "ml"),)
+
+
+def test_pool_labels_route_pods_and_weights_order_pools():
+    heavy = Pool(name="heavy", instance_types=["m.4xlarge"], labels={"size": "big"}, weight=10)
+    light = Pool(name="light", instance_types=["a.large"], labels={"size": "small"})
+    s = scaler(light, heavy)
+    d = compute(s, [pod("big", selector={"size": "big"}), pod("small", selector={"size": "small"}), pod("any")])
+    by_pod = {key: next(n for n in d.start if n.name == target) for key, target in d.bindings.items()}
+    assert by_pod["default/big"].pool == "heavy"
+    assert by_pod["default/small"].pool == "light"
+    assert by_pod["default/any"].pool == "heavy"  # the higher weight is tried first
+
+
+def test_spot_is_used_when_the_pool_allows_it_and_the_pod_does_not_mind():
+    pool = binpack_pool(capacity_types=[OD, SPOT])
+    d = compute(scaler(pool), [pod("p1")])
+    assert d.start[0].capacity_type is SPOT
+    d = compute(scaler(pool), [pod("p1", policy=CapacityPolicy.ON_DEMAND)])
+    assert d.start[0].capacity_type is OD
+
+
+def test_extended_resources_pick_a_type_that_has_them():
+    gpu = InstanceType("gpu.xlarge", 4, 16384, 0.5, zones=("zone-1a",), gpus=(Gpu(1, "NVIDIA", "T4", 16384),))
+    cat = Catalog([*CATALOG, gpu])
+    s = scaler(Pool(name="all", instance_types=["*"]), catalog=cat)
+    d = compute(s, [pod("train", extra={"nvidia.com/gpu": 1})])
+    assert [n.instance_type for n in d.start] == ["gpu.xlarge"]
+
+
+def test_priority_decides_who_gets_scarce_capacity():
+    pool = cell_pool(limits=Limits(nodes=1))
+    d = compute(scaler(pool), [pod("low", itype="a.large", priority=1), pod("high", itype="a.large", priority=100)])
+    assert list(d.bindings) == ["default/high"]
+
+
+# -- gangs --------------------------------------------------------------------------------
+
+
+def test_gang_is_placed_whole():
+    gang = [pod(f"w{i}", cpu="1", memory="1Gi", group="train", min_member=3) for i in range(3)]
+    d = compute(scaler(binpack_pool()), gang)
+    assert sorted(d.bindings) == ["default/w0", "default/w1", "default/w2"]
+
+
+def test_gang_that_cannot_reach_min_member_gets_nothing():
+    pool = cell_pool(limits=Limits(nodes=2))
+    gang = [pod(f"w{i}", itype="a.large", group="train", min_member=3) for i in range(3)]
+    d = compute(scaler(pool), gang)
+    assert d.bindings == {}
+    assert d.start == ()
+    assert all("minMember" in d.waiting[f"default/w{i}"] or "limit" in d.waiting[f"default/w{i}"] for i in range(3))
+
+
+def test_gang_counts_members_already_running():
+    running = [pod(f"w{i}", itype="a.large", group="train", min_member=3, phase=PodPhase.RUNNING, node=f"n{i}") for i in range(2)]
+    nodes = [node(f"n{i}", state=NodeState.CLAIMED) for i in range(2)]
+    d = compute(scaler(cell_pool()), [*running, pod("w2", itype="a.large", group="train", min_member=3)], nodes)
+    assert list(d.bindings) == ["default/w2"]
+
+
+def test_gang_split_by_the_boot_cap_is_dropped_whole():
+    gang = [pod(f"w{i}", itype="a.large", group="train", min_member=3) for i in range(3)]
+    d = compute(scaler(cell_pool(), max_boots=2), gang)
+    assert d.bindings == {}
+    assert d.start == ()
+
+
+# -- determinism and naming -----------------------------------------------------------------
+
+
+def test_same_input_same_decision_and_node_names_are_unique():
+    pods = [pod(f"p{i}", cpu=f"{100 + 50 * (i % 7)}m", memory="300Mi") for i in range(200)]
+    s = scaler(binpack_pool(), cell_pool())
+    first, second = compute(s, pods), compute(s, pods)
+    assert first == second
+    names = [n.name for n in first.start]
+    assert len(names) == len(set(names))
+    assert all(n.startswith("nm-general-") for n in names)
+
+
+def test_new_node_names_avoid_existing_ones():
+    s = scaler(cell_pool())
+    d1 = compute(s, [pod("p1", itype="a.large")], now=5.0)
+    taken = node(d1.start[0].name, state=NodeState.TERMINATED)
+    d2 = compute(s, [pod("p1", itype="a.large")], [taken], now=5.0)
+    assert d2.start[0].name != taken.name
+
+
+def test_requests_of_running_pods_count_on_their_nodes():
+    full = node("full", "a.large", pool="general")
+    hog = pod("hog", cpu="1800m", memory="1Gi", phase=PodPhase.RUNNING, node="full")
+    d = compute(scaler(binpack_pool()), [hog, pod("p", cpu="500m")], [full])
+    assert d.bindings["default/p"] != "full"
+    assert Resources.parse({"cpu": "1800m"}).fits(CATALOG["a.large"].allocatable)
