@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cloud.catalog import Catalog
-from nodemanager.config.schema import NodeDefaults, Pool
+from nodemanager.config.schema import NodeDefaults, Pool, Standby
 from nodemanager.model import CapacityPolicy, CapacityType, InstanceType, Node, NodeName, NodeState, Pod, PodPhase, Resources
 from nodemanager.scaler import BindingNodeScaler, ScalerSettings
 

@@ -36,7 +36,7 @@ def test_check_config_missing_file_exits_2(capsys):
 def test_catalog_lists_cheapest_first(capsys):
     assert main(["catalog", "--fits", "cpu=2,memory=8Gi,gpu=1", "--capacity-type", "on-demand", "--arch", "x86_64", "--json", "--limit", "5"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r["instance_type"] for r in rows][0] == "g4dn.xlarge"
+    assert rows[0]["instance_type"] == "g4dn.xlarge"
     prices = [r["price_per_hour"] for r in rows]
     assert prices == sorted(prices)
     assert all(r["gpus"] and r["capacity_type"] == "on-demand" for r in rows)

@@ -54,7 +54,7 @@ def test_durations(text, value):
 
 @pytest.mark.parametrize("text", ["soon", "5 m", "m", "-5s", "", "5x", True])
 def test_bad_durations(text):
-    with pytest.raises(ValueError, match="duration|negative"):
+    with pytest.raises(ValueError, match=r"duration|negative"):
         parse_duration(text)
 
 

@@ -18,7 +18,7 @@ def test_parse_and_access():
 def test_parse_errors_name_the_field():
     with pytest.raises(InvalidQuantity, match=r"spec\.overhead\.memory: .*'lots'"):
         Resources.parse({"memory": "lots"}, "spec.overhead")
-    with pytest.raises(InvalidManifest, match="spec.overhead"):
+    with pytest.raises(InvalidManifest, match=r"spec\.overhead"):
         Resources.parse(["cpu"], "spec.overhead")
 
 

@@ -161,6 +161,6 @@ def test_node_matches_standby_spec(standby, node_kw, matches):
 
 def test_binding_to_a_pod_no_longer_waiting_is_dropped():
     running_elsewhere = A("p1", phase=PodPhase.RUNNING, node="other")
-    starts, stops, d = run(scaler(cell_pool()), [running_elsewhere], [node("n1", bound=("p1",))])
+    _, stops, d = run(scaler(cell_pool()), [running_elsewhere], [node("n1", bound=("p1",))])
     assert d.bindings == {}
     assert stops == ["n1"]

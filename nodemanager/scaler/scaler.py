@@ -13,10 +13,11 @@ Decision and comes back in the next snapshot). Steps:
    unavailable are skipped for the next cheapest; pool limits are never exceeded.
 4. Gangs: a pod group keeps its placements only if at least ``minMember`` members got
    capacity (PodGroup holds members at Permit until then).
-5. Standby pools take idle matching nodes and are topped up.
+5. Standby pools take the idle matching nodes left after step 2 and are topped up last.
 6. The boot cap keeps the highest-priority boots; no binding points at a node that will
    not be started.
-7. Nodes nothing needs are stopped once unneeded for the idle grace period.
+7. Nodes nothing needs are stopped once unneeded for the idle grace period; those are
+   known before step 3, so the capacity they free counts toward pool limits at once.
 """
 
 from __future__ import annotations
@@ -88,8 +89,10 @@ class _NewNode:
 class _Run:
     """The working state of one computation."""
 
-    def __init__(self, scaler: BindingNodeScaler, snapshot: ClusterSnapshot, now: float) -> None:
+    def __init__(self, scaler: BindingNodeScaler, snapshot: ClusterSnapshot, now: float, excluded: dict[PodKey, str]) -> None:
         self.s = scaler
+        self.excluded = excluded  # gang members that cannot all be placed: left out entirely
+        self.failed: dict[PodKey, str] = {}  # gang members found to fail in this run
         self.snapshot = snapshot
         self.now = now
         self.fw = Framework(scaler.settings.profile, scaler.registry, scaler.settings.seed)
@@ -104,13 +107,16 @@ class _Run:
         self.waiting: dict[PodKey, str] = {}
         self.new_nodes: dict[str, _NewNode] = {}
         self.names_taken = {n.name for n in snapshot.nodes}
-        self.budgets: dict[str, binpack.Budget] = {}
         self.unavailable = {k for k, until in snapshot.unavailable.items() if until > now}
+        self.kept: set[str] = set()  # nodes held for standby entries
+        self.missing: list[tuple[PoolView, str, CapacityType, str | None, int]] = []  # standby to boot
+        self.stopping: set[str] = set()  # idle past the grace: stopped by this decision
 
     # -- 1. the picture -----------------------------------------------------------------
     def rebuild(self) -> list[Pod]:
         pods = {p.key: p for p in self.snapshot.pods if not p.is_terminal}
-        waiting = {k: p for k, p in pods.items() if not p.node_name and p.phase is PodPhase.PENDING}
+        waiting = {k: p for k, p in pods.items() if not p.node_name and p.phase is PodPhase.PENDING and k not in self.excluded}
+        self.waiting.update(self.excluded)
         volume = self.s.settings.nodes.volume_size
         for node in sorted(self.snapshot.nodes, key=lambda n: n.name):
             if node.state not in LIVE_STATES:
@@ -120,15 +126,15 @@ class _Run:
         for pod in sorted(pods.values(), key=lambda p: p.key):
             if pod.node_name and pod.node_name in self.infos:
                 self.infos[pod.node_name].add_pod(pod)
-        for node in sorted(self.snapshot.nodes, key=lambda n: n.name):
-            info = self.infos.get(node.name)
-            if info is None:
+        # Earlier bindings are kept while their pod still waits and still passes every
+        # filter on that node (it may have been resized, tainted or filled meanwhile).
+        carried = [(pod, n.name) for n in self.snapshot.nodes if n.name in self.infos for k in n.bound_pods if (pod := waiting.get(k)) is not None]
+        for pod, name in sorted(carried, key=lambda pn: (priority_key(pn[0]), pn[1])):
+            state = CycleState()
+            if pod.key in self.bindings or not self.fw.run_pre_filter_plugins(state, pod).is_success():
                 continue
-            for key in node.bound_pods:
-                pod = waiting.get(key)
-                if pod is not None and key not in self.bindings and key not in info.pods:
-                    info.add_pod(pod)
-                    self.bindings[key] = node.name
+            if self.fw.run_filter_plugins(state, pod, self.infos[name]).is_success():
+                self._place(pod, self.infos[name], state)
         return [p for k, p in waiting.items() if k not in self.bindings]
 
     # -- placing ------------------------------------------------------------------------
@@ -152,10 +158,19 @@ class _Run:
 
     # -- 2. existing nodes --------------------------------------------------------------
     def place_on_existing(self, classes: list[_Class]) -> None:
-        candidates = [info for name, info in self.infos.items() if self.node_state.get(name) in _READINESS]
+        """Fill nodes that exist (Ready first, then booting), by score within each rank."""
+        self._fill([info for name, info in self.infos.items() if self.node_state.get(name) in _READINESS], classes)
+
+    def _rank(self, name: str) -> int:
+        state = self.node_state.get(name)
+        return _READINESS[state] if state is not None else len(_READINESS)  # new in this run: last
+
+    def _fill(self, candidates: list[NodeInfo], classes: list[_Class]) -> None:
         if not candidates:
             return
         for cls in classes:
+            if not cls.pods:
+                continue
             pod = cls.rep
             state = CycleState()
             if not self.fw.run_pre_filter_plugins(state, pod).is_success():
@@ -165,7 +180,7 @@ class _Run:
                 continue
             scores, status = self.fw.run_score_plugins(state, pod, feasible)
             totals = {i.name: sum(s[i.name] for s in scores.values()) for i in feasible} if status.is_success() else {}
-            feasible.sort(key=lambda i: (_READINESS[self.node_state[i.name]], -totals.get(i.name, 0), i.name))
+            feasible.sort(key=lambda i: (self._rank(i.name), -totals.get(i.name, 0), i.name))
             left = deque(cls.pods)
             refused: list[Pod] = []
             for info in feasible:
@@ -198,16 +213,20 @@ class _Run:
         return accepted, top
 
     def _budget(self, view: PoolView) -> binpack.Budget:
-        budget = self.budgets.get(view.name)
-        if budget is None:
-            limits = view.pool.limits
-            budget = binpack.Budget(limits.nodes, limits.cpu, limits.memory)
-            for name, info in self.infos.items():
-                itype = self.s.catalog.get(info.instance_type)
-                if info.pool == view.name and itype is not None and name not in self.new_nodes:
-                    budget.spend(itype)
-            self.budgets[view.name] = budget
+        """What the pool may still add, given its live nodes and the ones decided so far."""
+        limits = view.pool.limits
+        budget = binpack.Budget(limits.nodes, limits.cpu, limits.memory)
+        for name, info in self.infos.items():
+            itype = self.s.catalog.get(info.instance_type)
+            if info.pool == view.name and itype is not None and name not in self.stopping:
+                budget.spend(itype)
         return budget
+
+    def _drop_empty_new_nodes(self) -> None:
+        for name, node in list(self.new_nodes.items()):
+            if not node.info.pods and not node.standby:
+                del self.new_nodes[name]
+                del self.infos[name]
 
     def place_on_new(self, classes: list[_Class]) -> None:
         groups: dict[tuple, list[_Class]] = defaultdict(list)
@@ -218,39 +237,46 @@ class _Run:
             self._place_group(groups[key])
 
     def _place_group(self, group: list[_Class]) -> None:
-        rep = group[0].rep
-        reasons: list[str] = []
-        pending = list(group)
+        """New nodes for one constraint group: each pool in turn takes what it can; what a
+        pool cannot take (no match, no fit, limit, unavailable) moves on to the next."""
+        # Nodes this run already decided to boot come first: they have room to spare.
+        self._fill([n.info for n in self.new_nodes.values()], group)
+        reasons: dict[int, list[tuple[str, bool]]] = defaultdict(list)  # class -> (why, may clear)
         for view in self.views:
+            pending = [c for c in group if c.pods]
             if not pending:
                 break
-            accepted, why = self._probe(view, rep)
+            accepted, why = self._probe(view, pending[0].rep)
             if not accepted:
-                reasons.append(f"pool {view.name}: {why}")
-                continue
-            fits = [c for c in pending if any(c.rep.requests.fits(cand.allocatable) for cand in accepted)]
-            if not fits:
-                reasons.append(f"pool {view.name}: no instance type can hold {_describe(pending[0].rep.requests)}")
+                for c in pending:
+                    reasons[id(c)].append((f"pool {view.name}: {why}", False))
                 continue
             available = [c for c in accepted if c.offering.key not in self.unavailable]
-            self._pack(view, fits, available, accepted)
-            pending = [c for c in pending if c not in fits]
-        for cls in pending:
-            reason = "; ".join(reasons) or "no pool accepts the pod"
-            for pod in cls.pods:
-                self.unschedulable[pod.key] = reason
-            cls.pods = []
+            usable = []
+            for c in pending:
+                if not any(c.rep.requests.fits(a.allocatable) for a in accepted):
+                    reasons[id(c)].append((f"pool {view.name}: no instance type can hold {_describe(c.rep.requests)}", False))
+                elif not any(c.rep.requests.fits(a.allocatable) for a in available):
+                    reasons[id(c)].append((f"pool {view.name}: every fitting offering is marked unavailable after capacity errors", True))
+                else:
+                    usable.append(c)
+            if usable:
+                self._pack(view, usable, available, reasons)
+        for c in group:
+            if c.pods:
+                why = reasons[id(c)]
+                text = "; ".join(r for r, _ in why) or "no pool accepts the pod"
+                target = self.waiting if any(transient for _, transient in why) else self.unschedulable
+                for pod in c.pods:
+                    target[pod.key] = text
+                c.pods = []
 
-    def _pack(self, view: PoolView, classes: list[_Class], available: list[Candidate], accepted: list[Candidate]) -> None:
+    def _pack(self, view: PoolView, classes: list[_Class], available: list[Candidate], reasons: dict[int, list[tuple[str, bool]]]) -> None:
+        """Boot nodes of ``view`` for ``classes``; pods left over stay in their class."""
         classes = sorted(classes, key=lambda c: (-c.rep.requests.cpu, -c.rep.requests.memory, priority_key(c.rep)))
-        if not available:
-            for cls in classes:
-                for pod in cls.pods:
-                    self.waiting[pod.key] = f"pool {view.name}: every fitting offering is marked unavailable after capacity errors"
-                cls.pods = []
-            return
-        fills, _left, why = binpack.pack([c.rep.requests for c in classes], [len(c.pods) for c in classes], available, self._budget(view), cell=view.cell)
+        fills, _, why = binpack.pack([c.rep.requests for c in classes], [len(c.pods) for c in classes], available, self._budget(view), cell=view.cell)
         queues = [deque(c.pods) for c in classes]
+        refused: list[list[Pod]] = [[] for _ in classes]
         for fill in fills:
             for _ in range(fill.copies):
                 node = self._new_node(view, fill.candidate)
@@ -258,17 +284,15 @@ class _Run:
                     for _ in range(k):
                         pod = queues[i].popleft()
                         if not self._place(pod, node.info, CycleState()):
-                            self.waiting[pod.key] = "rejected at reserve or permit"
-        for i, queue in enumerate(queues):
-            reason = why.get(i, "fit")
-            for pod in queue:
-                if reason.startswith("limit:"):
-                    self.waiting[pod.key] = f"pool {view.name}: limit on {reason[6:]} reached"
-                else:
-                    fits_somewhere = any(pod.requests.fits(c.allocatable) for c in accepted)
-                    self.waiting[pod.key] = f"pool {view.name}: every fitting offering is marked unavailable" if fits_somewhere else "no fitting type"
-        for cls in classes:
-            cls.pods = []
+                            refused[i].append(pod)
+        for i, cls in enumerate(classes):
+            cls.pods = refused[i] + list(queues[i])
+            if refused[i]:
+                reasons[id(cls)].append((f"pool {view.name}: rejected at reserve or permit", True))
+            if queues[i]:
+                limit = why.get(i, "")
+                text = f"pool {view.name}: limit on {limit[6:]} reached" if limit.startswith("limit:") else f"pool {view.name}: no room"
+                reasons[id(cls)].append((text, True))
 
     def _new_node(self, view: PoolView, candidate: Candidate, standby: bool = False) -> _NewNode:
         i = len(self.new_nodes)
@@ -291,46 +315,52 @@ class _Run:
         for waiting in self.fw.handle.iterate_over_waiting_pods():
             waiting.reject("pod group did not reach minMember in this computation", "PodGroup")
         for waiting, outcome in self.fw.take_resolved():
-            if not outcome.is_success() and waiting.pod.key in self.bindings:
-                self._unplace(waiting.pod.key)
-                self.waiting[waiting.pod.key] = outcome.message
+            if not outcome.is_success():
+                self.failed[waiting.pod.key] = outcome.message
 
     # -- 5. standby ---------------------------------------------------------------------
-    def standby(self) -> set[str]:
-        """Fill every standby entry from idle nodes, booting what is missing; the names kept."""
-        kept: set[str] = set()
+    def _standby_entries(self) -> Iterable[tuple[PoolView, str, CapacityType, str | None, int]]:
         for view in self.views:
             for entry in view.pool.standby:
                 itype = entry.instance_type or self.s.settings.nodes.default_instance_type
-                capacity = CapacityType.SPOT if entry.spot else CapacityType.ON_DEMAND
-                want = entry.count
-                for name, info in sorted(self.infos.items()):
-                    if want == 0:
-                        break
-                    if (
-                        name not in kept
-                        and not info.pods
-                        and info.pool == view.name
-                        and info.instance_type == itype
-                        and info.capacity_type is capacity
-                        and (not entry.zone or info.zone == entry.zone)
-                        and (name in self.new_nodes or self.node_state.get(name) in BINDABLE_STATES)
-                    ):
-                        kept.add(name)
-                        want -= 1
-                options = [
-                    c
-                    for c in view.candidates
-                    if c.itype.name == itype and c.offering.capacity_type is capacity and (not entry.zone or c.offering.zone == entry.zone)
-                ]
-                options = [c for c in options if c.offering.key not in self.unavailable]
-                budget = self._budget(view)
-                for _ in range(want):
-                    if not options or budget.copies(options[0].itype) == 0:
-                        break
-                    budget.spend(options[0].itype)
-                    kept.add(self._new_node(view, options[0], standby=True).info.name)
-        return kept
+                yield view, itype, CapacityType.SPOT if entry.spot else CapacityType.ON_DEMAND, entry.zone, entry.count
+
+    def claim_standby(self) -> None:
+        """Standby entries take idle nodes that match them (after pods had their pick)."""
+        for view, itype, capacity, zone, count in self._standby_entries():
+            want = count
+            for name, info in sorted(self.infos.items()):
+                if want == 0:
+                    break
+                if (
+                    name not in self.kept
+                    and not info.pods
+                    and info.pool == view.name
+                    and info.instance_type == itype
+                    and info.capacity_type is capacity
+                    and (not zone or info.zone == zone)
+                    and self.node_state.get(name) in BINDABLE_STATES
+                ):
+                    self.kept.add(name)
+                    want -= 1
+            self.missing.append((view, itype, capacity, zone, want))
+
+    def top_up_standby(self) -> None:
+        for view, itype, capacity, zone, want in self.missing:
+            options = [
+                c
+                for c in view.candidates
+                if c.itype.name == itype
+                and c.offering.capacity_type is capacity
+                and (not zone or c.offering.zone == zone)
+                and c.offering.key not in self.unavailable
+            ]
+            budget = self._budget(view)
+            for _ in range(want):
+                if not options or budget.copies(options[0].itype) == 0:
+                    break
+                budget.spend(options[0].itype)
+                self.kept.add(self._new_node(view, options[0], standby=True).info.name)
 
     # -- 6. boot cap --------------------------------------------------------------------
     def cap_boots(self) -> list[_NewNode]:
@@ -350,7 +380,7 @@ class _Run:
         return [n for n in started if n.info.name in self.new_nodes]
 
     def _drop_incomplete_gangs(self) -> None:
-        """After the cap, a gang that lost members below its minimum loses them all."""
+        """A gang that the cap left below its minimum fails as a whole."""
         members: dict[tuple[str, str], list[Pod]] = defaultdict(list)
         placed: dict[tuple[str, str], int] = defaultdict(int)
         for info in self.infos.values():
@@ -362,12 +392,8 @@ class _Run:
         for group, pods in members.items():
             if placed[group] < pods[0].pod_group_min_member:
                 for pod in pods:
-                    self._unplace(pod.key)
-                    self.waiting[pod.key] = f"pod group {group[1]}: fewer than {pod.pod_group_min_member} members can be placed in this loop"
-        for name, node in list(self.new_nodes.items()):
-            if not node.info.pods and not node.standby:
-                del self.new_nodes[name]
-                del self.infos[name]
+                    self.failed[pod.key] = f"pod group {group[1]}: fewer than {pod.pod_group_min_member} members can be booted in this loop"
+        self._drop_empty_new_nodes()
 
     def right_size(self) -> None:
         """Give every new pod-holding node the cheapest type that holds what it ended up with."""
@@ -376,13 +402,11 @@ class _Run:
                 continue
             accepted = [c for c in node.view.candidates if c.offering.key not in self.unavailable and self._accepts(node, c)]
             best = binpack.right_size(node.info.requested, len(node.info.pods), accepted, node.view.cell)
-            budget = self._budget(node.view)
             if best is not None and best.price < node.candidate.price:
+                budget = self._budget(node.view)
                 budget.spend(node.candidate.itype, -1)
                 if budget.copies(best.itype) == 0:
-                    budget.spend(node.candidate.itype)
                     continue
-                budget.spend(best.itype)
                 fresh = offering_node_info(node.view, best, node.info.name)
                 for pod in node.info.pods.values():
                     fresh.add_pod(pod)
@@ -394,17 +418,41 @@ class _Run:
         state = CycleState()
         return all(self.fw.run_filter_plugins(state, p, probe_info).is_success() for p in _distinct(node.info.pods.values()))
 
+    def plan(self) -> list[_NewNode]:
+        unbound = self.rebuild()
+        classes = _classes(self.fw.sort_pods(unbound))
+        self.place_on_existing(classes)
+        self.claim_standby()
+        self.mark_expired()
+        self.place_on_new(classes)
+        self.settle_gangs()
+        if self.failed:
+            return []
+        self.right_size()
+        self.top_up_standby()
+        return self.cap_boots()
+
     # -- 7. stopping --------------------------------------------------------------------
-    def stops(self, standby: set[str]) -> tuple[list[StopOrder], dict[NodeName, float]]:
+    def _idle_since(self) -> dict[str, float]:
+        """Existing nodes nothing needs (no pods, not kept for standby), with since when."""
+        out = {}
+        for name, info in sorted(self.infos.items()):
+            if name in self.new_nodes or info.pods or name in self.kept:
+                continue
+            if self.node_state.get(name) in (NodeState.CREATING, NodeState.CREATED, NodeState.AVAILABLE):
+                out[name] = self.snapshot.unneeded_since.get(NodeName(name), self.now)
+        return out
+
+    def mark_expired(self) -> None:
+        """Nodes whose idle grace is over are stopped now and no longer count against limits."""
+        grace = self.s.settings.nodes.idle_grace
+        self.stopping = {name for name, since in self._idle_since().items() if self.now - since >= grace}
+
+    def stops(self) -> tuple[list[StopOrder], dict[NodeName, float]]:
         grace = self.s.settings.nodes.idle_grace
         stops: list[StopOrder] = []
         unneeded: dict[NodeName, float] = {}
-        for name, info in sorted(self.infos.items()):
-            if name in self.new_nodes or info.pods or name in standby:
-                continue
-            if self.node_state.get(name) not in (NodeState.CREATING, NodeState.CREATED, NodeState.AVAILABLE):
-                continue
-            since = self.snapshot.unneeded_since.get(NodeName(name), self.now)
+        for name, since in self._idle_since().items():
             idle = self.now - since
             if idle >= grace:
                 stops.append(StopOrder(NodeName(name), f"unneeded for {idle:g}s (idle grace {grace:g}s)"))
@@ -434,16 +482,16 @@ class BindingNodeScaler:
         self.views = pool_views(list(settings.pools), catalog, settings.nodes.volume_size)
 
     def compute(self, snapshot: ClusterSnapshot, now: float) -> Decision:
-        run = _Run(self, snapshot, now)
-        unbound = run.rebuild()
-        classes = _classes(run.fw.sort_pods(unbound))
-        run.place_on_existing(classes)
-        run.place_on_new(classes)
-        run.settle_gangs()
-        run.right_size()
-        kept = run.standby()
-        started = run.cap_boots()
-        stops, unneeded = run.stops(kept)
+        # A gang that cannot be placed whole must not influence anything else: plan again
+        # without it. Each round leaves out at least one more pod, so this ends.
+        excluded: dict[PodKey, str] = {}
+        while True:
+            run = _Run(self, snapshot, now, excluded)
+            started = run.plan()
+            if not run.failed:
+                break
+            excluded = {**excluded, **run.failed}
+        stops, unneeded = run.stops()
         specs = tuple(_spec(n) for n in started)
         return Decision(
             start=specs,

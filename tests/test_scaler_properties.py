@@ -1,0 +1,219 @@
+"""Invariants of compute() over random pods, nodes and pools (hypothesis)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+
+from builders import CATALOG, OD, SPOT, ZONES, pod, scaler
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nodemanager.config.schema import Limits, Packing, Pool, Standby
+from nodemanager.model import LIVE_STATES, CapacityPolicy, Node, NodeName, NodeState, PodPhase, Resources, Taint, TaintEffect, Toleration
+from nodemanager.model import labels as wk
+from nodemanager.scaler import ClusterSnapshot, Decision
+from nodemanager.scaler.pools import capacity_of
+from nodemanager.scheduling import CycleState, Framework, NodeInfo
+
+TYPES = [t.name for t in CATALOG if t.name != "g.xlarge"]
+POOL_NAMES = ("p1", "p2")
+NOW = 1000.0
+
+
+@st.composite
+def pools(draw):
+    out = []
+    for name in POOL_NAMES[: draw(st.integers(1, 2))]:
+        types = draw(st.lists(st.sampled_from(TYPES), min_size=1, max_size=4, unique=True))
+        caps = draw(st.lists(st.sampled_from([OD, SPOT]), min_size=1, max_size=2, unique=True))
+        standby = []
+        if draw(st.booleans()):
+            spot = draw(st.sampled_from([c is SPOT for c in caps]))
+            standby = [Standby(instance_type=draw(st.sampled_from(types)), count=draw(st.integers(0, 2)), spot=spot)]
+        limits = Limits(nodes=draw(st.none() | st.integers(0, 8)), cpu=draw(st.none() | st.sampled_from(["8", "24", "64"])))
+        taints = [{"key": "team", "value": name, "effect": "NoSchedule"}] if draw(st.booleans()) else []
+        out.append(
+            Pool(
+                name=name,
+                packing=draw(st.sampled_from([Packing.CELL, Packing.BINPACK])),
+                instance_types=types,
+                capacity_types=caps,
+                labels={"pool": name},
+                taints=taints,
+                standby=standby,
+                limits=limits,
+                weight=draw(st.integers(0, 2)),
+            )
+        )
+    return out
+
+
+@st.composite
+def scenarios(draw):
+    the_pools = draw(pools())
+    nodes = []
+    for i in range(draw(st.integers(0, 6))):
+        pool = draw(st.sampled_from(the_pools))
+        itype = draw(st.sampled_from(pool.instance_types))
+        nodes.append(
+            Node(
+                NodeName(f"n{i}"),
+                pool.name,
+                itype,
+                draw(st.sampled_from(pool.capacity_types)),
+                draw(st.sampled_from(ZONES)),
+                allocatable=CATALOG[itype].allocatable,
+                state=draw(st.sampled_from(list(NodeState))),
+                labels={"pool": pool.name},
+                taints=tuple(Taint(t.key, TaintEffect(t.effect), t.value) for t in pool.taints),
+            )
+        )
+    pods = []
+    free = {n.name: n.allocatable for n in nodes if n.state in (NodeState.AVAILABLE, NodeState.CLAIMED)}
+    for i in range(draw(st.integers(0, 25))):
+        p = pod(
+            f"q{i}",
+            cpu=draw(st.sampled_from(["100m", "500m", "1", "1500m", "3", "20"])),
+            memory=draw(st.sampled_from(["128Mi", "1Gi", "3Gi", "100Gi"])),
+            itype=draw(st.sampled_from(["", "", "a.large", "m.*"])),
+            policy=draw(st.sampled_from(list(CapacityPolicy))),
+            zone=draw(st.sampled_from(["", "", ZONES[1]])),
+            selector=draw(st.sampled_from([None, {"pool": "p1"}, {"pool": "p2"}])),
+            priority=draw(st.integers(0, 3)),
+            created=float(i),
+            group=draw(st.sampled_from(["", "", "", "g1"])),
+            min_member=3,
+        )
+        if draw(st.booleans()):
+            p = dataclasses.replace(p, tolerations=(Toleration("team", "Exists"),))
+        if free and draw(st.integers(0, 4)) == 0:
+            target = draw(st.sampled_from(sorted(free)))
+            if (p.requests + Resources({"pods": 1})).fits(free[target]):
+                free[target] = free[target] - p.requests - Resources({"pods": 1})
+                p = dataclasses.replace(p, phase=PodPhase.RUNNING, node_name=target)
+        pods.append(p)
+    # earlier bindings of waiting pods, on the nodes the scaler may still bind to
+    waiting = [p.key for p in pods if not p.node_name]
+    nodes = [dataclasses.replace(n, bound_pods=tuple(draw(st.lists(st.sampled_from(waiting), max_size=2, unique=True)))) if waiting else n for n in nodes]
+    unavailable = {(t, c, z): NOW + 100 for t in TYPES for c in (OD, SPOT) for z in ZONES if draw(st.integers(0, 9)) == 0}
+    return the_pools, ClusterSnapshot(tuple(pods), tuple(nodes), unavailable)
+
+
+def final_node_infos(the_pools, snap: ClusterSnapshot, d: Decision) -> dict[str, NodeInfo]:
+    """Every live node after the decision, with its running and bound pods."""
+    cell = {p.name for p in the_pools if p.packing is Packing.CELL}
+    infos: dict[str, NodeInfo] = {}
+    stopped = {o.name for o in d.stop}
+    for n in snap.nodes:
+        if n.state in LIVE_STATES and n.name not in stopped:
+            known = wk.well_known(
+                name=n.name, pool=n.pool, instance_type=n.instance_type, zone=n.zone, capacity_type=n.capacity_type.value, architectures=("x86_64",)
+            )
+            labels = {**n.labels, **known}
+            infos[n.name] = NodeInfo(n.name, n.pool, n.instance_type, n.capacity_type, n.zone, n.allocatable, labels, n.taints, cell=n.pool in cell)
+    for spec in d.start:
+        infos[spec.name] = NodeInfo(
+            spec.name, spec.pool, spec.instance_type, spec.capacity_type, spec.zone, spec.allocatable, spec.labels, spec.taints, cell=spec.pool in cell
+        )
+    pods = {p.key: p for p in snap.pods}
+    for p in snap.pods:
+        if p.node_name in infos and not p.is_terminal:
+            infos[p.node_name].add_pod(p)
+    for key, target in d.bindings.items():
+        infos[target].add_pod(pods[key])
+    return infos
+
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(scenarios(), st.sampled_from([0.0, 60.0]), st.sampled_from([2, 1000]))
+def test_decision_invariants(scenario, grace, cap):
+    the_pools, snap = scenario
+    s = scaler(*the_pools, idle_grace=grace, max_boots=cap)
+    d = s.compute(snap, NOW)
+
+    # deterministic
+    assert s.compute(snap, NOW) == d
+
+    # no pod bound twice; bound, unschedulable and waiting are disjoint
+    spec_pods = [k for spec in d.start for k in spec.pods]
+    assert len(spec_pods) == len(set(spec_pods))
+    assert not set(d.bindings) & set(d.unschedulable)
+    assert not set(d.bindings) & set(d.waiting)
+    for spec in d.start:
+        assert all(d.bindings[k] == spec.name for k in spec.pods)
+    started = {spec.name for spec in d.start}
+    assert {t for t in d.bindings.values() if t in started} <= {spec.name for spec in d.start if spec.pods}
+    assert len(d.start) <= cap
+
+    # only waiting pods are bound, only to live nodes that are not being stopped
+    waiting = {p.key for p in snap.pods if not p.node_name and p.phase is PodPhase.PENDING}
+    assert set(d.bindings) <= waiting
+    live = {n.name for n in snap.nodes if n.state in LIVE_STATES} | started
+    assert set(d.bindings.values()) <= live - {o.name for o in d.stop}
+
+    # no node over-committed, and every binding passes every enabled filter
+    infos = final_node_infos(the_pools, snap, d)
+    fw = Framework()
+    for name, info in infos.items():
+        if any(k in d.bindings for k in info.pods):
+            assert (info.requested + Resources({"pods": len(info.pods)})).fits(info.allocatable), name
+    for key, target in d.bindings.items():
+        info = infos[target].clone()
+        p = info.remove_pod(key)
+        state = CycleState()
+        fw.run_pre_filter_plugins(state, p)
+        status = fw.run_filter_plugins(state, p, info)
+        assert status.is_success(), (key, target, status)
+
+    # pool limits hold for what the decision starts
+    for pool in the_pools:
+        new = [spec for spec in d.start if spec.pool == pool.name]
+        if not new:
+            continue
+        nodes = [n for n in snap.nodes if n.pool == pool.name and n.state in LIVE_STATES] + new
+        if pool.limits.nodes is not None:
+            assert len(nodes) <= pool.limits.nodes
+        if pool.limits.cpu is not None:
+            assert sum(capacity_of(CATALOG[n.instance_type])[0] for n in nodes) <= pool.limits.cpu
+
+    # gangs: whole or nothing
+    placed = defaultdict(int)
+    for p in snap.pods:
+        if p.pod_group and (p.node_name or p.key in d.bindings):
+            placed[p.pod_group] += 1
+    for group, count in placed.items():
+        newly = [k for k in d.bindings if k.startswith("default/") and next(p for p in snap.pods if p.key == k).pod_group == group]
+        if newly:
+            assert count >= 3
+
+
+def apply(snap: ClusterSnapshot, d: Decision) -> ClusterSnapshot:
+    """What the controller does with a decision, without anything else changing."""
+    bound = defaultdict(list)
+    for key, target in d.bindings.items():
+        bound[target].append(key)
+    stopped = {o.name for o in d.stop}
+    nodes = []
+    for old in snap.nodes:
+        new = dataclasses.replace(old, bound_pods=tuple(sorted(bound.get(old.name, ()))))
+        nodes.append(new.moved_to(NodeState.TERMINATING) if old.name in stopped else new)
+    for spec in d.start:
+        created = Node(spec.name, spec.pool, spec.instance_type, spec.capacity_type, spec.zone, spec.allocatable, labels=spec.labels, taints=spec.taints)
+        nodes.append(dataclasses.replace(created, bound_pods=spec.pods))
+    return ClusterSnapshot(snap.pods, tuple(nodes), snap.unavailable, d.unneeded_since)
+
+
+@SETTINGS
+@given(scenarios(), st.sampled_from([0.0, 60.0]))
+def test_applying_a_decision_then_computing_again_changes_nothing(scenario, grace):
+    the_pools, snap = scenario
+    s = scaler(*the_pools, idle_grace=grace, max_boots=1000)
+    first = s.compute(snap, NOW)
+    second = s.compute(apply(snap, first), NOW)
+    assert second.start == ()
+    assert second.stop == ()
+    assert second.bindings == first.bindings
