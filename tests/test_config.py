@@ -143,6 +143,19 @@ INVALID = [
     pytest.param("pools: [{name: a, architectures: [sparc]}]", ["pools[0].architectures[0]: expected 'x86_64' or 'arm64', got 'sparc'"], id="bad-arch"),
     pytest.param("pools: [{name: a, limits: {nodes: many}}]", ["pools[0].limits.nodes: expected an integer, got 'many'"], id="limit-not-int"),
     pytest.param("loops: {pool: 0s}\n" + MINIMAL, ["loops.pool: must be > 0.0, got 0.0"], id="zero-interval"),
+    pytest.param(
+        "scheduling: {filter: [Zone, Zone], score: [{name: Zone}]}\n" + MINIMAL,
+        ["scheduling.filter[1]: 'Zone' is listed twice", "scheduling.score[0]: plugin 'Zone' does not implement score"],
+        id="scheduling-profile",
+    ),
+    pytest.param(
+        "scheduling: {pluginArgs: {PodGroup: {scheduleTimeout: forever}}}\n" + MINIMAL,
+        ["scheduling.pluginArgs.PodGroup: expected a duration such as 90s, 5m or 1h, got 'forever'"],
+        id="plugin-args",
+    ),
+    pytest.param(
+        "scheduling: {score: [{name: MostAllocated, weight: -1}]}\n" + MINIMAL, ["scheduling.score[0].weight: must be >= 0, got -1"], id="negative-weight"
+    ),
     pytest.param("- just\n- a list\n", ["the document must be a mapping of settings, got list"], id="not-a-mapping"),
     pytest.param("pools: [{name: a}\n", ["line 2, column 1: not valid YAML: expected ',' or ']', but got '<stream end>'"], id="broken-yaml"),
 ]

@@ -18,6 +18,7 @@ from cloud.catalog import Catalog
 from nodemanager.config.schema import ProviderConfig
 from nodemanager.errors import ConfigError
 from nodemanager.model import CapacityType
+from nodemanager.scheduling import Framework, FrameworkConfigError
 
 EMBEDDED_DEFAULT = "embedded default"
 # Keys holding file paths, resolved against the directory of the provider.yaml.
@@ -185,6 +186,10 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
                 problems.append(f"{spath}.spot: false, but the pool's capacityTypes do not include on-demand")
             if standby.zone and pool.zones and standby.zone not in pool.zones:
                 problems.append(f"{spath}.zone: {standby.zone!r} is not one of the pool's zones {pool.zones}")
+    try:
+        Framework(config.scheduling.profile())
+    except FrameworkConfigError as exc:
+        problems += [f"scheduling.{line}" for line in exc.problems]
     workload = config.cluster.simulated.workload if config.cluster.simulated else None
     if workload and not Path(workload).is_file():
         problems.append(f"cluster.simulated.workload: no such file {workload!r}")

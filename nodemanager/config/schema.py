@@ -16,6 +16,7 @@ from pydantic.alias_generators import to_camel
 from nodemanager.config.durations import Duration
 from nodemanager.errors import InvalidQuantity
 from nodemanager.model import CapacityType, TaintEffect, format_quantity, resource_amount
+from nodemanager.scheduling.profile import DEFAULT_PROFILE, Profile
 
 
 def _amount_of(resource: str) -> BeforeValidator:
@@ -243,6 +244,37 @@ class CatalogSettings(Model):
     spot_price_fraction: float = Field(default=0.4, gt=0, le=1)  # until real spot prices are fetched
 
 
+class ScorePluginRef(Model):
+    name: str
+    weight: int = Field(default=1, ge=0)  # 0 counts as 1, as in kube-scheduler
+
+
+class Scheduling(Model):
+    """The scheduling profile: plugins per extension point, in order. A point left out
+    keeps the default list (see the README); an empty list disables the point."""
+
+    queue_sort: list[str] | None = None
+    pre_filter: list[str] | None = None
+    filter: list[str] | None = None
+    post_filter: list[str] | None = None
+    score: list[ScorePluginRef] | None = None
+    reserve: list[str] | None = None
+    unreserve: list[str] | None = None
+    permit: list[str] | None = None
+    pre_bind: list[str] | None = None
+    bind: list[str] | None = None
+    post_bind: list[str] | None = None
+    plugin_args: dict[str, dict[str, object]] = Field(default_factory=dict)  # e.g. {PodGroup: {scheduleTimeout: 5m}}
+    seed: int = 0  # seeds the tie-breaking draw between equally scored nodes
+
+    def profile(self) -> Profile:
+        default = DEFAULT_PROFILE
+        points = ("queue_sort", "pre_filter", "filter", "post_filter", "reserve", "unreserve", "permit", "pre_bind", "bind", "post_bind")
+        lists = {name: tuple(getattr(self, name)) if getattr(self, name) is not None else getattr(default, name) for name in points}
+        score = tuple((s.name, s.weight) for s in self.score) if self.score is not None else default.score
+        return Profile(**lists, score=score, plugin_args=self.plugin_args)
+
+
 class ProviderConfig(Model):
     """The whole provider.yaml."""
 
@@ -255,6 +287,7 @@ class ProviderConfig(Model):
     pools: list[Pool] = Field(min_length=1)
     loops: Loops = Field(default_factory=Loops)
     status: Status = Field(default_factory=Status)
+    scheduling: Scheduling = Field(default_factory=Scheduling)
 
     @model_validator(mode="after")
     def _controller_id(self) -> ProviderConfig:

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from cloud.catalog import Catalog
-from nodemanager.config.schema import NodeDefaults, Pool
+from nodemanager.config.schema import NodeDefaults, Pool, ProviderConfig
 from nodemanager.model import BINDABLE_STATES, LIVE_STATES, CapacityType, NodeName, NodeState, Pod, PodKey, PodPhase, Resources
 from nodemanager.scaler import binpack
 from nodemanager.scaler.decision import Decision, NodeSpec, StopOrder
@@ -49,6 +49,10 @@ class ScalerSettings:
     nodes: NodeDefaults = field(default_factory=NodeDefaults)
     profile: Profile = DEFAULT_PROFILE
     seed: int = 0
+
+    @classmethod
+    def from_config(cls, config: ProviderConfig) -> ScalerSettings:
+        return cls(tuple(config.pools), config.nodes, config.scheduling.profile(), config.scheduling.seed)
 
 
 def constraint_key(pod: Pod) -> tuple:
@@ -141,14 +145,9 @@ class _Run:
     def _place(self, pod: Pod, info: NodeInfo, state: CycleState) -> bool:
         """Assume ``pod`` onto ``info``: Reserve, then Permit. False (and undone) on failure."""
         info.add_pod(pod)
-        if not self.fw.run_reserve_plugins(state, pod, info.name).is_success():
-            info.remove_pod(pod.key)
-            return False
-        status = self.fw.run_permit_plugins(state, pod, info.name)
-        if status.code in (Code.SUCCESS, Code.WAIT):
+        if self.fw.run_reserve_and_permit(state, pod, info.name).code in (Code.SUCCESS, Code.WAIT):
             self.bindings[pod.key] = info.name
             return True
-        self.fw.run_unreserve_plugins(state, pod, info.name)
         info.remove_pod(pod.key)
         return False
 

@@ -61,6 +61,7 @@ class Framework:
         problems: list[str] = []
         points = profile.points()
         instances: dict[str, ifc.Plugin] = {}
+        broken: set[str] = set()  # plugins whose arguments were refused
         for point, names in points.items():
             seen: set[str] = set()
             for i, name in enumerate(names):
@@ -72,8 +73,15 @@ class Framework:
                 if name not in registry:
                     problems.append(f"{where}: unknown plugin {name!r}; known: {', '.join(registry)}")
                     continue
+                if name in broken:
+                    continue
                 if name not in instances:
-                    instances[name] = registry.create(name, self.handle, profile.plugin_args.get(name, {}))
+                    try:
+                        instances[name] = registry.create(name, self.handle, profile.plugin_args.get(name, {}))
+                    except (ValueError, TypeError) as exc:
+                        problems.append(f"pluginArgs.{name}: {exc}")
+                        broken.add(name)
+                        continue
                 if not isinstance(instances[name], ifc.EXTENSION_POINTS[point]):
                     problems.append(f"{where}: plugin {name!r} does not implement {point}")
         if len(points["queueSort"]) != 1:
@@ -249,6 +257,17 @@ class Framework:
         waiting = WaitingPod(pod, node_name, now, {name: now + timeout for name, timeout in waits.items()})
         self.handle._waiting[pod.uid] = waiting
         return Status(Code.WAIT, f"waiting at permit for {', '.join(sorted(waits))}")
+
+    def run_reserve_and_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """Reserve then Permit with the rollback rule: a failed Reserve runs no Unreserve;
+        a Permit rejection runs Unreserve. Returns Success, Wait, Unschedulable or Error."""
+        status = self.run_reserve_plugins(state, pod, node_name)
+        if not status.is_success():
+            return status
+        status = self.run_permit_plugins(state, pod, node_name)
+        if status.code not in (Code.SUCCESS, Code.WAIT):
+            self.run_unreserve_plugins(state, pod, node_name)
+        return status
 
     def expire_waiting(self, now: float) -> None:
         """Reject every waiting pod whose wait ran out by ``now``."""
