@@ -75,17 +75,19 @@ class Catalog:
     def __getitem__(self, name: str) -> InstanceType:
         return self._types[name]
 
-    def _match_uncached(self, patterns: tuple[str, ...], architectures: tuple[str, ...]) -> frozenset[str]:
+    def _match_uncached(self, patterns: tuple[str, ...], architectures: tuple[str, ...], exclude: tuple[str, ...]) -> frozenset[str]:
         return frozenset(
             n
             for n, t in self._types.items()
-            if any(fnmatch.fnmatchcase(n, p) for p in patterns) and (not architectures or set(t.architectures) & set(architectures))
+            if any(fnmatch.fnmatchcase(n, p) for p in patterns)
+            and not any(fnmatch.fnmatchcase(n, p) for p in exclude)
+            and (not architectures or set(t.architectures) & set(architectures))
         )
 
-    def matching(self, patterns: Collection[str], architectures: Collection[str] = ()) -> frozenset[str]:
+    def matching(self, patterns: Collection[str], architectures: Collection[str] = (), exclude: Collection[str] = ()) -> frozenset[str]:
         """Names matched by any of the exact names or globs (``c5*``, ``m5.*``), of any of
-        ``architectures`` when given."""
-        return self._match(tuple(sorted(patterns)), tuple(sorted(architectures)))
+        ``architectures`` when given, and matched by none of ``exclude``."""
+        return self._match(tuple(sorted(patterns)), tuple(sorted(architectures)), tuple(sorted(exclude)))
 
     # -- the cheapest-fit query ---------------------------------------------------------
     def ranked(
@@ -98,9 +100,10 @@ class Catalog:
         zone: str | None = None,
         exclude: Collection[OfferingKey] = (),
         volume_bytes: int = DEFAULT_VOLUME_BYTES,
+        exclude_types: Collection[str] = (),
     ) -> Iterator[tuple[Offering, InstanceType]]:
         """Offerings whose type can hold ``requests``, cheapest first, deterministic order."""
-        names = self.matching(allowed, architectures)
+        names = self.matching(allowed, architectures, exclude_types)
         for offering, itype in self._ranked:
             if itype.name not in names:
                 continue

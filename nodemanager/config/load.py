@@ -165,9 +165,9 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
         for j, pattern in enumerate(pool.instance_types):
             if not catalog.matching([pattern]):
                 problems.append(f"{where}.instanceTypes[{j}]: {pattern!r} matches no instance type in the {catalog.region} catalog")
-        allowed = catalog.matching(pool.instance_types, pool.architectures)
-        if pool.instance_types and catalog.matching(pool.instance_types) and not allowed:
-            problems.append(f"{where}.architectures: no instance type of {pool.instance_types} has architecture {pool.architectures}")
+        allowed = catalog.matching(pool.instance_types, pool.architectures, pool.exclude_instance_types)
+        if catalog.matching(pool.instance_types) and not allowed:
+            problems.append(f"{where}: no instance type is left after instanceTypes, excludeInstanceTypes and architectures {pool.architectures}")
         for j, zone in enumerate(pool.zones):
             if zone not in catalog.zones:
                 problems.append(f"{where}.zones[{j}]: unknown zone {zone!r}; {catalog.region} has {list(catalog.zones)}")

@@ -213,6 +213,7 @@ class Pool(Model):
     name: str = Field(max_length=63, pattern=_DNS_LABEL)
     packing: Packing = Packing.BINPACK
     instance_types: list[str] = Field(default_factory=lambda: ["*"], min_length=1)  # names or globs
+    exclude_instance_types: list[str] = Field(default_factory=list)  # names or globs never bought, e.g. "t*" (burstable)
     architectures: list[Literal["x86_64", "arm64"]] = Field(default_factory=lambda: ["x86_64"], min_length=1)  # images are rarely multi-arch
     capacity_types: list[CapacityType] = Field(default_factory=lambda: [CapacityType.ON_DEMAND], min_length=1)
     zones: list[str] = Field(default_factory=list)  # empty: every zone of the region

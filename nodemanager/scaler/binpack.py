@@ -75,12 +75,15 @@ class Vectors:
         return tuple(pods if n == "pods" and pods else resources.get(n) for n in self.names)
 
 
-def greedy_fill(allocatable: tuple[int, ...], requests: Sequence[tuple[int, ...]], remaining: Sequence[int], cell: bool) -> tuple[int, ...]:
-    """Pods per class that fit one empty node, taking classes in order (largest first)."""
+def greedy_fill(
+    allocatable: tuple[int, ...], requests: Sequence[tuple[int, ...]], remaining: Sequence[int], cell: bool, order: Sequence[int] | None = None
+) -> tuple[int, ...]:
+    """Pods per class that fit one empty node, taking classes in ``order`` (default: as given)."""
     free = list(allocatable)
-    counts = []
+    counts = [0] * len(requests)
     room_left = 1 if cell else None
-    for request, left in zip(requests, remaining, strict=True):
+    for index in order if order is not None else range(len(requests)):
+        request, left = requests[index], remaining[index]
         n = left if room_left is None else min(left, room_left)
         for have, need in zip(free, request, strict=True):
             if need > 0:
@@ -93,8 +96,22 @@ def greedy_fill(allocatable: tuple[int, ...], requests: Sequence[tuple[int, ...]
                 free[i] -= need * n
             if room_left is not None:
                 room_left -= n
-        counts.append(n)
+        counts[index] = n
     return tuple(counts)
+
+
+def proportional_fill(allocatable: tuple[int, ...], requests: Sequence[tuple[int, ...]], remaining: Sequence[int], order: Sequence[int]) -> tuple[int, ...]:
+    """A node that is a miniature of the remaining pods: the largest fraction of every
+    class that fits, then topped up greedily. Its cpu:memory ratio is the workload's, so
+    neither resource is left idle on a type whose ratio matches."""
+    demand = [sum(r[j] * k for r, k in zip(requests, remaining, strict=True)) for j in range(len(allocatable))]
+    fraction = min((a / d for a, d in zip(allocatable, demand, strict=True) if d > 0), default=0.0)
+    fraction = min(fraction, 1.0)
+    base = [int(k * fraction) for k in remaining]
+    used = [sum(r[j] * b for r, b in zip(requests, base, strict=True)) for j in range(len(allocatable))]
+    free = tuple(a - u for a, u in zip(allocatable, used, strict=True))
+    extra = greedy_fill(free, requests, [k - b for k, b in zip(remaining, base, strict=True)], False, order)
+    return tuple(b + e for b, e in zip(base, extra, strict=True))
 
 
 def _shapes(candidates: Sequence[Candidate]) -> list[Shape]:
@@ -136,22 +153,37 @@ def pack(
         holder = next((c for c in usable if greedy_fill(alloc[c.itype.name], [vectors.requests[first]], [1], cell)[0]), None)
         if holder is not None and holder not in trial:
             trial.append(holder)
-        best: tuple[float, float, str, Candidate, tuple[int, ...]] | None = None
+        # Fill orders: most valuable first (the resource the LP says is scarce), largest
+        # cpu first, largest memory first. Each candidate keeps its best fill.
+        classes = range(len(requests))
+        orders = {
+            tuple(sorted(classes, key=lambda i: -value[i])),
+            tuple(classes),
+            tuple(sorted(classes, key=lambda i: (-requests[i].memory, -requests[i].cpu))),
+        }
+        by_value = tuple(sorted(classes, key=lambda i: -value[i]))
+        best: tuple[float, float, float, str, Candidate, tuple[int, ...]] | None = None
         for c in trial:
-            fill = greedy_fill(alloc[c.itype.name], vectors.requests, remaining, cell)
-            if not any(fill):
-                continue
-            worth = sum(v * k for v, k in zip(value, fill, strict=True))
-            if worth <= 0:  # no cpu or memory requested: cheapest node that holds the most pods
-                worth = sum(fill) * 1e-9
-            key = (-(worth / c.price), c.price, c.itype.name)
-            if best is None or key < best[:3]:
-                best = (*key, c, fill)
+            options = [greedy_fill(alloc[c.itype.name], vectors.requests, remaining, cell, order) for order in sorted(orders)]
+            if not cell:
+                options.append(proportional_fill(alloc[c.itype.name], vectors.requests, remaining, by_value))
+            for fill in options:
+                if not any(fill):
+                    continue
+                worth = sum(v * k for v, k in zip(value, fill, strict=True))
+                if worth <= 0:  # no cpu or memory requested: cheapest node that holds the most pods
+                    worth = sum(fill) * 1e-9
+                # Value per dollar decides; among near-equals, the fill that leaves less of
+                # either resource idle (what the LP cannot see) wins.
+                used = _utilisation(c, requests, fill)
+                key = (-round(worth / c.price, 3), -used, c.price, c.itype.name)
+                if best is None or key < best[:4]:
+                    best = (*key, c, fill)
         if best is None:
             why[first] = "fit"
             remaining[first] = 0
             continue
-        candidate, fill = best[3], best[4]
+        candidate, fill = best[4], best[5]
         copies = min(remaining[i] // k for i, k in enumerate(fill) if k)
         allowed = budget.copies(candidate.itype)
         if allowed is not None and allowed < copies:
@@ -168,6 +200,13 @@ def pack(
         for i, k in enumerate(fill):
             remaining[i] -= k * copies
     return fills, remaining, why
+
+
+def _utilisation(candidate: Candidate, requests: Sequence[Resources], fill: Sequence[int]) -> float:
+    alloc = candidate.allocatable
+    cpu = sum(r.cpu * k for r, k in zip(requests, fill, strict=True))
+    memory = sum(r.memory * k for r, k in zip(requests, fill, strict=True))
+    return (cpu / alloc.cpu if alloc.cpu else 0.0) + (memory / alloc.memory if alloc.memory else 0.0)
 
 
 def right_size(total: Resources, pods: int, candidates: Sequence[Candidate], cell: bool) -> Candidate | None:

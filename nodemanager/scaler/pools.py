@@ -49,7 +49,9 @@ def pool_views(pools: list[Pool], catalog: Catalog, volume_bytes: int) -> list[P
     for order, pool in enumerate(pools):
         capacity = set(pool.capacity_types)
         zones = set(pool.zones)
-        ranked = catalog.ranked(Resources(), allowed=pool.instance_types, architectures=pool.architectures, volume_bytes=volume_bytes)
+        ranked = catalog.ranked(
+            Resources(), allowed=pool.instance_types, architectures=pool.architectures, volume_bytes=volume_bytes, exclude_types=pool.exclude_instance_types
+        )
         candidates = tuple(
             Candidate(o, t, t.allocatable_for(volume_bytes)) for o, t in ranked if o.capacity_type in capacity and (not zones or o.zone in zones)
         )

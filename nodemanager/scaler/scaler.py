@@ -87,7 +87,7 @@ class _NewNode:
     candidate: Candidate
     info: NodeInfo
     standby: bool = False
-    rank: tuple = ()
+    accepted: list[Candidate] = field(default_factory=list)  # offerings its first pods' constraints accept
 
 
 class _Run:
@@ -278,7 +278,7 @@ class _Run:
         refused: list[list[Pod]] = [[] for _ in classes]
         for fill in fills:
             for _ in range(fill.copies):
-                node = self._new_node(view, fill.candidate)
+                node = self._new_node(view, fill.candidate, accepted=available)
                 for i, k in enumerate(fill.counts):
                     for _ in range(k):
                         pod = queues[i].popleft()
@@ -293,7 +293,7 @@ class _Run:
                 text = f"pool {view.name}: limit on {limit[6:]} reached" if limit.startswith("limit:") else f"pool {view.name}: no room"
                 reasons[id(cls)].append((text, True))
 
-    def _new_node(self, view: PoolView, candidate: Candidate, standby: bool = False) -> _NewNode:
+    def _new_node(self, view: PoolView, candidate: Candidate, standby: bool = False, accepted: list[Candidate] | None = None) -> _NewNode:
         i = len(self.new_nodes)
         while True:
             digest = hashlib.sha256(f"{self.now}|{i}|{view.name}".encode()).hexdigest()[:8]
@@ -304,7 +304,7 @@ class _Run:
         self.names_taken.add(name)
         info = offering_node_info(view, candidate, name)
         self.infos[name] = info
-        node = _NewNode(view, candidate, info, standby)
+        node = _NewNode(view, candidate, info, standby, accepted or [])
         self.new_nodes[name] = node
         return node
 
@@ -399,7 +399,9 @@ class _Run:
         for node in self.new_nodes.values():
             if node.standby or not node.info.pods:
                 continue
-            accepted = [c for c in node.view.candidates if c.offering.key not in self.unavailable and self._accepts(node, c)]
+            accepted = node.accepted
+            if len({constraint_key(p) for p in node.info.pods.values()}) > 1:  # pods of other groups joined it
+                accepted = [c for c in accepted if self._accepts(node, c)]
             best = binpack.right_size(node.info.requested, len(node.info.pods), accepted, node.view.cell)
             if best is not None and best.price < node.candidate.price:
                 budget = self._budget(node.view)
