@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Sequence
 
 from nodemanager import __version__
-from nodemanager.config import load_config
+from nodemanager.config import EMBEDDED_DEFAULT, embedded_default_path, load_config
 from nodemanager.errors import ConfigError, InvalidInput
 from nodemanager.model import CapacityType, Resources
 
@@ -80,10 +81,88 @@ def _check_config_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper()), format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", stream=sys.stderr)
+    # apscheduler reports every job run at INFO; its warnings (missed runs) still show.
+    logging.getLogger("apscheduler").setLevel(max(logging.WARNING, getattr(logging, level.upper())))
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    from nodemanager.service import run_service
+
+    _setup_logging(args.log_level)
+    config, catalog = load_config(args.config)
+    source = args.config or f"{EMBEDDED_DEFAULT} ({embedded_default_path()})"
+    return run_service(config, catalog, source)
+
+
+def _progress(total_pods: int, cluster_arrivals_left) -> object:  # type: ignore[no-untyped-def]
+    def show(now: float, horizon: float) -> None:
+        arrived = total_pods - cluster_arrivals_left()
+        hours, rest = divmod(int(now), 3600)
+        bar = "#" * int(20 * arrived / total_pods) if total_pods else ""
+        print(f"\rsimulated {hours:02d}:{rest // 60:02d}:{rest % 60:02d}  pods arrived {arrived}/{total_pods} [{bar:<20}]", end="", file=sys.stderr)
+
+    return show
+
+
+def _simulate_command(args: argparse.Namespace) -> int:
+    from nodemanager.cluster.workload import load_workload
+    from nodemanager.durations import parse_duration
+    from nodemanager.simulator import Simulation
+
+    _setup_logging(args.log_level)
+    config, catalog = load_config(args.config)
+    workload = load_workload(args.workload)
+    try:
+        until = parse_duration(args.until) if args.until else None
+    except ValueError as exc:
+        raise InvalidInput(f"--until: {exc}") from None
+    simulation = Simulation(config, catalog, workload)
+    progress = _progress(len(workload), simulation.cluster.arrivals_left) if sys.stderr.isatty() and not args.json else None
+    report = simulation.run(until=until, progress=progress)  # type: ignore[arg-type]
+    if progress is not None:
+        print(file=sys.stderr)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_report(report)
+    return EXIT_OK
+
+
+def _print_report(r: dict) -> None:  # type: ignore[type-arg]
+    pods, nodes, cost, util, dec = r["pods"], r["nodes"], r["cost"], r["utilization"], r["decisions"]
+    wait = pods["pending_seconds"]
+    print(f"simulated {r['simulated_seconds']:.0f}s")
+    print(f"pods:        {pods['total']} total, {pods['bound']} bound, {pods['unschedulable']} unschedulable")
+    print(f"             waited p50 {wait['p50']:.1f}s, p95 {wait['p95']:.1f}s, max {wait['max']:.1f}s")
+    print(f"nodes:       {nodes['booted']} booted, {nodes['terminated']} terminated, peak {nodes['peak']}")
+    for itype, n in nodes["by_instance_type"].items():
+        print(f"             {n:5d} x {itype}")
+    print(f"cost:        ${cost['usd']:.4f} (LP lower bound ${cost['lower_bound_usd']:.4f})")
+    print(f"utilization: cpu {util['cpu']:.1%}, memory {util['memory']:.1%} (requested / allocatable)")
+    print(f"decisions:   {dec['count']}, compute p50 {dec['compute_ms']['p50']:.2f}ms, p99 {dec['compute_ms']['p99']:.2f}ms")
+    for item in r["unschedulable"]:
+        print(f"unschedulable: {item['pod']}: {item['reason']}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nodemanager", description="A cloud node-pool autoscaler.")
     parser.add_argument("--version", action="version", version=f"nodemanager {__version__}")
     verbs = parser.add_subparsers(dest="verb", required=True)
+
+    run = verbs.add_parser("run", help="run the service (default: the embedded demo configuration)")
+    run.add_argument("--config", help="provider.yaml (default: the embedded default: simulated cloud and cluster)")
+    run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    run.set_defaults(handler=_run_command)
+
+    sim = verbs.add_parser("simulate", help="play a workload against a provider.yaml in virtual time")
+    sim.add_argument("--config", required=True, help="provider.yaml whose pools and settings to simulate")
+    sim.add_argument("--workload", required=True, help="workload file (YAML or JSON)")
+    sim.add_argument("--until", help="stop after this much simulated time (e.g. 24h); default: when the workload settles")
+    sim.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    sim.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    sim.set_defaults(handler=_simulate_command)
 
     check = verbs.add_parser("check-config", help="validate a provider.yaml and list every problem")
     check.add_argument("path")
@@ -112,6 +191,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InvalidInput as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except (OSError, ValueError) as exc:  # e.g. the status port is taken, a token file is empty
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 if __name__ == "__main__":

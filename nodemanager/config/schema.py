@@ -49,6 +49,10 @@ class SimulatedCloud(Model):
 
     boot_delay: Duration = 30.0  # RunInstances to "running": EC2's usual 20-40 s
     seed: int = 0  # every random choice (failures, interruptions) derives from it
+    capacity: dict[str, int] = Field(default_factory=dict)  # "type/capacity-type/zone" glob -> most live instances
+    throttle_rate: float = Field(default=0.0, ge=0, le=1)  # share of API calls answered "slow down"
+    instance_death_per_hour: float = Field(default=0.0, ge=0)  # chance rate of a running instance dying
+    spot_interruption_per_hour: float = Field(default=0.0, ge=0)  # ... and of a spot instance being reclaimed
 
 
 class AwsCloud(Model):
@@ -231,6 +235,10 @@ class Loops(Model):
     heartbeat: Duration = Field(default=10.0, gt=0)
     reaper: Duration = Field(default=10.0, gt=0)
     orphan_gc: Duration = Field(default=60.0, gt=0, alias="orphanGC")
+
+    def intervals(self) -> dict[str, float]:
+        """Loop name (as the controller names its loops) -> seconds."""
+        return {"pool": self.pool, "heartbeat": self.heartbeat, "reaper": self.reaper, "orphan_gc": self.orphan_gc}
 
 
 class Status(Model):

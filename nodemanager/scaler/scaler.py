@@ -456,7 +456,7 @@ class _Run:
         for name, since in self._idle_since().items():
             idle = self.now - since
             if idle >= grace:
-                stops.append(StopOrder(NodeName(name), f"unneeded for {idle:g}s (idle grace {grace:g}s)"))
+                stops.append(StopOrder(NodeName(name), f"unneeded for {idle:.0f}s (idle grace {grace:g}s)"))
             else:
                 unneeded[NodeName(name)] = since
         return stops, unneeded

@@ -1,0 +1,48 @@
+"""What a cloud refused, as types the controller acts on (never matched on text).
+
+CloudError                       (a NodeManagerError)
+├── InsufficientCapacity         this offering (type, capacity type, zone) is out: try another
+├── Unsupported                  the offering does not exist there: never retry it there
+├── QuotaExceeded                an account limit: nothing of this kind boots until it is raised
+├── Throttled                    the API asked us to slow down; retries were exhausted
+└── NotFound                     the instance is not (or no longer) there
+"""
+
+from __future__ import annotations
+
+from nodemanager.errors import NodeManagerError
+from nodemanager.model import CapacityType
+
+
+class CloudError(NodeManagerError):
+    """A cloud call failed for a reason the controller understands."""
+
+
+class InsufficientCapacity(CloudError):
+    def __init__(self, instance_type: str, capacity_type: CapacityType, zone: str, detail: str = "") -> None:
+        self.instance_type = instance_type
+        self.capacity_type = capacity_type
+        self.zone = zone
+        super().__init__(f"insufficient capacity for {instance_type}/{capacity_type}/{zone}{': ' + detail if detail else ''}")
+
+
+class Unsupported(CloudError):
+    def __init__(self, instance_type: str, capacity_type: CapacityType, zone: str, detail: str = "") -> None:
+        self.instance_type = instance_type
+        self.capacity_type = capacity_type
+        self.zone = zone
+        super().__init__(f"{instance_type}/{capacity_type} is not supported in {zone}{': ' + detail if detail else ''}")
+
+
+class QuotaExceeded(CloudError):
+    pass
+
+
+class Throttled(CloudError):
+    pass
+
+
+class NotFound(CloudError):
+    def __init__(self, instance_id: str) -> None:
+        self.instance_id = instance_id
+        super().__init__(f"instance {instance_id} not found")

@@ -1,0 +1,163 @@
+"""An in-memory cloud, driven by the injected clock: a product, not a test double.
+
+Instances become ``running`` a boot delay after launch. Capacity can be limited per
+offering (``type/capacity-type/zone`` globs), and failures are injected from one seeded
+random stream: throttled calls, instances that die, spot interruptions. The same seed and
+the same call times give the same history.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import itertools
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState
+from cloud.errors import InsufficientCapacity, NotFound, Throttled
+from nodemanager.clock import Clock
+from nodemanager.model import CapacityType
+
+TERMINATED_VISIBLE_FOR = 3600.0  # EC2 keeps describing terminated instances for about an hour
+
+
+@dataclass
+class _Record:
+    instance: Instance
+    terminated_at: float | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class CloudEvent:
+    at: float
+    kind: str  # "launched" | "terminated" | "died" | "spot-interrupted"
+    instance_id: str
+    node_name: str
+
+
+class SimulatedCloud:
+    def __init__(
+        self,
+        controller_id: str,
+        clock: Clock,
+        *,
+        boot_delay: float = 30.0,
+        seed: int = 0,
+        capacity: Mapping[str, int] | None = None,
+        throttle_rate: float = 0.0,
+        death_per_hour: float = 0.0,
+        spot_interruption_per_hour: float = 0.0,
+        on_boot: Callable[[BootRequest, Instance], None] | None = None,
+    ) -> None:
+        self.controller_id = controller_id
+        self.clock = clock
+        self.boot_delay = boot_delay
+        self.capacity = dict(capacity or {})
+        self.throttle_rate = throttle_rate
+        self.death_per_hour = death_per_hour
+        self.spot_interruption_per_hour = spot_interruption_per_hour
+        self.on_boot = on_boot  # called after launch, before returning: lets tests "crash" there
+        self._rng = random.Random(seed)
+        self._ids = itertools.count(1)
+        self._records: dict[str, _Record] = {}
+        self._live: dict[str, _Record] = {}  # not terminated: what listings and failures walk
+        self._by_token: dict[str, str] = {}
+        self._checked_at: float | None = None
+        self.events: list[CloudEvent] = []
+        self.boot_calls = 0
+
+    # -- CloudClient ----------------------------------------------------------------------
+    def boot(self, request: BootRequest) -> Instance:
+        self.boot_calls += 1
+        self._check_throttle("RunInstances")
+        known = self._by_token.get(request.token)
+        if known is not None:
+            return self._view(self._records[known])
+        limit = self._capacity_limit(request.instance_type, request.capacity_type, request.zone)
+        if limit is not None and self._live_count(request.instance_type, request.capacity_type, request.zone) >= limit:
+            raise InsufficientCapacity(request.instance_type, request.capacity_type, request.zone, "simulated capacity exhausted")
+        now = self.clock.now()
+        instance_id = f"i-{next(self._ids):017x}"
+        tags = {CONTROLLER_TAG: self.controller_id, NODE_TAG: request.node_name, POOL_TAG: request.pool, "Name": request.node_name}
+        offering = (request.instance_type, request.capacity_type, request.zone)
+        instance = Instance(instance_id, request.node_name, request.pool, *offering, InstanceState.PENDING, now, tags)
+        self._records[instance_id] = self._live[instance_id] = _Record(instance)
+        self._by_token[request.token] = instance_id
+        self.events.append(CloudEvent(now, "launched", instance_id, request.node_name))
+        if self.on_boot is not None:
+            self.on_boot(request, instance)
+        return instance
+
+    def terminate(self, instance_ids: Sequence[str]) -> None:
+        self._check_throttle("TerminateInstances")
+        now = self.clock.now()
+        for instance_id in instance_ids:
+            record = self._records.get(instance_id)
+            if record is not None and record.terminated_at is None:
+                self._end(record, now, "terminated")
+
+    def list_instances(self) -> list[Instance]:
+        self._check_throttle("DescribeInstances")
+        self._inject_failures()
+        return [self._view(r) for _, r in sorted(self._live.items())]
+
+    def describe(self, instance_id: str) -> Instance:
+        self._inject_failures()
+        record = self._records.get(instance_id)
+        if record is None or (record.terminated_at is not None and self.clock.now() - record.terminated_at > TERMINATED_VISIBLE_FOR):
+            raise NotFound(instance_id)
+        return self._view(record)
+
+    # -- inspection (simulation reports, tests) -------------------------------------------
+    def all_instances(self) -> list[tuple[Instance, float | None]]:
+        """Every instance ever launched, with its termination time (None: still alive)."""
+        return [(self._view(r), r.terminated_at) for r in self._records.values()]
+
+    # -- internals --------------------------------------------------------------------------
+    def _view(self, record: _Record) -> Instance:
+        if record.terminated_at is not None:
+            state = InstanceState.TERMINATED
+        elif self.clock.now() >= record.instance.launched_at + self.boot_delay:
+            state = InstanceState.RUNNING
+        else:
+            state = InstanceState.PENDING
+        return replace(record.instance, state=state)
+
+    def _end(self, record: _Record, now: float, kind: str) -> None:
+        record.terminated_at = now
+        self._live.pop(record.instance.instance_id, None)
+        record.reason = kind
+        self.events.append(CloudEvent(now, kind, record.instance.instance_id, record.instance.node_name))
+
+    def _check_throttle(self, call: str) -> None:
+        if self.throttle_rate and self._rng.random() < self.throttle_rate:
+            raise Throttled(f"{call}: Request limit exceeded (simulated)")
+
+    def _capacity_limit(self, instance_type: str, capacity_type: CapacityType, zone: str) -> int | None:
+        key = f"{instance_type}/{capacity_type.value}/{zone}"
+        return next((limit for pattern, limit in self.capacity.items() if fnmatch.fnmatchcase(key, pattern)), None)
+
+    def _live_count(self, instance_type: str, capacity_type: CapacityType, zone: str) -> int:
+        wanted = (instance_type, capacity_type, zone)
+        return sum(1 for r in self._live.values() if (r.instance.instance_type, r.instance.capacity_type, r.instance.zone) == wanted)
+
+    def _inject_failures(self) -> None:
+        """Deaths and spot interruptions since the last look, as Poisson arrivals."""
+        now = self.clock.now()
+        last, self._checked_at = self._checked_at, now
+        if last is None or now <= last or not (self.death_per_hour or self.spot_interruption_per_hour):
+            return
+        hours = (now - last) / 3600.0
+        for _, record in sorted(self._live.items()):
+            if self._view(record).state is not InstanceState.RUNNING:
+                continue
+            rates = [("died", self.death_per_hour)]
+            if record.instance.capacity_type is CapacityType.SPOT:
+                rates.append(("spot-interrupted", self.spot_interruption_per_hour))
+            for kind, rate in rates:
+                if rate and self._rng.random() < 1 - math.exp(-rate * hours):
+                    self._end(record, now, kind)
+                    break

@@ -1,0 +1,226 @@
+"""``ClusterEventsHandler``: the cluster cache, fed only by events (and our own assumes).
+
+It keeps waiting pods, assumed and added pods per node (with their requested totals), and
+the nodes the cluster reports. The scaler reads ``snapshot()``: an immutable picture in
+which assumed pods already sit on their nodes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from nodemanager.cache.pod_state import PodOp, PodState, next_state
+from nodemanager.cluster.base import ClusterEvent, ClusterNode, EventType, NodeEvent, PodEvent
+from nodemanager.model import Pod, PodKey, PodPhase, Resources
+
+DEFAULT_ASSUME_TTL = 15 * 60.0  # seconds (godel-scheduler's PodAssumedTTL)
+
+
+@dataclass
+class _Entry:
+    pod: Pod  # node_name is the assumed or the bound node
+    state: PodState
+    deadline: float | None = None  # set once the bind call returned (FinishBinding)
+
+
+@dataclass
+class NodeUsage:
+    """What the cache knows runs on a node: assumed and added pods."""
+
+    pods: set[PodKey] = field(default_factory=set)
+    requested: Resources = field(default_factory=Resources)
+
+
+@dataclass(frozen=True)
+class CacheSnapshot:
+    pods: tuple[Pod, ...]  # waiting pods, then assumed and added ones on their nodes
+    nodes: Mapping[str, ClusterNode]
+    generation: int
+
+
+class ClusterEventsHandler:
+    def __init__(self, assume_ttl: float = DEFAULT_ASSUME_TTL) -> None:
+        self.assume_ttl = assume_ttl
+        self._lock = threading.RLock()
+        self._entries: dict[PodKey, _Entry] = {}
+        self._waiting: dict[PodKey, Pod] = {}
+        self._usage: dict[str, NodeUsage] = defaultdict(NodeUsage)
+        self._nodes: dict[str, ClusterNode] = {}
+        self.generation = 0
+        self.finished: list[Pod] = []  # pods that left a node since the last take_finished()
+
+    # -- the state machine ----------------------------------------------------------------
+    def state(self, key: PodKey) -> PodState:
+        entry = self._entries.get(key)
+        return entry.state if entry else PodState.INITIAL
+
+    def _move(self, key: PodKey, op: PodOp) -> PodState:
+        return next_state(key, self.state(key), op)
+
+    def _place(self, pod: Pod) -> None:
+        usage = self._usage[pod.node_name]
+        usage.pods.add(pod.key)
+        usage.requested = usage.requested + pod.requests
+
+    def _unplace(self, pod: Pod) -> None:
+        usage = self._usage[pod.node_name]
+        usage.pods.discard(pod.key)
+        usage.requested = usage.requested - pod.requests
+        if not usage.pods:
+            del self._usage[pod.node_name]
+
+    def assume(self, pod: Pod, node: str) -> None:
+        """Initial -> Assumed: the pod counts on ``node`` before the cluster confirms it."""
+        with self._lock:
+            state = self._move(pod.key, PodOp.ASSUME)
+            placed = replace(pod, node_name=node)
+            self._waiting.pop(pod.key, None)
+            self._entries[pod.key] = _Entry(placed, state)
+            self._place(placed)
+            self.generation += 1
+
+    def finish_binding(self, key: PodKey, now: float) -> None:
+        """The bind call returned: the assumption now expires ``assume_ttl`` from ``now``."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry.state is PodState.ASSUMED:
+                entry.deadline = now + self.assume_ttl
+
+    def forget(self, key: PodKey) -> None:
+        """Assumed -> Initial (the bind failed); a pod that is not assumed is left alone."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry.state is not PodState.ASSUMED:
+                return
+            self._move(key, PodOp.FORGET)
+            self._unplace(entry.pod)
+            del self._entries[key]
+            self._waiting[key] = replace(entry.pod, node_name="", phase=PodPhase.PENDING)
+            self.generation += 1
+
+    def expire(self, now: float) -> list[PodKey]:
+        """Assumed pods whose bind finished but was not confirmed by their deadline."""
+        expired = []
+        with self._lock:
+            for key, entry in list(self._entries.items()):
+                if entry.state is PodState.ASSUMED and entry.deadline is not None and now >= entry.deadline:
+                    self._move(key, PodOp.EXPIRE)
+                    self._unplace(entry.pod)
+                    del self._entries[key]
+                    # Not confirmed, not denied: count it as waiting until the cluster says more.
+                    self._waiting[key] = replace(entry.pod, node_name="", phase=PodPhase.PENDING)
+                    expired.append(key)
+            if expired:
+                self.generation += 1
+        return expired
+
+    def add(self, pod: Pod) -> None:
+        """A bound pod seen in the cluster: Initial/Assumed/Expired -> Added."""
+        with self._lock:
+            state = self._move(pod.key, PodOp.ADD)
+            old = self._entries.get(pod.key)
+            if old is not None:
+                self._unplace(old.pod)  # the cached copy knows where we assumed it
+            self._waiting.pop(pod.key, None)
+            self._entries[pod.key] = _Entry(pod, state)
+            self._place(pod)
+            self.generation += 1
+
+    def update(self, pod: Pod) -> None:
+        with self._lock:
+            self._move(pod.key, PodOp.UPDATE)
+            old = self._entries[pod.key]
+            self._unplace(old.pod)
+            self._entries[pod.key] = _Entry(pod, PodState.ADDED)
+            self._place(pod)
+            self.generation += 1
+
+    def remove(self, key: PodKey) -> Pod:
+        """Assumed/Added -> Deleted; returns the cached copy (it knows the node)."""
+        with self._lock:
+            self._move(key, PodOp.REMOVE)
+            entry = self._entries.pop(key)
+            self._unplace(entry.pod)
+            self.generation += 1
+            return entry.pod
+
+    # -- events ----------------------------------------------------------------------------
+    def apply(self, events: Iterable[ClusterEvent]) -> None:
+        with self._lock:
+            for event in events:
+                if isinstance(event, PodEvent):
+                    self._on_pod(event)
+                else:
+                    self._on_node(event)
+
+    def _on_pod(self, event: PodEvent) -> None:
+        pod, key, state = event.pod, event.pod.key, self.state(event.pod.key)
+        stored = state in (PodState.ASSUMED, PodState.ADDED)
+        if event.type is EventType.DELETED or pod.is_terminal:
+            self._waiting.pop(key, None)
+            if stored:
+                self.finished.append(self.remove(key))
+            self.generation += 1
+            return
+        if pod.node_name:
+            if state is PodState.ADDED:
+                if self._entries[key].pod.node_name != pod.node_name or self._entries[key].pod != pod:
+                    self.update(pod)
+            else:
+                self.add(pod)
+            return
+        # An unbound pod: waiting. An assumed one stays assumed (our bind is in flight);
+        # an added one lost its node and waits again.
+        if state is PodState.ASSUMED:
+            return
+        if state is PodState.ADDED:
+            self.finished.append(self.remove(key))
+        self._waiting[key] = pod
+        self.generation += 1
+
+    def _on_node(self, event: NodeEvent) -> None:
+        if event.type is EventType.DELETED:
+            self._nodes.pop(event.node.name, None)
+        else:
+            self._nodes[event.node.name] = event.node
+        self.generation += 1
+
+    # -- reading ---------------------------------------------------------------------------
+    def snapshot(self) -> CacheSnapshot:
+        with self._lock:
+            placed = tuple(e.pod for _, e in sorted(self._entries.items()))
+            waiting = tuple(p for _, p in sorted(self._waiting.items()))
+            return CacheSnapshot(waiting + placed, MappingProxyType(dict(self._nodes)), self.generation)
+
+    def usage(self, node: str) -> NodeUsage:
+        with self._lock:
+            found = self._usage.get(node)
+            return NodeUsage(set(found.pods), found.requested) if found else NodeUsage()
+
+    def node(self, name: str) -> ClusterNode | None:
+        return self._nodes.get(name)
+
+    def waiting(self) -> list[Pod]:
+        with self._lock:
+            return [p for _, p in sorted(self._waiting.items())]
+
+    def pod(self, key: PodKey) -> Pod | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            return entry.pod if entry else self._waiting.get(key)
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            out = {"waiting": len(self._waiting), "assumed": 0, "added": 0}
+            for entry in self._entries.values():
+                out[entry.state.value.lower()] += 1
+            return out
+
+    def take_finished(self) -> list[Pod]:
+        with self._lock:
+            done, self.finished = self.finished, []
+            return done

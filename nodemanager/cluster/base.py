@@ -1,0 +1,70 @@
+"""``ClusterSource``: the edge to the cluster. It only emits events and carries out binds;
+the cache and the controller decide everything else."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+from nodemanager.errors import NodeManagerError
+from nodemanager.model import Pod, PodKey, Resources
+
+
+class EventType(StrEnum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+@dataclass(frozen=True)
+class ClusterNode:
+    """A node as the cluster reports it (a registered kubelet)."""
+
+    name: str
+    instance_id: str = ""  # from the providerID
+    ready: bool = False
+    last_heartbeat: float = 0.0
+    unschedulable: bool = False  # cordoned
+    labels: Mapping[str, str] = field(default_factory=dict)
+    allocatable: Resources = field(default_factory=Resources)
+
+
+@dataclass(frozen=True)
+class PodEvent:
+    type: EventType
+    pod: Pod
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    type: EventType
+    node: ClusterNode
+
+
+ClusterEvent = PodEvent | NodeEvent
+
+
+class BindError(NodeManagerError):
+    """The cluster refused a bind (already bound, pod gone, node not ready)."""
+
+    def __init__(self, pod: PodKey, node: str, reason: str) -> None:
+        self.pod = pod
+        self.node = node
+        self.reason = reason
+        super().__init__(f"binding {pod} to {node} refused: {reason}")
+
+
+class ClusterSource(Protocol):
+    def poll(self) -> list[ClusterEvent]:
+        """Everything that happened since the last poll, in order."""
+        ...
+
+    def bind(self, pod: PodKey, node: str) -> None:
+        """Bind a pending pod to a node; raises BindError. The watch confirms it."""
+        ...
+
+    def remove_node(self, name: str) -> None:
+        """Delete the Node object of an instance that was terminated."""
+        ...

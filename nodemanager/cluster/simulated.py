@@ -1,0 +1,154 @@
+"""A cluster in memory: kubelets that register on booted instances, and a workload.
+
+* An instance becomes a Ready node ``register_delay`` after it is running, and heartbeats
+  every ``heartbeat_interval`` while it lives; when its instance is gone the node goes,
+  and its pods wait again (as a ReplicaSet would recreate them).
+* Pods arrive at their time, start running when bound, and finish (Succeeded, then
+  deleted) after their duration.
+* Binding follows the API server: only a pending, unbound pod can be bound, once.
+
+It works with any ``CloudClient``, so ``cloud: aws`` with ``cluster: simulated`` runs
+against a real (or moto) EC2 endpoint.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, replace
+
+from cloud.base import CloudClient, InstanceState
+from cloud.errors import CloudError
+from nodemanager.clock import Clock
+from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, EventType, NodeEvent, PodEvent
+from nodemanager.cluster.workload import Arrival
+from nodemanager.model import Pod, PodKey, PodPhase
+
+KUBELET_HEARTBEAT = 10.0  # seconds between node status updates
+
+
+@dataclass
+class _SimPod:
+    pod: Pod
+    duration: float | None
+    bound_at: float | None = None
+
+
+class SimulatedCluster:
+    def __init__(
+        self,
+        clock: Clock,
+        cloud: CloudClient,
+        workload: list[Arrival],
+        *,
+        register_delay: float = 10.0,
+        heartbeat_interval: float = KUBELET_HEARTBEAT,
+    ) -> None:
+        self.clock = clock
+        self.cloud = cloud
+        self.register_delay = register_delay
+        self.heartbeat_interval = heartbeat_interval
+        self.origin = clock.now()  # workload times are relative to when the cluster started
+        self._arrivals = sorted(workload, key=lambda a: (a.at, a.pod.key))
+        self._next_arrival = 0
+        self.pods: dict[PodKey, _SimPod] = {}
+        self.nodes: dict[str, ClusterNode] = {}
+        self._finishing: list[tuple[float, PodKey]] = []  # heap of (finish time, pod)
+        self._events: list[ClusterEvent] = []
+        self._running_since: dict[str, float] = {}  # node -> when its instance was first seen running
+        self.first_bound: dict[PodKey, float] = {}  # pod -> when it was first bound (simulation reports)
+        self.binds = 0
+
+    # -- ClusterSource -------------------------------------------------------------------
+    def poll(self) -> list[ClusterEvent]:
+        now = self.clock.now()
+        self._sync_nodes(now)
+        self._finish(now)
+        self._arrive(now)
+        events, self._events = self._events, []
+        return events
+
+    def bind(self, pod: PodKey, node: str) -> None:
+        sim = self.pods.get(pod)
+        if sim is None:
+            raise BindError(pod, node, "pod not found")
+        if sim.pod.node_name:
+            raise BindError(pod, node, f"pod is already bound to {sim.pod.node_name}")
+        target = self.nodes.get(node)
+        if target is None or not target.ready:
+            raise BindError(pod, node, "node is not registered and Ready")
+        now = self.clock.now()
+        sim.pod = replace(sim.pod, node_name=node, phase=PodPhase.RUNNING)
+        sim.bound_at = now
+        if sim.duration is not None:
+            heapq.heappush(self._finishing, (now + sim.duration, pod))
+        self.binds += 1
+        self.first_bound.setdefault(pod, now)
+        self._events.append(PodEvent(EventType.MODIFIED, sim.pod))
+
+    def remove_node(self, name: str) -> None:
+        node = self.nodes.pop(name, None)
+        if node is not None:
+            self._orphan_pods(name)
+            self._events.append(NodeEvent(EventType.DELETED, node))
+
+    # -- inspection ------------------------------------------------------------------------
+    def arrivals_left(self) -> int:
+        return len(self._arrivals) - self._next_arrival
+
+    def next_arrival(self) -> float | None:
+        """Clock time of the next arrival, if any."""
+        return self.origin + self._arrivals[self._next_arrival].at if self._next_arrival < len(self._arrivals) else None
+
+    def unfinished(self) -> list[Pod]:
+        """Pods with a duration that have not finished (waiting or running)."""
+        return [s.pod for s in self.pods.values() if s.duration is not None]
+
+    # -- internals ---------------------------------------------------------------------------
+    def _sync_nodes(self, now: float) -> None:
+        try:
+            instances = self.cloud.list_instances()
+        except CloudError:
+            return  # a throttled look changes nothing; the next poll catches up
+        alive = {i.node_name: i for i in instances if i.state is InstanceState.RUNNING}
+        for name in sorted(set(self.nodes) - set(alive)):
+            self.remove_node(name)
+        for name in set(self._running_since) - set(alive):
+            del self._running_since[name]
+        for name, instance in sorted(alive.items()):
+            node = self.nodes.get(name)
+            if node is None:
+                running_since = self._running_since.setdefault(name, now)
+                if now - running_since >= self.register_delay:
+                    node = ClusterNode(name, instance.instance_id, ready=True, last_heartbeat=now)
+                    self.nodes[name] = node
+                    self._events.append(NodeEvent(EventType.ADDED, node))
+            elif now - node.last_heartbeat >= self.heartbeat_interval:
+                node = replace(node, last_heartbeat=now)
+                self.nodes[name] = node
+                self._events.append(NodeEvent(EventType.MODIFIED, node))
+
+    def _orphan_pods(self, node: str) -> None:
+        for sim in self.pods.values():
+            if sim.pod.node_name == node:
+                sim.pod = replace(sim.pod, node_name="", phase=PodPhase.PENDING)
+                sim.bound_at = None
+                self._events.append(PodEvent(EventType.MODIFIED, sim.pod))
+
+    def _finish(self, now: float) -> None:
+        while self._finishing and self._finishing[0][0] <= now:
+            _, key = heapq.heappop(self._finishing)
+            sim = self.pods.get(key)
+            if sim is None or sim.bound_at is None or sim.duration is None or sim.bound_at + sim.duration > now:
+                continue  # restarted elsewhere since: its new finish time is queued
+            done = replace(sim.pod, phase=PodPhase.SUCCEEDED)
+            del self.pods[key]
+            self._events.append(PodEvent(EventType.MODIFIED, done))
+            self._events.append(PodEvent(EventType.DELETED, done))
+
+    def _arrive(self, now: float) -> None:
+        while self._next_arrival < len(self._arrivals) and self.origin + self._arrivals[self._next_arrival].at <= now:
+            arrival = self._arrivals[self._next_arrival]
+            self._next_arrival += 1
+            pod = replace(arrival.pod, created_at=self.origin + arrival.at)
+            self.pods[pod.key] = _SimPod(pod, arrival.duration)
+            self._events.append(PodEvent(EventType.ADDED, pod))

@@ -1,0 +1,136 @@
+"""Workload files: which pods arrive when, and for how long they run.
+
+    pods:
+      - name: web            # pod name; with count > 1, web-0, web-1, ...
+        count: 20            # default 1
+        at: 5m               # arrival time (duration string or seconds), default 0
+        duration: 30m        # run time once bound; absent = runs until the end
+        pod:                 # a Pod manifest, or just its spec
+          metadata: {annotations: {nodemanager.io/capacity-type: spot}}
+          spec: {containers: [{name: c, resources: {requests: {cpu: 500m, memory: 1Gi}}}]}
+
+A plain Kubernetes ``List`` of Pods (``kubectl get pods -o yaml``) also works: every pod
+arrives at 0 and runs forever. Every malformed entry is reported with its index and
+field, and nothing runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nodemanager.durations import parse_duration
+from nodemanager.errors import InvalidInput
+from nodemanager.model import Pod, PodPhase
+
+_ENTRY_KEYS = {"name", "count", "at", "duration", "pod"}
+
+
+class WorkloadError(InvalidInput):
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        listing = "\n".join(f"  {p}" for p in problems)
+        super().__init__(f"{source}: {len(problems)} error(s)\n{listing}")
+
+
+@dataclass(frozen=True)
+class Arrival:
+    at: float
+    duration: float | None  # None: runs until the end
+    pod: Pod
+
+
+def load_workload(path: str | Path) -> list[Arrival]:
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise WorkloadError(source, [f"cannot read the file: {exc.strerror or exc}"]) from None
+    return parse_workload(text, source)
+
+
+def parse_workload(text: str, source: str = "workload") -> list[Arrival]:
+    try:
+        doc = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise WorkloadError(source, [f"not valid YAML or JSON: {exc}"]) from None
+    if isinstance(doc, Mapping) and doc.get("kind") == "List":
+        return _from_list(doc, source)
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("pods"), list):
+        raise WorkloadError(source, ["expected a mapping with a 'pods' list, or a Kubernetes List of Pods"])
+    arrivals: list[Arrival] = []
+    problems: list[str] = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(doc["pods"]):
+        where = f"pods[{i}]"
+        if not isinstance(entry, Mapping):
+            problems.append(f"{where}: expected a mapping, got {type(entry).__name__}")
+            continue
+        problems += [f"{where}.{k}: unknown key" for k in sorted(set(entry) - _ENTRY_KEYS)]
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            problems.append(f"{where}.name: required")
+            continue
+        if name in seen:
+            problems.append(f"{where}.name: duplicate name {name!r} (also pods[{seen[name]}])")
+        seen.setdefault(name, i)
+        count = entry.get("count", 1)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            problems.append(f"{where}.count: must be an integer >= 1, got {count!r}")
+            continue
+        times: dict[str, float | None] = {"at": 0.0, "duration": None}
+        bad_time = False
+        for key in times:
+            if entry.get(key) is not None:
+                try:
+                    times[key] = parse_duration(entry[key])
+                except ValueError as exc:
+                    problems.append(f"{where}.{key}: {exc}")
+                    bad_time = True
+        if bad_time:
+            continue
+        at, duration = times["at"] or 0.0, times["duration"]
+        template = entry.get("pod")
+        if not isinstance(template, Mapping):
+            problems.append(f"{where}.pod: expected a Pod manifest or spec")
+            continue
+        manifest = dict(template) if "spec" in template or "metadata" in template else {"spec": dict(template)}
+        for n in range(count):
+            pod_name = name if count == 1 else f"{name}-{n}"
+            doc_n = {**manifest, "metadata": {**dict(manifest.get("metadata") or {}), "name": pod_name}}
+            try:
+                pod = Pod.from_manifest(doc_n, f"{where}.pod")
+            except InvalidInput as exc:
+                problems.append(str(exc))
+                break
+            arrivals.append(Arrival(at, duration, _created(pod, at)))
+    if problems:
+        raise WorkloadError(source, problems)
+    arrivals.sort(key=lambda a: (a.at, a.pod.key))
+    return arrivals
+
+
+def _created(pod: Pod, at: float) -> Pod:
+    return replace(pod, created_at=at)
+
+
+def _from_list(doc: Mapping[str, Any], source: str) -> list[Arrival]:
+    problems: list[str] = []
+    arrivals = []
+    for i, item in enumerate(doc.get("items") or []):
+        try:
+            pod = Pod.from_manifest(item, f"items[{i}]")
+        except InvalidInput as exc:
+            problems.append(str(exc))
+            continue
+        # A listed pod waits for a node again: its old binding and phase are not replayed.
+        arrivals.append(Arrival(0.0, None, replace(pod, node_name="", phase=PodPhase.PENDING, created_at=0.0)))
+    if problems:
+        raise WorkloadError(source, problems)
+    return arrivals

@@ -1,0 +1,536 @@
+"""``NodeController``: the imperative shell around the scaler.
+
+Every loop gathers, decides, then acts, and reads time only from the injected clock:
+
+* pool (7 s): sync the cache from cluster events, compute a Decision from one snapshot,
+  apply it (records for new nodes and their boots, stops, bindings), then dispatch pods
+  whose nodes are ready;
+* heartbeat (10 s): a Ready node not heard from for the healthy timeout, or a node not
+  Ready by the boot timeout, is marked for termination;
+* reaper (10 s): marked nodes are terminated and their pods placed again;
+* orphan GC (60 s): an instance with our tag that no record knows is terminated when it
+  was unknown on the previous pass too.
+
+The truth lives outside: ``recover()`` rebuilds the records from the cloud's tags and the
+cluster, and a boot's idempotency token derives from its node's name, so a retried boot
+never launches a second instance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+
+from cloud.base import BootRequest, CloudClient, Instance, InstanceState
+from cloud.catalog import Catalog
+from cloud.errors import CloudError, InsufficientCapacity, NotFound, QuotaExceeded, Throttled, Unsupported
+from nodemanager import __version__
+from nodemanager.cache import ClusterEventsHandler
+from nodemanager.clock import Clock
+from nodemanager.cluster.base import BindError, ClusterSource
+from nodemanager.config.schema import Pool, ProviderConfig
+from nodemanager.controller.dispenser import NodeDispenser
+from nodemanager.controller.executor import InlineExecutor
+from nodemanager.controller.timers import LoopTimer
+from nodemanager.model import LIVE_STATES, ZERO, CapacityType, InstanceId, Node, NodeName, NodeState, PodKey
+from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, Decision, NodeSpec, ScalerSettings, UnavailabilityKeeper
+from nodemanager.status.metrics import Metrics
+
+log = logging.getLogger("nodemanager.controller")
+
+LOOPS = ("pool", "heartbeat", "reaper", "orphan_gc")
+TERMINATED_KEPT_FOR = 60.0  # seconds a Terminated record stays visible in /status
+
+
+def boot_token(controller_id: str, node_name: str) -> str:
+    """The idempotency token of a node's boot: stable across retries and restarts."""
+    return hashlib.sha256(f"{controller_id}/{node_name}".encode()).hexdigest()[:32]
+
+
+class NodeController:
+    def __init__(
+        self,
+        config: ProviderConfig,
+        catalog: Catalog,
+        cloud: CloudClient,
+        cluster: ClusterSource,
+        clock: Clock,
+        *,
+        executor: Executor | None = None,
+        metrics: Metrics | None = None,
+        cache: ClusterEventsHandler | None = None,
+    ) -> None:
+        self.config = config
+        self.catalog = catalog
+        self.cloud = cloud
+        self.cluster = cluster
+        self.clock = clock
+        self.executor = executor or InlineExecutor()
+        self.metrics = metrics or Metrics()
+        self.cache = cache or ClusterEventsHandler()
+        self.scaler = BindingNodeScaler(ScalerSettings.from_config(config), catalog)
+        self.keeper = UnavailabilityKeeper(config.nodes.unavailable_offering_ttl)
+        self.dispenser = NodeDispenser(self)
+        self.lock = threading.RLock()
+        self.nodes: dict[str, Node] = {}
+        self.marked: dict[str, tuple[str, str]] = {}  # node -> (reason, metric label)
+        self.terminated_at: dict[str, float] = {}
+        self.booting: set[str] = set()  # nodes whose boot call is in flight
+        self.unneeded_since: dict[NodeName, float] = {}
+        self.orphan_suspects: set[str] = set()
+        self.timers = {name: LoopTimer() for name in LOOPS}
+        self.last_decision: Decision | None = None
+        self.compute_ms: list[float] = []  # every computation's duration (simulation reports)
+        self.started_at = clock.now()
+        self.ready = False
+        self._records_generation = 0
+        self._last_inputs: tuple | None = None
+        self._pools = {p.name: p for p in config.pools}
+        self.on_decision: Callable[[Decision, float], None] | None = None
+
+    # -- records --------------------------------------------------------------------------
+    def pool_config(self, name: str) -> Pool | None:
+        return self._pools.get(name)
+
+    def set_state(self, name: str, state: NodeState) -> Node:
+        node = self.nodes[name].moved_to(state)
+        if state is NodeState.AVAILABLE and node.ready_at is None:
+            node = node.with_changes(ready_at=self.clock.now())
+        self.nodes[name] = node
+        self._records_generation += 1
+        if state is NodeState.TERMINATED:
+            self.terminated_at[name] = self.clock.now()
+        return node
+
+    def _update(self, name: str, **changes: object) -> None:
+        self.nodes[name] = self.nodes[name].with_changes(**changes)
+        self._records_generation += 1
+
+    def binding_of(self, pod: PodKey) -> str | None:
+        for name, node in self.nodes.items():
+            if pod in node.bound_pods:
+                return name
+        return None
+
+    def node_has_pods(self, name: str) -> bool:
+        return bool(self.nodes[name].bound_pods) or bool(self.cache.usage(name).pods)
+
+    def mark_for_termination(self, name: str, reason: str, label: str) -> None:
+        if name in self.nodes and name not in self.marked and self.nodes[name].state is not NodeState.TERMINATED:
+            log.debug("node %s: marked for termination: %s", name, reason)
+            self.marked[name] = (reason, label)
+
+    # -- start-up -------------------------------------------------------------------------
+    def recover(self) -> None:
+        """Rebuild node records from the cloud (tags) and the cluster after a (re)start."""
+        with self.lock:
+            self.cache.apply(self.cluster.poll())
+            now = self.clock.now()
+            for instance in self.cloud.list_instances():
+                if instance.node_name in self.nodes or not instance.alive:
+                    continue
+                self.nodes[instance.node_name] = self._adopt(instance)
+                log.info("adopted instance %s as node %s (%s)", instance.instance_id, instance.node_name, self.nodes[instance.node_name].state)
+            self._records_generation += 1
+            self._sync_registrations(now)
+            self.ready = True
+
+    def _adopt(self, instance: Instance) -> Node:
+        itype = self.catalog.get(instance.instance_type)
+        node = Node(
+            NodeName(instance.node_name),
+            instance.pool,
+            instance.instance_type,
+            instance.capacity_type,
+            instance.zone,
+            allocatable=itype.allocatable_for(self.config.nodes.volume_size) if itype else ZERO,
+            instance_id=InstanceId(instance.instance_id),
+            created_at=instance.launched_at,
+            labels=dict(self.pool_config(instance.pool).labels) if self.pool_config(instance.pool) else {},
+        )
+        return node.moved_to(NodeState.CREATED)
+
+    # -- the pool loop ------------------------------------------------------------------------
+    def pool_loop(self) -> None:
+        with self.lock, self.timers["pool"].timing(self.clock):
+            now = self.clock.now()
+            self._sync(now)
+            self._resume_boots()
+            inputs = (self.cache.generation, self._records_generation, frozenset(self.keeper.active(now)))
+            grace_due = any(now - since >= self.config.nodes.idle_grace for since in self.unneeded_since.values())
+            if inputs != self._last_inputs or grace_due:
+                decision = self._compute(now)
+                self._apply(decision, now)
+                self._last_inputs = (self.cache.generation, self._records_generation, frozenset(self.keeper.active(now)))
+            self._dispatch(now)
+            self._refresh_gauges()
+        self.metrics.loop_duration.labels("pool").observe(self.timers["pool"].last_ms / 1000)
+
+    def _snapshot(self, now: float) -> ClusterSnapshot:
+        pods = self.cache.snapshot().pods
+        return ClusterSnapshot(pods, tuple(self.nodes.values()), self.keeper.active(now), dict(self.unneeded_since))
+
+    def _compute(self, now: float) -> Decision:
+        snapshot = self._snapshot(now)
+        began = time.perf_counter()
+        decision = self.scaler.compute(snapshot, now)
+        self.compute_ms.append((time.perf_counter() - began) * 1000)
+        self.metrics.decisions.inc()
+        self.last_decision = decision
+        if self.on_decision is not None:
+            self.on_decision(decision, now)
+        return decision
+
+    def _apply(self, decision: Decision, now: float) -> None:
+        bound: dict[str, list[PodKey]] = {}
+        for pod, node in decision.bindings.items():
+            bound.setdefault(node, []).append(pod)
+        for name, node in list(self.nodes.items()):
+            pods = tuple(sorted(bound.get(name, ())))
+            if node.bound_pods != pods:
+                self._update(name, bound_pods=pods)
+        for spec in decision.start:
+            self._create(spec, now)
+        for order in decision.stop:
+            self.mark_for_termination(order.name, order.reason, "idle")
+        self.unneeded_since = dict(decision.unneeded_since)
+        if decision.stop:
+            self._reap(now)
+        for spec in decision.start:
+            self._submit_boot(spec.name)
+
+    def _create(self, spec: NodeSpec, now: float) -> None:
+        log.info(
+            "booting %s: %s %s in %s for pool %s (%s)",
+            spec.name,
+            spec.instance_type,
+            spec.capacity_type,
+            spec.zone,
+            spec.pool,
+            f"{len(spec.pods)} pod(s): {', '.join(spec.pods[:5])}{'...' if len(spec.pods) > 5 else ''}" if spec.pods else "standby",
+        )
+        self.nodes[spec.name] = Node(
+            spec.name,
+            spec.pool,
+            spec.instance_type,
+            spec.capacity_type,
+            spec.zone,
+            allocatable=spec.allocatable,
+            labels=dict(spec.labels),
+            taints=spec.taints,
+            bound_pods=spec.pods,
+            created_at=now,
+        )
+        self._records_generation += 1
+
+    # -- booting ------------------------------------------------------------------------------
+    def _resume_boots(self) -> None:
+        """Nodes still Creating with no instance and no call in flight get their boot again
+        (same name, same token): after a throttled call, for instance."""
+        for name, node in list(self.nodes.items()):
+            if node.state is NodeState.CREATING and node.instance_id is None and name not in self.booting and name not in self.marked:
+                self._submit_boot(name)
+
+    def _submit_boot(self, name: str) -> None:
+        node = self.nodes[name]
+        request = BootRequest(
+            node_name=name,
+            pool=node.pool,
+            instance_type=node.instance_type,
+            capacity_type=node.capacity_type,
+            zone=node.zone,
+            token=boot_token(self.cloud.controller_id, name),
+            volume_bytes=self.config.nodes.volume_size,
+            labels=dict(node.labels),
+            taints=node.taints,
+        )
+        self.booting.add(name)
+        future = self.executor.submit(self.cloud.boot, request)
+        future.add_done_callback(lambda f: self._boot_done(name, f))
+
+    def _boot_done(self, name: str, future) -> None:  # type: ignore[no-untyped-def]
+        with self.lock:
+            self.booting.discard(name)
+            node = self.nodes.get(name)
+            if node is None:
+                return
+            now = self.clock.now()
+            try:
+                instance: Instance = future.result()
+            except Throttled as exc:
+                log.warning("boot of %s throttled, retrying next loop: %s", name, exc)
+                self.metrics.boot_failures.labels("throttled").inc()
+                return
+            except (InsufficientCapacity, Unsupported) as exc:
+                key = (exc.instance_type, exc.capacity_type, exc.zone)
+                if self.keeper.mark(key, now, str(exc)):
+                    log.warning("offering %s/%s/%s marked unavailable for %ss: %s", *key, self.keeper.ttl, exc)
+                self._boot_failed(name, "insufficient_capacity" if isinstance(exc, InsufficientCapacity) else "unsupported", str(exc))
+                return
+            except QuotaExceeded as exc:
+                self.keeper.mark((node.instance_type, node.capacity_type, node.zone), now, str(exc))
+                self._boot_failed(name, "quota", str(exc))
+                return
+            except CloudError as exc:
+                self._boot_failed(name, "cloud_error", str(exc))
+                return
+            if node.state is not NodeState.CREATING:
+                return
+            self._update(name, instance_id=InstanceId(instance.instance_id))
+            self.set_state(name, NodeState.CREATED)
+            self.metrics.boots.labels(node.pool, node.instance_type, node.capacity_type.value).inc()
+            log.info("node %s: instance %s launched", name, instance.instance_id)
+            if name in self.marked:  # stopped while its boot was in flight
+                self._reap(now)
+
+    def _boot_failed(self, name: str, label: str, reason: str) -> None:
+        log.warning("node %s: boot failed (%s); its pods will be placed again", name, reason)
+        self.metrics.boot_failures.labels(label).inc()
+        self.set_state(name, NodeState.TERMINATED)
+        self.marked.pop(name, None)
+
+    # -- sync and dispatch -------------------------------------------------------------------
+    def _sync(self, now: float) -> None:
+        try:
+            events = self.cluster.poll()
+        except Exception:
+            log.exception("cluster poll failed; using the last known state")
+            events = []
+        self.cache.apply(events)
+        self.cache.expire(now)
+        self._sync_registrations(now)
+        for pod in self.cache.take_finished():
+            if pod.node_name in self.nodes:
+                self.dispenser.return_node(pod.node_name, unused=False)
+        self._purge(now)
+
+    def _sync_registrations(self, now: float) -> None:
+        for name, node in list(self.nodes.items()):
+            if node.state is NodeState.CREATED:
+                registered = self.cache.node(name)
+                if registered is not None and registered.ready:
+                    log.info("node %s: registered and Ready after %.0fs", name, now - node.created_at)
+                    self.set_state(name, NodeState.AVAILABLE)
+                    self._update(name, last_heartbeat=registered.last_heartbeat)
+                    if self.cache.usage(name).pods:
+                        self.set_state(name, NodeState.CLAIMED)
+            elif node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
+                registered = self.cache.node(name)
+                if registered is not None and registered.last_heartbeat != node.last_heartbeat:
+                    self._update(name, last_heartbeat=registered.last_heartbeat)
+
+    def _dispatch(self, now: float) -> None:
+        for name in sorted(self.nodes):
+            node = self.nodes[name]
+            if node.state not in (NodeState.AVAILABLE, NodeState.CLAIMED) or not node.bound_pods:
+                continue
+            for key in list(node.bound_pods):
+                pod = self.cache.pod(key)
+                if pod is None or pod.node_name:
+                    continue
+                reply = self.dispenser.request_node(key)
+                if reply.node is None:
+                    continue
+                self.cache.assume(pod, name)
+                try:
+                    self.cluster.bind(key, name)
+                except BindError as exc:
+                    log.warning("%s; the pod will be placed again", exc)
+                    self.cache.forget(key)
+                    self._update(name, bound_pods=tuple(k for k in self.nodes[name].bound_pods if k != key))
+                    self.dispenser.return_node(name, unused=True)
+                    continue
+                self.cache.finish_binding(key, now)
+                log.info("bound %s to %s (waited %.0fs)", key, name, now - pod.created_at)
+            remaining = tuple(k for k in self.nodes[name].bound_pods if (p := self.cache.pod(k)) is not None and not p.node_name)
+            if remaining != self.nodes[name].bound_pods:
+                self._update(name, bound_pods=remaining)
+
+    # -- heartbeat, reaper, orphan GC ---------------------------------------------------------
+    def heartbeat_loop(self) -> None:
+        with self.lock, self.timers["heartbeat"].timing(self.clock):
+            now = self.clock.now()
+            healthy, boot = self.config.nodes.healthy_timeout, self.config.nodes.boot_timeout
+            for name, node in sorted(self.nodes.items()):
+                if node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
+                    registered = self.cache.node(name)
+                    if registered is None:
+                        self.mark_for_termination(name, "node left the cluster", "unhealthy")
+                    elif now - registered.last_heartbeat > healthy:
+                        self.mark_for_termination(name, f"no heartbeat for {now - registered.last_heartbeat:.0f}s (healthy timeout {healthy:g}s)", "unhealthy")
+                elif node.state in (NodeState.CREATING, NodeState.CREATED) and now - node.created_at > boot:
+                    self.mark_for_termination(name, f"not Ready {now - node.created_at:.0f}s after boot (boot timeout {boot:g}s)", "boot_timeout")
+        self.metrics.loop_duration.labels("heartbeat").observe(self.timers["heartbeat"].last_ms / 1000)
+
+    def reaper_loop(self) -> None:
+        with self.lock, self.timers["reaper"].timing(self.clock):
+            self._reap(self.clock.now())
+        self.metrics.loop_duration.labels("reaper").observe(self.timers["reaper"].last_ms / 1000)
+
+    def _reap(self, now: float) -> None:
+        for name, (reason, label) in sorted(self.marked.items()):
+            node = self.nodes.get(name)
+            if node is None or node.state is NodeState.TERMINATED:
+                self.marked.pop(name, None)
+                continue
+            if name in self.booting:
+                continue  # terminated as soon as its boot call returns
+            if node.bound_pods:
+                self._update(name, bound_pods=())  # its pods are placed again next loop
+            if node.instance_id is None:
+                self.set_state(name, NodeState.TERMINATED)
+                self.marked.pop(name, None)
+                continue
+            try:
+                self.cloud.terminate([node.instance_id])
+            except CloudError as exc:
+                log.warning("terminating %s (%s) failed, will retry: %s", name, node.instance_id, exc)
+                continue
+            if node.state is not NodeState.TERMINATING:
+                log.info("node %s: terminating instance %s: %s", name, node.instance_id, reason)
+                self.set_state(name, NodeState.TERMINATING)
+                self.metrics.terminations.labels(label).inc()
+            self.cluster.remove_node(name)
+            self._confirm_terminated(name)
+
+    def _confirm_terminated(self, name: str) -> None:
+        node = self.nodes[name]
+        try:
+            instance = self.cloud.describe(node.instance_id or "")
+        except NotFound:
+            instance = None
+        except CloudError:
+            return
+        if instance is None or instance.state is InstanceState.TERMINATED:
+            self.set_state(name, NodeState.TERMINATED)
+            self.marked.pop(name, None)
+
+    def _purge(self, now: float) -> None:
+        for name, node in list(self.nodes.items()):
+            if node.state is NodeState.TERMINATED and now - self.terminated_at.get(name, now) >= TERMINATED_KEPT_FOR:
+                del self.nodes[name]
+                self.terminated_at.pop(name, None)
+                self._records_generation += 1
+            elif node.state is NodeState.TERMINATING and name not in self.marked:
+                self.marked[name] = ("terminating", "terminating")  # confirm on the next reap
+
+    def orphan_gc_loop(self) -> None:
+        with self.lock, self.timers["orphan_gc"].timing(self.clock):
+            try:
+                instances = self.cloud.list_instances()
+            except CloudError as exc:
+                log.warning("orphan GC skipped: %s", exc)
+                return
+            known = {n.instance_id for n in self.nodes.values() if n.instance_id and n.state is not NodeState.TERMINATED}
+            unknown = {i.instance_id for i in instances if i.alive and i.instance_id not in known}
+            # Two strikes: an instance launched between the listing and our records is not
+            # an orphan; one unknown on two passes in a row is.
+            doomed = sorted(unknown & self.orphan_suspects)
+            if doomed:
+                log.warning("terminating %d orphaned instance(s): %s", len(doomed), ", ".join(doomed))
+                try:
+                    self.cloud.terminate(doomed)
+                    self.metrics.terminations.labels("orphan").inc(len(doomed))
+                except CloudError as exc:
+                    log.warning("orphan termination failed, will retry: %s", exc)
+                    unknown |= set(doomed)
+            self.orphan_suspects = unknown - set(doomed) if doomed else unknown
+        self.metrics.loop_duration.labels("orphan_gc").observe(self.timers["orphan_gc"].last_ms / 1000)
+
+    # -- reading ----------------------------------------------------------------------------
+    def cost_per_hour(self) -> float:
+        total = 0.0
+        for node in self.nodes.values():
+            if node.state in LIVE_STATES:
+                itype = self.catalog.get(node.instance_type)
+                price = itype.price(node.capacity_type) if itype else None
+                total += price or 0.0
+        return total
+
+    def _refresh_gauges(self) -> None:
+        self.metrics.nodes.clear()
+        counts: dict[tuple[str, str], int] = {}
+        for node in self.nodes.values():
+            counts[(node.pool, node.state.value)] = counts.get((node.pool, node.state.value), 0) + 1
+        for (pool, state), n in counts.items():
+            self.metrics.nodes.labels(pool, state).set(n)
+        self.metrics.pending_pods.set(self.cache.counts()["waiting"])
+        self.metrics.unschedulable_pods.set(len(self.last_decision.unschedulable) if self.last_decision else 0)
+        self.metrics.cost.set(self.cost_per_hour())
+
+    def status(self) -> dict[str, object]:
+        """The /status document, built under the lock from a consistent state."""
+        with self.lock:
+            now = self.clock.now()
+            decision = self.last_decision
+            waiting = []
+            for pod in self.cache.waiting():
+                reason = ""
+                if decision is not None:
+                    reason = decision.unschedulable.get(pod.key) or decision.waiting.get(pod.key) or ""
+                    if not reason and pod.key in decision.bindings:
+                        reason = f"bound to {decision.bindings[pod.key]}, waiting for it to be Ready"
+                waiting.append({"pod": pod.key, "reason": reason or "not yet considered", "since": pod.created_at})
+            counts = self.cache.counts()
+            counts["unschedulable"] = len(decision.unschedulable) if decision else 0
+            return {
+                "controller": {
+                    "id": self.cloud.controller_id,
+                    "version": __version__,
+                    "started_at": self.started_at,
+                    "now": now,
+                    "leader": True,
+                    "ready": self.ready,
+                },
+                "loops": {name: timer.as_dict() for name, timer in self.timers.items()},
+                "nodes": [self._node_doc(n) for _, n in sorted(self.nodes.items())],
+                "pods": {"counts": counts, "waiting": waiting},
+                "pools": [self._pool_doc(p) for p in self.config.pools],
+                "unavailable": self.keeper.dump(now),
+                "cost_per_hour": round(self.cost_per_hour(), 6),
+                "config": self.config.model_dump(mode="json", by_alias=True),
+            }
+
+    def _node_doc(self, node: Node) -> dict[str, object]:
+        usage = self.cache.usage(node.name)
+        return {
+            "name": node.name,
+            "instance_id": node.instance_id,
+            "instance_type": node.instance_type,
+            "capacity_type": node.capacity_type.value,
+            "zone": node.zone,
+            "pool": node.pool,
+            "state": node.state.value,
+            "pods": sorted(usage.pods),
+            "bound_pods": list(node.bound_pods),
+            "requested": usage.requested.to_quantities(),
+            "allocatable": node.allocatable.to_quantities(),
+            "created_at": node.created_at,
+            "ready_at": node.ready_at,
+            "last_heartbeat": node.last_heartbeat,
+            "unneeded_since": self.unneeded_since.get(node.name),
+            "terminating": self.marked.get(node.name, (None,))[0],
+        }
+
+    def _pool_doc(self, pool: Pool) -> dict[str, object]:
+        live = [n for n in self.nodes.values() if n.pool == pool.name and n.state in LIVE_STATES]
+        wanted = sum(s.count for s in pool.standby)
+        present = 0
+        for entry in pool.standby:
+            itype = entry.instance_type or self.config.nodes.default_instance_type
+            capacity = CapacityType.SPOT if entry.spot else CapacityType.ON_DEMAND
+            idle = [n for n in live if n.instance_type == itype and n.capacity_type is capacity and not self.node_has_pods(n.name)]
+            present += min(entry.count, len(idle))
+        cpu = sum(t.vcpu * 1000 for n in live if (t := self.catalog.get(n.instance_type)))
+        memory = sum(t.memory_mib * 2**20 for n in live if (t := self.catalog.get(n.instance_type)))
+        return {
+            "name": pool.name,
+            "packing": pool.packing.value,
+            "standby": {"wanted": wanted, "present": present},
+            "limits": pool.limits.model_dump(mode="json"),
+            "usage": {"nodes": len(live), "cpu": f"{cpu // 1000}", "memory": f"{memory // 2**30}Gi"},
+        }

@@ -1,0 +1,194 @@
+"""``simulate``: play a workload against a provider.yaml in virtual time.
+
+The same controller, scaler, simulated cloud and cluster as the service, driven by a
+``VirtualClock`` that jumps from one due loop to the next, so a day plays in seconds.
+The report (``--json``; its fields are a documented contract):
+
+    pods         {total, bound, unschedulable, pending_seconds {p50, p95, max}}
+    nodes        {booted, terminated, peak, by_instance_type}
+    cost         {usd, lower_bound_usd}
+    utilization  {cpu, memory}       requested / allocatable of Ready nodes, time-weighted
+    decisions    {count, compute_ms {p50, p99, max}}
+    unschedulable [{pod, reason}]
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cloud.catalog import Catalog
+from cloud.simulated import SimulatedCloud
+from nodemanager.clock import VirtualClock
+from nodemanager.cluster.simulated import SimulatedCluster
+from nodemanager.cluster.workload import Arrival
+from nodemanager.config import schema
+from nodemanager.config.schema import ProviderConfig
+from nodemanager.controller.executor import InlineExecutor
+from nodemanager.controller.node_controller import LOOPS, NodeController
+from nodemanager.model import PodKey, Resources
+from nodemanager.scaler import Decision
+from nodemanager.scaler.lp import Shape, solve
+from nodemanager.scaler.pools import pool_views
+
+MAX_SIMULATED_SECONDS = 30 * 86400.0  # a workload that never settles stops here
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(0, math.ceil(q / 100 * len(ordered)) - 1)
+    return ordered[rank]
+
+
+@dataclass
+class _Tracker:
+    """Integrates what the report needs between two instants."""
+
+    cpu_requested: float = 0.0
+    cpu_allocatable: float = 0.0
+    memory_requested: float = 0.0
+    memory_allocatable: float = 0.0
+    lower_bound_usd: float = 0.0
+    peak: int = 0
+
+
+class Simulation:
+    def __init__(self, config: ProviderConfig, catalog: Catalog, workload: list[Arrival]) -> None:
+        self.config = config
+        self.catalog = catalog
+        self.clock = VirtualClock(0.0)
+        # Offline whatever provider.yaml says: the cloud and the cluster are always simulated.
+        cloud_settings = config.cloud.simulated or schema.SimulatedCloud()
+        self.cloud = SimulatedCloud(
+            config.controller_id or "simulated",
+            self.clock,
+            boot_delay=cloud_settings.boot_delay,
+            seed=cloud_settings.seed,
+            capacity=cloud_settings.capacity,
+            throttle_rate=cloud_settings.throttle_rate,
+            death_per_hour=cloud_settings.instance_death_per_hour,
+            spot_interruption_per_hour=cloud_settings.spot_interruption_per_hour,
+        )
+        sim = config.cluster.simulated
+        self.cluster = SimulatedCluster(self.clock, self.cloud, workload, register_delay=sim.register_delay if sim else 10.0)
+        self.controller = NodeController(config, catalog, self.cloud, self.cluster, self.clock, executor=InlineExecutor())
+        self.controller.on_decision = self._on_decision
+        self.total_pods = len(workload)
+        self._arrived_at = {a.pod.key: a.at for a in workload}
+        self.unschedulable: dict[PodKey, str] = {}
+        self.tracker = _Tracker()
+        shapes = {}
+        for view in pool_views(list(config.pools), catalog, config.nodes.volume_size):
+            for cand in view.candidates:
+                shapes.setdefault(cand.itype.name, Shape(cand.itype.name, cand.allocatable.cpu, cand.allocatable.memory, cand.price))
+        self._shapes = list(shapes.values())
+        self._bound_cache: dict[tuple[int, int], float] = {}
+
+    def _on_decision(self, decision: Decision, now: float) -> None:
+        self.unschedulable.update(decision.unschedulable)
+
+    def _lower_bound_rate(self, cpu: int, memory: int) -> float:
+        key = (cpu, memory)
+        if key not in self._bound_cache:
+            self._bound_cache[key] = solve(self._shapes, cpu, memory).bound
+        return self._bound_cache[key]
+
+    def _integrate(self, dt: float) -> None:
+        if dt <= 0:
+            return
+        live = Resources()
+        for sim in self.cluster.pods.values():
+            live = live + sim.pod.requests
+        requested = Resources()
+        for sim in self.cluster.pods.values():
+            if sim.pod.node_name:
+                requested = requested + sim.pod.requests
+        allocatable = Resources()
+        for name in self.cluster.nodes:
+            node = self.controller.nodes.get(name)
+            if node is not None:
+                allocatable = allocatable + node.allocatable
+        t = self.tracker
+        t.cpu_requested += requested.cpu * dt
+        t.memory_requested += requested.memory * dt
+        t.cpu_allocatable += allocatable.cpu * dt
+        t.memory_allocatable += allocatable.memory * dt
+        t.lower_bound_usd += self._lower_bound_rate(live.cpu, live.memory) * dt / 3600.0
+        t.peak = max(t.peak, len(self.cloud.list_instances()))
+
+    def _settled(self) -> bool:
+        if self.cluster.arrivals_left():
+            return False
+        last = self.controller.last_decision
+        # Done when every pod with an end has ended, or can never run.
+        return all(not pod.node_name and last is not None and pod.key in last.unschedulable for pod in self.cluster.unfinished())
+
+    def run(self, until: float | None = None, progress: Callable[[float, float], None] | None = None) -> dict[str, object]:
+        intervals = self.config.loops.intervals()
+        due = dict.fromkeys(LOOPS, 0.0)
+        self.controller.recover()
+        drain = self.config.nodes.idle_grace + max(intervals.values()) * 2 + self.config.loops.pool
+        settled_at: float | None = None
+        horizon = until if until is not None else MAX_SIMULATED_SECONDS
+        last = 0.0
+        while True:
+            now = min(due.values())
+            if now > horizon:
+                self._integrate(horizon - last)
+                self.clock.advance_to(horizon)
+                break
+            self._integrate(now - last)
+            last = now
+            self.clock.advance_to(now)
+            for name in LOOPS:
+                if due[name] <= now:
+                    getattr(self.controller, f"{name}_loop")()
+                    due[name] = now + intervals[name]
+            if progress is not None:
+                progress(now, horizon if until is not None else max(now, (self.cluster.next_arrival() or now)))
+            if until is None:
+                if settled_at is None and self._settled():
+                    settled_at = now
+                if settled_at is not None and now >= settled_at + drain:
+                    break
+        return self.report()
+
+    def report(self) -> dict[str, object]:
+        end = self.clock.now()
+        cost = 0.0
+        launched = Counter()
+        terminated = 0
+        for instance, ended in self.cloud.all_instances():
+            itype = self.catalog.get(instance.instance_type)
+            price = (itype.price(instance.capacity_type) if itype else None) or 0.0
+            cost += price * ((ended if ended is not None else end) - instance.launched_at) / 3600.0
+            launched[instance.instance_type] += 1
+            terminated += ended is not None
+        waits = [bound - self._arrived_at.get(key, 0.0) for key, bound in self.cluster.first_bound.items()]
+        still_unschedulable = {k: r for k, r in self.unschedulable.items() if k not in self.cluster.first_bound}
+        t = self.tracker
+        compute = self.controller.compute_ms
+        return {
+            "simulated_seconds": round(end, 3),
+            "pods": {
+                "total": self.total_pods,
+                "bound": len(self.cluster.first_bound),
+                "unschedulable": len(still_unschedulable),
+                "pending_seconds": {"p50": round(percentile(waits, 50), 3), "p95": round(percentile(waits, 95), 3), "max": round(max(waits, default=0.0), 3)},
+            },
+            "nodes": {"booted": sum(launched.values()), "terminated": terminated, "peak": t.peak, "by_instance_type": dict(sorted(launched.items()))},
+            "cost": {"usd": round(cost, 4), "lower_bound_usd": round(t.lower_bound_usd, 4)},
+            "utilization": {
+                "cpu": round(t.cpu_requested / t.cpu_allocatable, 4) if t.cpu_allocatable else 0.0,
+                "memory": round(t.memory_requested / t.memory_allocatable, 4) if t.memory_allocatable else 0.0,
+            },
+            "decisions": {
+                "count": len(compute),
+                "compute_ms": {"p50": round(percentile(compute, 50), 3), "p99": round(percentile(compute, 99), 3), "max": round(max(compute, default=0.0), 3)},
+            },
+            "unschedulable": [{"pod": k, "reason": r} for k, r in sorted(still_unschedulable.items())],
+        }

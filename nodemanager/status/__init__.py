@@ -1,0 +1,1 @@
+"""The ops status endpoint and the Prometheus metrics."""

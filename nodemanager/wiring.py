@@ -1,0 +1,60 @@
+"""Building the service's parts from a provider.yaml: the one place that knows which
+implementation each ``cloud.provider`` and ``cluster.source`` means."""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor
+
+from cloud.base import CloudClient
+from cloud.catalog import Catalog
+from cloud.simulated import SimulatedCloud
+from nodemanager.clock import Clock
+from nodemanager.cluster.base import ClusterSource
+from nodemanager.cluster.simulated import SimulatedCluster
+from nodemanager.cluster.workload import Arrival, load_workload
+from nodemanager.config import schema
+from nodemanager.config.schema import CloudProvider, ProviderConfig
+from nodemanager.controller.node_controller import NodeController
+from nodemanager.errors import ConfigError
+from nodemanager.status.metrics import Metrics
+
+
+def build_cloud(config: ProviderConfig, clock: Clock) -> CloudClient:
+    controller_id = config.controller_id or "simulated"
+    if config.cloud.provider is CloudProvider.SIMULATED:
+        sim = config.cloud.simulated or schema.SimulatedCloud()
+        return SimulatedCloud(
+            controller_id,
+            clock,
+            boot_delay=sim.boot_delay,
+            seed=sim.seed,
+            capacity=sim.capacity,
+            throttle_rate=sim.throttle_rate,
+            death_per_hour=sim.instance_death_per_hour,
+            spot_interruption_per_hour=sim.spot_interruption_per_hour,
+        )
+    raise ConfigError("provider.yaml", [f"cloud.provider: {config.cloud.provider.value!r} is not available in this build yet"])
+
+
+def build_cluster(config: ProviderConfig, clock: Clock, cloud: CloudClient, workload: list[Arrival] | None = None) -> ClusterSource:
+    if config.cluster.source is schema.ClusterSource.SIMULATED:
+        sim = config.cluster.simulated or schema.SimulatedCluster()
+        arrivals = workload if workload is not None else (load_workload(sim.workload) if sim.workload else [])
+        return SimulatedCluster(clock, cloud, arrivals, register_delay=sim.register_delay)
+    raise ConfigError("provider.yaml", [f"cluster.source: {config.cluster.source.value!r} is not available in this build yet"])
+
+
+def build_controller(
+    config: ProviderConfig,
+    catalog: Catalog,
+    clock: Clock,
+    *,
+    cloud: CloudClient | None = None,
+    cluster: ClusterSource | None = None,
+    workload: list[Arrival] | None = None,
+    executor: Executor | None = None,
+    metrics: Metrics | None = None,
+) -> NodeController:
+    cloud = cloud or build_cloud(config, clock)
+    cluster = cluster or build_cluster(config, clock, cloud, workload)
+    return NodeController(config, catalog, cloud, cluster, clock, executor=executor, metrics=metrics)
