@@ -17,6 +17,8 @@ def parse_duration(value: object) -> float:
         seconds = float(value)
     elif isinstance(value, str):
         text = value.strip()
+        if text.startswith("-"):
+            raise ValueError(f"must not be negative, got {value!r}")
         if re.fullmatch(r"\d+(?:\.\d+)?", text):
             seconds = float(text)
         else:

@@ -27,7 +27,8 @@ from nodemanager.cluster.workload import Arrival
 from nodemanager.config import schema
 from nodemanager.config.schema import ProviderConfig
 from nodemanager.controller.executor import InlineExecutor
-from nodemanager.controller.node_controller import LOOPS, NodeController
+from nodemanager.controller.node_controller import NodeController
+from nodemanager.controller.virtual import VirtualDriver
 from nodemanager.model import PodKey, Resources
 from nodemanager.scaler import Decision
 from nodemanager.scaler.lp import Shape, solve
@@ -128,33 +129,26 @@ class Simulation:
         return all(not pod.node_name and last is not None and pod.key in last.unschedulable for pod in self.cluster.unfinished())
 
     def run(self, until: float | None = None, progress: Callable[[float, float], None] | None = None) -> dict[str, object]:
-        intervals = self.config.loops.intervals()
-        due = dict.fromkeys(LOOPS, 0.0)
         self.controller.recover()
-        drain = self.config.nodes.idle_grace + max(intervals.values()) * 2 + self.config.loops.pool
+        driver = VirtualDriver(self.controller, self.clock, self.config.loops.intervals())
+        drain = self.config.nodes.idle_grace + max(driver.intervals.values()) * 2 + self.config.loops.pool
         settled_at: float | None = None
         horizon = until if until is not None else MAX_SIMULATED_SECONDS
         last = 0.0
-        while True:
-            now = min(due.values())
-            if now > horizon:
-                self._integrate(horizon - last)
-                self.clock.advance_to(horizon)
-                break
+        while driver.next_due() <= horizon:
+            now = driver.next_due()
             self._integrate(now - last)
-            last = now
-            self.clock.advance_to(now)
-            for name in LOOPS:
-                if due[name] <= now:
-                    getattr(self.controller, f"{name}_loop")()
-                    due[name] = now + intervals[name]
+            last = driver.step()
             if progress is not None:
-                progress(now, horizon if until is not None else max(now, (self.cluster.next_arrival() or now)))
+                progress(now, horizon)
             if until is None:
                 if settled_at is None and self._settled():
                     settled_at = now
                 if settled_at is not None and now >= settled_at + drain:
                     break
+        if until is not None:
+            self._integrate(horizon - last)
+            self.clock.advance_to(horizon)
         return self.report()
 
     def report(self) -> dict[str, object]:

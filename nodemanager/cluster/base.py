@@ -57,8 +57,13 @@ class BindError(NodeManagerError):
 
 
 class ClusterSource(Protocol):
+    def list(self) -> list[ClusterEvent]:
+        """Everything that exists now, as ADDED events; the stream continues from here
+        (a LIST before a WATCH: what a starting or restarted controller reads first)."""
+        ...
+
     def poll(self) -> list[ClusterEvent]:
-        """Everything that happened since the last poll, in order."""
+        """Everything that happened since the last list or poll, in order."""
         ...
 
     def bind(self, pod: PodKey, node: str) -> None:

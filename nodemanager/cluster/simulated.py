@@ -55,6 +55,7 @@ class SimulatedCluster:
         self._finishing: list[tuple[float, PodKey]] = []  # heap of (finish time, pod)
         self._events: list[ClusterEvent] = []
         self._running_since: dict[str, float] = {}  # node -> when its instance was first seen running
+        self._silenced: set[str] = set()
         self.first_bound: dict[PodKey, float] = {}  # pod -> when it was first bound (simulation reports)
         self.binds = 0
 
@@ -66,6 +67,11 @@ class SimulatedCluster:
         self._arrive(now)
         events, self._events = self._events, []
         return events
+
+    def list(self) -> list[ClusterEvent]:
+        self.poll()  # bring the state up to now; what changed is in the listing below
+        nodes: list[ClusterEvent] = [NodeEvent(EventType.ADDED, n) for _, n in sorted(self.nodes.items())]
+        return nodes + [PodEvent(EventType.ADDED, s.pod) for _, s in sorted(self.pods.items())]
 
     def bind(self, pod: PodKey, node: str) -> None:
         sim = self.pods.get(pod)
@@ -90,6 +96,11 @@ class SimulatedCluster:
         if node is not None:
             self._orphan_pods(name)
             self._events.append(NodeEvent(EventType.DELETED, node))
+
+    # -- failure injection ---------------------------------------------------------------
+    def silence(self, node: str) -> None:
+        """The node's kubelet hangs: it stays registered but stops heartbeating."""
+        self._silenced.add(node)
 
     # -- inspection ------------------------------------------------------------------------
     def arrivals_left(self) -> int:
@@ -122,7 +133,7 @@ class SimulatedCluster:
                     node = ClusterNode(name, instance.instance_id, ready=True, last_heartbeat=now)
                     self.nodes[name] = node
                     self._events.append(NodeEvent(EventType.ADDED, node))
-            elif now - node.last_heartbeat >= self.heartbeat_interval:
+            elif now - node.last_heartbeat >= self.heartbeat_interval and name not in self._silenced:
                 node = replace(node, last_heartbeat=now)
                 self.nodes[name] = node
                 self._events.append(NodeEvent(EventType.MODIFIED, node))

@@ -128,7 +128,7 @@ class NodeController:
     def recover(self) -> None:
         """Rebuild node records from the cloud (tags) and the cluster after a (re)start."""
         with self.lock:
-            self.cache.apply(self.cluster.poll())
+            self.cache.apply(self.cluster.list())
             now = self.clock.now()
             for instance in self.cloud.list_instances():
                 if instance.node_name in self.nodes or not instance.alive:
@@ -160,12 +160,13 @@ class NodeController:
             now = self.clock.now()
             self._sync(now)
             self._resume_boots()
+            # Compute only when an input changed (or an idle grace ran out): the key is what
+            # this decision is computed from, so whatever applying it changes counts as new.
             inputs = (self.cache.generation, self._records_generation, frozenset(self.keeper.active(now)))
             grace_due = any(now - since >= self.config.nodes.idle_grace for since in self.unneeded_since.values())
             if inputs != self._last_inputs or grace_due:
-                decision = self._compute(now)
-                self._apply(decision, now)
-                self._last_inputs = (self.cache.generation, self._records_generation, frozenset(self.keeper.active(now)))
+                self._last_inputs = inputs
+                self._apply(self._compute(now), now)
             self._dispatch(now)
             self._refresh_gauges()
         self.metrics.loop_duration.labels("pool").observe(self.timers["pool"].last_ms / 1000)

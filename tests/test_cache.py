@@ -1,0 +1,182 @@
+"""The cluster cache: every pod-state edge, every illegal one, and event handling."""
+
+import itertools
+
+import pytest
+from builders import pod
+
+from nodemanager.cache import POD_TRANSITIONS, ClusterEventsHandler, IllegalPodTransition, PodOp, PodState
+from nodemanager.cluster.base import ClusterNode, EventType, NodeEvent, PodEvent
+from nodemanager.model import PodPhase, Resources
+
+S, Op = PodState, PodOp
+LEGAL = {
+    (S.INITIAL, Op.ASSUME),
+    (S.INITIAL, Op.ADD),
+    (S.ASSUMED, Op.ADD),
+    (S.ASSUMED, Op.FORGET),
+    (S.ASSUMED, Op.EXPIRE),
+    (S.ASSUMED, Op.REMOVE),
+    (S.EXPIRED, Op.ADD),
+    (S.EXPIRED, Op.ASSUME),
+    (S.ADDED, Op.UPDATE),
+    (S.ADDED, Op.REMOVE),
+    (S.DELETED, Op.ADD),
+    (S.DELETED, Op.ASSUME),
+}
+P = pod("p", cpu="1", memory="1Gi")
+BOUND = pod("p", cpu="1", memory="1Gi", node="n1", phase=PodPhase.RUNNING)
+
+
+def in_state(state: PodState) -> ClusterEventsHandler:
+    cache = ClusterEventsHandler(assume_ttl=30)
+    if state is S.ASSUMED:
+        cache.assume(P, "n1")
+    elif state is S.ADDED:
+        cache.add(BOUND)
+    elif state is S.EXPIRED:
+        cache.assume(P, "n1")
+        cache.finish_binding(P.key, 0)
+        cache.expire(30)
+    elif state is S.DELETED:
+        cache.add(BOUND)
+        cache.remove(P.key)
+    return cache
+
+
+def do(cache: ClusterEventsHandler, op: PodOp) -> None:
+    """Apply ``op``; forget/expire go through the table directly, since their public forms
+    deliberately do nothing to a pod that is not assumed."""
+    {
+        Op.ASSUME: lambda: cache.assume(P, "n1"),
+        Op.ADD: lambda: cache.add(BOUND),
+        Op.UPDATE: lambda: cache.update(BOUND),
+        Op.FORGET: lambda: cache._move(P.key, Op.FORGET),  # the public forget() is a no-op when not assumed
+        Op.EXPIRE: lambda: cache._move(P.key, Op.EXPIRE),
+        Op.REMOVE: lambda: cache.remove(P.key),
+    }[op]()
+
+
+def test_table_is_the_expected_graph_with_reasons():
+    assert set(POD_TRANSITIONS) == LEGAL
+    assert all(reason for _, reason in POD_TRANSITIONS.values())
+
+
+def do_public(cache: ClusterEventsHandler, op: PodOp) -> None:
+    if op is Op.FORGET:
+        cache.forget(P.key)
+    elif op is Op.EXPIRE:
+        cache.finish_binding(P.key, 1000)
+        assert cache.expire(1030) == [P.key]
+    else:
+        do(cache, op)
+
+
+@pytest.mark.parametrize(("state", "op"), sorted(LEGAL), ids=lambda x: x.value)
+def test_legal_edges(state, op):
+    cache = in_state(state)
+    # Expired and Deleted pods are not stored: the cache shows them as Initial
+    assert cache.state(P.key) is (state if state in (S.ASSUMED, S.ADDED) else S.INITIAL)
+    do_public(cache, op)
+    target = POD_TRANSITIONS[(state, op)][0]
+    assert cache.state(P.key) is (target if target in (S.ASSUMED, S.ADDED) else S.INITIAL)
+    on_node = target in (S.ASSUMED, S.ADDED)
+    assert cache.usage("n1").pods == ({P.key} if on_node else set())
+
+
+# Expired and Deleted are not stored: what is illegal from Initial is illegal from them.
+STORED = [S.INITIAL, S.ASSUMED, S.ADDED]
+ILLEGAL = [(s, op) for s, op in itertools.product(STORED, Op) if (s, op) not in LEGAL]
+
+
+@pytest.mark.parametrize(("state", "op"), ILLEGAL, ids=lambda x: x.value)
+def test_illegal_edges_raise_and_change_nothing(state, op):
+    cache = in_state(state)
+    before = (cache.state(P.key), cache.usage("n1"), cache.generation)
+    with pytest.raises(IllegalPodTransition) as err:
+        do(cache, op)
+    assert (err.value.state, err.value.op) == (state, op)
+    assert (cache.state(P.key), cache.usage("n1"), cache.generation) == before
+
+
+def test_assume_counts_on_the_node_and_forget_puts_it_back_to_waiting():
+    cache = ClusterEventsHandler()
+    cache.apply([PodEvent(EventType.ADDED, P)])
+    assert [p.key for p in cache.waiting()] == ["default/p"]
+    cache.assume(P, "n1")
+    assert cache.usage("n1").requested == Resources.parse({"cpu": "1", "memory": "1Gi"})
+    assert cache.waiting() == []
+    cache.forget(P.key)
+    assert cache.state(P.key) is S.INITIAL
+    assert cache.usage("n1").pods == set()
+    assert [p.key for p in cache.waiting()] == ["default/p"]
+    cache.forget(P.key)  # forgetting a pod that is not assumed is a no-op
+    assert [p.key for p in cache.waiting()] == ["default/p"]
+
+
+def test_assumed_pod_expires_only_after_binding_finished_and_ttl():
+    cache = ClusterEventsHandler(assume_ttl=900)
+    cache.assume(P, "n1")
+    assert cache.expire(10_000) == []  # the bind is still in flight: never expires
+    cache.finish_binding(P.key, 100)
+    assert cache.expire(999) == []
+    assert cache.expire(1000) == [P.key]
+    assert cache.usage("n1").pods == set()
+    assert [p.key for p in cache.waiting()] == [P.key]
+
+
+def test_watch_confirms_assumption_on_another_node():
+    cache = ClusterEventsHandler()
+    cache.assume(P, "n1")
+    cache.apply([PodEvent(EventType.MODIFIED, pod("p", cpu="1", memory="1Gi", node="n2", phase=PodPhase.RUNNING))])
+    assert cache.state(P.key) is S.ADDED
+    assert cache.usage("n1").pods == set()
+    assert cache.usage("n2").pods == {P.key}
+
+
+def test_unbound_update_of_an_assumed_pod_is_ignored():
+    cache = ClusterEventsHandler()
+    cache.assume(P, "n1")
+    cache.apply([PodEvent(EventType.MODIFIED, P)])
+    assert cache.state(P.key) is S.ASSUMED
+    assert cache.usage("n1").pods == {P.key}
+
+
+def test_bound_pod_seen_without_assume_goes_straight_to_added():
+    cache = ClusterEventsHandler()
+    cache.apply([PodEvent(EventType.ADDED, BOUND)])
+    assert cache.state(P.key) is S.ADDED
+    assert cache.snapshot().pods == (BOUND,)
+
+
+def test_finished_and_deleted_pods_leave_their_node_and_are_reported():
+    cache = ClusterEventsHandler()
+    cache.apply([PodEvent(EventType.ADDED, BOUND)])
+    done = pod("p", cpu="1", memory="1Gi", node="n1", phase=PodPhase.SUCCEEDED)
+    cache.apply([PodEvent(EventType.MODIFIED, done), PodEvent(EventType.DELETED, done)])
+    assert cache.state(P.key) is S.INITIAL
+    assert cache.usage("n1").pods == set()
+    assert [p.key for p in cache.take_finished()] == [P.key]
+    assert cache.take_finished() == []
+
+
+def test_pod_that_loses_its_node_waits_again():
+    cache = ClusterEventsHandler()
+    cache.apply([PodEvent(EventType.ADDED, BOUND), PodEvent(EventType.MODIFIED, P)])
+    assert cache.state(P.key) is S.INITIAL
+    assert [p.key for p in cache.waiting()] == [P.key]
+    assert [p.node_name for p in cache.take_finished()] == ["n1"]
+
+
+def test_nodes_and_snapshot_are_immutable_views():
+    cache = ClusterEventsHandler()
+    node = ClusterNode("n1", "i-1", ready=True, last_heartbeat=5)
+    cache.apply([NodeEvent(EventType.ADDED, node), PodEvent(EventType.ADDED, P)])
+    snap = cache.snapshot()
+    cache.apply([NodeEvent(EventType.DELETED, node), PodEvent(EventType.DELETED, P)])
+    assert snap.nodes["n1"] == node
+    assert snap.pods == (P,)
+    assert cache.node("n1") is None
+    assert cache.snapshot().generation > snap.generation
+    with pytest.raises(TypeError):
+        snap.nodes["n2"] = node  # type: ignore[index]

@@ -1,0 +1,278 @@
+"""NodeController scenarios (Kip §10.3) on the simulated cloud and cluster, in virtual time."""
+
+from __future__ import annotations
+
+import pytest
+from builders import OD, SPOT, binpack_pool, cell_pool
+from harness import Harness, arrive
+
+from cloud.base import BootRequest
+from nodemanager.config.schema import Limits, Standby
+from nodemanager.controller import NO_BINDING, NOT_YET, boot_token
+from nodemanager.model import CapacityPolicy, NodeState
+
+S = NodeState
+
+
+# -- boot and dispatch --------------------------------------------------------------------
+
+
+def test_pod_created_node_booted_and_dispensed_end_to_end():
+    h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large")])
+    h.run(1)  # first pool loop: decision and boot
+    [(name, node)] = h.controller.nodes.items()
+    assert node.state is S.CREATED
+    assert node.instance_id is not None
+    assert node.bound_pods == ("default/p1",)
+    h.run(35)  # 20 s boot, 10 s kubelet, next loops
+    assert h.bound() == {"default/p1": name}
+    assert h.controller.nodes[name].state is S.CLAIMED
+    assert h.cluster.first_bound["default/p1"] - 1000 <= 42
+
+
+def test_standby_nodes_on_demand_and_spot_all_become_available():
+    pool = cell_pool(standby=[Standby(instance_type="a.large", count=2), Standby(instance_type="b.large", count=1, spot=True)])
+    h = Harness(pool)
+    h.run(60)
+    nodes = sorted((n.instance_type, n.capacity_type, n.state) for n in h.controller.nodes.values())
+    assert nodes == [("a.large", OD, S.AVAILABLE), ("a.large", OD, S.AVAILABLE), ("b.large", SPOT, S.AVAILABLE)]
+    assert h.controller.status()["pools"][0]["standby"] == {"wanted": 3, "present": 3}
+
+
+def test_binpack_node_takes_many_pods_and_is_kept_after_they_finish():
+    h = Harness(binpack_pool(), arrivals=[arrive(f"p{i}", duration=60, cpu="500m", memory="512Mi") for i in range(3)], idle_grace=45)
+    h.run(40)
+    assert len(set(h.bound().values())) == 1
+    [name] = h.controller.nodes
+    assert h.controller.nodes[name].state is S.CLAIMED
+    h.run(60)  # pods finished
+    assert h.controller.nodes[name].state is S.AVAILABLE
+    h.run(60)  # past the idle grace
+    assert h.controller.nodes[name].state is S.TERMINATED
+
+
+def test_used_cell_node_is_cleaned_and_terminated():
+    h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large", duration=30)])
+    h.run(40)
+    [name] = h.controller.nodes
+    h.run(40)
+    assert h.controller.nodes[name].state is S.TERMINATED
+    assert h.live_instances() == []
+
+
+# -- failures while booting ----------------------------------------------------------------
+
+
+def test_insufficient_capacity_falls_back_to_the_next_offering():
+    h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large", policy=CapacityPolicy.SPOT)], capacity={"a.large/spot/zone-1a": 0})
+    h.run(1)
+    unavailable = h.controller.keeper.dump(h.clock.now())
+    assert [(u["instance_type"], u["capacity_type"], u["zone"]) for u in unavailable] == [("a.large", "spot", "zone-1a")]
+    assert list(h.states().values()) == [S.TERMINATED]
+    assert h.controller.metrics.boot_failures.labels("insufficient_capacity")._value.get() == 1
+    h.run(50)
+    [live] = [n for n in h.controller.nodes.values() if n.state is not S.TERMINATED]
+    assert (live.instance_type, live.capacity_type, live.zone) == ("a.large", SPOT, "zone-1b")  # spot recorded as spot
+    assert h.bound() == {"default/p1": live.name}
+
+
+def test_offering_out_everywhere_makes_the_pod_wait_with_the_reason_then_recover():
+    h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large", policy=CapacityPolicy.ON_DEMAND)], capacity={"a.large/on-demand/*": 0})
+    h.run(20)
+    assert h.bound() == {}
+    [waiting] = h.controller.status()["pods"]["waiting"]
+    assert "unavailable" in waiting["reason"]
+    h.cloud.capacity.clear()
+    h.run(200)  # the unavailability expires after 3 minutes
+    assert list(h.bound()) == ["default/p1"]
+
+
+def test_boot_timeout_terminates_and_places_the_pods_again():
+    h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large")], register_delay=10_000, boot_timeout=120)
+    h.run(1)
+    [first] = h.controller.nodes
+    h.run(140)
+    assert h.controller.nodes[first].state is S.TERMINATED
+    assert h.controller.metrics.terminations.labels("boot_timeout")._value.get() == 1
+    others = [n for n in h.controller.nodes.values() if n.name != first]
+    assert [n.bound_pods for n in others] == [("default/p1",)]
+
+
+def test_throttled_boot_is_retried_with_the_same_token():
+    h = Harness(cell_pool(), arrivals=[arrive(f"p{i}", itype="a.large") for i in range(5)], throttle_rate=0.4, seed=3)
+    h.run(120)
+    assert len(h.bound()) == 5
+    names = [i.node_name for i, _ in h.cloud.all_instances()]
+    assert len(names) == len(set(names)) == 5  # one instance per node: no double launch
+    assert h.controller.metrics.boot_failures.labels("throttled")._value.get() > 0
+
+
+def test_boot_token_is_stable_and_distinct():
+    assert boot_token("c", "n1") == boot_token("c", "n1")
+    assert boot_token("c", "n1") != boot_token("c", "n2") != boot_token("d", "n1")
+    assert len(boot_token("c", "n1")) <= 64  # EC2's ClientToken limit
+
+
+def test_boot_cap_holds_per_loop():
+    h = Harness(cell_pool(), arrivals=[arrive(f"p{i}", itype="a.large") for i in range(25)], max_boots=10)
+    h.run(1)
+    assert len(h.controller.nodes) == 10
+    h.run(7)
+    assert len(h.controller.nodes) == 20
+    h.run(100)
+    assert len(h.bound()) == 25
+
+
+# -- health -------------------------------------------------------------------------------
+
+
+def test_node_without_heartbeat_is_replaced():
+    h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large")], healthy_timeout=90)
+    h.run(40)
+    [sick] = h.controller.nodes
+    h.cluster.silence(sick)
+    h.run(95)
+    assert h.controller.nodes[sick].state in (S.TERMINATING, S.TERMINATED)
+    assert h.controller.marked.get(sick, ("", ""))[1] in ("unhealthy", "") or h.controller.nodes[sick].state is S.TERMINATED
+    assert h.controller.metrics.terminations.labels("unhealthy")._value.get() == 1
+    h.run(60)
+    assert h.bound()["default/p1"] != sick  # placed again on a new node
+
+
+def test_healthy_nodes_are_left_alone():
+    h = Harness(cell_pool(standby=[Standby(instance_type="a.large", count=2)]))
+    h.run(600)
+    assert sorted(h.states().values()) == [S.AVAILABLE, S.AVAILABLE]
+    assert h.controller.metrics.terminations.labels("unhealthy")._value.get() == 0
+
+
+def test_dead_instance_leaves_the_cluster_and_its_pods_move():
+    h = Harness(binpack_pool(), arrivals=[arrive("p1"), arrive("p2")])
+    h.run(40)
+    [node] = h.controller.nodes.values()
+    h.cloud.terminate([node.instance_id])  # dies under us
+    h.run(80)
+    gone = h.controller.nodes.get(node.name)
+    assert gone is None or gone.state is S.TERMINATED  # terminated, perhaps already purged
+    assert set(h.bound()) == {"default/p1", "default/p2"}
+    assert node.name not in h.bound().values()
+
+
+# -- the dispenser ----------------------------------------------------------------------------
+
+
+def test_dispenser_replies():
+    h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large")])
+    d = h.controller.dispenser
+    assert d.request_node("default/nobody") == NO_BINDING
+    h.run(1)
+    assert d.request_node("default/p1") == NOT_YET  # bound to a node still booting
+    h.run(35)
+    [name] = h.controller.nodes
+    assert h.controller.nodes[name].state in (S.AVAILABLE, S.CLAIMED)
+    if h.controller.nodes[name].state is S.CLAIMED:  # the pool loop already dispatched p1: undo that for this test
+        return
+    h.controller.nodes[name] = h.controller.nodes[name].with_changes(bound_pods=("default/p1",))
+    reply = d.request_node("default/p1")
+    assert reply.node is not None
+    assert reply.node.state is S.CLAIMED
+    assert d.request_node("default/p1") == NOT_YET  # a cell node is claimed once
+    h.controller.nodes[name] = h.controller.nodes[name].with_changes(bound_pods=())
+    d.return_node(name, unused=True)
+    assert h.controller.nodes[name].state is S.AVAILABLE  # unused: serves again (Kip could not)
+
+
+def test_bind_conflict_forgets_and_places_again():
+    h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large")])
+    h.run(29)  # node Available at the next loop
+    real_bind = h.cluster.bind
+    calls = []
+
+    def conflicting(pod, node):
+        calls.append((pod, node))
+        if len(calls) == 1:
+            from nodemanager.cluster.base import BindError
+
+            raise BindError(pod, node, "409 Conflict: pod is being updated")
+        real_bind(pod, node)
+
+    h.cluster.bind = conflicting  # type: ignore[method-assign]
+    h.run(20)
+    assert len(calls) == 2
+    assert h.bound() == {"default/p1": calls[1][1]}
+
+
+# -- orphans and restarts -------------------------------------------------------------------
+
+
+def test_orphan_is_terminated_on_the_second_strike_only():
+    h = Harness(cell_pool())
+    h.run(1)
+    stray = h.cloud.boot(BootRequest("stray", "cells", "a.large", OD, "zone-1a", "stray-token", 20 * 2**30))
+    h.run(60)  # first GC pass after the stray appeared: suspect only
+    assert stray.instance_id in h.live_instances()
+    h.run(60)
+    assert stray.instance_id not in h.live_instances()
+    assert h.controller.metrics.terminations.labels("orphan")._value.get() == 1
+
+
+def test_restart_adopts_instances_and_resumes():
+    h = Harness(binpack_pool(), arrivals=[arrive(f"p{i}", cpu="500m") for i in range(6)])
+    h.run(1)
+    launched = h.live_instances()
+    assert launched
+    h.new_controller()  # the process died right after booting; a new one starts
+    assert {n.instance_id for n in h.controller.nodes.values()} == set(launched)
+    assert all(n.state is S.CREATED for n in h.controller.nodes.values())
+    h.run(60)
+    assert len(h.bound()) == 6
+    assert sorted(h.live_instances()) == sorted(launched)  # nothing launched again
+
+
+class Crash(BaseException):
+    """The process dies: not an error anything may catch."""
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("seed", range(6))
+def test_restart_at_random_points_during_a_200_pod_scale_up(seed):
+    import random
+
+    rng = random.Random(seed)
+    pods = [arrive(f"p{i}", cpu=rng.choice(["250m", "500m", "1", "2"]), memory=rng.choice(["256Mi", "1Gi", "2Gi"])) for i in range(200)]
+    h = Harness(binpack_pool(limits=Limits(nodes=60)), arrivals=pods, max_boots=5)
+    crash_on = set(rng.sample(range(1, 10), 4))  # crash inside these boot calls, after the cloud accepted
+    kill_at = set(rng.sample(range(1, 30), 4))  # and between loops at these steps
+
+    def maybe_crash(request, instance):
+        if h.cloud.boot_calls in crash_on:
+            raise Crash
+
+    h.cloud.on_boot = maybe_crash
+    restarts = boot_crashes = 0
+    for step in range(400):
+        try:
+            h.run(rng.choice([1, 3, 7, 10]))
+        except Crash:
+            restarts += 1
+            boot_crashes += 1
+            h.new_controller()
+            continue
+        if step in kill_at:
+            restarts += 1
+            h.new_controller()
+        if len(h.bound()) == 200:
+            break
+    h.cloud.on_boot = None
+    h.run(300)  # settle: idle nodes stop, two orphan-GC passes
+    assert restarts >= 4
+    assert boot_crashes >= 1  # at least one instance was launched by a process that died before recording it
+    assert len(h.bound()) == 200  # every pod is bound
+    instances = h.cloud.all_instances()
+    names = [i.node_name for i, _ in instances]
+    assert len(names) == len(set(names))  # no node was launched twice
+    live = {i.node_name for i in h.cloud.list_instances()}
+    known = {n.name for n in h.controller.nodes.values() if n.state not in (S.TERMINATING, S.TERMINATED)}
+    assert live == known  # no instance leaked
+    used = set(h.bound().values())
+    assert live == used  # and every live node is in use

@@ -1,0 +1,236 @@
+"""The simulated cloud and cluster (products of their own) and workload files."""
+
+import contextlib
+
+import pytest
+
+from cloud.base import CONTROLLER_TAG, NODE_TAG, BootRequest, InstanceState
+from cloud.errors import InsufficientCapacity, NotFound, Throttled
+from cloud.simulated import SimulatedCloud
+from nodemanager.clock import VirtualClock
+from nodemanager.cluster.base import BindError, EventType, NodeEvent, PodEvent
+from nodemanager.cluster.simulated import SimulatedCluster
+from nodemanager.cluster.workload import Arrival, WorkloadError, parse_workload
+from nodemanager.model import CapacityType, PodPhase, Resources
+
+OD, SPOT = CapacityType.ON_DEMAND, CapacityType.SPOT
+
+
+def req(name: str, itype: str = "m5.large", capacity: CapacityType = OD, zone: str = "us-east-1a", token: str | None = None) -> BootRequest:
+    return BootRequest(name, "pool", itype, capacity, zone, token or f"tok-{name}", 20 * 2**30)
+
+
+# -- cloud ---------------------------------------------------------------------------------
+
+
+def test_boot_is_idempotent_by_token_and_tags_the_instance():
+    clock = VirtualClock()
+    cloud = SimulatedCloud("ctl", clock, boot_delay=30)
+    first = cloud.boot(req("n1"))
+    again = cloud.boot(req("n1"))
+    assert first.instance_id == again.instance_id
+    assert len(cloud.list_instances()) == 1
+    assert first.tags[CONTROLLER_TAG] == "ctl"
+    assert first.tags[NODE_TAG] == "n1"
+
+
+def test_instances_run_after_the_boot_delay_and_terminate():
+    clock = VirtualClock()
+    cloud = SimulatedCloud("ctl", clock, boot_delay=30)
+    i = cloud.boot(req("n1"))
+    assert cloud.describe(i.instance_id).state is InstanceState.PENDING
+    clock.advance(30)
+    assert cloud.describe(i.instance_id).state is InstanceState.RUNNING
+    cloud.terminate([i.instance_id, "i-unknown"])
+    assert cloud.describe(i.instance_id).state is InstanceState.TERMINATED
+    assert cloud.list_instances() == []
+    clock.advance(3601)
+    with pytest.raises(NotFound):
+        cloud.describe(i.instance_id)
+
+
+def test_capacity_per_offering():
+    cloud = SimulatedCloud("ctl", VirtualClock(), capacity={"m5.large/spot/*": 1, "c5.*/on-demand/us-east-1a": 0})
+    cloud.boot(req("n1", capacity=SPOT))
+    with pytest.raises(InsufficientCapacity) as err:
+        cloud.boot(req("n2", capacity=SPOT))
+    assert (err.value.instance_type, err.value.capacity_type, err.value.zone) == ("m5.large", SPOT, "us-east-1a")
+    cloud.boot(req("n2", capacity=SPOT, zone="us-east-1b"))  # the limit is per offering: each zone has its own
+    cloud.boot(req("n3"))  # on-demand m5.large is not limited
+    with pytest.raises(InsufficientCapacity):
+        cloud.boot(req("n4", itype="c5.large"))
+    cloud.boot(req("n5", itype="c5.large", zone="us-east-1b"))
+
+
+def test_failures_are_seeded_and_repeatable():
+    def history(seed):
+        clock = VirtualClock()
+        cloud = SimulatedCloud("ctl", clock, boot_delay=0, seed=seed, death_per_hour=0.5, spot_interruption_per_hour=2.0, throttle_rate=0.2)
+        outcome = []
+        for i in range(40):
+            try:
+                cloud.boot(req(f"n{i}", capacity=SPOT if i % 2 else OD))
+                outcome.append("ok")
+            except Throttled:
+                outcome.append("throttled")
+        for _ in range(12):
+            clock.advance(600)
+            with contextlib.suppress(Throttled):
+                cloud.list_instances()
+        return outcome, [(e.at, e.kind, e.instance_id) for e in cloud.events if e.kind != "launched"]
+
+    assert history(1) == history(1)
+    assert history(1) != history(2)
+    outcome, ended = history(1)
+    assert "throttled" in outcome
+    assert {"died", "spot-interrupted"} <= {kind for _, kind, _ in ended}
+
+
+# -- cluster -------------------------------------------------------------------------------
+
+
+def cluster_with(workload, register_delay=10.0):
+    clock = VirtualClock()
+    cloud = SimulatedCloud("ctl", clock, boot_delay=30)
+    return clock, cloud, SimulatedCluster(clock, cloud, workload, register_delay=register_delay)
+
+
+def arrival(name, at=0.0, duration=None, cpu="1"):
+    from builders import pod
+
+    return Arrival(at, duration, pod(name, cpu=cpu))
+
+
+def test_nodes_register_after_boot_and_register_delay_then_heartbeat():
+    clock, cloud, cluster = cluster_with([])
+    cloud.boot(req("n1"))
+    assert cluster.poll() == []
+    clock.advance(30)
+    assert cluster.poll() == []  # running, kubelet starting
+    clock.advance(10)
+    [event] = cluster.poll()
+    assert isinstance(event, NodeEvent)
+    assert (event.type, event.node.name, event.node.ready, event.node.last_heartbeat) == (EventType.ADDED, "n1", True, 40)
+    clock.advance(10)
+    [beat] = cluster.poll()
+    assert (beat.type, beat.node.last_heartbeat) == (EventType.MODIFIED, 50)
+
+
+def test_pods_arrive_run_and_finish():
+    clock, cloud, cluster = cluster_with([arrival("a", at=5, duration=60)], register_delay=0)
+    cloud.boot(req("n1"))
+    assert cluster.poll() == []
+    clock.advance(30)
+    events = cluster.poll()
+    assert [type(e).__name__ for e in events] == ["NodeEvent", "PodEvent"]
+    cluster.bind("default/a", "n1")
+    [bound] = cluster.poll()
+    assert (bound.pod.node_name, bound.pod.phase) == ("n1", PodPhase.RUNNING)
+    clock.advance(60)
+    done = [e for e in cluster.poll() if isinstance(e, PodEvent)]
+    assert [(e.type, e.pod.phase) for e in done] == [(EventType.MODIFIED, PodPhase.SUCCEEDED), (EventType.DELETED, PodPhase.SUCCEEDED)]
+    assert cluster.unfinished() == []
+
+
+def test_bind_follows_the_api_server():
+    clock, cloud, cluster = cluster_with([arrival("a"), arrival("b")], register_delay=0)
+    cloud.boot(req("n1"))
+    clock.advance(30)
+    cluster.poll()
+    with pytest.raises(BindError, match="not registered"):
+        cluster.bind("default/a", "n2")
+    with pytest.raises(BindError, match="not found"):
+        cluster.bind("default/zz", "n1")
+    cluster.bind("default/a", "n1")
+    with pytest.raises(BindError, match="already bound"):
+        cluster.bind("default/a", "n1")
+
+
+def test_pods_of_a_vanished_node_wait_again():
+    clock, cloud, cluster = cluster_with([arrival("a")], register_delay=0)
+    i = cloud.boot(req("n1"))
+    clock.advance(30)
+    cluster.poll()
+    cluster.bind("default/a", "n1")
+    cluster.poll()
+    cloud.terminate([i.instance_id])
+    events = cluster.poll()
+    pod_events = [e for e in events if isinstance(e, PodEvent)]
+    assert [(e.pod.node_name, e.pod.phase) for e in pod_events] == [("", PodPhase.PENDING)]
+    assert any(isinstance(e, NodeEvent) and e.type is EventType.DELETED for e in events)
+
+
+# -- workload files ------------------------------------------------------------------------
+
+WORKLOAD = """
+pods:
+  - name: web
+    count: 3
+    at: 1m
+    duration: 30s
+    pod:
+      containers: [{name: c, resources: {requests: {cpu: 500m, memory: 1Gi}}}]
+  - name: batch
+    pod:
+      metadata: {namespace: jobs, annotations: {nodemanager.io/capacity-type: spot}}
+      spec: {containers: [{name: c, resources: {requests: {cpu: "2"}}}]}
+"""
+
+
+def test_workload_entries_expand_in_arrival_order():
+    arrivals = parse_workload(WORKLOAD)
+    assert [(a.pod.key, a.at, a.duration) for a in arrivals] == [
+        ("jobs/batch", 0.0, None),
+        ("default/web-0", 60.0, 30.0),
+        ("default/web-1", 60.0, 30.0),
+        ("default/web-2", 60.0, 30.0),
+    ]
+    assert arrivals[1].pod.requests == Resources.parse({"cpu": "500m", "memory": "1Gi"})
+    assert arrivals[0].pod.capacity_policy.value == "spot"
+
+
+def test_a_kubernetes_list_of_pods_arrives_at_zero_and_waits():
+    text = """
+apiVersion: v1
+kind: List
+items:
+  - {apiVersion: v1, kind: Pod, metadata: {name: a, namespace: x}, spec: {nodeName: old, containers: [{name: c}]}, status: {phase: Running}}
+"""
+    [a] = parse_workload(text)
+    assert (a.at, a.duration, a.pod.node_name, a.pod.phase) == (0.0, None, "", PodPhase.PENDING)
+
+
+def test_json_workload():
+    assert len(parse_workload('{"pods": [{"name": "a", "pod": {"containers": []}}]}')) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "problems"),
+    [
+        ("pods: [{name: a, at: soon, pod: {containers: []}}]", ["pods[0].at: expected a duration such as 90s, 5m or 1h, got 'soon'"]),
+        ("pods: [{name: a, duration: -5s, pod: {containers: []}}]", ["pods[0].duration: must not be negative, got '-5s'"]),
+        ("pods: [{name: a, count: 0, pod: {containers: []}}]", ["pods[0].count: must be an integer >= 1, got 0"]),
+        ("pods: [{pod: {containers: []}}]", ["pods[0].name: required"]),
+        ("pods: [{name: a}]", ["pods[0].pod: expected a Pod manifest or spec"]),
+        ("pods: [{name: a, pod: {containers: []}, colour: red}]", ["pods[0].colour: unknown key"]),
+        ("pods: [{name: a, pod: {containers: []}}, {name: a, pod: {containers: []}}]", ["pods[1].name: duplicate name 'a' (also pods[0])"]),
+        (
+            "pods: [{name: a, pod: {containers: [{resources: {requests: {memory: lots}}}]}}]",
+            ["pods[0].pod.spec.containers[0].resources.requests.memory: expected a quantity such as 500m, 2Gi or 1.5, got 'lots'"],
+        ),
+        ("pods: 3", ["expected a mapping with a 'pods' list, or a Kubernetes List of Pods"]),
+        ("pods: [{name: a, pod: {containers: []}}", ["not valid YAML or JSON"]),
+    ],
+)
+def test_workload_errors_name_entry_and_field(text, problems):
+    with pytest.raises(WorkloadError) as err:
+        parse_workload(text)
+    assert len(err.value.problems) == len(problems)
+    for got, want in zip(err.value.problems, problems, strict=True):
+        assert got.startswith(want)
+
+
+def test_every_bad_entry_is_reported_at_once():
+    with pytest.raises(WorkloadError) as err:
+        parse_workload("pods: [{name: a, at: x, pod: {}}, {name: b, count: -1, pod: {}}, {name: c, pod: {containers: []}}]")
+    assert [p.split(":")[0] for p in err.value.problems] == ["pods[0].at", "pods[1].count"]

@@ -1,0 +1,144 @@
+"""The status endpoint, in process on 127.0.0.1 with a free port."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from builders import cell_pool
+from harness import Harness, arrive
+
+from nodemanager.config.schema import Standby, Status
+from nodemanager.status.server import StatusServer, load_token, parse_listen
+
+SECRET = "s3cr3t-token-value"
+
+
+def get(server: StatusServer, path: str, token: str | None = None) -> tuple[int, str, str]:
+    host, port = server.address
+    request = urllib.request.Request(f"http://{host}:{port}{path}")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, response.headers["Content-Type"], response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.headers.get("Content-Type", ""), err.read().decode()
+
+
+@pytest.fixture
+def running():
+    h = Harness(cell_pool(standby=[Standby(instance_type="a.large", count=1)]), arrivals=[arrive("p1", itype="a.large"), arrive("big", cpu="64")])
+    h.run(45)
+    return h
+
+
+def serve(h: Harness, token: str | None = None, ready=None) -> StatusServer:
+    server = StatusServer("127.0.0.1:0", h.controller.status, ready or (lambda: h.controller.ready), h.controller.metrics, token)
+    server.start()
+    return server
+
+
+def test_status_document(running):
+    server = serve(running)
+    try:
+        code, ctype, body = get(server, "/status")
+    finally:
+        server.stop()
+    assert (code, ctype) == (200, "application/json")
+    doc = json.loads(body)
+    assert set(doc) >= {"controller", "loops", "nodes", "pods", "pools", "unavailable", "cost_per_hour", "config"}
+    assert doc["controller"]["id"] == "test"
+    assert doc["controller"]["leader"] is True
+    assert set(doc["loops"]) == {"pool", "heartbeat", "reaper", "orphan_gc"}
+    assert doc["loops"]["pool"]["count"] >= 6
+    assert set(doc["loops"]["pool"]) == {"start", "end", "last_ms", "avg_ms", "count"}
+    node = doc["nodes"][0]
+    assert set(node) >= {"name", "instance_id", "instance_type", "capacity_type", "zone", "pool", "state", "pods", "created_at", "ready_at", "last_heartbeat"}
+    claimed = [n for n in doc["nodes"] if n["pods"]]
+    assert claimed[0]["pods"] == ["default/p1"]
+    assert doc["pods"]["counts"]["unschedulable"] == 1
+    [waiting] = doc["pods"]["waiting"]
+    assert waiting["pod"] == "default/big"
+    assert "no instance type can hold cpu=64" in waiting["reason"]
+    assert doc["pools"][0]["standby"] == {"wanted": 1, "present": 1}
+    assert doc["cost_per_hour"] > 0
+    assert doc["config"]["nodes"]["healthyTimeout"] == "90s"
+
+
+def test_metrics_names(running):
+    server = serve(running)
+    try:
+        code, ctype, body = get(server, "/metrics")
+    finally:
+        server.stop()
+    assert code == 200
+    assert ctype.startswith("text/plain")
+    for name in (
+        'nodemanager_nodes{pool="cells",state="Claimed"} 1.0',
+        "nodemanager_pending_pods 1.0",
+        "nodemanager_unschedulable_pods 1.0",
+        'nodemanager_boots_total{capacity_type="spot",instance_type="a.large",pool="cells"}',
+        "nodemanager_loop_duration_seconds_count",
+        "nodemanager_cost_per_hour_dollars",
+        "nodemanager_decisions_total",
+    ):
+        assert name in body, name
+
+
+def test_health_readiness_and_unknown_paths(running):
+    ready = {"now": False}
+    server = serve(running, ready=lambda: ready["now"])
+    try:
+        assert get(server, "/healthz")[:1] == (200,)
+        assert get(server, "/readyz")[0] == 503
+        ready["now"] = True
+        assert get(server, "/readyz")[0] == 200
+        code, _, body = get(server, "/nope")
+        assert code == 404
+        assert "/status" in body
+    finally:
+        server.stop()
+
+
+def test_bearer_token_guards_all_but_healthz(running):
+    server = serve(running, token=SECRET)
+    try:
+        assert get(server, "/healthz")[0] == 200
+        for path in ("/status", "/metrics", "/readyz"):
+            assert get(server, path)[0] == 401
+            assert get(server, path, "wrong")[0] == 401
+            assert get(server, path, SECRET)[0] == 200
+    finally:
+        server.stop()
+
+
+def test_secrets_never_appear_in_status():
+    from nodemanager.config import parse_config
+
+    text = f"controllerId: x\ncloud: {{provider: aws, aws: {{region: us-east-1, userData: '{SECRET}'}}}}\npools: [{{name: a}}]\n"
+    config, _ = parse_config(text, "t", Path("."))
+    h = Harness(cell_pool())
+    h.controller.config = config
+    assert SECRET not in json.dumps(h.controller.status(), default=str)
+
+
+def test_listens_on_loopback_by_default():
+    assert Status().listen == "127.0.0.1:8080"
+    assert parse_listen("127.0.0.1:8080") == ("127.0.0.1", 8080)
+    assert parse_listen("[::1]:9090") == ("::1", 9090)
+
+
+def test_token_from_file_and_environment(tmp_path, monkeypatch):
+    path = tmp_path / "token"
+    path.write_text(SECRET + "\n")
+    assert load_token(Status(bearer_token_file=str(path))) == SECRET
+    monkeypatch.setenv("NM_TOKEN", SECRET)
+    assert load_token(Status(bearer_token_env="NM_TOKEN")) == SECRET
+    monkeypatch.delenv("NM_TOKEN")
+    with pytest.raises(ValueError, match="NM_TOKEN is not set"):
+        load_token(Status(bearer_token_env="NM_TOKEN"))
+    assert load_token(Status()) is None
