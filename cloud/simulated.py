@@ -117,14 +117,20 @@ class SimulatedCloud:
         return [(self._view(r), r.terminated_at) for r in self._records.values()]
 
     # -- internals --------------------------------------------------------------------------
+    def live_count(self) -> int:
+        return len(self._live)
+
     def _view(self, record: _Record) -> Instance:
+        """The instance as of now; states only move forward, so a copy is made per change."""
         if record.terminated_at is not None:
             state = InstanceState.TERMINATED
         elif self.clock.now() >= record.instance.launched_at + self.boot_delay:
             state = InstanceState.RUNNING
         else:
             state = InstanceState.PENDING
-        return replace(record.instance, state=state)
+        if record.instance.state is not state:
+            record.instance = replace(record.instance, state=state)
+        return record.instance
 
     def _end(self, record: _Record, now: float, kind: str) -> None:
         record.terminated_at = now

@@ -29,7 +29,7 @@ from nodemanager.config.schema import ProviderConfig
 from nodemanager.controller.executor import InlineExecutor
 from nodemanager.controller.node_controller import NodeController
 from nodemanager.controller.virtual import VirtualDriver
-from nodemanager.model import PodKey, Resources
+from nodemanager.model import PodKey
 from nodemanager.scaler import Decision
 from nodemanager.scaler.lp import Shape, solve
 from nodemanager.scaler.pools import pool_views
@@ -101,25 +101,27 @@ class Simulation:
     def _integrate(self, dt: float) -> None:
         if dt <= 0:
             return
-        live = Resources()
+        live_cpu = live_memory = cpu = memory = 0
         for sim in self.cluster.pods.values():
-            live = live + sim.pod.requests
-        requested = Resources()
-        for sim in self.cluster.pods.values():
+            requests = sim.pod.requests
+            live_cpu += requests.cpu
+            live_memory += requests.memory
             if sim.pod.node_name:
-                requested = requested + sim.pod.requests
-        allocatable = Resources()
+                cpu += requests.cpu
+                memory += requests.memory
+        alloc_cpu = alloc_memory = 0
         for name in self.cluster.nodes:
             node = self.controller.nodes.get(name)
             if node is not None:
-                allocatable = allocatable + node.allocatable
+                alloc_cpu += node.allocatable.cpu
+                alloc_memory += node.allocatable.memory
         t = self.tracker
-        t.cpu_requested += requested.cpu * dt
-        t.memory_requested += requested.memory * dt
-        t.cpu_allocatable += allocatable.cpu * dt
-        t.memory_allocatable += allocatable.memory * dt
-        t.lower_bound_usd += self._lower_bound_rate(live.cpu, live.memory) * dt / 3600.0
-        t.peak = max(t.peak, len(self.cloud.list_instances()))
+        t.cpu_requested += cpu * dt
+        t.memory_requested += memory * dt
+        t.cpu_allocatable += alloc_cpu * dt
+        t.memory_allocatable += alloc_memory * dt
+        t.lower_bound_usd += self._lower_bound_rate(live_cpu, live_memory) * dt / 3600.0
+        t.peak = max(t.peak, self.cloud.live_count())
 
     def _settled(self) -> bool:
         if self.cluster.arrivals_left():

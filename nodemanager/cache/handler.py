@@ -183,11 +183,14 @@ class ClusterEventsHandler:
         self.generation += 1
 
     def _on_node(self, event: NodeEvent) -> None:
+        old = self._nodes.get(event.node.name)
         if event.type is EventType.DELETED:
             self._nodes.pop(event.node.name, None)
         else:
             self._nodes[event.node.name] = event.node
-        self.generation += 1
+        # A heartbeat alone changes nothing the scaler looks at: no new generation for it.
+        if old is None or event.type is EventType.DELETED or replace(old, last_heartbeat=event.node.last_heartbeat) != event.node:
+            self.generation += 1
 
     # -- reading ---------------------------------------------------------------------------
     def snapshot(self) -> CacheSnapshot:

@@ -108,7 +108,8 @@ class NodeController:
 
     def _update(self, name: str, **changes: object) -> None:
         self.nodes[name] = self.nodes[name].with_changes(**changes)
-        self._records_generation += 1
+        if set(changes) != {"last_heartbeat"}:  # the scaler never looks at heartbeats
+            self._records_generation += 1
 
     def binding_of(self, pod: PodKey) -> str | None:
         for name, node in self.nodes.items():

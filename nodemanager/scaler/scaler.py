@@ -40,6 +40,7 @@ from nodemanager.scheduling.plugins.queue_sort import priority_key
 from nodemanager.scheduling.profile import DEFAULT_PROFILE
 from nodemanager.scheduling.status import Code
 
+PROBE_MEMO_SIZE = 4096
 _READINESS = {NodeState.AVAILABLE: 0, NodeState.CLAIMED: 0, NodeState.CREATED: 1, NodeState.CREATING: 2}
 
 
@@ -194,7 +195,18 @@ class _Run:
 
     # -- 3. new nodes -------------------------------------------------------------------
     def _probe(self, view: PoolView, pod: Pod) -> tuple[list[Candidate], str]:
-        """The pool's offerings this pod's constraints accept (any size), or why none."""
+        """The pool's offerings this pod's constraints accept (any size), or why none.
+        A pure function of the pool and the constraints, so the scaler memoizes it."""
+        key = (view.name, constraint_key(pod))
+        memo = self.s.probe_memo
+        if key not in memo:
+            if len(memo) >= PROBE_MEMO_SIZE:
+                memo.clear()
+            memo[key] = self._probe_uncached(view, pod)
+        accepted, why = memo[key]
+        return list(accepted), why
+
+    def _probe_uncached(self, view: PoolView, pod: Pod) -> tuple[tuple[Candidate, ...], str]:
         probe = dataclasses.replace(pod, requests=Resources())
         state = CycleState()
         status = self.fw.run_pre_filter_plugins(state, probe)
@@ -209,7 +221,7 @@ class _Run:
             else:
                 reasons[status.message] += 1
         top = max(sorted(reasons), key=lambda r: reasons[r]) if reasons else "the pool offers no instance type"
-        return accepted, top
+        return tuple(accepted), top
 
     def _budget(self, view: PoolView) -> binpack.Budget:
         """What the pool may still add, given its live nodes and the ones decided so far."""
@@ -481,6 +493,9 @@ class BindingNodeScaler:
         self.catalog = catalog
         self.registry = registry
         self.views = pool_views(list(settings.pools), catalog, settings.nodes.volume_size)
+        # (pool, pod constraints) -> accepted offerings: the same answer every time, so it
+        # is kept across computations (a cache of a pure function, not carried state).
+        self.probe_memo: dict[tuple, tuple[tuple[Candidate, ...], str]] = {}
 
     def compute(self, snapshot: ClusterSnapshot, now: float) -> Decision:
         # A gang that cannot be placed whole must not influence anything else: plan again
