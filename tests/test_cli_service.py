@@ -1,0 +1,140 @@
+"""``simulate`` and ``run`` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from nodemanager.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO = REPO / "config" / "demo-workload.yaml"
+PROVIDER = REPO / "config" / "provider.yaml"
+
+
+def test_simulate_json_report_has_the_documented_fields(capsys):
+    assert main(["simulate", "--config", str(PROVIDER), "--workload", str(DEMO), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["pods"]["total"] == 11
+    assert report["pods"]["bound"] == 11
+    assert set(report["pods"]["pending_seconds"]) == {"p50", "p95", "max"}
+    assert set(report["nodes"]) == {"booted", "terminated", "peak", "by_instance_type"}
+    assert report["nodes"]["booted"] >= report["nodes"]["peak"] > 0
+    assert report["nodes"]["terminated"] > 0  # idle and used cell nodes stopped before the end
+    assert report["cost"]["usd"] >= report["cost"]["lower_bound_usd"] > 0
+    assert 0 < report["utilization"]["cpu"] <= 1
+    assert report["decisions"]["count"] > 0
+    assert set(report["decisions"]["compute_ms"]) == {"p50", "p99", "max"}
+    assert report["unschedulable"] == []
+
+
+def test_simulate_is_deterministic(capsys):
+    args = ["simulate", "--config", str(PROVIDER), "--workload", str(DEMO), "--json"]
+    main(args)
+    first = json.loads(capsys.readouterr().out)
+    main(args)
+    second = json.loads(capsys.readouterr().out)
+    first.pop("decisions")
+    second.pop("decisions")  # compute times are wall-clock measurements
+    assert first == second
+
+
+def test_simulate_until_and_unschedulable(capsys, tmp_path):
+    workload = tmp_path / "w.yaml"
+    workload.write_text(
+        "pods:\n"
+        "  - {name: huge, pod: {containers: [{name: c, resources: {requests: {cpu: '500'}}}]}}\n"
+        "  - {name: ok, pod: {nodeSelector: {workload: general}, containers: [{name: c}]}}\n"
+    )
+    assert main(["simulate", "--config", str(PROVIDER), "--workload", str(workload), "--json", "--until", "10m"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["simulated_seconds"] == 600
+    assert [u["pod"] for u in report["unschedulable"]] == ["default/huge"]
+    assert "no instance type can hold cpu=500" in report["unschedulable"][0]["reason"]
+    assert report["pods"]["bound"] == 1
+
+
+def test_simulate_human_report(capsys):
+    assert main(["simulate", "--config", str(PROVIDER), "--workload", str(DEMO)]) == 0
+    out = capsys.readouterr().out
+    assert "pods:        11 total, 11 bound, 0 unschedulable" in out
+    assert "cost:" in out
+
+
+def test_bad_workload_exits_2_and_runs_nothing(capsys, tmp_path):
+    workload = tmp_path / "w.yaml"
+    workload.write_text("pods: [{name: a, at: later, pod: {containers: []}}, {name: b, count: 0, pod: {}}]\n")
+    assert main(["simulate", "--config", str(PROVIDER), "--workload", str(workload), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "pods[0].at:" in captured.err
+    assert "pods[1].count:" in captured.err
+
+
+def test_bad_until_exits_2(capsys):
+    assert main(["simulate", "--config", str(PROVIDER), "--workload", str(DEMO), "--until", "soonish"]) == 2
+    assert "--until" in capsys.readouterr().err
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(url: str, deadline: float) -> bytes:
+    """Poll a real process's endpoint until it answers (no fixed sleeps)."""
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                return response.read()
+        except OSError as exc:
+            last = exc
+            time.sleep(0.05)
+    raise AssertionError(f"{url} did not answer: {last}")
+
+
+@pytest.mark.heavy
+def test_run_serves_status_and_stops_cleanly_on_sigterm(tmp_path):
+    """The real-time service in a real process: the one test that uses wall time."""
+    port = free_port()
+    config = PROVIDER.read_text().replace("listen: 127.0.0.1:8080", f"listen: 127.0.0.1:{port}").replace("workload: demo-workload.yaml", f"workload: {DEMO}")
+    path = tmp_path / "provider.yaml"
+    path.write_text(config)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    proc = subprocess.Popen([sys.executable, "-m", "nodemanager.cli", "run", "--config", str(path)], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for(f"{base}/readyz", time.monotonic() + 20)
+        status = json.loads(wait_for(f"{base}/status", time.monotonic() + 5))
+        assert status["controller"]["id"] == "demo"
+        assert status["controller"]["ready"] is True
+        proc.send_signal(signal.SIGTERM)
+        began = time.monotonic()
+        proc.wait(timeout=10)
+        assert time.monotonic() - began < 5
+        assert proc.returncode == 0
+        log = proc.stderr.read()
+        assert "stopped" in log
+        assert "booting" in log  # the demo workload made it boot nodes
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_run_with_a_bad_config_exits_2(tmp_path, capsys):
+    path = tmp_path / "p.yaml"
+    path.write_text("pools: [{name: a, limits: {nodes: -1}}]\n")
+    assert main(["run", "--config", str(path)]) == 2
+    assert "pools[0].limits.nodes: must be >= 0, got -1" in capsys.readouterr().err
