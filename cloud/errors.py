@@ -18,20 +18,24 @@ class CloudError(NodeManagerError):
     """A cloud call failed for a reason the controller understands."""
 
 
-class InsufficientCapacity(CloudError):
+class OfferingError(CloudError):
+    """A failure that concerns one offering: (instance type, capacity type, zone)."""
+
+    problem = "cannot be launched"
+
     def __init__(self, instance_type: str, capacity_type: CapacityType, zone: str, detail: str = "") -> None:
         self.instance_type = instance_type
         self.capacity_type = capacity_type
         self.zone = zone
-        super().__init__(f"insufficient capacity for {instance_type}/{capacity_type}/{zone}{': ' + detail if detail else ''}")
+        super().__init__(f"{instance_type}/{capacity_type}/{zone}: {self.problem}{': ' + detail if detail else ''}")
 
 
-class Unsupported(CloudError):
-    def __init__(self, instance_type: str, capacity_type: CapacityType, zone: str, detail: str = "") -> None:
-        self.instance_type = instance_type
-        self.capacity_type = capacity_type
-        self.zone = zone
-        super().__init__(f"{instance_type}/{capacity_type} is not supported in {zone}{': ' + detail if detail else ''}")
+class InsufficientCapacity(OfferingError):
+    problem = "insufficient capacity"
+
+
+class Unsupported(OfferingError):
+    problem = "not supported there"
 
 
 class QuotaExceeded(CloudError):

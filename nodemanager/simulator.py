@@ -20,11 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cloud.catalog import Catalog
-from cloud.simulated import SimulatedCloud
 from nodemanager.clock import VirtualClock
 from nodemanager.cluster.simulated import SimulatedCluster
 from nodemanager.cluster.workload import Arrival
-from nodemanager.config import schema
 from nodemanager.config.schema import ProviderConfig
 from nodemanager.controller.executor import InlineExecutor
 from nodemanager.controller.node_controller import NodeController
@@ -33,6 +31,7 @@ from nodemanager.model import PodKey
 from nodemanager.scaler import Decision
 from nodemanager.scaler.lp import Shape, solve
 from nodemanager.scaler.pools import pool_views
+from nodemanager.wiring import simulated_cloud
 
 MAX_SIMULATED_SECONDS = 30 * 86400.0  # a workload that never settles stops here
 
@@ -63,17 +62,7 @@ class Simulation:
         self.catalog = catalog
         self.clock = VirtualClock(0.0)
         # Offline whatever provider.yaml says: the cloud and the cluster are always simulated.
-        cloud_settings = config.cloud.simulated or schema.SimulatedCloud()
-        self.cloud = SimulatedCloud(
-            config.controller_id or "simulated",
-            self.clock,
-            boot_delay=cloud_settings.boot_delay,
-            seed=cloud_settings.seed,
-            capacity=cloud_settings.capacity,
-            throttle_rate=cloud_settings.throttle_rate,
-            death_per_hour=cloud_settings.instance_death_per_hour,
-            spot_interruption_per_hour=cloud_settings.spot_interruption_per_hour,
-        )
+        self.cloud = simulated_cloud(config, self.clock)
         sim = config.cluster.simulated
         self.cluster = SimulatedCluster(self.clock, self.cloud, workload, register_delay=sim.register_delay if sim else 10.0)
         self.controller = NodeController(config, catalog, self.cloud, self.cluster, self.clock, executor=InlineExecutor())

@@ -19,20 +19,24 @@ from nodemanager.errors import ConfigError
 from nodemanager.status.metrics import Metrics
 
 
+def simulated_cloud(config: ProviderConfig, clock: Clock) -> SimulatedCloud:
+    """The in-memory cloud with the file's ``cloud.simulated`` settings (or their defaults)."""
+    sim = config.cloud.simulated or schema.SimulatedCloud()
+    return SimulatedCloud(
+        config.controller_id or "simulated",
+        clock,
+        boot_delay=sim.boot_delay,
+        seed=sim.seed,
+        capacity=sim.capacity,
+        throttle_rate=sim.throttle_rate,
+        death_per_hour=sim.instance_death_per_hour,
+        spot_interruption_per_hour=sim.spot_interruption_per_hour,
+    )
+
+
 def build_cloud(config: ProviderConfig, clock: Clock) -> CloudClient:
-    controller_id = config.controller_id or "simulated"
     if config.cloud.provider is CloudProvider.SIMULATED:
-        sim = config.cloud.simulated or schema.SimulatedCloud()
-        return SimulatedCloud(
-            controller_id,
-            clock,
-            boot_delay=sim.boot_delay,
-            seed=sim.seed,
-            capacity=sim.capacity,
-            throttle_rate=sim.throttle_rate,
-            death_per_hour=sim.instance_death_per_hour,
-            spot_interruption_per_hour=sim.spot_interruption_per_hour,
-        )
+        return simulated_cloud(config, clock)
     raise ConfigError("provider.yaml", [f"cloud.provider: {config.cloud.provider.value!r} is not available in this build yet"])
 
 

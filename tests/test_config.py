@@ -114,7 +114,7 @@ INVALID = [
     ),
     pytest.param(
         "cloud: {provider: aws}\ncontrollerId: x\n" + MINIMAL,
-        ["cloud: provider is 'aws' but there is no 'aws' block (region at least)"],
+        ["cloud: provider is 'aws' but there is no 'aws' block"],
         id="aws-without-block",
     ),
     pytest.param(

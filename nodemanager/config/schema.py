@@ -41,6 +41,20 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True, use_enum_values=False)
 
 
+def _only_chosen_block(model: BaseModel, selector: str, blocks: dict[StrEnum, type[BaseModel] | None]) -> None:
+    """The block named by ``model.<selector>`` may be given (or is defaulted); the others
+    may not. A block without a default (``None``) must be given."""
+    chosen = getattr(model, selector)
+    for kind in blocks:
+        if kind is not chosen and getattr(model, kind.value) is not None:
+            raise ValueError(f"has a {kind.value!r} block but {selector} is {chosen.value!r}")
+    if getattr(model, chosen.value) is None:
+        default = blocks[chosen]
+        if default is None:
+            raise ValueError(f"{selector} is {chosen.value!r} but there is no {chosen.value!r} block")
+        object.__setattr__(model, chosen.value, default())
+
+
 # --- cloud ------------------------------------------------------------------------------
 
 
@@ -89,13 +103,7 @@ class Cloud(Model):
 
     @model_validator(mode="after")
     def _one_block(self) -> Cloud:
-        other = "aws" if self.provider is CloudProvider.SIMULATED else "simulated"
-        if getattr(self, other) is not None:
-            raise ValueError(f"has a {other!r} block but provider is {self.provider.value!r}")
-        if self.provider is CloudProvider.AWS and self.aws is None:
-            raise ValueError("provider is 'aws' but there is no 'aws' block (region at least)")
-        if self.provider is CloudProvider.SIMULATED and self.simulated is None:
-            object.__setattr__(self, "simulated", SimulatedCloud())
+        _only_chosen_block(self, "provider", {CloudProvider.SIMULATED: SimulatedCloud, CloudProvider.AWS: None})
         return self
 
 
@@ -144,12 +152,7 @@ class Cluster(Model):
 
     @model_validator(mode="after")
     def _one_block(self) -> Cluster:
-        other = "kubernetes" if self.source is ClusterSource.SIMULATED else "simulated"
-        if getattr(self, other) is not None:
-            raise ValueError(f"has a {other!r} block but source is {self.source.value!r}")
-        mine = self.source.value
-        if getattr(self, mine) is None:
-            object.__setattr__(self, mine, SimulatedCluster() if self.source is ClusterSource.SIMULATED else KubernetesCluster())
+        _only_chosen_block(self, "source", {ClusterSource.SIMULATED: SimulatedCluster, ClusterSource.KUBERNETES: KubernetesCluster})
         return self
 
 

@@ -27,7 +27,7 @@ from concurrent.futures import Executor
 
 from cloud.base import BootRequest, CloudClient, Instance, InstanceState
 from cloud.catalog import Catalog
-from cloud.errors import CloudError, InsufficientCapacity, NotFound, QuotaExceeded, Throttled, Unsupported
+from cloud.errors import CloudError, InsufficientCapacity, NotFound, OfferingError, QuotaExceeded, Throttled
 from nodemanager import __version__
 from nodemanager.cache import ClusterEventsHandler
 from nodemanager.clock import Clock
@@ -267,7 +267,7 @@ class NodeController:
                 log.warning("boot of %s throttled, retrying next loop: %s", name, exc)
                 self.metrics.boot_failures.labels("throttled").inc()
                 return
-            except (InsufficientCapacity, Unsupported) as exc:
+            except OfferingError as exc:
                 key = (exc.instance_type, exc.capacity_type, exc.zone)
                 if self.keeper.mark(key, now, str(exc)):
                     log.warning("offering %s/%s/%s marked unavailable for %ss: %s", *key, self.keeper.ttl, exc)
