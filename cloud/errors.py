@@ -38,6 +38,14 @@ class Unsupported(OfferingError):
     problem = "not supported there"
 
 
+class ZoneUnavailable(CloudError):
+    """Nothing can start in this zone for now (e.g. every subnet there is out of addresses)."""
+
+    def __init__(self, zone: str, detail: str = "") -> None:
+        self.zone = zone
+        super().__init__(f"zone {zone} is unavailable{': ' + detail if detail else ''}")
+
+
 class QuotaExceeded(CloudError):
     pass
 

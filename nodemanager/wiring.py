@@ -34,10 +34,14 @@ def simulated_cloud(config: ProviderConfig, clock: Clock) -> SimulatedCloud:
     )
 
 
-def build_cloud(config: ProviderConfig, clock: Clock) -> CloudClient:
+def build_cloud(config: ProviderConfig, clock: Clock, catalog: Catalog) -> CloudClient:
     if config.cloud.provider is CloudProvider.SIMULATED:
         return simulated_cloud(config, clock)
-    raise ConfigError("provider.yaml", [f"cloud.provider: {config.cloud.provider.value!r} is not available in this build yet"])
+    if config.cloud.aws is None:  # the schema requires the block; this keeps the types honest
+        raise ConfigError("provider.yaml", ["cloud.aws: required with cloud.provider aws"])
+    from cloud.aws.client import AwsCloud  # boto3 is imported only when EC2 is used
+
+    return AwsCloud(config.cloud.aws, config.controller_id or "", catalog, clock, boot_image=config.nodes.boot_image_spec)
 
 
 def build_cluster(config: ProviderConfig, clock: Clock, cloud: CloudClient, workload: list[Arrival] | None = None) -> ClusterSource:
@@ -59,6 +63,6 @@ def build_controller(
     executor: Executor | None = None,
     metrics: Metrics | None = None,
 ) -> NodeController:
-    cloud = cloud or build_cloud(config, clock)
+    cloud = cloud or build_cloud(config, clock, catalog)
     cluster = cluster or build_cluster(config, clock, cloud, workload)
     return NodeController(config, catalog, cloud, cluster, clock, executor=executor, metrics=metrics)

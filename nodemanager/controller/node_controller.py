@@ -27,7 +27,7 @@ from concurrent.futures import Executor
 
 from cloud.base import BootRequest, CloudClient, Instance, InstanceState
 from cloud.catalog import Catalog
-from cloud.errors import CloudError, InsufficientCapacity, NotFound, OfferingError, QuotaExceeded, Throttled
+from cloud.errors import CloudError, InsufficientCapacity, NotFound, OfferingError, QuotaExceeded, Throttled, ZoneUnavailable
 from nodemanager import __version__
 from nodemanager.cache import ClusterEventsHandler
 from nodemanager.clock import Clock
@@ -36,8 +36,10 @@ from nodemanager.config.schema import Pool, ProviderConfig
 from nodemanager.controller.dispenser import NodeDispenser
 from nodemanager.controller.executor import InlineExecutor
 from nodemanager.controller.timers import LoopTimer
+from nodemanager.errors import NodeManagerError
 from nodemanager.model import LIVE_STATES, ZERO, CapacityType, InstanceId, Node, NodeName, NodeState, PodKey
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, Decision, NodeSpec, ScalerSettings, UnavailabilityKeeper
+from nodemanager.scaler.unavailability import ANY_TYPE
 from nodemanager.status.metrics import Metrics
 
 log = logging.getLogger("nodemanager.controller")
@@ -273,11 +275,16 @@ class NodeController:
                     log.warning("offering %s/%s/%s marked unavailable for %ss: %s", *key, self.keeper.ttl, exc)
                 self._boot_failed(name, "insufficient_capacity" if isinstance(exc, InsufficientCapacity) else "unsupported", str(exc))
                 return
+            except ZoneUnavailable as exc:
+                for capacity in CapacityType:
+                    self.keeper.mark((ANY_TYPE, capacity, exc.zone), now, str(exc))
+                self._boot_failed(name, "zone_unavailable", str(exc))
+                return
             except QuotaExceeded as exc:
                 self.keeper.mark((node.instance_type, node.capacity_type, node.zone), now, str(exc))
                 self._boot_failed(name, "quota", str(exc))
                 return
-            except CloudError as exc:
+            except NodeManagerError as exc:  # any other refusal: the node is gone, its pods move on
                 self._boot_failed(name, "cloud_error", str(exc))
                 return
             if node.state is not NodeState.CREATING:

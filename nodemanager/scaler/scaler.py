@@ -35,6 +35,7 @@ from nodemanager.scaler import binpack
 from nodemanager.scaler.decision import Decision, NodeSpec, StopOrder
 from nodemanager.scaler.pools import Candidate, PoolView, node_node_info, offering_node_info, pool_views
 from nodemanager.scaler.snapshot import ClusterSnapshot
+from nodemanager.scaler.unavailability import ANY_TYPE
 from nodemanager.scheduling import CycleState, Framework, NodeInfo, Profile, Registry
 from nodemanager.scheduling.plugins.queue_sort import priority_key
 from nodemanager.scheduling.profile import DEFAULT_PROFILE
@@ -116,6 +117,11 @@ class _Run:
         self.kept: set[str] = set()  # nodes held for standby entries
         self.missing: list[tuple[PoolView, str, CapacityType, str | None, int]] = []  # standby to boot
         self.stopping: set[str] = set()  # idle past the grace: stopped by this decision
+
+    def _blocked(self, candidate: Candidate) -> bool:
+        """Marked unavailable: the offering itself, or its whole zone."""
+        o = candidate.offering
+        return o.key in self.unavailable or (ANY_TYPE, o.capacity_type, o.zone) in self.unavailable
 
     # -- 1. the picture -----------------------------------------------------------------
     def rebuild(self) -> list[Pod]:
@@ -262,7 +268,7 @@ class _Run:
                 for c in pending:
                     reasons[id(c)].append((f"pool {view.name}: {why}", False))
                 continue
-            available = [c for c in accepted if c.offering.key not in self.unavailable]
+            available = [c for c in accepted if not self._blocked(c)]
             usable = []
             for c in pending:
                 if not any(c.rep.requests.fits(a.allocatable) for a in accepted):
@@ -361,10 +367,7 @@ class _Run:
             options = [
                 c
                 for c in view.candidates
-                if c.itype.name == itype
-                and c.offering.capacity_type is capacity
-                and (not zone or c.offering.zone == zone)
-                and c.offering.key not in self.unavailable
+                if c.itype.name == itype and c.offering.capacity_type is capacity and (not zone or c.offering.zone == zone) and not self._blocked(c)
             ]
             budget = self._budget(view)
             for _ in range(want):

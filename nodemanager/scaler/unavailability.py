@@ -1,6 +1,7 @@
 """The unavailability keeper: offerings that recently failed to boot, skipped until expiry.
 
-Keyed by (instance type, capacity type, zone) so a spot shortage never blocks on-demand.
+Keyed by (instance type, capacity type, zone) so a spot shortage never blocks on-demand;
+an instance type of ``*`` marks a whole zone (its subnets are out of addresses).
 Entries are added only when absent: refreshing on every failure would extend an outage
 forever, because the failures themselves keep coming while it lasts (Milpa's lesson).
 """
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from nodemanager.model import CapacityType
 
 OfferingKey = tuple[str, CapacityType, str]
+ANY_TYPE = "*"  # as the instance type of a key: every type of that capacity type in that zone
 DEFAULT_TTL = 180.0  # seconds; Karpenter's UnavailableOfferingsTTL
 
 
@@ -38,8 +40,7 @@ class UnavailabilityKeeper:
         return True
 
     def is_unavailable(self, key: OfferingKey, now: float) -> bool:
-        entry = self._entries.get(key)
-        return entry is not None and entry.until > now
+        return any((e := self._entries.get(k)) is not None and e.until > now for k in (key, (ANY_TYPE, key[1], key[2])))
 
     def sweep(self, now: float) -> None:
         for key in [k for k, e in self._entries.items() if e.until <= now]:

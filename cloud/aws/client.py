@@ -1,0 +1,308 @@
+"""``AwsCloud``: the CloudClient for EC2, through boto3.
+
+* Boot: one RunInstances per node with a ClientToken derived from the node (EC2 returns
+  the same instance for a repeated token); before launching, an instance already tagged
+  with the node's name is returned instead, which also covers endpoints that ignore
+  tokens. The subnet is one of the zone's, skipping subnets that recently ran out of
+  addresses; when every subnet of a zone is out, the whole zone is reported so the
+  scaler moves on to another.
+* Find / describe / terminate: DescribeInstances filtered by the controller tag
+  (paginated), TerminateInstances in batches.
+* Errors: throttling, 5xx and dropped connections are retried by tenacity (exponential
+  backoff with jitter, bounded in attempts and time), then reported as Throttled; every
+  other failure is translated once (``errors.translate``) and never retried blindly.
+Credentials come only from the standard AWS chain; nothing here reads or logs them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential_jitter
+
+from cloud.aws.errors import NOT_FOUND, SubnetExhausted, code_of, is_retryable, translate
+from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState
+from cloud.catalog import Catalog
+from cloud.errors import CloudError, NotFound, Unsupported, ZoneUnavailable
+from nodemanager.clock import Clock
+from nodemanager.config.schema import AwsCloud as AwsSettings
+from nodemanager.config.schema import BootImageSpec
+from nodemanager.model import CapacityType
+
+log = logging.getLogger("nodemanager.cloud.aws")
+
+USER_DATA_LIMIT = 16 * 1024  # bytes, before base64: EC2's limit
+TERMINATE_BATCH = 500
+CACHE_SECONDS = 300.0  # images and subnets are looked up again after five minutes
+EXHAUSTED_SUBNET_SECONDS = 180.0
+_PLACEHOLDER = re.compile(r"\{(node_name|pool|labels|taints|controller_id|instance_type|zone|capacity_type)\}")
+_EC2_ARCH = {"x86_64": "x86_64", "arm64": "arm64", "i386": "i386"}
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 6
+    max_seconds: float = 30.0
+    initial: float = 0.5
+    cap: float = 8.0
+
+
+def render_user_data(template: str, values: Mapping[str, str]) -> str:
+    """Fill ``{node_name}``, ``{pool}``, ``{labels}``, ``{taints}`` and friends; every other
+    brace (shell ``${VAR}``, JSON) is left as written."""
+    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+
+
+class AwsCloud:
+    def __init__(
+        self,
+        settings: AwsSettings,
+        controller_id: str,
+        catalog: Catalog,
+        clock: Clock,
+        *,
+        boot_image: BootImageSpec | None = None,
+        session: boto3.session.Session | None = None,
+        retry: RetryPolicy = RetryPolicy(),
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.controller_id = controller_id
+        self.settings = settings
+        self.catalog = catalog
+        self.clock = clock
+        self.boot_image = boot_image or BootImageSpec()
+        self.retry = retry
+        self.sleep = sleep
+        session = session or boto3.session.Session()
+        # botocore's own retries are off: tenacity decides what is retried, and how often.
+        config = Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=60, user_agent_extra="nodemanager")
+        self.ec2 = session.client("ec2", region_name=settings.region, endpoint_url=settings.endpoint_url, config=config)
+        self._images: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._subnets: tuple[float, dict[str, list[str]]] | None = None
+        self._exhausted: dict[str, float] = {}
+
+    # -- calls --------------------------------------------------------------------------------
+    def _call(self, operation: str, **params: Any) -> Any:
+        """One EC2 call, retried only where retrying is safe; raises the raw botocore error."""
+        retrying = Retrying(
+            retry=retry_if_exception(is_retryable),
+            wait=wait_exponential_jitter(multiplier=self.retry.initial, max=self.retry.cap, jitter=self.retry.initial),
+            stop=stop_after_attempt(self.retry.attempts) | stop_after_delay(self.retry.max_seconds),
+            sleep=self.sleep,
+            reraise=True,
+            before_sleep=lambda state: log.info("%s throttled or failed transiently (attempt %d), retrying", operation, state.attempt_number),
+        )
+        return retrying(getattr(self.ec2, operation), **params)
+
+    def _checked(self, operation: str, **params: Any) -> Any:
+        try:
+            return self._call(operation, **params)
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc) from None
+
+    # -- CloudClient ---------------------------------------------------------------------------
+    def boot(self, request: BootRequest) -> Instance:
+        existing = self._find_node(request.node_name)
+        if existing is not None:
+            log.info("node %s already has instance %s: not launching again", request.node_name, existing.instance_id)
+            return existing
+        offering = {"instance_type": request.instance_type, "capacity_type": request.capacity_type, "zone": request.zone}
+        params = self._run_params(request)
+        for subnet in self._usable_subnets(request):
+            try:
+                reply = self._call("run_instances", **params, SubnetId=subnet)
+            except (ClientError, BotoCoreError) as exc:
+                error = translate(exc, subnet=subnet, **offering)
+                if isinstance(error, SubnetExhausted):
+                    log.warning("%s; trying the zone's other subnets", error)
+                    self._exhausted[subnet] = self.clock.now() + EXHAUSTED_SUBNET_SECONDS
+                    continue
+                raise error from None
+            return self._instance(reply["Instances"][0])
+        raise ZoneUnavailable(request.zone, "every subnet there is out of addresses")
+
+    def terminate(self, instance_ids: Sequence[str]) -> None:
+        ids = list(instance_ids)
+        for start in range(0, len(ids), TERMINATE_BATCH):
+            batch = ids[start : start + TERMINATE_BATCH]
+            try:
+                self._call("terminate_instances", InstanceIds=batch)
+            except ClientError as exc:
+                if code_of(exc) not in NOT_FOUND:
+                    raise translate(exc) from None
+                # Some are already gone: terminate the rest one by one.
+                for instance_id in batch:
+                    try:
+                        self._call("terminate_instances", InstanceIds=[instance_id])
+                    except ClientError as one:
+                        if code_of(one) not in NOT_FOUND:
+                            raise translate(one) from None
+            except BotoCoreError as exc:
+                raise translate(exc) from None
+
+    def list_instances(self) -> list[Instance]:
+        return self._describe(
+            [{"Name": f"tag:{CONTROLLER_TAG}", "Values": [self.controller_id]}, {"Name": "instance-state-name", "Values": ["pending", "running"]}]
+        )
+
+    def describe(self, instance_id: str) -> Instance:
+        try:
+            reply = self._call("describe_instances", InstanceIds=[instance_id])
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc) from None
+        for reservation in reply.get("Reservations", []):
+            for record in reservation.get("Instances", []):
+                return self._instance(record)
+        raise NotFound(instance_id)
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _describe(self, filters: list[dict[str, Any]]) -> list[Instance]:
+        out: list[Instance] = []
+        token: str | None = None
+        while True:
+            params: dict[str, Any] = {"Filters": filters, "MaxResults": 100}
+            if token:
+                params["NextToken"] = token
+            reply = self._checked("describe_instances", **params)
+            out += [self._instance(i) for r in reply.get("Reservations", []) for i in r.get("Instances", [])]
+            token = reply.get("NextToken")
+            if not token:
+                return sorted(out, key=lambda i: i.instance_id)
+
+    def _find_node(self, node_name: str) -> Instance | None:
+        found = self._describe(
+            [
+                {"Name": f"tag:{CONTROLLER_TAG}", "Values": [self.controller_id]},
+                {"Name": f"tag:{NODE_TAG}", "Values": [node_name]},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            ]
+        )
+        return found[0] if found else None
+
+    def _instance(self, record: Mapping[str, Any]) -> Instance:
+        tags = {t["Key"]: t["Value"] for t in record.get("Tags", [])}
+        launched = record.get("LaunchTime")
+        state = record.get("State", {}).get("Name", "pending")
+        return Instance(
+            instance_id=record["InstanceId"],
+            node_name=tags.get(NODE_TAG, ""),
+            pool=tags.get(POOL_TAG, ""),
+            instance_type=record.get("InstanceType", ""),
+            capacity_type=CapacityType.SPOT if record.get("InstanceLifecycle") == "spot" else CapacityType.ON_DEMAND,
+            zone=record.get("Placement", {}).get("AvailabilityZone", ""),
+            state=InstanceState(state) if state in InstanceState._value2member_map_ else InstanceState.SHUTTING_DOWN,
+            launched_at=launched.timestamp() if hasattr(launched, "timestamp") else self.clock.now(),
+            tags=tags,
+        )
+
+    def _run_params(self, request: BootRequest) -> dict[str, Any]:
+        tags = {**self.settings.tags, "Name": request.node_name, CONTROLLER_TAG: self.controller_id, NODE_TAG: request.node_name, POOL_TAG: request.pool}
+        tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+        params: dict[str, Any] = {
+            "MinCount": 1,
+            "MaxCount": 1,
+            "InstanceType": request.instance_type,
+            "ClientToken": request.token,
+            "TagSpecifications": [{"ResourceType": "instance", "Tags": tag_list}, {"ResourceType": "volume", "Tags": tag_list}],
+        }
+        if self.boot_image.launch_template:
+            key = "LaunchTemplateId" if self.boot_image.launch_template.startswith("lt-") else "LaunchTemplateName"
+            params["LaunchTemplate"] = {key: self.boot_image.launch_template, "Version": "$Default"}
+        else:
+            image = self._image(request)
+            params["ImageId"] = image["ImageId"]
+            root = image.get("RootDeviceName") or "/dev/xvda"
+            params["BlockDeviceMappings"] = [
+                {"DeviceName": root, "Ebs": {"VolumeSize": max(1, -(-request.volume_bytes // 2**30)), "VolumeType": "gp3", "DeleteOnTermination": True}}
+            ]
+        if self.settings.security_groups:
+            params["SecurityGroupIds"] = list(self.settings.security_groups)
+        if self.settings.instance_profile:
+            profile = self.settings.instance_profile
+            params["IamInstanceProfile"] = {"Arn": profile} if ":" in profile else {"Name": profile}
+        if self.settings.user_data is not None:
+            params["UserData"] = self._user_data(request)
+        if request.capacity_type is CapacityType.SPOT:
+            params["InstanceMarketOptions"] = {
+                "MarketType": "spot",
+                "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
+            }
+        return params
+
+    def _user_data(self, request: BootRequest) -> str:
+        template = self.settings.user_data.get_secret_value() if self.settings.user_data else ""
+        values = {
+            "node_name": request.node_name,
+            "pool": request.pool,
+            "labels": ",".join(f"{k}={v}" for k, v in sorted(request.labels.items())),
+            "taints": ",".join(f"{t.key}={t.value}:{t.effect}" for t in request.taints),
+            "controller_id": self.controller_id,
+            "instance_type": request.instance_type,
+            "zone": request.zone,
+            "capacity_type": request.capacity_type.value,
+        }
+        text = render_user_data(template, values)
+        size = len(text.encode())
+        if size > USER_DATA_LIMIT:
+            raise CloudError(f"user data for {request.node_name} is {size} bytes, over EC2's limit of {USER_DATA_LIMIT}: shorten cloud.aws.userData")
+        return text
+
+    def _image(self, request: BootRequest) -> dict[str, Any]:
+        itype = self.catalog.get(request.instance_type)
+        arch = next((_EC2_ARCH[a] for a in (itype.architectures if itype else ("x86_64",)) if a in _EC2_ARCH), "x86_64")
+        cached = self._images.get(arch)
+        if cached is not None and self.clock.now() - cached[0] < CACHE_SECONDS:
+            return cached[1]
+        spec = self.boot_image
+        if spec.image_ids:
+            images = self._checked("describe_images", ImageIds=list(spec.image_ids)).get("Images", [])
+        elif spec.owners or spec.filters:
+            filters = [{"Name": k, "Values": list(v)} for k, v in sorted(spec.filters.items())] + [{"Name": "architecture", "Values": [arch]}]
+            params: dict[str, Any] = {"Filters": filters}
+            if spec.owners:
+                params["Owners"] = list(spec.owners)
+            images = self._checked("describe_images", **params).get("Images", [])
+        else:
+            raise CloudError("nodes.bootImageSpec is empty: give imageIDs, owners/filters or a launchTemplate for cloud.provider aws")
+        matching = [i for i in images if i.get("Architecture", arch) == arch]
+        if not matching:
+            if cached is not None:
+                log.warning("no %s image matches nodes.bootImageSpec now; keeping %s", arch, cached[1]["ImageId"])
+                return cached[1]
+            raise Unsupported(request.instance_type, request.capacity_type, request.zone, f"no {arch} image matches nodes.bootImageSpec")
+        newest = max(matching, key=lambda i: (i.get("CreationDate", ""), i["ImageId"]))
+        self._images[arch] = (self.clock.now(), newest)
+        return newest
+
+    def _subnets_by_zone(self) -> dict[str, list[str]]:
+        if self._subnets is not None and self.clock.now() - self._subnets[0] < CACHE_SECONDS:
+            return self._subnets[1]
+        if self.settings.subnets:
+            params: dict[str, Any] = {"SubnetIds": list(self.settings.subnets)}
+        elif self.settings.subnet_selector:
+            params = {"Filters": [{"Name": f"tag:{k}", "Values": [v]} for k, v in sorted(self.settings.subnet_selector.items())]}
+        else:
+            params = {"Filters": [{"Name": "default-for-az", "Values": ["true"]}]}
+        by_zone: dict[str, list[str]] = {}
+        for subnet in self._checked("describe_subnets", **params).get("Subnets", []):
+            by_zone.setdefault(subnet["AvailabilityZone"], []).append(subnet["SubnetId"])
+        self._subnets = (self.clock.now(), {z: sorted(ids) for z, ids in by_zone.items()})
+        return self._subnets[1]
+
+    def _usable_subnets(self, request: BootRequest) -> list[str]:
+        subnets = self._subnets_by_zone().get(request.zone, [])
+        if not subnets:
+            raise Unsupported(request.instance_type, request.capacity_type, request.zone, f"no configured subnet is in {request.zone}")
+        now = self.clock.now()
+        usable = [s for s in subnets if self._exhausted.get(s, 0.0) <= now]
+        if not usable:
+            raise ZoneUnavailable(request.zone, f"subnets {', '.join(subnets)} recently ran out of addresses")
+        return usable

@@ -1,0 +1,60 @@
+"""The one place that reads EC2 error codes: botocore errors become the project's types."""
+
+from __future__ import annotations
+
+from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, EndpointConnectionError
+
+from cloud.errors import CloudError, InsufficientCapacity, NotFound, QuotaExceeded, Throttled, Unsupported
+from nodemanager.model import CapacityType
+
+CAPACITY = frozenset({"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity", "InsufficientReservedInstanceCapacity"})
+ADDRESSES = frozenset({"InsufficientFreeAddressesInSubnet", "InsufficientAddressCapacity"})
+QUOTA = frozenset({"InstanceLimitExceeded", "MaxSpotInstanceCountExceeded", "VcpuLimitExceeded", "SpotMaxPriceTooLow"})
+THROTTLING = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled", "TooManyRequestsException"})
+NOT_FOUND = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
+
+
+class SubnetExhausted(CloudError):
+    """A subnet has no free addresses; the provider tries the zone's other subnets first."""
+
+    def __init__(self, subnet: str, zone: str, detail: str) -> None:
+        self.subnet = subnet
+        self.zone = zone
+        super().__init__(f"subnet {subnet} in {zone} has no free addresses: {detail}")
+
+
+def code_of(exc: BaseException) -> str:
+    if isinstance(exc, ClientError):
+        return str(exc.response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Throttling, 5xx and dropped connections: safe to retry. Nothing else is."""
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        return code_of(exc) in THROTTLING or status >= 500 or code_of(exc) in ("InternalError", "ServiceUnavailable", "Unavailable")
+    return isinstance(exc, EndpointConnectionError | ConnectionError)
+
+
+def translate(
+    exc: BaseException, *, instance_type: str = "", capacity_type: CapacityType = CapacityType.ON_DEMAND, zone: str = "", subnet: str = ""
+) -> CloudError:
+    """The project's error for a botocore failure of a call about this offering."""
+    code = code_of(exc)
+    message = exc.response.get("Error", {}).get("Message", str(exc)) if isinstance(exc, ClientError) else str(exc)
+    if code in CAPACITY:
+        return InsufficientCapacity(instance_type, capacity_type, zone, f"{code}: {message}")
+    if code in ADDRESSES:
+        return SubnetExhausted(subnet, zone, f"{code}: {message}")
+    if code in QUOTA:
+        return QuotaExceeded(f"{code}: {message}")
+    if code in {"Unsupported", "UnsupportedOperation"}:
+        return Unsupported(instance_type, capacity_type, zone, f"{code}: {message}")
+    if code in NOT_FOUND:
+        return NotFound(message)
+    if is_retryable(exc):
+        return Throttled(f"{code or type(exc).__name__}: {message} (retries exhausted)")
+    if isinstance(exc, BotoCoreError | ClientError):
+        return CloudError(f"{code or type(exc).__name__}: {message}")
+    return CloudError(str(exc))

@@ -1,0 +1,271 @@
+"""The EC2 provider against moto in process, with faults injected into the real client."""
+
+from __future__ import annotations
+
+import base64
+
+import boto3
+import pytest
+from aws_helpers import REGION, default_subnets, error_reply, inject, moto_env, throttle_share
+from aws_helpers import aws_cloud as make_cloud
+from botocore.exceptions import ClientError, EndpointConnectionError
+
+from cloud.aws.client import USER_DATA_LIMIT, render_user_data
+from cloud.aws.errors import SubnetExhausted, is_retryable, translate
+from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, InstanceState
+from cloud.errors import CloudError, InsufficientCapacity, NotFound, QuotaExceeded, Throttled, Unsupported, ZoneUnavailable
+from nodemanager.config.schema import BootImageSpec
+from nodemanager.model import CapacityType, Taint, TaintEffect
+
+OD, SPOT = CapacityType.ON_DEMAND, CapacityType.SPOT
+TEMPLATE = "#!/bin/bash\nexport NODE={node_name} POOL={pool}\nbootstrap --labels={labels} --taints={taints} ${KEEP_ME}\n"
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    with moto_env(monkeypatch):
+        yield boto3.client("ec2", region_name=REGION)
+
+
+def request(name="n1", itype="m5.large", capacity=OD, zone="us-east-1a", token=None, **kw):
+    return BootRequest(name, "general", itype, capacity, zone, token or f"token-{name}", 50 * 2**30, **kw)
+
+
+def instance_record(ec2, instance_id):
+    return ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
+
+
+# -- boot -------------------------------------------------------------------------------------
+
+
+def test_boot_on_demand_with_tags_image_subnet_volume_and_user_data(aws, catalog):
+    iam = boto3.client("iam", region_name=REGION)
+    iam.create_instance_profile(InstanceProfileName="nm-node")
+    cloud = make_cloud(catalog, tags={"team": "platform"}, user_data=TEMPLATE, instance_profile="nm-node")
+    labels = {"workload": "general", "node.kubernetes.io/instance-type": "m5.large"}
+    instance = cloud.boot(request(zone="us-east-1b", labels=labels, taints=(Taint("dedicated", TaintEffect.NO_SCHEDULE, "web"),)))
+    assert (instance.node_name, instance.pool, instance.instance_type, instance.capacity_type, instance.zone) == ("n1", "general", "m5.large", OD, "us-east-1b")
+    record = instance_record(aws, instance.instance_id)
+    tags = {t["Key"]: t["Value"] for t in record["Tags"]}
+    assert tags == {"Name": "n1", CONTROLLER_TAG: "test", NODE_TAG: "n1", POOL_TAG: "general", "team": "platform"}
+    assert record["SubnetId"] == default_subnets()["us-east-1b"]
+    newest = max(
+        aws.describe_images(Owners=["amazon"], Filters=[{"Name": "name", "Values": ["amzn2-ami-hvm-*-gp2"]}, {"Name": "architecture", "Values": ["x86_64"]}])[
+            "Images"
+        ],
+        key=lambda i: (i["CreationDate"], i["ImageId"]),
+    )
+    assert record["ImageId"] == newest["ImageId"]
+    assert record["IamInstanceProfile"]["Arn"].endswith("/nm-node")
+    volume = aws.describe_volumes(Filters=[{"Name": "attachment.instance-id", "Values": [instance.instance_id]}])["Volumes"][0]
+    assert volume["Size"] == 50
+    user_data = base64.b64decode(aws.describe_instance_attribute(InstanceId=instance.instance_id, Attribute="userData")["UserData"]["Value"]).decode()
+    assert "export NODE=n1 POOL=general" in user_data
+    assert "--labels=node.kubernetes.io/instance-type=m5.large,workload=general" in user_data
+    assert "--taints=dedicated=web:NoSchedule" in user_data
+    assert "${KEEP_ME}" in user_data
+
+
+def test_boot_spot_uses_one_time_market_options(aws, catalog):
+    cloud = make_cloud(catalog)
+    calls = inject(cloud, "RunInstances", lambda p: None)
+    instance = cloud.boot(request(capacity=SPOT))
+    assert instance.capacity_type is SPOT
+    assert instance_record(aws, instance.instance_id)["InstanceLifecycle"] == "spot"
+    assert calls[0]["InstanceMarketOptions.MarketType"] == "spot"
+    assert calls[0]["InstanceMarketOptions.SpotOptions.SpotInstanceType"] == "one-time"
+    assert calls[0]["InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior"] == "terminate"
+
+
+def test_boot_is_idempotent_and_sends_the_client_token(aws, catalog):
+    cloud = make_cloud(catalog)
+    calls = inject(cloud, "RunInstances", lambda p: None)
+    first = cloud.boot(request(token="tok-123"))
+    again = cloud.boot(request(token="tok-123"))
+    assert first.instance_id == again.instance_id
+    assert [c["ClientToken"] for c in calls] == ["tok-123"]  # the second boot found the tagged instance
+    restarted = make_cloud(catalog)  # a new process with the same controller id
+    assert restarted.boot(request(token="tok-123")).instance_id == first.instance_id
+    assert len(cloud.list_instances()) == 1
+
+
+def test_image_resolution_explicit_ids_and_newest_match(aws, catalog):
+    ami = aws.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    explicit = make_cloud(catalog, boot_image=BootImageSpec(image_ids=[ami]))
+    assert instance_record(aws, explicit.boot(request("n1")).instance_id)["ImageId"] == ami
+    cloud = make_cloud(catalog)
+    replies = {"Images": [{"ImageId": ami, "CreationDate": "2025-01-01T00:00:00.000Z", "Architecture": "x86_64", "RootDeviceName": "/dev/xvda"}]}
+    other = aws.describe_images(Owners=["amazon"])["Images"][1]["ImageId"]
+    replies["Images"].append({"ImageId": other, "CreationDate": "2026-06-01T00:00:00.000Z", "Architecture": "x86_64", "RootDeviceName": "/dev/sda1"})
+    calls = inject(
+        cloud, "DescribeImages", lambda p: (type("R", (), {"status_code": 200, "headers": {}})(), {**replies, "ResponseMetadata": {"HTTPStatusCode": 200}})
+    )
+    second = cloud.boot(request("n2"))
+    third = cloud.boot(request("n3"))
+    assert instance_record(aws, second.instance_id)["ImageId"] == other  # the newest match
+    assert instance_record(aws, third.instance_id)["ImageId"] == other
+    assert len(calls) == 1  # cached for the next boot
+
+
+def test_arm_types_get_an_arm_image_or_are_unsupported(aws, catalog):
+    arm = make_cloud(catalog).boot(request("n1", itype="m6g.large"))
+    assert aws.describe_images(ImageIds=[instance_record(aws, arm.instance_id)["ImageId"]])["Images"][0]["Architecture"] == "arm64"
+    x86_only = make_cloud(catalog, controller_id="other", boot_image=BootImageSpec(owners=["amazon"], filters={"name": ["*x86_64*"]}))
+    with pytest.raises(Unsupported, match="no arm64 image"):
+        x86_only.boot(request("n2", itype="m6g.large"))
+
+
+def test_empty_boot_image_spec_is_a_clear_error(aws, catalog):
+    with pytest.raises(CloudError, match="nodes.bootImageSpec is empty"):
+        make_cloud(catalog, boot_image=BootImageSpec()).boot(request())
+
+
+def test_subnet_selection(aws, catalog):
+    subnets = default_subnets()
+    cloud = make_cloud(catalog, subnets=[subnets["us-east-1a"], subnets["us-east-1c"]])
+    assert cloud.boot(request("n1", zone="us-east-1c")).zone == "us-east-1c"
+    with pytest.raises(Unsupported, match="no configured subnet is in us-east-1b"):
+        cloud.boot(request("n2", zone="us-east-1b"))
+    aws.create_tags(Resources=[subnets["us-east-1d"]], Tags=[{"Key": "nodemanager", "Value": "yes"}])
+    selected = make_cloud(catalog, subnet_selector={"nodemanager": "yes"})
+    assert selected.boot(request("n3", zone="us-east-1d")).zone == "us-east-1d"
+
+
+def test_user_data_over_16kb_is_refused_before_the_call(aws, catalog):
+    cloud = make_cloud(catalog, user_data="#" * (USER_DATA_LIMIT + 1))
+    calls = inject(cloud, "RunInstances", lambda p: None)
+    with pytest.raises(CloudError, match="over EC2's limit"):
+        cloud.boot(request())
+    assert calls == []
+
+
+def test_render_user_data_leaves_other_braces():
+    assert render_user_data("{node_name} ${HOME} {unknown} {{x}}", {"node_name": "n1"}) == "n1 ${HOME} {unknown} {{x}}"
+
+
+# -- find, describe, terminate --------------------------------------------------------------
+
+
+def test_list_paginates_over_hundreds_and_terminate_batches(aws, catalog):
+    cloud = make_cloud(catalog)
+    image = aws.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    tags = [{"Key": CONTROLLER_TAG, "Value": "test"}, {"Key": NODE_TAG, "Value": "bulk"}]
+    aws.run_instances(ImageId=image, MinCount=230, MaxCount=230, InstanceType="m5.large", TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])
+    aws.run_instances(ImageId=image, MinCount=3, MaxCount=3, InstanceType="m5.large")  # not ours
+    listed = cloud.list_instances()
+    assert len(listed) == 230
+    terminates = inject(cloud, "TerminateInstances", lambda p: None)
+    cloud.terminate([i.instance_id for i in listed] + ["i-0123456789abcdef0"])  # one already unknown
+    assert cloud.list_instances() == []
+    assert len(terminates) >= 1
+    assert cloud.describe(listed[0].instance_id).state is InstanceState.TERMINATED
+
+
+def test_list_follows_next_token(aws, catalog):
+    """moto answers in one page; EC2 pages by 100. Pages injected into the real client."""
+    cloud = make_cloud(catalog)
+    record = {"InstanceId": "", "InstanceType": "m5.large", "State": {"Name": "running"}, "Placement": {"AvailabilityZone": "us-east-1a"}, "Tags": []}
+    pages = {None: ("t1", ["i-1", "i-2"]), "t1": ("t2", ["i-3"]), "t2": (None, ["i-4"])}
+
+    def page(params):
+        following, ids = pages[params.get("NextToken")]
+        body = {"Reservations": [{"Instances": [{**record, "InstanceId": i} for i in ids]}], "ResponseMetadata": {"HTTPStatusCode": 200}}
+        if following:
+            body["NextToken"] = following
+        return type("R", (), {"status_code": 200, "headers": {}})(), body
+
+    calls = inject(cloud, "DescribeInstances", page)
+    assert [i.instance_id for i in cloud.list_instances()] == ["i-1", "i-2", "i-3", "i-4"]
+    assert [int(c["MaxResults"]) for c in calls] == [100, 100, 100]
+
+
+def test_describe_unknown_is_not_found(aws, catalog):
+    with pytest.raises(NotFound):
+        make_cloud(catalog).describe("i-0123456789abcdef0")
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+def client_error(code, status=400):
+    return ClientError({"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "RunInstances")
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "kind"),
+    [
+        ("InsufficientInstanceCapacity", 400, InsufficientCapacity),
+        ("InsufficientCapacity", 400, InsufficientCapacity),
+        ("InsufficientFreeAddressesInSubnet", 400, SubnetExhausted),
+        ("InsufficientAddressCapacity", 400, SubnetExhausted),
+        ("InstanceLimitExceeded", 400, QuotaExceeded),
+        ("MaxSpotInstanceCountExceeded", 400, QuotaExceeded),
+        ("VcpuLimitExceeded", 400, QuotaExceeded),
+        ("Unsupported", 400, Unsupported),
+        ("RequestLimitExceeded", 503, Throttled),
+        ("Throttling", 400, Throttled),
+        ("InternalError", 500, Throttled),
+        ("InvalidInstanceID.NotFound", 400, NotFound),
+        ("InvalidParameterValue", 400, CloudError),
+        ("UnauthorizedOperation", 403, CloudError),
+    ],
+)
+def test_error_codes_map_to_types(code, status, kind):
+    error = translate(client_error(code, status), instance_type="m5.large", capacity_type=SPOT, zone="us-east-1b", subnet="subnet-1")
+    assert type(error) is kind
+    if isinstance(error, InsufficientCapacity | Unsupported):
+        assert (error.instance_type, error.capacity_type, error.zone) == ("m5.large", SPOT, "us-east-1b")  # spot recorded as spot
+
+
+def test_only_throttling_5xx_and_connection_errors_are_retryable():
+    assert is_retryable(client_error("RequestLimitExceeded", 503))
+    assert is_retryable(client_error("Whatever", 502))
+    assert is_retryable(EndpointConnectionError(endpoint_url="http://127.0.0.1:1"))
+    assert not is_retryable(client_error("InsufficientInstanceCapacity"))
+    assert not is_retryable(client_error("InvalidParameterValue"))
+
+
+def test_throttled_calls_are_retried_with_backoff_then_give_up(aws, catalog):
+    sleeps: list[float] = []
+    cloud = make_cloud(catalog, sleeps=sleeps)
+    always = inject(cloud, "RunInstances", lambda p: error_reply("RequestLimitExceeded", 503))
+    with pytest.raises(Throttled, match="retries exhausted"):
+        cloud.boot(request())
+    assert len(always) == 6  # bounded attempts
+    assert len(sleeps) == 5
+    assert all(0 < s <= 8.5 for s in sleeps)
+    assert sleeps[-1] > sleeps[0]  # exponential, with jitter
+
+
+def test_capacity_errors_are_not_retried(aws, catalog):
+    cloud = make_cloud(catalog)
+    calls = inject(cloud, "RunInstances", lambda p: error_reply("InsufficientInstanceCapacity"))
+    with pytest.raises(InsufficientCapacity) as err:
+        cloud.boot(request(capacity=SPOT, zone="us-east-1c"))
+    assert len(calls) == 1
+    assert (err.value.capacity_type, err.value.zone) == (SPOT, "us-east-1c")
+
+
+def test_thirty_percent_throttling_still_boots_everything(aws, catalog):
+    cloud = make_cloud(catalog)
+    inject(cloud, "*", throttle_share(0.3, seed=4))
+    ids = {cloud.boot(request(f"n{i}")).instance_id for i in range(20)}
+    assert len(ids) == 20
+    cloud.ec2.meta.events.unregister("before-call.ec2", None)
+    names = sorted(i.node_name for i in make_cloud(catalog).list_instances())
+    assert names == sorted(f"n{i}" for i in range(20))  # each launched exactly once
+
+
+def test_exhausted_subnet_falls_back_to_the_zones_other_subnet_then_reports_the_zone(aws, catalog):
+    subnets = default_subnets()
+    vpc = aws.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
+    extra = aws.create_subnet(VpcId=vpc, CidrBlock="172.31.200.0/24", AvailabilityZone="us-east-1a")["Subnet"]["SubnetId"]
+    cloud = make_cloud(catalog, subnets=[subnets["us-east-1a"], extra, subnets["us-east-1b"]])
+    full = {subnets["us-east-1a"]}
+    inject(cloud, "RunInstances", lambda p: error_reply("InsufficientFreeAddressesInSubnet") if p.get("SubnetId") in full else None)
+    first = cloud.boot(request("n1"))
+    assert instance_record(aws, first.instance_id)["SubnetId"] == extra
+    full.add(extra)
+    with pytest.raises(ZoneUnavailable) as err:
+        cloud.boot(request("n2"))
+    assert err.value.zone == "us-east-1a"
