@@ -116,7 +116,7 @@ def test_arm_types_get_an_arm_image_or_are_unsupported(aws, catalog):
 
 
 def test_empty_boot_image_spec_is_a_clear_error(aws, catalog):
-    with pytest.raises(CloudError, match="nodes.bootImageSpec is empty"):
+    with pytest.raises(CloudError, match=r"nodes\.bootImageSpec is empty"):
         make_cloud(catalog, boot_image=BootImageSpec()).boot(request())
 
 
