@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from builders import CATALOG, OD, SPOT, binpack_pool, cell_pool, pod
 
+from collections.abc import Callable
+
+from cloud.base import CloudClient
+from cloud.catalog import Catalog
 from cloud.simulated import SimulatedCloud
 from nodemanager.clock import VirtualClock
 from nodemanager.cluster.simulated import SimulatedCluster
@@ -27,8 +31,11 @@ class Harness:
         boot_timeout: float = 300.0,
         healthy_timeout: float = 90.0,
         max_boots: int = 10,
+        catalog: Catalog = CATALOG,
+        cloud: Callable[[VirtualClock], CloudClient] | None = None,
         **cloud_kw: object,
     ) -> None:
+        self.catalog = catalog
         self.config = ProviderConfig(
             controller_id="test",
             pools=list(pools) or [cell_pool()],
@@ -43,13 +50,13 @@ class Harness:
             loops=Loops(pool=7, heartbeat=10, reaper=10, orphan_gc=60),
         )
         self.clock = VirtualClock(1000.0)
-        self.cloud = SimulatedCloud("test", self.clock, boot_delay=boot_delay, **cloud_kw)  # type: ignore[arg-type]
+        self.cloud = cloud(self.clock) if cloud else SimulatedCloud("test", self.clock, boot_delay=boot_delay, **cloud_kw)  # type: ignore[arg-type]
         self.cluster = SimulatedCluster(self.clock, self.cloud, arrivals or [], register_delay=register_delay)
         self.controller = self.new_controller()
 
     def new_controller(self) -> NodeController:
         """A fresh controller process over the same cloud and cluster (a restart)."""
-        controller = NodeController(self.config, CATALOG, self.cloud, self.cluster, self.clock, executor=InlineExecutor())
+        controller = NodeController(self.config, self.catalog, self.cloud, self.cluster, self.clock, executor=InlineExecutor())
         controller.recover()
         self.driver = VirtualDriver(controller, self.clock, self.config.loops.intervals())
         self.controller = controller

@@ -1,0 +1,70 @@
+"""The controller booting through the EC2 provider on moto, with faults on the real client."""
+
+from __future__ import annotations
+
+import pytest
+from aws_helpers import default_subnets, error_reply, inject, moto_env, throttle_share
+from aws_helpers import aws_cloud as make_cloud
+from harness import Harness, arrive
+
+from nodemanager.config.schema import Pool
+from nodemanager.model import CapacityType, NodeState
+
+OD = CapacityType.ON_DEMAND
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    with moto_env(monkeypatch):
+        yield
+
+
+def pool(**kw):
+    return Pool(**{"name": "general", "instance_types": ["m5.large", "m5.xlarge", "c5.xlarge"], "capacity_types": [OD], "zones": ["us-east-1a", "us-east-1b"], **kw})
+
+
+def harness(catalog, pods, **kw):
+    clouds = []
+
+    def factory(clock):
+        cloud = make_cloud(catalog, clock=clock)
+        clouds.append(cloud)
+        return cloud
+
+    h = Harness(pool(), arrivals=pods, catalog=catalog, cloud=factory, register_delay=5, **kw)
+    return h, clouds[0]
+
+
+def test_capacity_error_for_one_offering_moves_to_the_next_cheapest(aws, catalog):
+    h, cloud = harness(catalog, [arrive("p1", cpu="500m")])
+    run_calls = inject(cloud, "RunInstances", lambda p: error_reply("InsufficientInstanceCapacity") if p["InstanceType"] == "m5.large" and p["SubnetId"] == default_subnets()["us-east-1a"] else None)
+    h.run(1)
+    assert [(c["InstanceType"], c["SubnetId"]) for c in run_calls] == [("m5.large", default_subnets()["us-east-1a"])]
+    assert [(u["instance_type"], u["zone"]) for u in h.controller.keeper.dump(h.clock.now())] == [("m5.large", "us-east-1a")]
+    h.run(40)
+    [live] = [n for n in h.controller.nodes.values() if n.state is not NodeState.TERMINATED]
+    assert (live.instance_type, live.zone) == ("m5.large", "us-east-1b")  # the next cheapest offering
+    assert h.bound() == {"default/p1": live.name}
+
+
+def test_address_exhausted_subnet_falls_back_to_another_zone(aws, catalog):
+    h, cloud = harness(catalog, [arrive("p1", cpu="500m")])
+    exhausted = default_subnets()["us-east-1a"]
+    inject(cloud, "RunInstances", lambda p: error_reply("InsufficientFreeAddressesInSubnet") if p["SubnetId"] == exhausted else None)
+    h.run(1)
+    assert {(u["instance_type"], u["zone"]) for u in h.controller.keeper.dump(h.clock.now())} == {("*", "us-east-1a")}
+    h.run(40)
+    [live] = [n for n in h.controller.nodes.values() if n.state is not NodeState.TERMINATED]
+    assert live.zone == "us-east-1b"
+    assert h.bound() == {"default/p1": live.name}
+
+
+def test_thirty_percent_throttling_converges(aws, catalog):
+    pods = [arrive(f"p{i}", cpu="1500m", memory="2Gi") for i in range(12)]
+    h, cloud = harness(catalog, pods)
+    inject(cloud, "*", throttle_share(0.3, seed=11))
+    h.run(180)
+    assert len(h.bound()) == 12
+    launched = [i.node_name for i in make_cloud(catalog, controller_id="test").list_instances()]
+    assert len(launched) == len(set(launched))  # nothing launched twice
+    assert set(launched) == {n for n, node in h.controller.nodes.items() if node.state is not NodeState.TERMINATED}
