@@ -73,3 +73,13 @@ class CloudClient(Protocol):
     def describe(self, instance_id: str) -> Instance:
         """One instance; raises NotFound."""
         ...
+
+    def fetch_prices(self) -> PriceUpdate | None:
+        """Current prices, or None where the cloud has no live prices. Raises CloudError."""
+        ...
+
+
+@dataclass(frozen=True)
+class PriceUpdate:
+    on_demand: Mapping[str, float] = field(default_factory=dict)  # instance type -> USD/h
+    spot: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (instance type, zone) -> USD/h

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,21 @@ class Catalog:
             available = sorted(p.stem for p in DATA_DIR.glob("*.json"))
             raise FileNotFoundError(f"no bundled catalog for region {region!r}; bundled: {available}")
         return cls.from_file(path, spot_price_fraction)
+
+    def with_prices(self, on_demand: Mapping[str, float], spot: Mapping[tuple[str, str], float], source: str) -> Catalog:
+        """A copy with fresher prices: on-demand per type, spot per (type, zone). What a
+        source does not mention keeps its current price."""
+        types = []
+        for t in self._types.values():
+            od = on_demand.get(t.name, t.on_demand_price)
+            offerings = []
+            for o in t.offerings:
+                if o.capacity_type is CapacityType.ON_DEMAND:
+                    offerings.append(replace(o, price=od))
+                else:
+                    offerings.append(replace(o, price=spot.get((t.name, o.zone), o.price)))
+            types.append(replace(t, on_demand_price=od, offerings=tuple(offerings)))
+        return Catalog(types, self.region, source)
 
     # -- lookups ------------------------------------------------------------------------
     def __len__(self) -> int:

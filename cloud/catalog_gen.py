@@ -24,18 +24,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from cloud.aws.pricing import PRICING_REGION, on_demand_prices
 from nodemanager.model.instance_type import eni_max_pods
 
 DATA_DIR = Path(__file__).parent / "data"
-# The Pricing API names regions by their long name.
-REGION_NAMES = {
-    "us-east-1": "US East (N. Virginia)",
-    "us-east-2": "US East (Ohio)",
-    "us-west-1": "US West (N. California)",
-    "us-west-2": "US West (Oregon)",
-    "eu-west-1": "EU (Ireland)",
-    "eu-central-1": "EU (Frankfurt)",
-}
 
 
 def describe_types(ec2: Any) -> dict[str, Mapping[str, Any]]:
@@ -58,28 +50,6 @@ def describe_zones(ec2: Any) -> dict[str, list[str]]:
 def prices_from_csv(path: Path) -> dict[str, float]:
     with path.open(newline="") as handle:
         return {row["instance_type"]: float(row["on_demand_usd_per_hour"]) for row in csv.DictReader(handle)}
-
-
-def prices_from_pricing_api(pricing: Any, region: str) -> dict[str, float]:
-    """Linux, shared tenancy, no pre-installed software, on-demand: the list price per hour."""
-    filters = [
-        {"Type": "TERM_MATCH", "Field": "location", "Value": REGION_NAMES[region]},
-        {"Type": "TERM_MATCH", "Field": "operatingSystem", "Value": "Linux"},
-        {"Type": "TERM_MATCH", "Field": "tenancy", "Value": "Shared"},
-        {"Type": "TERM_MATCH", "Field": "preInstalledSw", "Value": "NA"},
-        {"Type": "TERM_MATCH", "Field": "capacitystatus", "Value": "Used"},
-    ]
-    out: dict[str, float] = {}
-    for page in pricing.get_paginator("get_products").paginate(ServiceCode="AmazonEC2", Filters=filters):
-        for text in page["PriceList"]:
-            product = json.loads(text)
-            name = product["product"]["attributes"].get("instanceType")
-            for term in product.get("terms", {}).get("OnDemand", {}).values():
-                for dimension in term["priceDimensions"].values():
-                    usd = float(dimension["pricePerUnit"].get("USD", 0))
-                    if name and usd > 0:
-                        out[name] = usd
-    return out
 
 
 def catalog_entry(record: Mapping[str, Any], zones: list[str], price: float) -> dict[str, Any]:
@@ -153,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.prices:
             prices, price_source = prices_from_csv(args.prices), f"{args.prices.name} (AWS public price list)"
         else:
-            prices = prices_from_pricing_api(boto3.client("pricing", region_name="us-east-1"), args.region)
+            prices = on_demand_prices(boto3.client("pricing", region_name=PRICING_REGION), args.region)
             price_source = "AWS Pricing API GetProducts"
     spec_source = (
         "moto recorded DescribeInstanceTypes/DescribeInstanceTypeOfferings" if args.moto else "EC2 DescribeInstanceTypes/DescribeInstanceTypeOfferings"

@@ -15,7 +15,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState
+from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState, PriceUpdate
 from cloud.errors import InsufficientCapacity, NotFound, Throttled
 from nodemanager.clock import Clock
 from nodemanager.model import CapacityType
@@ -110,6 +110,9 @@ class SimulatedCloud:
         if record is None or (record.terminated_at is not None and self.clock.now() - record.terminated_at > TERMINATED_VISIBLE_FOR):
             raise NotFound(instance_id)
         return self._view(record)
+
+    def fetch_prices(self) -> PriceUpdate | None:
+        return None  # simulated prices are the catalog's
 
     # -- inspection (simulation reports, tests) -------------------------------------------
     def all_instances(self) -> list[tuple[Instance, float | None]]:

@@ -44,7 +44,8 @@ class Service:
         self.source = source
         self.metrics = Metrics()
         self.executor = ThreadPoolExecutor(max_workers=config.nodes.max_boots_per_loop, thread_name_prefix="boot")
-        self.controller = build_controller(config, catalog, RealClock(), executor=self.executor, metrics=self.metrics)
+        self.stopping = threading.Event()  # set on shutdown: cloud retries stop waiting
+        self.controller = build_controller(config, catalog, RealClock(), executor=self.executor, metrics=self.metrics, stop=self.stopping)
         self.server = StatusServer(config.status.listen, self.controller.status, lambda: self.controller.ready, self.metrics, load_token(config.status))
         self.scheduler = BackgroundScheduler(timezone=UTC)
         self.stopped = threading.Event()
@@ -63,6 +64,7 @@ class Service:
 
     def stop(self) -> None:
         log.info("stopping")
+        self.stopping.set()
         self.scheduler.shutdown(wait=True)
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.server.stop()

@@ -3,6 +3,7 @@ implementation each ``cloud.provider`` and ``cluster.source`` means."""
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Executor
 
 from cloud.base import CloudClient
@@ -34,14 +35,14 @@ def simulated_cloud(config: ProviderConfig, clock: Clock) -> SimulatedCloud:
     )
 
 
-def build_cloud(config: ProviderConfig, clock: Clock, catalog: Catalog) -> CloudClient:
+def build_cloud(config: ProviderConfig, clock: Clock, catalog: Catalog, stop: threading.Event | None = None) -> CloudClient:
     if config.cloud.provider is CloudProvider.SIMULATED:
         return simulated_cloud(config, clock)
     if config.cloud.aws is None:  # the schema requires the block; this keeps the types honest
         raise ConfigError("provider.yaml", ["cloud.aws: required with cloud.provider aws"])
     from cloud.aws.client import AwsCloud  # boto3 is imported only when EC2 is used
 
-    return AwsCloud(config.cloud.aws, config.controller_id or "", catalog, clock, boot_image=config.nodes.boot_image_spec)
+    return AwsCloud(config.cloud.aws, config.controller_id or "", catalog, clock, boot_image=config.nodes.boot_image_spec, stop=stop)
 
 
 def build_cluster(config: ProviderConfig, clock: Clock, cloud: CloudClient, workload: list[Arrival] | None = None) -> ClusterSource:
@@ -62,7 +63,8 @@ def build_controller(
     workload: list[Arrival] | None = None,
     executor: Executor | None = None,
     metrics: Metrics | None = None,
+    stop: threading.Event | None = None,
 ) -> NodeController:
-    cloud = cloud or build_cloud(config, clock, catalog)
+    cloud = cloud or build_cloud(config, clock, catalog, stop)
     cluster = cluster or build_cluster(config, clock, cloud, workload)
     return NodeController(config, catalog, cloud, cluster, clock, executor=executor, metrics=metrics)

@@ -56,6 +56,10 @@ class _Response:
     headers: dict[str, str]
 
 
+def ok_reply() -> _Response:
+    return _Response(200, {})
+
+
 def error_reply(code: str, status: int = 400, message: str = "injected") -> tuple[_Response, dict[str, Any]]:
     return _Response(status, {}), {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}
 

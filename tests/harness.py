@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from builders import CATALOG, OD, SPOT, binpack_pool, cell_pool, pod
-
 from collections.abc import Callable
+
+from builders import CATALOG, OD, SPOT, binpack_pool, cell_pool, pod
 
 from cloud.base import CloudClient
 from cloud.catalog import Catalog

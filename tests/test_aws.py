@@ -6,7 +6,7 @@ import base64
 
 import boto3
 import pytest
-from aws_helpers import REGION, default_subnets, error_reply, inject, moto_env, throttle_share
+from aws_helpers import REGION, default_subnets, error_reply, inject, moto_env, ok_reply, throttle_share
 from aws_helpers import aws_cloud as make_cloud
 from botocore.exceptions import ClientError, EndpointConnectionError
 
@@ -97,9 +97,7 @@ def test_image_resolution_explicit_ids_and_newest_match(aws, catalog):
     replies = {"Images": [{"ImageId": ami, "CreationDate": "2025-01-01T00:00:00.000Z", "Architecture": "x86_64", "RootDeviceName": "/dev/xvda"}]}
     other = aws.describe_images(Owners=["amazon"])["Images"][1]["ImageId"]
     replies["Images"].append({"ImageId": other, "CreationDate": "2026-06-01T00:00:00.000Z", "Architecture": "x86_64", "RootDeviceName": "/dev/sda1"})
-    calls = inject(
-        cloud, "DescribeImages", lambda p: (type("R", (), {"status_code": 200, "headers": {}})(), {**replies, "ResponseMetadata": {"HTTPStatusCode": 200}})
-    )
+    calls = inject(cloud, "DescribeImages", lambda p: (ok_reply(), {**replies, "ResponseMetadata": {"HTTPStatusCode": 200}}))
     second = cloud.boot(request("n2"))
     third = cloud.boot(request("n3"))
     assert instance_record(aws, second.instance_id)["ImageId"] == other  # the newest match
@@ -172,7 +170,7 @@ def test_list_follows_next_token(aws, catalog):
         body = {"Reservations": [{"Instances": [{**record, "InstanceId": i} for i in ids]}], "ResponseMetadata": {"HTTPStatusCode": 200}}
         if following:
             body["NextToken"] = following
-        return type("R", (), {"status_code": 200, "headers": {}})(), body
+        return ok_reply(), body
 
     calls = inject(cloud, "DescribeInstances", page)
     assert [i.instance_id for i in cloud.list_instances()] == ["i-1", "i-2", "i-3", "i-4"]

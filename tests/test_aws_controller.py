@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from aws_helpers import default_subnets, error_reply, inject, moto_env, throttle_share
 from aws_helpers import aws_cloud as make_cloud
+from aws_helpers import default_subnets, error_reply, inject, moto_env, throttle_share
 from harness import Harness, arrive
 
 from nodemanager.config.schema import Pool
@@ -20,7 +20,9 @@ def aws(monkeypatch):
 
 
 def pool(**kw):
-    return Pool(**{"name": "general", "instance_types": ["m5.large", "m5.xlarge", "c5.xlarge"], "capacity_types": [OD], "zones": ["us-east-1a", "us-east-1b"], **kw})
+    return Pool(
+        **{"name": "general", "instance_types": ["m5.large", "m5.xlarge", "c5.xlarge"], "capacity_types": [OD], "zones": ["us-east-1a", "us-east-1b"], **kw}
+    )
 
 
 def harness(catalog, pods, **kw):
@@ -37,7 +39,11 @@ def harness(catalog, pods, **kw):
 
 def test_capacity_error_for_one_offering_moves_to_the_next_cheapest(aws, catalog):
     h, cloud = harness(catalog, [arrive("p1", cpu="500m")])
-    run_calls = inject(cloud, "RunInstances", lambda p: error_reply("InsufficientInstanceCapacity") if p["InstanceType"] == "m5.large" and p["SubnetId"] == default_subnets()["us-east-1a"] else None)
+    run_calls = inject(
+        cloud,
+        "RunInstances",
+        lambda p: error_reply("InsufficientInstanceCapacity") if p["InstanceType"] == "m5.large" and p["SubnetId"] == default_subnets()["us-east-1a"] else None,
+    )
     h.run(1)
     assert [(c["InstanceType"], c["SubnetId"]) for c in run_calls] == [("m5.large", default_subnets()["us-east-1a"])]
     assert [(u["instance_type"], u["zone"]) for u in h.controller.keeper.dump(h.clock.now())] == [("m5.large", "us-east-1a")]

@@ -22,7 +22,7 @@ CONFIG = """
 controllerId: e2e
 cloud:
   provider: aws
-  aws: {{region: us-east-1, endpointURL: "http://127.0.0.1:{ec2_port}"}}
+  aws: {{region: us-east-1, endpointURL: "http://127.0.0.1:{ec2_port}", refreshPrices: false}}
 cluster:
   source: simulated
   simulated: {{workload: {workload}, registerDelay: 1s}}
@@ -63,7 +63,9 @@ def test_run_against_an_ec2_endpoint_survives_sigkill(tmp_path):
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=ec2_port)
     server.start()
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **CREDENTIALS}
-    ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=f"http://127.0.0.1:{ec2_port}", aws_access_key_id="testing", aws_secret_access_key="testing")
+    ec2 = boto3.client(
+        "ec2", region_name="us-east-1", endpoint_url=f"http://127.0.0.1:{ec2_port}", aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
     workload = tmp_path / "workload.yaml"
     workload.write_text(WORKLOAD)
     config = tmp_path / "provider.yaml"

@@ -18,18 +18,20 @@ from __future__ import annotations
 
 import logging
 import re
-import time
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential_jitter
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, stop_when_event_set, wait_exponential_jitter
 
 from cloud.aws.errors import NOT_FOUND, SubnetExhausted, code_of, is_retryable, translate
-from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState
+from cloud.aws.pricing import PRICING_REGION, REGION_NAMES, on_demand_prices, spot_prices
+from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState, PriceUpdate
 from cloud.catalog import Catalog
 from cloud.errors import CloudError, NotFound, Unsupported, ZoneUnavailable
 from nodemanager.clock import Clock
@@ -40,6 +42,8 @@ from nodemanager.model import CapacityType
 log = logging.getLogger("nodemanager.cloud.aws")
 
 USER_DATA_LIMIT = 16 * 1024  # bytes, before base64: EC2's limit
+SPOT_HISTORY_SECONDS = 6 * 3600.0  # spot prices newer than this count
+MIN_SPOT_FRACTION = 0.01  # a spot price under 1% of on-demand is taken for a placeholder
 TERMINATE_BATCH = 500
 CACHE_SECONDS = 300.0  # images and subnets are looked up again after five minutes
 EXHAUSTED_SUBNET_SECONDS = 180.0
@@ -72,7 +76,8 @@ class AwsCloud:
         boot_image: BootImageSpec | None = None,
         session: boto3.session.Session | None = None,
         retry: RetryPolicy = RetryPolicy(),
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self.controller_id = controller_id
         self.settings = settings
@@ -80,27 +85,34 @@ class AwsCloud:
         self.clock = clock
         self.boot_image = boot_image or BootImageSpec()
         self.retry = retry
-        self.sleep = sleep
+        # Setting ``stop`` (the service does on SIGTERM) ends retry waits at once.
+        self.stop = stop or threading.Event()
+        self.sleep = sleep or self.stop.wait
         session = session or boto3.session.Session()
         # botocore's own retries are off: tenacity decides what is retried, and how often.
-        config = Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=60, user_agent_extra="nodemanager")
+        config = Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=5, read_timeout=20, user_agent_extra="nodemanager")
         self.ec2 = session.client("ec2", region_name=settings.region, endpoint_url=settings.endpoint_url, config=config)
+        # An EC2-compatible endpoint answers for prices too (or fails, and bundled prices stay).
+        self.pricing = session.client("pricing", region_name=PRICING_REGION, endpoint_url=settings.endpoint_url, config=config)
         self._images: dict[str, tuple[float, dict[str, Any]]] = {}
         self._subnets: tuple[float, dict[str, list[str]]] | None = None
         self._exhausted: dict[str, float] = {}
 
     # -- calls --------------------------------------------------------------------------------
-    def _call(self, operation: str, **params: Any) -> Any:
-        """One EC2 call, retried only where retrying is safe; raises the raw botocore error."""
-        retrying = Retrying(
+    def _retrying(self, what: str) -> Retrying:
+        """Retries only where retrying is safe (throttling, 5xx, dropped connections)."""
+        return Retrying(
             retry=retry_if_exception(is_retryable),
             wait=wait_exponential_jitter(multiplier=self.retry.initial, max=self.retry.cap, jitter=self.retry.initial),
-            stop=stop_after_attempt(self.retry.attempts) | stop_after_delay(self.retry.max_seconds),
+            stop=stop_after_attempt(self.retry.attempts) | stop_after_delay(self.retry.max_seconds) | stop_when_event_set(self.stop),
             sleep=self.sleep,
             reraise=True,
-            before_sleep=lambda state: log.info("%s throttled or failed transiently (attempt %d), retrying", operation, state.attempt_number),
+            before_sleep=lambda state: log.info("%s throttled or failed transiently (attempt %d), retrying", what, state.attempt_number),
         )
-        return retrying(getattr(self.ec2, operation), **params)
+
+    def _call(self, operation: str, **params: Any) -> Any:
+        """One EC2 call under the retry policy; raises the raw botocore error."""
+        return self._retrying(operation)(getattr(self.ec2, operation), **params)
 
     def _checked(self, operation: str, **params: Any) -> Any:
         try:
@@ -162,6 +174,46 @@ class AwsCloud:
             for record in reservation.get("Instances", []):
                 return self._instance(record)
         raise NotFound(instance_id)
+
+    def fetch_prices(self) -> PriceUpdate | None:
+        """On-demand prices from the Pricing API and the last hours of spot prices per zone.
+        One source failing still delivers the other; both failing raises CloudError."""
+        if not self.settings.refresh_prices:
+            return None
+        problems: list[str] = []
+        on_demand: dict[str, float] = {}
+        spot: dict[tuple[str, str], float] = {}
+        if self.settings.region in REGION_NAMES:
+            try:
+                on_demand = self._call_paged("GetProducts", lambda: on_demand_prices(self.pricing, self.settings.region))
+            except CloudError as exc:
+                problems.append(f"on-demand prices: {exc}")
+        try:
+            since = datetime.fromtimestamp(self.clock.now() - SPOT_HISTORY_SECONDS, tz=UTC)
+            spot = self._call_paged("DescribeSpotPriceHistory", lambda: spot_prices(self.ec2, since))
+        except CloudError as exc:
+            problems.append(f"spot prices: {exc}")
+        # Placeholders (moto answers every spot price with 0.00001) must not make spot free.
+        plausible = {}
+        for (name, zone), price in spot.items():
+            itype = self.catalog.get(name)
+            reference = on_demand.get(name) or (itype.on_demand_price if itype else 0.0)
+            if reference and price >= reference * MIN_SPOT_FRACTION:
+                plausible[(name, zone)] = price
+        if len(plausible) < len(spot):
+            log.warning("ignored %d spot prices below %.0f%% of on-demand as implausible", len(spot) - len(plausible), MIN_SPOT_FRACTION * 100)
+        if problems and not on_demand and not plausible:
+            raise CloudError("price refresh failed: " + "; ".join(problems))
+        for problem in problems:
+            log.warning("price refresh: %s", problem)
+        return PriceUpdate(on_demand, plausible)
+
+    def _call_paged(self, what: str, fetch: Callable[[], Any]) -> Any:
+        """A paginated read under the same retry policy; raises the translated error."""
+        try:
+            return self._retrying(what)(fetch)
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc) from None
 
     # -- helpers -------------------------------------------------------------------------------
     def _describe(self, filters: list[dict[str, Any]]) -> list[Instance]:

@@ -80,6 +80,7 @@ class AwsCloud(Model):
     instance_profile: str | None = None  # name, or ARN when it contains ':'
     user_data: SecretStr | None = None  # template; may hold bootstrap tokens, so kept secret
     tags: dict[str, str] = Field(default_factory=dict)
+    refresh_prices: bool = True  # Pricing API and spot price history every loops.prices
 
     @model_validator(mode="before")
     @classmethod
@@ -238,10 +239,11 @@ class Loops(Model):
     heartbeat: Duration = Field(default=10.0, gt=0)
     reaper: Duration = Field(default=10.0, gt=0)
     orphan_gc: Duration = Field(default=60.0, gt=0, alias="orphanGC")
+    prices: Duration = Field(default=12 * 3600.0, gt=0)  # live prices, where the cloud has them (Karpenter: 12 h)
 
     def intervals(self) -> dict[str, float]:
         """Loop name (as the controller names its loops) -> seconds."""
-        return {"pool": self.pool, "heartbeat": self.heartbeat, "reaper": self.reaper, "orphan_gc": self.orphan_gc}
+        return {"pool": self.pool, "heartbeat": self.heartbeat, "reaper": self.reaper, "orphan_gc": self.orphan_gc, "prices": self.prices}
 
 
 class Status(Model):

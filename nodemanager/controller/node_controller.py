@@ -44,7 +44,7 @@ from nodemanager.status.metrics import Metrics
 
 log = logging.getLogger("nodemanager.controller")
 
-LOOPS = ("pool", "heartbeat", "reaper", "orphan_gc")
+LOOPS = ("pool", "heartbeat", "reaper", "orphan_gc", "prices")
 TERMINATED_KEPT_FOR = 60.0  # seconds a Terminated record stays visible in /status
 
 
@@ -450,13 +450,31 @@ class NodeController:
             self.orphan_suspects = unknown - set(doomed) if doomed else unknown
         self.metrics.loop_duration.labels("orphan_gc").observe(self.timers["orphan_gc"].last_ms / 1000)
 
+    def prices_loop(self) -> None:
+        """Fresher prices from the cloud, where it has them; the last good ones otherwise."""
+        with self.timers["prices"].timing(self.clock):
+            try:
+                update = self.cloud.fetch_prices()  # network: outside the lock
+            except CloudError as exc:
+                log.warning("price refresh failed; keeping prices from %s: %s", self.catalog.source, exc)
+                return
+            if update is None or not (update.on_demand or update.spot):
+                return
+            stamp = self.clock.now()
+            with self.lock:
+                self.catalog = self.catalog.with_prices(update.on_demand, update.spot, f"{self.catalog.region} prices refreshed at {stamp:.0f}")
+                self.scaler = BindingNodeScaler(ScalerSettings.from_config(self.config), self.catalog)
+                self._last_inputs = None  # decide again with the new prices
+            log.info("prices refreshed: %d on-demand, %d spot (per zone)", len(update.on_demand), len(update.spot))
+        self.metrics.loop_duration.labels("prices").observe(self.timers["prices"].last_ms / 1000)
+
     # -- reading ----------------------------------------------------------------------------
     def cost_per_hour(self) -> float:
         total = 0.0
         for node in self.nodes.values():
             if node.state in LIVE_STATES:
                 itype = self.catalog.get(node.instance_type)
-                price = itype.price(node.capacity_type) if itype else None
+                price = itype.price(node.capacity_type, node.zone) if itype else None
                 total += price or 0.0
         return total
 

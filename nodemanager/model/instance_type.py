@@ -103,7 +103,12 @@ class InstanceType:
     def gpu_count(self) -> int:
         return sum(g.count for g in self.gpus)
 
-    def price(self, capacity_type: CapacityType) -> float | None:
+    def price(self, capacity_type: CapacityType, zone: str = "") -> float | None:
+        """The hourly price; with a zone, that zone's offering (spot prices differ by zone)."""
+        if zone:
+            for offering in self.offerings:
+                if offering.capacity_type is capacity_type and offering.zone == zone:
+                    return offering.price
         return self.on_demand_price if capacity_type is CapacityType.ON_DEMAND else self.spot_price
 
     def capacity(self, volume_bytes: int = DEFAULT_VOLUME_BYTES) -> Resources:
