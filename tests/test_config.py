@@ -12,6 +12,7 @@ from nodemanager.model import CapacityType
 
 REPO = Path(__file__).resolve().parent.parent
 MINIMAL = "pools: [{name: a}]\n"
+IMAGE = "nodes: {bootImageSpec: {imageIDs: [ami-1]}}\n"
 
 
 def problems_of(text: str, base: Path = REPO) -> list[str]:
@@ -113,6 +114,19 @@ INVALID = [
         id="aws-needs-controller-id",
     ),
     pytest.param(
+        "cloud: {provider: aws, aws: {region: us-east-1}}\ncontrollerId: x\n" + MINIMAL,
+        ["nodes.bootImageSpec: required with cloud.provider aws: give imageIDs, owners and filters, or launchTemplate"],
+        id="aws-needs-an-image",
+    ),
+    pytest.param(
+        "cloud: {provider: aws, aws: {region: us-west-2}}\ncontrollerId: x\nnodes: {bootImageSpec: {imageIDs: [ami-1]}}\n" + MINIMAL,
+        [
+            "catalog.region: the catalog is for us-east-1 but cloud.aws.region is us-west-2: "
+            "make one with `python -m cloud.catalog_gen --region us-west-2 --pricing-api` and set catalog.file"
+        ],
+        id="catalog-region-mismatch",
+    ),
+    pytest.param(
         "cloud: {provider: aws}\ncontrollerId: x\n" + MINIMAL,
         ["cloud: provider is 'aws' but there is no 'aws' block"],
         id="aws-without-block",
@@ -179,7 +193,7 @@ SECRET = "kubeadm join --token abcdef.0123456789abcdef"
 
 
 def test_user_data_is_secret_in_repr_and_dumps():
-    text = f"controllerId: x\ncloud: {{provider: aws, aws: {{region: us-east-1, userData: '{SECRET}'}}}}\n{MINIMAL}"
+    text = f"controllerId: x\ncloud: {{provider: aws, aws: {{region: us-east-1, userData: '{SECRET}'}}}}\n{IMAGE}{MINIMAL}"
     config, _ = parse_config(text, "t", REPO)
     assert config.cloud.aws.user_data.get_secret_value() == SECRET
     assert SECRET not in repr(config)

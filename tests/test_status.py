@@ -119,7 +119,8 @@ def test_bearer_token_guards_all_but_healthz(running):
 def test_secrets_never_appear_in_status():
     from nodemanager.config import parse_config
 
-    text = f"controllerId: x\ncloud: {{provider: aws, aws: {{region: us-east-1, userData: '{SECRET}'}}}}\npools: [{{name: a}}]\n"
+    image = "nodes: {bootImageSpec: {imageIDs: [ami-1]}}\n"
+    text = f"controllerId: x\ncloud: {{provider: aws, aws: {{region: us-east-1, userData: '{SECRET}'}}}}\n{image}pools: [{{name: a}}]\n"
     config, _ = parse_config(text, "t", Path("."))
     h = Harness(cell_pool())
     h.controller.config = config

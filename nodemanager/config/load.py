@@ -15,7 +15,7 @@ import yaml
 from pydantic import ValidationError
 
 from cloud.catalog import Catalog
-from nodemanager.config.schema import ProviderConfig
+from nodemanager.config.schema import CloudProvider, ProviderConfig
 from nodemanager.errors import ConfigError
 from nodemanager.model import CapacityType
 from nodemanager.scheduling import Framework, FrameworkConfigError
@@ -186,6 +186,16 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
                 problems.append(f"{spath}.spot: false, but the pool's capacityTypes do not include on-demand")
             if standby.zone and pool.zones and standby.zone not in pool.zones:
                 problems.append(f"{spath}.zone: {standby.zone!r} is not one of the pool's zones {pool.zones}")
+    aws = config.cloud.aws if config.cloud.provider is CloudProvider.AWS else None
+    if aws is not None:
+        spec = config.nodes.boot_image_spec
+        if not (spec.image_ids or spec.owners or spec.filters or spec.launch_template):
+            problems.append("nodes.bootImageSpec: required with cloud.provider aws: give imageIDs, owners and filters, or launchTemplate")
+        if catalog.region != aws.region:
+            problems.append(
+                f"catalog.region: the catalog is for {catalog.region} but cloud.aws.region is {aws.region}: "
+                f"make one with `python -m cloud.catalog_gen --region {aws.region} --pricing-api` and set catalog.file"
+            )
     try:
         Framework(config.scheduling.profile())
     except FrameworkConfigError as exc:

@@ -1,0 +1,55 @@
+"""deploy/ files: the IAM policy allows exactly what the code calls."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# boto3 method -> IAM action
+_ACTIONS = {
+    "run_instances": "ec2:RunInstances",
+    "terminate_instances": "ec2:TerminateInstances",
+    "describe_instances": "ec2:DescribeInstances",
+    "describe_images": "ec2:DescribeImages",
+    "describe_subnets": "ec2:DescribeSubnets",
+    "describe_spot_price_history": "ec2:DescribeSpotPriceHistory",
+    "describe_instance_types": "ec2:DescribeInstanceTypes",
+    "describe_instance_type_offerings": "ec2:DescribeInstanceTypeOfferings",
+    "get_products": "pricing:GetProducts",
+}
+
+
+def called_operations() -> set[str]:
+    """Every boto3 operation named in the AWS code: calls, paginators and _call/_checked."""
+    found = set()
+    for path in [*REPO.glob("cloud/aws/*.py"), REPO / "cloud" / "catalog_gen.py"]:
+        text = path.read_text()
+        found |= set(re.findall(r'_(?:call|checked)\("([a-z_]+)"', text))
+        found |= set(re.findall(r'get_paginator\("([a-z_]+)"\)', text))
+    return found
+
+
+def test_policy_allows_every_call_the_code_makes_and_nothing_else():
+    policy = json.loads((REPO / "deploy" / "aws-iam-policy.json").read_text())
+    allowed = set()
+    for statement in policy["Statement"]:
+        assert statement["Effect"] == "Allow"
+        actions = statement["Action"]
+        allowed |= {actions} if isinstance(actions, str) else set(actions)
+    needed = {_ACTIONS[op] for op in called_operations()} | {"ec2:CreateTags", "iam:PassRole"}  # tags at launch, instance profile
+    assert called_operations() <= set(_ACTIONS)  # every operation is known to this test
+    assert allowed == needed
+
+
+def test_destructive_actions_are_scoped_to_this_controllers_tag():
+    policy = json.loads((REPO / "deploy" / "aws-iam-policy.json").read_text())
+    for statement in policy["Statement"]:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        if "ec2:TerminateInstances" in actions:
+            assert statement["Condition"]["StringEquals"] == {"aws:ResourceTag/nodemanager.io/controller-id": "CONTROLLER_ID"}
+        if "ec2:CreateTags" in actions:
+            assert statement["Condition"]["StringEquals"] == {"ec2:CreateAction": "RunInstances"}
+        assert "*" not in actions
