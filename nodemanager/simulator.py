@@ -23,6 +23,7 @@ from cloud.catalog import Catalog
 from nodemanager.clock import VirtualClock
 from nodemanager.cluster.simulated import SimulatedCluster
 from nodemanager.cluster.workload import Arrival
+from nodemanager.config import schema
 from nodemanager.config.schema import ProviderConfig
 from nodemanager.controller.executor import InlineExecutor
 from nodemanager.controller.node_controller import NodeController
@@ -64,7 +65,8 @@ class Simulation:
         # Offline whatever provider.yaml says: the cloud and the cluster are always simulated.
         self.cloud = simulated_cloud(config, self.clock)
         sim = config.cluster.simulated
-        self.cluster = SimulatedCluster(self.clock, self.cloud, workload, register_delay=sim.register_delay if sim else 10.0)
+        sim = sim or schema.SimulatedCluster()
+        self.cluster = SimulatedCluster(self.clock, self.cloud, workload, register_delay=sim.register_delay, system_usage=(sim.system_cpu, sim.system_memory))
         self.controller = NodeController(config, catalog, self.cloud, self.cluster, self.clock, executor=InlineExecutor())
         self.controller.on_decision = self._on_decision
         self.total_pods = len(workload)

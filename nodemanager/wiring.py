@@ -49,7 +49,7 @@ def build_cluster(config: ProviderConfig, clock: Clock, cloud: CloudClient, work
     if config.cluster.source is schema.ClusterSource.SIMULATED:
         sim = config.cluster.simulated or schema.SimulatedCluster()
         arrivals = workload if workload is not None else (load_workload(sim.workload) if sim.workload else [])
-        return SimulatedCluster(clock, cloud, arrivals, register_delay=sim.register_delay)
+        return SimulatedCluster(clock, cloud, arrivals, register_delay=sim.register_delay, system_usage=(sim.system_cpu, sim.system_memory))
     raise ConfigError("provider.yaml", [f"cluster.source: {config.cluster.source.value!r} is not available in this build yet"])
 
 

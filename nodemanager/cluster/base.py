@@ -10,6 +10,7 @@ from typing import Protocol
 
 from nodemanager.errors import NodeManagerError
 from nodemanager.model import Pod, PodKey, Resources
+from nodemanager.noderesource.model import NodeMetric
 
 
 class EventType(StrEnum):
@@ -72,4 +73,8 @@ class ClusterSource(Protocol):
 
     def remove_node(self, name: str) -> None:
         """Delete the Node object of an instance that was terminated."""
+        ...
+
+    def node_metrics(self) -> Mapping[str, NodeMetric]:
+        """Current usage per node (the metrics API, or the simulation's profiles)."""
         ...

@@ -20,8 +20,10 @@ from cloud.base import CloudClient, InstanceState
 from cloud.errors import CloudError
 from nodemanager.clock import Clock
 from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, EventType, NodeEvent, PodEvent
-from nodemanager.cluster.workload import Arrival
+from nodemanager.cluster.workload import Arrival, UsageProfile
 from nodemanager.model import Pod, PodKey, PodPhase
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
+from nodemanager.noderesource.model import NodeMetric, PodUsage
 
 KUBELET_HEARTBEAT = 10.0  # seconds between node status updates
 
@@ -31,6 +33,7 @@ class _SimPod:
     pod: Pod
     duration: float | None
     bound_at: float | None = None
+    usage: UsageProfile | None = None
 
 
 class SimulatedCluster:
@@ -42,7 +45,9 @@ class SimulatedCluster:
         *,
         register_delay: float = 10.0,
         heartbeat_interval: float = KUBELET_HEARTBEAT,
+        system_usage: tuple[int, int] = (200, 512 * 2**20),
     ) -> None:
+        self.system_usage = system_usage  # (milli-cpu, bytes) each node's daemons use
         self.clock = clock
         self.cloud = cloud
         self.register_delay = register_delay
@@ -96,6 +101,20 @@ class SimulatedCluster:
         if node is not None:
             self._orphan_pods(name)
             self._events.append(NodeEvent(EventType.DELETED, node))
+
+    def node_metrics(self) -> dict[str, NodeMetric]:
+        """Usage as a metrics server would report it now: each running pod's usage profile
+        applied to its request (batch requests included), plus each node's system usage."""
+        now = self.clock.now()
+        out = {name: NodeMetric(now, self.system_usage[0], self.system_usage[1]) for name in sorted(self.nodes)}
+        for key, sim in self.pods.items():
+            metric = out.get(sim.pod.node_name)
+            if metric is None or sim.bound_at is None:
+                continue
+            cpu_share, memory_share = sim.usage.fractions(now - sim.bound_at) if sim.usage else (1.0, 1.0)
+            requests = sim.pod.requests
+            metric.pods[key] = PodUsage(int((requests.cpu + requests[BATCH_CPU]) * cpu_share), int((requests.memory + requests[BATCH_MEMORY]) * memory_share))
+        return out
 
     # -- failure injection ---------------------------------------------------------------
     def silence(self, node: str) -> None:
@@ -161,5 +180,5 @@ class SimulatedCluster:
             arrival = self._arrivals[self._next_arrival]
             self._next_arrival += 1
             pod = replace(arrival.pod, created_at=self.origin + arrival.at)
-            self.pods[pod.key] = _SimPod(pod, arrival.duration)
+            self.pods[pod.key] = _SimPod(pod, arrival.duration, usage=arrival.usage)
             self._events.append(PodEvent(EventType.ADDED, pod))

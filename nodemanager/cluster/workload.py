@@ -28,7 +28,7 @@ from nodemanager.durations import parse_duration
 from nodemanager.errors import InvalidInput
 from nodemanager.model import Pod, PodPhase
 
-_ENTRY_KEYS = {"name", "count", "at", "duration", "pod"}
+_ENTRY_KEYS = {"name", "count", "at", "duration", "pod", "usage"}
 
 
 class WorkloadError(InvalidInput):
@@ -40,10 +40,31 @@ class WorkloadError(InvalidInput):
 
 
 @dataclass(frozen=True)
+class UsageProfile:
+    """What a running pod uses, as a fraction of its request: steps of (seconds since it
+    started, fraction), per resource. Without a profile a pod uses what it requests."""
+
+    cpu: tuple[tuple[float, float], ...] = ((0.0, 1.0),)
+    memory: tuple[tuple[float, float], ...] = ((0.0, 1.0),)
+
+    @staticmethod
+    def _at(steps: tuple[tuple[float, float], ...], elapsed: float) -> float:
+        fraction = steps[0][1]
+        for start, value in steps:
+            if elapsed >= start:
+                fraction = value
+        return fraction
+
+    def fractions(self, elapsed: float) -> tuple[float, float]:
+        return self._at(self.cpu, elapsed), self._at(self.memory, elapsed)
+
+
+@dataclass(frozen=True)
 class Arrival:
     at: float
     duration: float | None  # None: runs until the end
     pod: Pod
+    usage: UsageProfile | None = None
 
 
 def load_workload(path: str | Path) -> list[Arrival]:
@@ -96,6 +117,10 @@ def parse_workload(text: str, source: str = "workload") -> list[Arrival]:
         if bad_time:
             continue
         at, duration = times["at"] or 0.0, times["duration"]
+        usage, usage_problems = _usage(entry.get("usage"), f"{where}.usage")
+        if usage_problems:
+            problems += usage_problems
+            continue
         template = entry.get("pod")
         if not isinstance(template, Mapping):
             problems.append(f"{where}.pod: expected a Pod manifest or spec")
@@ -109,11 +134,37 @@ def parse_workload(text: str, source: str = "workload") -> list[Arrival]:
             except InvalidInput as exc:
                 problems.append(str(exc))
                 break
-            arrivals.append(Arrival(at, duration, _created(pod, at)))
+            arrivals.append(Arrival(at, duration, _created(pod, at), usage))
     if problems:
         raise WorkloadError(source, problems)
     arrivals.sort(key=lambda a: (a.at, a.pod.key))
     return arrivals
+
+
+def _usage(value: Any, where: str) -> tuple[UsageProfile | None, list[str]]:
+    """``{cpu: 0.3, memory: [[0s, 0.5], [30m, 0.9]]}``: a fraction, or steps of (time since start, fraction)."""
+    if value is None:
+        return None, []
+    if not isinstance(value, Mapping):
+        return None, [f"{where}: expected a mapping of cpu and memory fractions, got {value!r}"]
+    problems = [f"{where}.{k}: unknown key (cpu or memory)" for k in sorted(set(value) - {"cpu", "memory"})]
+    steps: dict[str, tuple[tuple[float, float], ...]] = {}
+    for key in ("cpu", "memory"):
+        raw = value.get(key, 1.0)
+        pairs = raw if isinstance(raw, list) else [[0, raw]]
+        parsed = []
+        for i, pair in enumerate(pairs):
+            try:
+                start, fraction = pair
+                start, fraction = parse_duration(start), float(fraction)
+            except (TypeError, ValueError):
+                problems.append(f"{where}.{key}[{i}]: expected [time, fraction], got {pair!r}")
+                continue
+            if not 0 <= fraction <= 10:
+                problems.append(f"{where}.{key}: fraction must be between 0 and 10, got {fraction!r}")
+            parsed.append((start, fraction))
+        steps[key] = tuple(sorted(parsed)) or ((0.0, 1.0),)
+    return UsageProfile(steps["cpu"], steps["memory"]), problems
 
 
 def _created(pod: Pod, at: float) -> Pod:

@@ -16,6 +16,7 @@ from pydantic.alias_generators import to_camel
 from nodemanager.config.durations import Duration
 from nodemanager.errors import InvalidQuantity
 from nodemanager.model import CapacityType, TaintEffect, format_quantity, resource_amount
+from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scheduling.profile import DEFAULT_PROFILE, Profile
 
 
@@ -116,6 +117,8 @@ class SimulatedCluster(Model):
 
     workload: str | None = None  # workload file, relative to provider.yaml; none = no pods
     register_delay: Duration = 10.0  # running instance to Ready node (kubelet start-up)
+    system_cpu: CpuQuantity = 200  # what each node's system daemons use (for batch resources)
+    system_memory: ByteQuantity = 512 * 2**20
 
 
 class LeaderElection(Model):
@@ -212,6 +215,29 @@ class Standby(Model):
     zone: str | None = None
 
 
+class Colocation(Model):
+    """Batch-tier overcommit (Koordinator's ColocationStrategy). Left out: the defaults below;
+    in a pool: only what differs from the cluster-wide block."""
+
+    enable: bool | None = None  # default false: no batch resources are offered
+    cpu_reclaim_threshold_percent: int | None = Field(default=None, ge=0, le=100)  # default 60
+    memory_reclaim_threshold_percent: int | None = Field(default=None, ge=0, le=100)  # default 65
+    cpu_calculate_policy: Literal["usage", "maxUsageRequest"] | None = None  # default usage
+    memory_calculate_policy: Literal["usage", "request", "maxUsageRequest"] | None = None  # default usage
+    degrade_time_minutes: int | None = Field(default=None, gt=0)  # default 15: older metrics remove batch resources
+    update_time_threshold_seconds: int | None = Field(default=None, gt=0)  # default 300: sync at least this often
+    resource_diff_threshold: float | None = Field(default=None, gt=0, le=1)  # default 0.1: sync on a larger relative change
+    batch_cpu_threshold_percent: int | None = Field(default=None, ge=0)  # optional cap, % of capacity
+    batch_memory_threshold_percent: int | None = Field(default=None, ge=0)
+
+    def overrides(self) -> dict[str, object]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class ColocationSettings(Colocation):
+    plugins: list[str] = Field(default_factory=lambda: ["*"])  # "*", "Name", "-Name": first explicit match wins
+
+
 class Packing(StrEnum):
     CELL = "cell"  # one pod per node, node stopped when its pod ends
     BINPACK = "binpack"  # many pods per node, cheapest mix of instance types
@@ -230,6 +256,7 @@ class Pool(Model):
     limits: Limits = Field(default_factory=Limits)
     standby: list[Standby] = Field(default_factory=list)
     weight: int = Field(default=0, ge=0, le=100)  # higher is tried first when several pools fit
+    colocation: Colocation = Field(default_factory=Colocation)  # merged over the cluster-wide block
 
 
 class Loops(Model):
@@ -240,10 +267,18 @@ class Loops(Model):
     reaper: Duration = Field(default=10.0, gt=0)
     orphan_gc: Duration = Field(default=60.0, gt=0, alias="orphanGC")
     prices: Duration = Field(default=12 * 3600.0, gt=0)  # live prices, where the cloud has them (Karpenter: 12 h)
+    colocation: Duration = Field(default=30.0, gt=0)  # batch resources recalculated (metrics report every 60 s)
 
     def intervals(self) -> dict[str, float]:
         """Loop name (as the controller names its loops) -> seconds."""
-        return {"pool": self.pool, "heartbeat": self.heartbeat, "reaper": self.reaper, "orphan_gc": self.orphan_gc, "prices": self.prices}
+        return {
+            "pool": self.pool,
+            "heartbeat": self.heartbeat,
+            "reaper": self.reaper,
+            "orphan_gc": self.orphan_gc,
+            "prices": self.prices,
+            "colocation": self.colocation,
+        }
 
 
 class Status(Model):
@@ -302,6 +337,7 @@ class ProviderConfig(Model):
     loops: Loops = Field(default_factory=Loops)
     status: Status = Field(default_factory=Status)
     scheduling: Scheduling = Field(default_factory=Scheduling)
+    colocation: ColocationSettings = Field(default_factory=ColocationSettings)
 
     @model_validator(mode="after")
     def _controller_id(self) -> ProviderConfig:
@@ -315,3 +351,12 @@ class ProviderConfig(Model):
 
     def pool(self, name: str) -> Pool:
         return next(p for p in self.pools if p.name == name)
+
+    def colocation_for(self, pool: Pool | None) -> ColocationStrategy:
+        """Koordinator's defaults, then the cluster-wide block, then the pool's overrides."""
+        strategy = ColocationStrategy().merged(self.colocation.overrides())
+        return strategy.merged(pool.colocation.overrides()) if pool is not None else strategy
+
+    @property
+    def colocation_anywhere(self) -> bool:
+        return any(self.colocation_for(p).enable for p in self.pools)

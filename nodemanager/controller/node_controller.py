@@ -37,14 +37,16 @@ from nodemanager.controller.dispenser import NodeDispenser
 from nodemanager.controller.executor import InlineExecutor
 from nodemanager.controller.timers import LoopTimer
 from nodemanager.errors import NodeManagerError
-from nodemanager.model import LIVE_STATES, ZERO, CapacityType, InstanceId, Node, NodeName, NodeState, PodKey
+from nodemanager.model import LIVE_STATES, ZERO, CapacityType, InstanceId, Node, NodeName, NodeState, PodKey, Resources
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
+from nodemanager.noderesource import BatchResource, NodeMetric, NodeResourceFramework, NodeView
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, Decision, NodeSpec, ScalerSettings, UnavailabilityKeeper
 from nodemanager.scaler.unavailability import ANY_TYPE
 from nodemanager.status.metrics import Metrics
 
 log = logging.getLogger("nodemanager.controller")
 
-LOOPS = ("pool", "heartbeat", "reaper", "orphan_gc", "prices")
+LOOPS = ("pool", "heartbeat", "reaper", "orphan_gc", "prices", "colocation")
 TERMINATED_KEPT_FOR = 60.0  # seconds a Terminated record stays visible in /status
 
 
@@ -93,6 +95,8 @@ class NodeController:
         self._last_inputs: tuple | None = None
         self._pools = {p.name: p for p in config.pools}
         self.on_decision: Callable[[Decision, float], None] | None = None
+        self.noderesource = NodeResourceFramework([BatchResource()], enabled=config.colocation.plugins)
+        self.batch_synced: dict[str, tuple[float, str, dict[str, str]]] = {}  # node -> (when, why, messages)
 
     # -- records --------------------------------------------------------------------------
     def pool_config(self, name: str) -> Pool | None:
@@ -468,6 +472,43 @@ class NodeController:
             log.info("prices refreshed: %d on-demand, %d spot (per zone)", len(update.on_demand), len(update.spot))
         self.metrics.loop_duration.labels("prices").observe(self.timers["prices"].last_ms / 1000)
 
+    def colocation_loop(self) -> None:
+        """Recalculate every Ready node's batch resources; write them when NeedSync says so."""
+        with self.lock, self.timers["colocation"].timing(self.clock):
+            synced_before = any(BATCH_CPU in n.allocatable.names() or BATCH_MEMORY in n.allocatable.names() for n in self.nodes.values())
+            if not (self.config.colocation_anywhere or synced_before):
+                return  # nothing offered and nothing to take back
+            now = self.clock.now()
+            try:
+                metrics = self.cluster.node_metrics()
+            except Exception:  # no metrics: each node degrades on its own clock
+                log.exception("reading node metrics failed")
+                metrics = {}
+            for name, node in sorted(self.nodes.items()):
+                if node.state not in (NodeState.AVAILABLE, NodeState.CLAIMED):
+                    continue
+                self._reconcile_batch(name, node, metrics.get(name), now)
+        self.metrics.loop_duration.labels("colocation").observe(self.timers["colocation"].last_ms / 1000)
+
+    def _reconcile_batch(self, name: str, node: Node, metric: NodeMetric | None, now: float) -> None:
+        itype = self.catalog.get(node.instance_type)
+        capacity = itype.capacity(self.config.nodes.volume_size) if itype else node.allocatable
+        view = NodeView(name, dict(capacity.items()), dict(node.allocatable.items()))
+        pods = [p for k in self.cache.usage(name).pods if (p := self.cache.pod(k)) is not None]
+        strategy = self.config.colocation_for(self.pool_config(node.pool))
+        last = self.batch_synced.get(name)
+        result = self.noderesource.reconcile(strategy, view, pods, metric, now=now, last_sync=last[0] if last else None)
+        for error in result.errors:
+            log.warning("node %s: %s", name, error)
+        if not result.need_sync:
+            return
+        batch = {k: v for k, v in result.node.allocatable.items() if k in (BATCH_CPU, BATCH_MEMORY)}
+        others = {k: v for k, v in node.allocatable.items() if k not in (BATCH_CPU, BATCH_MEMORY)}
+        if batch != {k: v for k, v in node.allocatable.items() if k in (BATCH_CPU, BATCH_MEMORY)}:
+            self._update(name, allocatable=Resources({**others, **batch}))
+            log.info("node %s: batch resources now %s (%s)", name, Resources(batch).to_quantities() or "none", result.reason)
+        self.batch_synced[name] = (now, result.reason, result.messages)
+
     # -- reading ----------------------------------------------------------------------------
     def cost_per_hour(self) -> float:
         total = 0.0
@@ -541,6 +582,19 @@ class NodeController:
             "last_heartbeat": node.last_heartbeat,
             "unneeded_since": self.unneeded_since.get(node.name),
             "terminating": self.marked.get(node.name, (None,))[0],
+            "batch": self._batch_doc(node),
+        }
+
+    def _batch_doc(self, node: Node) -> dict[str, object] | None:
+        synced = self.batch_synced.get(node.name)
+        allocatable = {k: v for k, v in node.allocatable.to_quantities().items() if k in (BATCH_CPU, BATCH_MEMORY)}
+        if synced is None and not allocatable:
+            return None
+        return {
+            "allocatable": allocatable,
+            "last_sync": synced[0] if synced else None,
+            "reason": synced[1] if synced else "estimated at boot",
+            "messages": synced[2] if synced else {},
         }
 
     def _pool_doc(self, pool: Pool) -> dict[str, object]:

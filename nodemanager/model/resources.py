@@ -19,6 +19,8 @@ EPHEMERAL_STORAGE = "ephemeral-storage"
 NVIDIA_GPU = "nvidia.com/gpu"
 AMD_GPU = "amd.com/gpu"
 GPU_RESOURCES = (NVIDIA_GPU, AMD_GPU)
+BATCH_CPU = "kubernetes.io/batch-cpu"  # reclaimed milli-cores offered to batch pods (a count)
+BATCH_MEMORY = "kubernetes.io/batch-memory"  # reclaimed bytes offered to batch pods
 
 
 class Resources:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-BATCH_CPU = "kubernetes.io/batch-cpu"  # milli-cores, as a count
-BATCH_MEMORY = "kubernetes.io/batch-memory"  # bytes
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
+
 BATCH_RESOURCES = (BATCH_CPU, BATCH_MEMORY)
 
 

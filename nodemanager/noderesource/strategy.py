@@ -26,6 +26,10 @@ class ColocationStrategy:
     batch_memory_threshold_percent: int | None = None
 
     def merged(self, overrides: dict[str, object]) -> ColocationStrategy:
-        """A copy with every override that is not None applied (first match wins upstream)."""
+        """A copy with every override that is not None applied."""
         known = {f.name for f in fields(self)}
-        return replace(self, **{k: v for k, v in overrides.items() if k in known and v is not None})
+        values = {k: v for k, v in overrides.items() if k in known and v is not None}
+        for key in ("cpu_calculate_policy", "memory_calculate_policy"):
+            if key in values:
+                values[key] = CalculatePolicy(values[key])
+        return replace(self, **values)
