@@ -29,6 +29,7 @@ from nodemanager.controller.executor import InlineExecutor
 from nodemanager.controller.node_controller import NodeController
 from nodemanager.controller.virtual import VirtualDriver
 from nodemanager.model import PodKey
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
 from nodemanager.scaler import Decision
 from nodemanager.scaler.lp import Shape, solve
 from nodemanager.scaler.pools import pool_views
@@ -71,6 +72,7 @@ class Simulation:
         self.controller.on_decision = self._on_decision
         self.total_pods = len(workload)
         self._arrived_at = {a.pod.key: a.at for a in workload}
+        self._batch_pods = {a.pod.key for a in workload if a.pod.requests[BATCH_CPU] or a.pod.requests[BATCH_MEMORY]}
         self.unschedulable: dict[PodKey, str] = {}
         self.tracker = _Tracker()
         shapes = {}
@@ -178,4 +180,9 @@ class Simulation:
                 "compute_ms": {"p50": round(percentile(compute, 50), 3), "p99": round(percentile(compute, 99), 3), "max": round(max(compute, default=0.0), 3)},
             },
             "unschedulable": [{"pod": k, "reason": r} for k, r in sorted(still_unschedulable.items())],
+            "colocation": {
+                "enabled": self.config.colocation_anywhere,
+                "batch_pods": len(self._batch_pods),
+                "batch_bound": sum(1 for k in self._batch_pods if k in self.cluster.first_bound),
+            },
         }

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 
 from cloud.catalog import Catalog
 from nodemanager.config.schema import Packing, Pool
-from nodemanager.model import InstanceType, Node, Offering, Resources, Taint, TaintEffect
+from nodemanager.model import InstanceType, Node, NodeState, Offering, Resources, Taint, TaintEffect
 from nodemanager.model import labels as wk
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
+from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scheduling.nodeinfo import NodeInfo
 
 
@@ -33,6 +35,7 @@ class PoolView:
     order: int  # position in provider.yaml; ties between equal weights
     candidates: tuple[Candidate, ...]  # every offering the pool may buy, cheapest first
     taints: tuple[Taint, ...]
+    batch: ColocationStrategy | None = None  # set when the pool offers batch resources
 
     @property
     def name(self) -> str:
@@ -43,20 +46,41 @@ class PoolView:
         return self.pool.packing is Packing.CELL
 
 
-def pool_views(pools: list[Pool], catalog: Catalog, volume_bytes: int) -> list[PoolView]:
+def estimated_batch(itype: InstanceType, allocatable: Resources, volume_bytes: int, strategy: ColocationStrategy) -> Resources:
+    """Batch capacity of an empty node by the request policy: capacity - safety margin - reserved."""
+    capacity = itype.capacity(volume_bytes)
+    amounts = {}
+    for batch, base, percent, cap in (
+        (BATCH_CPU, "cpu", strategy.cpu_reclaim_threshold_percent, strategy.batch_cpu_threshold_percent),
+        (BATCH_MEMORY, "memory", strategy.memory_reclaim_threshold_percent, strategy.batch_memory_threshold_percent),
+    ):
+        total = capacity[base]
+        margin = total * (100 - percent) // 100
+        amount = max(total - margin - max(total - allocatable[base], 0), 0)
+        amounts[batch] = min(amount, total * cap // 100) if cap is not None else amount
+    return Resources(amounts)
+
+
+def pool_views(pools: list[Pool], catalog: Catalog, volume_bytes: int, colocation: Mapping[str, ColocationStrategy] | None = None) -> list[PoolView]:
     """Views in the order pods try them: higher weight first, then provider.yaml order."""
     views = []
+    colocation = colocation or {}
     for order, pool in enumerate(pools):
         capacity = set(pool.capacity_types)
         zones = set(pool.zones)
         ranked = catalog.ranked(
             Resources(), allowed=pool.instance_types, architectures=pool.architectures, volume_bytes=volume_bytes, exclude_types=pool.exclude_instance_types
         )
-        candidates = tuple(
-            Candidate(o, t, t.allocatable_for(volume_bytes)) for o, t in ranked if o.capacity_type in capacity and (not zones or o.zone in zones)
-        )
+        batch = colocation.get(pool.name)
+        candidates = []
+        for o, t in ranked:
+            if o.capacity_type in capacity and (not zones or o.zone in zones):
+                allocatable = t.allocatable_for(volume_bytes)
+                if batch is not None:
+                    allocatable = allocatable + estimated_batch(t, allocatable, volume_bytes, batch)
+                candidates.append(Candidate(o, t, allocatable))
         taints = tuple(Taint(t.key, TaintEffect(t.effect), t.value) for t in pool.taints)
-        views.append(PoolView(pool, order, candidates, taints))
+        views.append(PoolView(pool, order, tuple(candidates), taints, batch))
     views.sort(key=lambda v: (-v.pool.weight, v.order))
     return views
 
@@ -82,6 +106,7 @@ def offering_node_info(view: PoolView, candidate: Candidate, name: str = "") -> 
         taints=view.taints,
         cell=view.cell,
         exists=False,
+        batch_estimate=view.batch is not None,
     )
 
 
@@ -109,6 +134,8 @@ def node_node_info(node: Node, view: PoolView | None, catalog: Catalog, volume_b
         labels=wk.merged({**pool_labels, **node.labels}, known),
         taints=node.taints or (view.taints if view else ()),
         cell=view.cell if view else False,
+        # Until its first colocation sync, a booting node's batch capacity is the estimate.
+        batch_estimate=bool(view and view.batch is not None and node.state in (NodeState.CREATING, NodeState.CREATED)),
     )
 
 

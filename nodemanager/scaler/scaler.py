@@ -25,18 +25,21 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from cloud.catalog import Catalog
 from nodemanager.config.schema import NodeDefaults, Pool, ProviderConfig
 from nodemanager.model import BINDABLE_STATES, LIVE_STATES, CapacityType, NodeName, NodeState, Pod, PodKey, PodPhase, Resources
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
+from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scaler import binpack
 from nodemanager.scaler.decision import Decision, NodeSpec, StopOrder
 from nodemanager.scaler.pools import Candidate, PoolView, node_node_info, offering_node_info, pool_views
 from nodemanager.scaler.snapshot import ClusterSnapshot
 from nodemanager.scaler.unavailability import ANY_TYPE
 from nodemanager.scheduling import CycleState, Framework, NodeInfo, Profile, Registry
+from nodemanager.scheduling.nodeinfo import counted_requests
 from nodemanager.scheduling.plugins.queue_sort import priority_key
 from nodemanager.scheduling.profile import DEFAULT_PROFILE
 from nodemanager.scheduling.status import Code
@@ -51,16 +54,20 @@ class ScalerSettings:
     nodes: NodeDefaults = field(default_factory=NodeDefaults)
     profile: Profile = DEFAULT_PROFILE
     seed: int = 0
+    colocation: Mapping[str, ColocationStrategy] = field(default_factory=dict)  # pools that offer batch resources
 
     @classmethod
     def from_config(cls, config: ProviderConfig) -> ScalerSettings:
-        return cls(tuple(config.pools), config.nodes, config.scheduling.profile(), config.scheduling.seed)
+        colocation = {p.name: s for p in config.pools if (s := config.colocation_for(p)).enable}
+        return cls(tuple(config.pools), config.nodes, config.scheduling.profile(), config.scheduling.seed, colocation)
 
 
 def constraint_key(pod: Pod) -> tuple:
     """Everything but the request that decides where a pod may go (and its rank)."""
     group = (pod.namespace, pod.pod_group, pod.pod_group_min_member) if pod.pod_group else ()
+    batch = bool(pod.requests[BATCH_CPU] or pod.requests[BATCH_MEMORY])  # never packed with other pods
     return (
+        batch,
         pod.priority,
         tuple(sorted(pod.node_selector.items())),
         pod.affinity,
@@ -126,6 +133,9 @@ class _Run:
     # -- 1. the picture -----------------------------------------------------------------
     def rebuild(self) -> list[Pod]:
         pods = {p.key: p for p in self.snapshot.pods if not p.is_terminal}
+        if not self.s.settings.colocation:
+            # No pool offers batch resources: batch requests are ordinary cpu and memory.
+            pods = {k: as_regular(p) for k, p in pods.items()}
         waiting = {k: p for k, p in pods.items() if not p.node_name and p.phase is PodPhase.PENDING and k not in self.excluded}
         self.waiting.update(self.excluded)
         volume = self.s.settings.nodes.volume_size
@@ -190,7 +200,7 @@ class _Run:
             left = deque(cls.pods)
             refused: list[Pod] = []
             for info in feasible:
-                for _ in range(info.fit_count(pod.requests, len(left))):
+                for _ in range(info.fit_count(info.fit_request(pod), len(left))):
                     candidate = left.popleft()
                     if not self._place(candidate, info, CycleState()):
                         refused.append(candidate)
@@ -291,6 +301,8 @@ class _Run:
     def _pack(self, view: PoolView, classes: list[_Class], available: list[Candidate], reasons: dict[int, list[tuple[str, bool]]]) -> None:
         """Boot nodes of ``view`` for ``classes``; pods left over stay in their class."""
         classes = sorted(classes, key=lambda c: (-c.rep.requests.cpu, -c.rep.requests.memory, priority_key(c.rep)))
+        # A group is all batch pods or none, so its own requests are what it takes from a new
+        # node; a high-priority pod is never limited by the batch estimate.
         fills, _, why = binpack.pack([c.rep.requests for c in classes], [len(c.pods) for c in classes], available, self._budget(view), cell=view.cell)
         queues = [deque(c.pods) for c in classes]
         refused: list[list[Pod]] = [[] for _ in classes]
@@ -417,7 +429,11 @@ class _Run:
             accepted = node.accepted
             if len({constraint_key(p) for p in node.info.pods.values()}) > 1:  # pods of other groups joined it
                 accepted = [c for c in accepted if self._accepts(node, c)]
-            best = binpack.right_size(node.info.requested, len(node.info.pods), accepted, node.view.cell)
+            pods = node.info.pods.values()
+            # Other pods use up the batch estimate only where batch pods share the node.
+            with_batch = node.view.batch is not None and any(p.requests[BATCH_CPU] or p.requests[BATCH_MEMORY] for p in pods)
+            need = sum((counted_requests(p.requests, with_batch) for p in pods), Resources())
+            best = binpack.right_size(need, len(node.info.pods), accepted, node.view.cell)
             if best is not None and best.price < node.candidate.price:
                 budget = self._budget(node.view)
                 budget.spend(node.candidate.itype, -1)
@@ -477,6 +493,15 @@ class _Run:
         return stops, unneeded
 
 
+def as_regular(pod: Pod) -> Pod:
+    """The pod with its batch requests turned into cpu and memory requests."""
+    batch_cpu, batch_memory = pod.requests[BATCH_CPU], pod.requests[BATCH_MEMORY]
+    if not (batch_cpu or batch_memory):
+        return pod
+    regular = pod.requests - Resources({BATCH_CPU: batch_cpu, BATCH_MEMORY: batch_memory}) + Resources({"cpu": batch_cpu, "memory": batch_memory})
+    return dataclasses.replace(pod, requests=regular)
+
+
 def _distinct(pods: Iterable[Pod]) -> list[Pod]:
     seen: dict[tuple, Pod] = {}
     for pod in pods:
@@ -495,7 +520,7 @@ class BindingNodeScaler:
         self.settings = settings
         self.catalog = catalog
         self.registry = registry
-        self.views = pool_views(list(settings.pools), catalog, settings.nodes.volume_size)
+        self.views = pool_views(list(settings.pools), catalog, settings.nodes.volume_size, settings.colocation)
         # (pool, pod constraints) -> accepted offerings: the same answer every time, so it
         # is kept across computations (a cache of a pure function, not carried state).
         self.probe_memo: dict[tuple, tuple[tuple[Candidate, ...], str]] = {}

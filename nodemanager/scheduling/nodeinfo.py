@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from nodemanager.model import CapacityType, Pod, PodKey, Resources, Taint
-from nodemanager.model.resources import ZERO
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, ZERO
 
 DEFAULT_MILLI_CPU = 100  # the scheduler's "non-zero" request for a pod that asks for no CPU
 DEFAULT_MEMORY = 200 * 2**20  # ... and for one that asks for no memory
@@ -19,6 +19,15 @@ DEFAULT_MEMORY = 200 * 2**20  # ... and for one that asks for no memory
 def nonzero_request(pod: Pod) -> tuple[int, int]:
     """(milli-cpu, bytes) used for scoring: zero requests count as the scheduler's defaults."""
     return (pod.requests.cpu or DEFAULT_MILLI_CPU, pod.requests.memory or DEFAULT_MEMORY)
+
+
+def counted_requests(requests: Resources, batch_estimate: bool) -> Resources:
+    """On a node whose batch capacity is estimated by the request policy (byRequest =
+    capacity - margin - reserved - requests), a pod that asks for no batch resources also
+    takes its cpu and memory request from the batch estimate."""
+    if batch_estimate and not (requests[BATCH_CPU] or requests[BATCH_MEMORY]):
+        return requests + Resources({BATCH_CPU: requests.cpu, BATCH_MEMORY: requests.memory})
+    return requests
 
 
 @dataclass(slots=True)
@@ -33,6 +42,7 @@ class NodeInfo:
     taints: tuple[Taint, ...] = ()
     cell: bool = False  # a cell-pool node holds one pod
     exists: bool = True  # False for an offering the scaler may boot
+    batch_estimate: bool = False  # batch capacity is an estimate: other pods' requests use it up
     requested: Resources = ZERO
     nonzero_cpu: int = 0
     nonzero_memory: int = 0
@@ -43,11 +53,21 @@ class NodeInfo:
     def free(self) -> Resources:
         return self.allocatable - self.requested
 
+    def _counted(self, pod: Pod) -> Resources:
+        """What the pod takes from this node (see ``counted_requests``)."""
+        return counted_requests(pod.requests, self.batch_estimate)
+
+    def fit_request(self, pod: Pod) -> Resources:
+        """What must fit for ``pod`` to go here: its requests, and on an estimated node that
+        already holds batch pods, also what it would take from their batch capacity."""
+        holds_batch = self.requested[BATCH_CPU] > self.requested.cpu or self.requested[BATCH_MEMORY] > self.requested.memory
+        return counted_requests(pod.requests, self.batch_estimate and holds_batch)
+
     def add_pod(self, pod: Pod) -> None:
         if pod.key in self.pods:
             raise ValueError(f"pod {pod.key} is already on node {self.name}")
         self.pods[pod.key] = pod
-        self.requested = self.requested + pod.requests
+        self.requested = self.requested + self._counted(pod)
         cpu, memory = nonzero_request(pod)
         self.nonzero_cpu += cpu
         self.nonzero_memory += memory
@@ -55,7 +75,7 @@ class NodeInfo:
 
     def remove_pod(self, key: PodKey) -> Pod:
         pod = self.pods.pop(key)
-        self.requested = self.requested - pod.requests
+        self.requested = self.requested - self._counted(pod)
         cpu, memory = nonzero_request(pod)
         self.nonzero_cpu -= cpu
         self.nonzero_memory -= memory
@@ -85,6 +105,7 @@ class NodeInfo:
             self.taints,
             self.cell,
             self.exists,
+            self.batch_estimate,
             self.requested,
             self.nonzero_cpu,
             self.nonzero_memory,

@@ -24,7 +24,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin):
         return None
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
-        requests: Resources = state.get(_STATE_KEY) or pod.requests
+        requests: Resources = node.fit_request(pod) if node.batch_estimate else (state.get(_STATE_KEY) or pod.requests)
         if len(node.pods) + 1 > node.allocatable.pods:
             return unschedulable("Too many pods", self.name)
         if requests.fits(node.free):
