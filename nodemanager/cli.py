@@ -107,7 +107,7 @@ def _progress(total_pods: int, cluster_arrivals_left) -> object:  # type: ignore
 
 
 def _simulate_command(args: argparse.Namespace) -> int:
-    from nodemanager.cluster.workload import load_workload
+    from nodemanager.cluster.workload import load_devices, load_workload
     from nodemanager.durations import parse_duration
     from nodemanager.simulator import Simulation
 
@@ -118,7 +118,7 @@ def _simulate_command(args: argparse.Namespace) -> int:
         until = parse_duration(args.until) if args.until else None
     except ValueError as exc:
         raise InvalidInput(f"--until: {exc}") from None
-    simulation = Simulation(config, catalog, workload)
+    simulation = Simulation(config, catalog, workload, load_devices(args.workload))
     progress = _progress(len(workload), simulation.cluster.arrivals_left) if sys.stderr.isatty() and not args.json else None
     report = simulation.run(until=until, progress=progress)  # type: ignore[arg-type]
     if progress is not None:

@@ -28,6 +28,7 @@ from nodemanager.config.schema import ProviderConfig
 from nodemanager.controller.executor import InlineExecutor
 from nodemanager.controller.node_controller import NodeController
 from nodemanager.controller.virtual import VirtualDriver
+from nodemanager.dra.context import DeviceContext
 from nodemanager.model import PodKey
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
 from nodemanager.scaler import Decision
@@ -59,7 +60,7 @@ class _Tracker:
 
 
 class Simulation:
-    def __init__(self, config: ProviderConfig, catalog: Catalog, workload: list[Arrival]) -> None:
+    def __init__(self, config: ProviderConfig, catalog: Catalog, workload: list[Arrival], devices: DeviceContext | None = None) -> None:
         self.config = config
         self.catalog = catalog
         self.clock = VirtualClock(0.0)
@@ -67,7 +68,9 @@ class Simulation:
         self.cloud = simulated_cloud(config, self.clock)
         sim = config.cluster.simulated
         sim = sim or schema.SimulatedCluster()
-        self.cluster = SimulatedCluster(self.clock, self.cloud, workload, register_delay=sim.register_delay, system_usage=(sim.system_cpu, sim.system_memory))
+        self.cluster = SimulatedCluster(
+            self.clock, self.cloud, workload, register_delay=sim.register_delay, system_usage=(sim.system_cpu, sim.system_memory), devices=devices
+        )
         self.controller = NodeController(config, catalog, self.cloud, self.cluster, self.clock, executor=InlineExecutor())
         self.controller.on_decision = self._on_decision
         self.total_pods = len(workload)

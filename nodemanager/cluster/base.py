@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
+from nodemanager.dra.context import DeviceContext
+from nodemanager.dra.model import AllocationResult
 from nodemanager.errors import NodeManagerError
 from nodemanager.model import Pod, PodKey, Resources
 from nodemanager.noderesource.model import NodeMetric
@@ -77,4 +79,12 @@ class ClusterSource(Protocol):
 
     def node_metrics(self) -> Mapping[str, NodeMetric]:
         """Current usage per node (the metrics API, or the simulation's profiles)."""
+        ...
+
+    def devices(self) -> DeviceContext | None:
+        """Device classes, resource claims and published resource slices, if any."""
+        ...
+
+    def allocate_claim(self, claim: str, node: str, result: AllocationResult) -> None:
+        """Record a claim's allocation (the claim's status), once its pod is bound."""
         ...

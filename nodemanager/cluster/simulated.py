@@ -21,6 +21,8 @@ from cloud.errors import CloudError
 from nodemanager.clock import Clock
 from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, EventType, NodeEvent, PodEvent
 from nodemanager.cluster.workload import Arrival, UsageProfile
+from nodemanager.dra.context import DeviceContext
+from nodemanager.dra.model import AllocationResult, ResourceClaim
 from nodemanager.model import Pod, PodKey, PodPhase
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
 from nodemanager.noderesource.model import NodeMetric, PodUsage
@@ -46,7 +48,10 @@ class SimulatedCluster:
         register_delay: float = 10.0,
         heartbeat_interval: float = KUBELET_HEARTBEAT,
         system_usage: tuple[int, int] = (200, 512 * 2**20),
+        devices: DeviceContext | None = None,
     ) -> None:
+        self._classes = dict(devices.classes) if devices else {}
+        self._claims: dict[str, ResourceClaim] = dict(devices.claims) if devices else {}
         self.system_usage = system_usage  # (milli-cpu, bytes) each node's daemons use
         self.clock = clock
         self.cloud = cloud
@@ -101,6 +106,16 @@ class SimulatedCluster:
         if node is not None:
             self._orphan_pods(name)
             self._events.append(NodeEvent(EventType.DELETED, node))
+
+    def devices(self) -> DeviceContext:
+        """Classes and claims; nodes publish no slices here, so the scaler uses each node's
+        instance type's GPUs (what its driver would publish)."""
+        return DeviceContext(dict(self._classes), dict(self._claims))
+
+    def allocate_claim(self, claim: str, node: str, result: AllocationResult) -> None:
+        found = self._claims.get(claim)
+        if found is not None and found.allocation is None:
+            self._claims[claim] = replace(found, allocation=result)
 
     def node_metrics(self) -> dict[str, NodeMetric]:
         """Usage as a metrics server would report it now: each running pod's usage profile
@@ -160,6 +175,9 @@ class SimulatedCluster:
     def _orphan_pods(self, node: str) -> None:
         for sim in self.pods.values():
             if sim.pod.node_name == node:
+                for claim in sim.pod.claims:  # its devices went with the node
+                    if (found := self._claims.get(claim)) is not None:
+                        self._claims[claim] = replace(found, allocation=None)
                 sim.pod = replace(sim.pod, node_name="", phase=PodPhase.PENDING)
                 sim.bound_at = None
                 self._events.append(PodEvent(EventType.MODIFIED, sim.pod))
@@ -172,6 +190,9 @@ class SimulatedCluster:
                 continue  # restarted elsewhere since: its new finish time is queued
             done = replace(sim.pod, phase=PodPhase.SUCCEEDED)
             del self.pods[key]
+            for claim in sim.pod.claims:  # claims made for the pod go with it
+                if claim.startswith(f"{done.namespace}/{done.name}-"):
+                    self._claims.pop(claim, None)
             self._events.append(PodEvent(EventType.MODIFIED, done))
             self._events.append(PodEvent(EventType.DELETED, done))
 
@@ -181,4 +202,6 @@ class SimulatedCluster:
             self._next_arrival += 1
             pod = replace(arrival.pod, created_at=self.origin + arrival.at)
             self.pods[pod.key] = _SimPod(pod, arrival.duration, usage=arrival.usage)
+            for claim in arrival.claims:  # made from the pod's claim templates
+                self._claims[claim.key] = claim
             self._events.append(PodEvent(EventType.ADDED, pod))

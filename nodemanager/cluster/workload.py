@@ -24,11 +24,14 @@ from typing import Any
 
 import yaml
 
+from nodemanager.dra.context import DeviceContext
+from nodemanager.dra.model import ResourceClaim, parse_claim, parse_claim_spec, parse_device_class
 from nodemanager.durations import parse_duration
-from nodemanager.errors import InvalidInput
+from nodemanager.errors import InvalidInput, InvalidManifest
 from nodemanager.model import Pod, PodPhase
 
 _ENTRY_KEYS = {"name", "count", "at", "duration", "pod", "usage"}
+_TOP_KEYS = {"pods", "deviceClasses", "resourceClaims", "resourceClaimTemplates"}
 
 
 class WorkloadError(InvalidInput):
@@ -65,6 +68,7 @@ class Arrival:
     duration: float | None  # None: runs until the end
     pod: Pod
     usage: UsageProfile | None = None
+    claims: tuple[ResourceClaim, ...] = ()  # made for this pod from claim templates
 
 
 def load_workload(path: str | Path) -> list[Arrival]:
@@ -86,7 +90,14 @@ def parse_workload(text: str, source: str = "workload") -> list[Arrival]:
     if not isinstance(doc, Mapping) or not isinstance(doc.get("pods"), list):
         raise WorkloadError(source, ["expected a mapping with a 'pods' list, or a Kubernetes List of Pods"])
     arrivals: list[Arrival] = []
-    problems: list[str] = []
+    problems: list[str] = [f"{k}: unknown key" for k in sorted(set(doc) - _TOP_KEYS)]
+    templates: dict[str, Mapping[str, Any]] = {}
+    for i, template in enumerate(doc.get("resourceClaimTemplates") or []):
+        name = (template.get("metadata") or {}).get("name") if isinstance(template, Mapping) else None
+        if not name:
+            problems.append(f"resourceClaimTemplates[{i}].metadata.name: required")
+            continue
+        templates[str(name)] = template
     seen: dict[str, int] = {}
     for i, entry in enumerate(doc["pods"]):
         where = f"pods[{i}]"
@@ -134,7 +145,12 @@ def parse_workload(text: str, source: str = "workload") -> list[Arrival]:
             except InvalidInput as exc:
                 problems.append(str(exc))
                 break
-            arrivals.append(Arrival(at, duration, _created(pod, at), usage))
+            try:
+                claims = _template_claims(doc_n, pod, templates, f"{where}.pod")
+            except InvalidInput as exc:
+                problems.append(str(exc))
+                break
+            arrivals.append(Arrival(at, duration, _created(pod, at), usage, claims))
     if problems:
         raise WorkloadError(source, problems)
     arrivals.sort(key=lambda a: (a.at, a.pod.key))
@@ -165,6 +181,50 @@ def _usage(value: Any, where: str) -> tuple[UsageProfile | None, list[str]]:
             parsed.append((start, fraction))
         steps[key] = tuple(sorted(parsed)) or ((0.0, 1.0),)
     return UsageProfile(steps["cpu"], steps["memory"]), problems
+
+
+def _template_claims(manifest: Mapping[str, Any], pod: Pod, templates: Mapping[str, Mapping[str, Any]], where: str) -> tuple[ResourceClaim, ...]:
+    """The claims Kubernetes would create for this pod from its claim templates."""
+    spec = manifest.get("spec") or {}
+    out = []
+    for i, entry in enumerate(spec.get("resourceClaims") or []):
+        template_name = entry.get("resourceClaimTemplateName")
+        if not template_name:
+            continue
+        template = templates.get(template_name)
+        if template is None:
+            raise InvalidManifest(f"{where}.spec.resourceClaims[{i}].resourceClaimTemplateName", f"no resource claim template {template_name!r}")
+        claim_spec = (template.get("spec") or {}).get("spec") or {}
+        out.append(parse_claim_spec(claim_spec, pod.namespace, f"{pod.name}-{entry.get('name')}", f"resourceClaimTemplates[{template_name}].spec.spec"))
+    return tuple(out)
+
+
+def load_devices(path: str | Path) -> DeviceContext:
+    """The device classes and stand-alone resource claims of a workload file."""
+    return parse_devices(Path(path).read_text(), str(path))
+
+
+def parse_devices(text: str, source: str = "workload") -> DeviceContext:
+    doc = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+    if not isinstance(doc, Mapping):
+        return DeviceContext()
+    problems = []
+    classes, claims = {}, {}
+    for i, item in enumerate(doc.get("deviceClasses") or []):
+        try:
+            cls = parse_device_class(item, f"deviceClasses[{i}]")
+            classes[cls.name] = cls
+        except InvalidInput as exc:
+            problems.append(str(exc))
+    for i, item in enumerate(doc.get("resourceClaims") or []):
+        try:
+            claim = parse_claim(item, f"resourceClaims[{i}]")
+            claims[claim.key] = claim
+        except InvalidInput as exc:
+            problems.append(str(exc))
+    if problems:
+        raise WorkloadError(source, problems)
+    return DeviceContext(classes, claims)
 
 
 def _created(pod: Pod, at: float) -> Pod:

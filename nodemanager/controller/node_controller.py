@@ -180,7 +180,8 @@ class NodeController:
 
     def _snapshot(self, now: float) -> ClusterSnapshot:
         pods = self.cache.snapshot().pods
-        return ClusterSnapshot(pods, tuple(self.nodes.values()), self.keeper.active(now), dict(self.unneeded_since))
+        devices = self.cluster.devices() if any(p.claims for p in pods) else None
+        return ClusterSnapshot(pods, tuple(self.nodes.values()), self.keeper.active(now), dict(self.unneeded_since), devices)
 
     def _compute(self, now: float) -> Decision:
         snapshot = self._snapshot(now)
@@ -359,6 +360,10 @@ class NodeController:
                     continue
                 self.cache.finish_binding(key, now)
                 log.info("bound %s to %s (waited %.0fs)", key, name, now - pod.created_at)
+                allocations = self.last_decision.allocations if self.last_decision else {}
+                for claim in pod.claims:
+                    if claim in allocations and allocations[claim][0] == name:
+                        self.cluster.allocate_claim(claim, name, allocations[claim][1])
             remaining = tuple(k for k in self.nodes[name].bound_pods if (p := self.cache.pod(k)) is not None and not p.node_name)
             if remaining != self.nodes[name].bound_pods:
                 self._update(name, bound_pods=remaining)

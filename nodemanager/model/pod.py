@@ -67,6 +67,7 @@ class Pod:
     zone: str = ""
     pod_group: str = ""
     pod_group_min_member: int = 0
+    claims: tuple[str, ...] = ()  # resource claims ("namespace/name") the pod needs devices from
 
     @property
     def key(self) -> PodKey:
@@ -263,4 +264,19 @@ def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
         zone=annotations.get(ZONE_ANNOTATION, ""),
         pod_group=labels.get(POD_GROUP_LABEL, ""),
         pod_group_min_member=int(min_member_text),
+        claims=_claims(spec, namespace, str(name), f"{where}.spec.resourceClaims"),
     )
+
+
+def _claims(spec: Mapping[str, Any], namespace: str, pod: str, where: str) -> tuple[str, ...]:
+    """Claims by name, or from a template: the claim made for this pod is "<pod>-<entry>"."""
+    out = []
+    for i, entry in enumerate(_list(spec.get("resourceClaims"), where)):
+        e = _mapping(entry, f"{where}[{i}]")
+        if e.get("resourceClaimName"):
+            out.append(f"{namespace}/{e['resourceClaimName']}")
+        elif e.get("resourceClaimTemplateName"):
+            out.append(f"{namespace}/{pod}-{e.get('name')}")
+        else:
+            raise InvalidManifest(f"{where}[{i}]", "needs resourceClaimName or resourceClaimTemplateName")
+    return tuple(out)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from nodemanager.dra.model import AllocationResult
 from nodemanager.model import CapacityType, NodeName, PodKey, Resources, Taint
 
 _EMPTY: Mapping = MappingProxyType({})
@@ -42,6 +43,7 @@ class Decision:
     unschedulable: Mapping[PodKey, str] = field(default_factory=lambda: _EMPTY)  # pods no pool could ever hold
     waiting: Mapping[PodKey, str] = field(default_factory=lambda: _EMPTY)  # pods that must wait, and why
     unneeded_since: Mapping[NodeName, float] = field(default_factory=lambda: _EMPTY)  # feed into the next snapshot
+    allocations: Mapping[str, tuple[NodeName, AllocationResult]] = field(default_factory=lambda: _EMPTY)  # claim -> (node, devices)
 
     @property
     def is_noop(self) -> bool:

@@ -25,11 +25,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections import defaultdict, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from cloud.catalog import Catalog
 from nodemanager.config.schema import NodeDefaults, Pool, ProviderConfig
+from nodemanager.dra import ResourceSlice
+from nodemanager.dra.context import instance_slices
 from nodemanager.model import BINDABLE_STATES, LIVE_STATES, CapacityType, NodeName, NodeState, Pod, PodKey, PodPhase, Resources
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
 from nodemanager.noderesource.strategy import ColocationStrategy
@@ -40,6 +42,7 @@ from nodemanager.scaler.snapshot import ClusterSnapshot
 from nodemanager.scaler.unavailability import ANY_TYPE
 from nodemanager.scheduling import CycleState, Framework, NodeInfo, Profile, Registry
 from nodemanager.scheduling.nodeinfo import counted_requests
+from nodemanager.scheduling.plugins.dynamic_resources import DeviceState, allocations_of
 from nodemanager.scheduling.plugins.queue_sort import priority_key
 from nodemanager.scheduling.profile import DEFAULT_PROFILE
 from nodemanager.scheduling.status import Code
@@ -124,6 +127,37 @@ class _Run:
         self.kept: set[str] = set()  # nodes held for standby entries
         self.missing: list[tuple[PoolView, str, CapacityType, str | None, int]] = []  # standby to boot
         self.stopping: set[str] = set()  # idle past the grace: stopped by this decision
+        self.devices: DeviceState | None = None
+        if snapshot.devices is not None:
+            self.devices = DeviceState(snapshot.devices, self._slices_for)
+            self.fw.handle.devices = self.devices
+        self._claim_keys: dict[tuple[str, ...], tuple] = {}
+
+    def claims_of(self, pod: PodKey) -> tuple[str, ...]:
+        node = self.bindings.get(pod)
+        placed = self.infos[node].pods.get(pod) if node in self.infos else None
+        return placed.claims if placed is not None else ()
+
+    def _slices_for(self, info: NodeInfo) -> list[ResourceSlice]:
+        """Published slices for a node whose drivers published; else its instance type's GPUs."""
+        if info.exists and self.devices is not None:
+            published = self.devices.context.published_for(info.name)
+            if published:
+                return published
+        itype = self.s.catalog.get(info.instance_type)
+        return list(instance_slices(itype, info.name if info.exists else "")) if itype else []
+
+    def key(self, pod: Pod) -> tuple:
+        """constraint_key, plus what the pod's claims ask for (claims of the same shape are
+        interchangeable, whatever their names)."""
+        if not pod.claims:
+            return constraint_key(pod)
+        found = self._claim_keys.get(pod.claims)
+        if found is None:
+            claims = self.devices.context.claims if self.devices else {}
+            found = tuple((c.requests, c.constraints, c.allocation is not None) if (c := claims.get(k)) is not None else ("missing", k) for k in pod.claims)
+            self._claim_keys[pod.claims] = found
+        return (*constraint_key(pod), found)
 
     def _blocked(self, candidate: Candidate) -> bool:
         """Marked unavailable: the offering itself, or its whole zone."""
@@ -213,7 +247,7 @@ class _Run:
     def _probe(self, view: PoolView, pod: Pod) -> tuple[list[Candidate], str]:
         """The pool's offerings this pod's constraints accept (any size), or why none.
         A pure function of the pool and the constraints, so the scaler memoizes it."""
-        key = (view.name, constraint_key(pod))
+        key = (view.name, self.key(pod))
         memo = self.s.probe_memo
         if key not in memo:
             if len(memo) >= PROBE_MEMO_SIZE:
@@ -259,7 +293,7 @@ class _Run:
         groups: dict[tuple, list[_Class]] = defaultdict(list)
         for cls in classes:
             if cls.pods:
-                groups[constraint_key(cls.rep)].append(cls)
+                groups[self.key(cls.rep)].append(cls)
         for key in sorted(groups, key=lambda k: priority_key(groups[k][0].rep)):
             self._place_group(groups[key])
 
@@ -287,7 +321,9 @@ class _Run:
                     reasons[id(c)].append((f"pool {view.name}: every fitting offering is marked unavailable after capacity errors", True))
                 else:
                     usable.append(c)
-            if usable:
+            if usable and any(c.rep.claims for c in usable):
+                self._place_with_devices(view, usable, available, reasons)
+            elif usable:
                 self._pack(view, usable, available, reasons)
         for c in group:
             if c.pods:
@@ -298,12 +334,30 @@ class _Run:
                     target[pod.key] = text
                 c.pods = []
 
+    def _place_with_devices(self, view: PoolView, classes: list[_Class], available: list[Candidate], reasons: dict[int, list[tuple[str, bool]]]) -> None:
+        """Pods with claims, one at a time: a node chosen for an earlier pod takes the next
+        while its devices last (the allocator decides); otherwise a node of the cheapest
+        type whose devices satisfy the claims."""
+        for cls in classes:
+            pending = list(cls.pods)
+            cls.pods = []
+            for pod in pending:
+                single = _Class([pod])
+                self._fill([n.info for n in self.new_nodes.values() if n.view is view], [single])
+                if single.pods:
+                    self._pack(view, [single], available, reasons)
+                if single.pods:
+                    cls.pods += single.pods
+                    reasons[id(cls)] += reasons.pop(id(single), [])
+
     def _pack(self, view: PoolView, classes: list[_Class], available: list[Candidate], reasons: dict[int, list[tuple[str, bool]]]) -> None:
         """Boot nodes of ``view`` for ``classes``; pods left over stay in their class."""
         classes = sorted(classes, key=lambda c: (-c.rep.requests.cpu, -c.rep.requests.memory, priority_key(c.rep)))
         # A group is all batch pods or none, so its own requests are what it takes from a new
         # node; a high-priority pod is never limited by the batch estimate.
-        fills, _, why = binpack.pack([c.rep.requests for c in classes], [len(c.pods) for c in classes], available, self._budget(view), cell=view.cell)
+        # Pods with claims get a node each; more share it when its devices allow (via _fill).
+        one_each = view.cell or any(c.rep.claims for c in classes)
+        fills, _, why = binpack.pack([c.rep.requests for c in classes], [len(c.pods) for c in classes], available, self._budget(view), cell=one_each)
         queues = [deque(c.pods) for c in classes]
         refused: list[list[Pod]] = [[] for _ in classes]
         for fill in fills:
@@ -424,8 +478,8 @@ class _Run:
     def right_size(self) -> None:
         """Give every new pod-holding node the cheapest type that holds what it ended up with."""
         for node in self.new_nodes.values():
-            if node.standby or not node.info.pods:
-                continue
+            if node.standby or not node.info.pods or any(p.claims for p in node.info.pods.values()):
+                continue  # a node chosen for its devices keeps its type
             accepted = node.accepted
             if len({constraint_key(p) for p in node.info.pods.values()}) > 1:  # pods of other groups joined it
                 accepted = [c for c in accepted if self._accepts(node, c)]
@@ -452,7 +506,7 @@ class _Run:
 
     def plan(self) -> list[_NewNode]:
         unbound = self.rebuild()
-        classes = _classes(self.fw.sort_pods(unbound))
+        classes = _classes(self.fw.sort_pods(unbound), self.key)
         self.place_on_existing(classes)
         self.claim_standby()
         self.mark_expired()
@@ -544,14 +598,15 @@ class BindingNodeScaler:
             unschedulable=dict(sorted(run.unschedulable.items())),
             waiting=dict(sorted((k, v) for k, v in run.waiting.items() if k not in run.bindings)),
             unneeded_since=unneeded,
+            allocations={k: (NodeName(n), r) for k, (n, r) in allocations_of(run.devices).items() if any(k in run.claims_of(p) for p in run.bindings)},
         )
 
 
-def _classes(pods: list[Pod]) -> list[_Class]:
+def _classes(pods: list[Pod], key_of: Callable[[Pod], tuple]) -> list[_Class]:
     """Identical pods grouped, classes in the order of their first member."""
     classes: dict[tuple, _Class] = {}
     for pod in pods:
-        key = (constraint_key(pod), pod.requests)
+        key = (key_of(pod), pod.requests)
         if key in classes:
             classes[key].pods.append(pod)
         else:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from nodemanager.dra.context import DeviceContext
 from nodemanager.model import Node, NodeName, Pod
 from nodemanager.scaler.unavailability import OfferingKey
 
@@ -18,3 +19,4 @@ class ClusterSnapshot:
     nodes: tuple[Node, ...]  # node records in any state
     unavailable: Mapping[OfferingKey, float] = field(default_factory=lambda: _EMPTY)  # offering -> until
     unneeded_since: Mapping[NodeName, float] = field(default_factory=lambda: _EMPTY)  # from the last Decision
+    devices: DeviceContext | None = None  # device classes, claims and published slices

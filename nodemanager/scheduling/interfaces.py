@@ -25,6 +25,7 @@ class FrameworkHandle:
     def __init__(self) -> None:
         self.node_infos: Mapping[str, NodeInfo] = {}
         self.now: float = 0.0
+        self.devices: object | None = None  # DynamicResources' DeviceState, set per computation
         self._waiting: dict[str, WaitingPod] = {}
 
     def get_waiting_pod(self, uid: str) -> WaitingPod | None:

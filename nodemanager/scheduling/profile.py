@@ -11,13 +11,22 @@ from types import MappingProxyType
 class Profile:
     queue_sort: tuple[str, ...] = ("PrioritySort",)
     pre_filter: tuple[str, ...] = ("NodeResourcesFit",)
-    filter: tuple[str, ...] = ("NodeResourcesFit", "NodeAffinity", "TaintToleration", "InstanceTypeMatch", "CapacityType", "Zone", "CellIsolation")
+    filter: tuple[str, ...] = (
+        "NodeResourcesFit",
+        "NodeAffinity",
+        "TaintToleration",
+        "InstanceTypeMatch",
+        "CapacityType",
+        "Zone",
+        "CellIsolation",
+        "DynamicResources",
+    )
     post_filter: tuple[str, ...] = ()
     # (name, weight): MostAllocated packs nodes tight so fewer are booted (the cluster
     # autoscaler's profile); BalancedAllocation keeps cpu and memory in step.
     score: tuple[tuple[str, int], ...] = (("MostAllocated", 1), ("BalancedAllocation", 1), ("TaintToleration", 1))
-    reserve: tuple[str, ...] = ("PodGroup",)
-    unreserve: tuple[str, ...] = ("PodGroup",)
+    reserve: tuple[str, ...] = ("DynamicResources", "PodGroup")
+    unreserve: tuple[str, ...] = ("PodGroup", "DynamicResources")
     permit: tuple[str, ...] = ("PodGroup",)
     pre_bind: tuple[str, ...] = ()
     bind: tuple[str, ...] = ()

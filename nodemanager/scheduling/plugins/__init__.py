@@ -1,5 +1,6 @@
 """The built-in plugins, listed explicitly (``default_registry`` registers them)."""
 
+from nodemanager.scheduling.plugins.dynamic_resources import DynamicResources
 from nodemanager.scheduling.plugins.placement import CapacityTypeMatch, CellIsolation, InstanceTypeMatch, NodeAffinity, TaintToleration, Zone
 from nodemanager.scheduling.plugins.pod_group import PodGroup
 from nodemanager.scheduling.plugins.queue_sort import PrioritySort
@@ -18,6 +19,7 @@ BUILTIN_PLUGINS = (
     MostAllocated,
     BalancedAllocation,
     PodGroup,
+    DynamicResources,
 )
 
 __all__ = [p.__name__ for p in BUILTIN_PLUGINS] + ["BUILTIN_PLUGINS"]
