@@ -147,7 +147,7 @@ def test_device_without_the_attribute_fails_the_constraint():
 
 
 def test_unknown_device_types_are_not_selectable():
-    slices = [slice_("s", [{"name": "future"}, gpu("g1")])]
+    slices = [slice_("s", [{"name": "future", "composite": {"includes": ["x"]}}, gpu("g1")])]
     assert names(allocate([claim("c", req())], slices)) == [["g1"]]
 
 
@@ -243,3 +243,38 @@ def test_manifests_parse_like_the_api_sends_them():
     assert (classes[0].selectors, claims[0].requests[0].count, slices[0].generation, slices[0].devices[0].capacity["memory"]) == (("true",), 2, 3, 40 * GI)
     with pytest.raises(InvalidManifest, match=r"\[0\]\.spec\.devices\.requests\[0\]\.allocationMode"):
         parse_all([{"kind": "ResourceClaim", "metadata": {"name": "c"}, "spec": {"devices": {"requests": [{"name": "r", "allocationMode": "Some"}]}}}])
+
+
+def test_official_client_objects_parse_to_the_same_model():
+    from kubernetes import client as k8s
+
+    from nodemanager.cluster.objects import to_manifest
+
+    slice_obj = k8s.V1ResourceSlice(
+        api_version="resource.k8s.io/v1",
+        kind="ResourceSlice",
+        metadata=k8s.V1ObjectMeta(name="s"),
+        spec=k8s.V1ResourceSliceSpec(
+            driver=DRIVER,
+            node_name="n1",
+            pool=k8s.V1ResourcePool(name="pool-a", generation=1, resource_slice_count=1),
+            devices=[
+                k8s.V1Device(
+                    name="g0",
+                    attributes={"model": k8s.V1DeviceAttribute(string="a100")},
+                    capacity={"memory": k8s.V1DeviceCapacity(value="40Gi")},
+                )
+            ],
+        ),
+    )
+    claim_obj = k8s.ResourceV1ResourceClaim(
+        metadata=k8s.V1ObjectMeta(name="c", namespace="default"),
+        spec=k8s.V1ResourceClaimSpec(
+            devices=k8s.V1DeviceClaim(requests=[k8s.V1DeviceRequest(name="r", exactly=k8s.V1ExactDeviceRequest(device_class_name="gpu", count=1))])
+        ),
+    )
+    parsed_slice = parse_slice(to_manifest(slice_obj))
+    assert parsed_slice == slice_("s", [gpu("g0")])
+    parsed_claim = parse_claim(to_manifest(claim_obj))
+    assert parsed_claim == claim("c", req())
+    assert names(allocate([parsed_claim], [parsed_slice])) == [["g0"]]

@@ -133,9 +133,11 @@ def parse_device(doc: Mapping[str, Any], where: str) -> Device:
     name = _get(doc, "name", where)
     if not name:
         raise InvalidManifest(f"{where}.name", "required")
-    basic = doc.get("basic")
+    basic = doc.get("basic")  # v1alpha3 / v1beta1 nest the device under "basic"
     if basic is None:
-        return Device(str(name), basic=False)
+        if set(doc) - {"name", "attributes", "capacity", "consumesCounters", "nodeName", "nodeSelector", "allNodes", "taints", "bindsToNode"}:
+            return Device(str(name), basic=False)  # a device type this allocator does not know
+        basic = doc  # v1 / v1beta2: attributes and capacity on the device itself
     attributes = {str(k): _attribute(v, f"{where}.basic.attributes[{k}]") for k, v in (basic.get("attributes") or {}).items()}
     capacity = {}
     for key, value in (basic.get("capacity") or {}).items():
