@@ -73,14 +73,14 @@ def test_loop_writes_batch_resources_only_when_need_sync_says_so():
     first = node.allocatable[BATCH_CPU]
     # 16 cores - 40% margin - 200m system - 3 pods x 2 cores used (no usage profile: requests)
     assert first == 16_000 - 6_400 - 200 - 6_000
-    when, reason, messages = h.controller.batch_synced[name]
+    when, reason, messages = h.controller.colocation.synced[name]
     assert reason == "never synced"
     assert "nodeCapacity:16000" in messages[BATCH_CPU]
     generation = h.controller._records_generation
     h.clock.advance(30)
     h.controller.colocation_loop()
     assert h.controller._records_generation == generation  # nothing changed: nothing written
-    assert h.controller.batch_synced[name][0] == when
+    assert h.controller.colocation.synced[name][0] == when
     doc = next(n for n in h.controller.status()["nodes"] if n["name"] == name)
     assert doc["batch"]["allocatable"][BATCH_CPU] == str(first)
     assert doc["batch"]["reason"] == "never synced"
@@ -97,7 +97,7 @@ def test_stale_metrics_remove_batch_resources():
     h.clock.advance(16 * 60)
     h.controller.colocation_loop()
     assert BATCH_CPU not in h.controller.nodes[name].allocatable.names()
-    assert "degrade" in h.controller.batch_synced[name][2][BATCH_CPU]
+    assert "degrade" in h.controller.colocation.synced[name][2][BATCH_CPU]
 
 
 def test_disabled_pool_takes_its_batch_resources_back():

@@ -17,7 +17,7 @@ field, and nothing runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -208,20 +208,21 @@ def parse_devices(text: str, source: str = "workload") -> DeviceContext:
     doc = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
     if not isinstance(doc, Mapping):
         return DeviceContext()
-    problems = []
-    classes, claims = {}, {}
-    for i, item in enumerate(doc.get("deviceClasses") or []):
-        try:
-            cls = parse_device_class(item, f"deviceClasses[{i}]")
-            classes[cls.name] = cls
-        except InvalidInput as exc:
-            problems.append(str(exc))
-    for i, item in enumerate(doc.get("resourceClaims") or []):
-        try:
-            claim = parse_claim(item, f"resourceClaims[{i}]")
-            claims[claim.key] = claim
-        except InvalidInput as exc:
-            problems.append(str(exc))
+    problems: list[str] = []
+
+    def each(key: str, parse: Callable[[Any, str], Any], name: Callable[[Any], str]) -> dict[str, Any]:
+        out = {}
+        for i, item in enumerate(doc.get(key) or []):
+            try:
+                parsed = parse(item, f"{key}[{i}]")
+            except InvalidInput as exc:
+                problems.append(str(exc))
+                continue
+            out[name(parsed)] = parsed
+        return out
+
+    classes = each("deviceClasses", parse_device_class, lambda c: c.name)
+    claims = each("resourceClaims", parse_claim, lambda c: c.key)
     if problems:
         raise WorkloadError(source, problems)
     return DeviceContext(classes, claims)

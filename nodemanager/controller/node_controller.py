@@ -28,18 +28,17 @@ from concurrent.futures import Executor
 from cloud.base import BootRequest, CloudClient, Instance, InstanceState
 from cloud.catalog import Catalog
 from cloud.errors import CloudError, InsufficientCapacity, NotFound, OfferingError, QuotaExceeded, Throttled, ZoneUnavailable
-from nodemanager import __version__
 from nodemanager.cache import ClusterEventsHandler
 from nodemanager.clock import Clock
 from nodemanager.cluster.base import BindError, ClusterSource
 from nodemanager.config.schema import Pool, ProviderConfig
+from nodemanager.controller.colocation import ColocationReconciler
 from nodemanager.controller.dispenser import NodeDispenser
 from nodemanager.controller.executor import InlineExecutor
+from nodemanager.controller.status_doc import status_document
 from nodemanager.controller.timers import LoopTimer
 from nodemanager.errors import NodeManagerError
-from nodemanager.model import LIVE_STATES, ZERO, CapacityType, InstanceId, Node, NodeName, NodeState, PodKey, Resources
-from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
-from nodemanager.noderesource import BatchResource, NodeMetric, NodeResourceFramework, NodeView
+from nodemanager.model import LIVE_STATES, ZERO, CapacityType, InstanceId, Node, NodeName, NodeState, PodKey
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, Decision, NodeSpec, ScalerSettings, UnavailabilityKeeper
 from nodemanager.scaler.unavailability import ANY_TYPE
 from nodemanager.status.metrics import Metrics
@@ -95,8 +94,7 @@ class NodeController:
         self._last_inputs: tuple | None = None
         self._pools = {p.name: p for p in config.pools}
         self.on_decision: Callable[[Decision, float], None] | None = None
-        self.noderesource = NodeResourceFramework([BatchResource()], enabled=config.colocation.plugins)
-        self.batch_synced: dict[str, tuple[float, str, dict[str, str]]] = {}  # node -> (when, why, messages)
+        self.colocation = ColocationReconciler(self)
 
     # -- records --------------------------------------------------------------------------
     def pool_config(self, name: str) -> Pool | None:
@@ -111,6 +109,10 @@ class NodeController:
         if state is NodeState.TERMINATED:
             self.terminated_at[name] = self.clock.now()
         return node
+
+    def update_node(self, name: str, **changes: object) -> None:
+        """Change fields of a node record other than its state."""
+        self._update(name, **changes)
 
     def _update(self, name: str, **changes: object) -> None:
         self.nodes[name] = self.nodes[name].with_changes(**changes)
@@ -480,39 +482,8 @@ class NodeController:
     def colocation_loop(self) -> None:
         """Recalculate every Ready node's batch resources; write them when NeedSync says so."""
         with self.lock, self.timers["colocation"].timing(self.clock):
-            synced_before = any(BATCH_CPU in n.allocatable.names() or BATCH_MEMORY in n.allocatable.names() for n in self.nodes.values())
-            if not (self.config.colocation_anywhere or synced_before):
-                return  # nothing offered and nothing to take back
-            now = self.clock.now()
-            try:
-                metrics = self.cluster.node_metrics()
-            except Exception:  # no metrics: each node degrades on its own clock
-                log.exception("reading node metrics failed")
-                metrics = {}
-            for name, node in sorted(self.nodes.items()):
-                if node.state not in (NodeState.AVAILABLE, NodeState.CLAIMED):
-                    continue
-                self._reconcile_batch(name, node, metrics.get(name), now)
+            self.colocation.reconcile_all(self.clock.now())
         self.metrics.loop_duration.labels("colocation").observe(self.timers["colocation"].last_ms / 1000)
-
-    def _reconcile_batch(self, name: str, node: Node, metric: NodeMetric | None, now: float) -> None:
-        itype = self.catalog.get(node.instance_type)
-        capacity = itype.capacity(self.config.nodes.volume_size) if itype else node.allocatable
-        view = NodeView(name, dict(capacity.items()), dict(node.allocatable.items()))
-        pods = [p for k in self.cache.usage(name).pods if (p := self.cache.pod(k)) is not None]
-        strategy = self.config.colocation_for(self.pool_config(node.pool))
-        last = self.batch_synced.get(name)
-        result = self.noderesource.reconcile(strategy, view, pods, metric, now=now, last_sync=last[0] if last else None)
-        for error in result.errors:
-            log.warning("node %s: %s", name, error)
-        if not result.need_sync:
-            return
-        batch = {k: v for k, v in result.node.allocatable.items() if k in (BATCH_CPU, BATCH_MEMORY)}
-        others = {k: v for k, v in node.allocatable.items() if k not in (BATCH_CPU, BATCH_MEMORY)}
-        if batch != {k: v for k, v in node.allocatable.items() if k in (BATCH_CPU, BATCH_MEMORY)}:
-            self._update(name, allocatable=Resources({**others, **batch}))
-            log.info("node %s: batch resources now %s (%s)", name, Resources(batch).to_quantities() or "none", result.reason)
-        self.batch_synced[name] = (now, result.reason, result.messages)
 
     # -- reading ----------------------------------------------------------------------------
     def cost_per_hour(self) -> float:
@@ -538,85 +509,4 @@ class NodeController:
     def status(self) -> dict[str, object]:
         """The /status document, built under the lock from a consistent state."""
         with self.lock:
-            now = self.clock.now()
-            decision = self.last_decision
-            waiting = []
-            for pod in self.cache.waiting():
-                reason = ""
-                if decision is not None:
-                    reason = decision.unschedulable.get(pod.key) or decision.waiting.get(pod.key) or ""
-                    if not reason and pod.key in decision.bindings:
-                        reason = f"bound to {decision.bindings[pod.key]}, waiting for it to be Ready"
-                waiting.append({"pod": pod.key, "reason": reason or "not yet considered", "since": pod.created_at})
-            counts = self.cache.counts()
-            counts["unschedulable"] = len(decision.unschedulable) if decision else 0
-            return {
-                "controller": {
-                    "id": self.cloud.controller_id,
-                    "version": __version__,
-                    "started_at": self.started_at,
-                    "now": now,
-                    "leader": True,
-                    "ready": self.ready,
-                },
-                "loops": {name: timer.as_dict() for name, timer in self.timers.items()},
-                "nodes": [self._node_doc(n) for _, n in sorted(self.nodes.items())],
-                "pods": {"counts": counts, "waiting": waiting},
-                "pools": [self._pool_doc(p) for p in self.config.pools],
-                "unavailable": self.keeper.dump(now),
-                "cost_per_hour": round(self.cost_per_hour(), 6),
-                "config": self.config.model_dump(mode="json", by_alias=True),
-            }
-
-    def _node_doc(self, node: Node) -> dict[str, object]:
-        usage = self.cache.usage(node.name)
-        return {
-            "name": node.name,
-            "instance_id": node.instance_id,
-            "instance_type": node.instance_type,
-            "capacity_type": node.capacity_type.value,
-            "zone": node.zone,
-            "pool": node.pool,
-            "state": node.state.value,
-            "pods": sorted(usage.pods),
-            "bound_pods": list(node.bound_pods),
-            "requested": usage.requested.to_quantities(),
-            "allocatable": node.allocatable.to_quantities(),
-            "created_at": node.created_at,
-            "ready_at": node.ready_at,
-            "last_heartbeat": node.last_heartbeat,
-            "unneeded_since": self.unneeded_since.get(node.name),
-            "terminating": self.marked.get(node.name, (None,))[0],
-            "batch": self._batch_doc(node),
-        }
-
-    def _batch_doc(self, node: Node) -> dict[str, object] | None:
-        synced = self.batch_synced.get(node.name)
-        allocatable = {k: v for k, v in node.allocatable.to_quantities().items() if k in (BATCH_CPU, BATCH_MEMORY)}
-        if synced is None and not allocatable:
-            return None
-        return {
-            "allocatable": allocatable,
-            "last_sync": synced[0] if synced else None,
-            "reason": synced[1] if synced else "estimated at boot",
-            "messages": synced[2] if synced else {},
-        }
-
-    def _pool_doc(self, pool: Pool) -> dict[str, object]:
-        live = [n for n in self.nodes.values() if n.pool == pool.name and n.state in LIVE_STATES]
-        wanted = sum(s.count for s in pool.standby)
-        present = 0
-        for entry in pool.standby:
-            itype = entry.instance_type or self.config.nodes.default_instance_type
-            capacity = CapacityType.SPOT if entry.spot else CapacityType.ON_DEMAND
-            idle = [n for n in live if n.instance_type == itype and n.capacity_type is capacity and not self.node_has_pods(n.name)]
-            present += min(entry.count, len(idle))
-        cpu = sum(t.vcpu * 1000 for n in live if (t := self.catalog.get(n.instance_type)))
-        memory = sum(t.memory_mib * 2**20 for n in live if (t := self.catalog.get(n.instance_type)))
-        return {
-            "name": pool.name,
-            "packing": pool.packing.value,
-            "standby": {"wanted": wanted, "present": present},
-            "limits": pool.limits.model_dump(mode="json"),
-            "usage": {"nodes": len(live), "cpu": f"{cpu // 1000}", "memory": f"{memory // 2**30}Gi"},
-        }
+            return status_document(self)

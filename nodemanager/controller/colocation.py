@@ -1,0 +1,72 @@
+"""Colocation in the controller: each Ready node's batch resources, recalculated from the
+metrics and written to its record only when the framework's NeedSync says so."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from nodemanager.model import Node, NodeState, Resources
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
+from nodemanager.noderesource import BatchResource, NodeMetric, NodeResourceFramework, NodeView
+
+if TYPE_CHECKING:
+    from nodemanager.controller.node_controller import NodeController
+
+log = logging.getLogger("nodemanager.controller")
+BATCH = (BATCH_CPU, BATCH_MEMORY)
+
+
+class ColocationReconciler:
+    def __init__(self, controller: NodeController) -> None:
+        self.c = controller
+        self.framework = NodeResourceFramework([BatchResource()], enabled=controller.config.colocation.plugins)
+        self.synced: dict[str, tuple[float, str, dict[str, str]]] = {}  # node -> (when, why, messages)
+
+    def reconcile_all(self, now: float) -> None:
+        """Every Ready node; nothing at all when no pool offers batch resources and none has them."""
+        c = self.c
+        has_batch = any(set(BATCH) & n.allocatable.names() for n in c.nodes.values())
+        if not (c.config.colocation_anywhere or has_batch):
+            return
+        try:
+            metrics = c.cluster.node_metrics()
+        except Exception:  # no metrics: each node degrades on its own clock
+            log.exception("reading node metrics failed")
+            metrics = {}
+        for name, node in sorted(c.nodes.items()):
+            if node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
+                self.reconcile(name, node, metrics.get(name), now)
+
+    def reconcile(self, name: str, node: Node, metric: NodeMetric | None, now: float) -> None:
+        c = self.c
+        itype = c.catalog.get(node.instance_type)
+        capacity = itype.capacity(c.config.nodes.volume_size) if itype else node.allocatable
+        view = NodeView(name, dict(capacity.items()), dict(node.allocatable.items()))
+        pods = [p for k in c.cache.usage(name).pods if (p := c.cache.pod(k)) is not None]
+        strategy = c.config.colocation_for(c.pool_config(node.pool))
+        last = self.synced.get(name)
+        result = self.framework.reconcile(strategy, view, pods, metric, now=now, last_sync=last[0] if last else None)
+        for error in result.errors:
+            log.warning("node %s: %s", name, error)
+        if not result.need_sync:
+            return
+        batch = {k: v for k, v in result.node.allocatable.items() if k in BATCH}
+        if batch != {k: v for k, v in node.allocatable.items() if k in BATCH}:
+            others = {k: v for k, v in node.allocatable.items() if k not in BATCH}
+            c.update_node(name, allocatable=Resources({**others, **batch}))
+            log.info("node %s: batch resources now %s (%s)", name, Resources(batch).to_quantities() or "none", result.reason)
+        self.synced[name] = (now, result.reason, result.messages)
+
+    def document(self, node: Node) -> dict[str, object] | None:
+        """The node's ``batch`` field in /status."""
+        synced = self.synced.get(node.name)
+        allocatable = {k: v for k, v in node.allocatable.to_quantities().items() if k in BATCH}
+        if synced is None and not allocatable:
+            return None
+        return {
+            "allocatable": allocatable,
+            "last_sync": synced[0] if synced else None,
+            "reason": synced[1] if synced else "estimated at boot",
+            "messages": synced[2] if synced else {},
+        }

@@ -1,0 +1,81 @@
+"""The /status document: a read-only picture of the controller, cache and keeper."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nodemanager import __version__
+from nodemanager.config.schema import Pool
+from nodemanager.model import LIVE_STATES, CapacityType, Node
+
+if TYPE_CHECKING:
+    from nodemanager.controller.node_controller import NodeController
+
+
+def status_document(c: NodeController) -> dict[str, object]:
+    """Call with the controller's lock held."""
+    now = c.clock.now()
+    decision = c.last_decision
+    waiting = []
+    for pod in c.cache.waiting():
+        reason = ""
+        if decision is not None:
+            reason = decision.unschedulable.get(pod.key) or decision.waiting.get(pod.key) or ""
+            if not reason and pod.key in decision.bindings:
+                reason = f"bound to {decision.bindings[pod.key]}, waiting for it to be Ready"
+        waiting.append({"pod": pod.key, "reason": reason or "not yet considered", "since": pod.created_at})
+    counts = c.cache.counts()
+    counts["unschedulable"] = len(decision.unschedulable) if decision else 0
+    return {
+        "controller": {"id": c.cloud.controller_id, "version": __version__, "started_at": c.started_at, "now": now, "leader": True, "ready": c.ready},
+        "loops": {name: timer.as_dict() for name, timer in c.timers.items()},
+        "nodes": [_node(c, n) for _, n in sorted(c.nodes.items())],
+        "pods": {"counts": counts, "waiting": waiting},
+        "pools": [_pool(c, p) for p in c.config.pools],
+        "unavailable": c.keeper.dump(now),
+        "cost_per_hour": round(c.cost_per_hour(), 6),
+        "config": c.config.model_dump(mode="json", by_alias=True),
+    }
+
+
+def _node(c: NodeController, node: Node) -> dict[str, object]:
+    usage = c.cache.usage(node.name)
+    return {
+        "name": node.name,
+        "instance_id": node.instance_id,
+        "instance_type": node.instance_type,
+        "capacity_type": node.capacity_type.value,
+        "zone": node.zone,
+        "pool": node.pool,
+        "state": node.state.value,
+        "pods": sorted(usage.pods),
+        "bound_pods": list(node.bound_pods),
+        "requested": usage.requested.to_quantities(),
+        "allocatable": node.allocatable.to_quantities(),
+        "created_at": node.created_at,
+        "ready_at": node.ready_at,
+        "last_heartbeat": node.last_heartbeat,
+        "unneeded_since": c.unneeded_since.get(node.name),
+        "terminating": c.marked.get(node.name, (None,))[0],
+        "batch": c.colocation.document(node),
+    }
+
+
+def _pool(c: NodeController, pool: Pool) -> dict[str, object]:
+    live = [n for n in c.nodes.values() if n.pool == pool.name and n.state in LIVE_STATES]
+    wanted = sum(s.count for s in pool.standby)
+    present = 0
+    for entry in pool.standby:
+        itype = entry.instance_type or c.config.nodes.default_instance_type
+        capacity = CapacityType.SPOT if entry.spot else CapacityType.ON_DEMAND
+        idle = [n for n in live if n.instance_type == itype and n.capacity_type is capacity and not c.node_has_pods(n.name)]
+        present += min(entry.count, len(idle))
+    cpu = sum(t.vcpu * 1000 for n in live if (t := c.catalog.get(n.instance_type)))
+    memory = sum(t.memory_mib * 2**20 for n in live if (t := c.catalog.get(n.instance_type)))
+    return {
+        "name": pool.name,
+        "packing": pool.packing.value,
+        "standby": {"wanted": wanted, "present": present},
+        "limits": pool.limits.model_dump(mode="json"),
+        "usage": {"nodes": len(live), "cpu": f"{cpu // 1000}", "memory": f"{memory // 2**30}Gi"},
+    }
