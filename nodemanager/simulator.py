@@ -129,7 +129,8 @@ class Simulation:
     def run(self, until: float | None = None, progress: Callable[[float, float], None] | None = None) -> dict[str, object]:
         self.controller.recover()
         driver = VirtualDriver(self.controller, self.clock, self.config.loops.intervals())
-        drain = self.config.nodes.idle_grace + max(driver.intervals.values()) * 2 + self.config.loops.pool
+        loops = self.config.loops  # after settling: time for idle nodes to be stopped and reaped
+        drain = self.config.nodes.idle_grace + 2 * max(loops.pool, loops.heartbeat, loops.reaper) + loops.pool
         settled_at: float | None = None
         horizon = until if until is not None else MAX_SIMULATED_SECONDS
         last = 0.0

@@ -138,3 +138,10 @@ def test_run_with_a_bad_config_exits_2(tmp_path, capsys):
     path.write_text("pools: [{name: a, limits: {nodes: -1}}]\n")
     assert main(["run", "--config", str(path)]) == 2
     assert "pools[0].limits.nodes: must be >= 0, got -1" in capsys.readouterr().err
+
+
+def test_simulation_ends_soon_after_the_workload_settles(capsys):
+    """The 12-hour price loop must not keep a settled simulation running."""
+    assert main(["simulate", "--config", str(PROVIDER), "--workload", str(DEMO), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["simulated_seconds"] < 300
