@@ -6,11 +6,11 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from nodemanager import __version__
 from nodemanager.config import EMBEDDED_DEFAULT, embedded_default_path, load_config
-from nodemanager.errors import ConfigError, InvalidInput
+from nodemanager.errors import ConfigError, InvalidInput, NodeManagerError
 from nodemanager.model import CapacityType, Resources
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
@@ -96,9 +96,11 @@ def _run_command(args: argparse.Namespace) -> int:
     return run_service(config, catalog, source)
 
 
-def _progress(total_pods: int, cluster_arrivals_left) -> object:  # type: ignore[no-untyped-def]
+def _progress(total_pods: int, arrivals_left: Callable[[], int]) -> Callable[[float, float], None]:
+    """A one-line progress display for a terminal."""
+
     def show(now: float, horizon: float) -> None:
-        arrived = total_pods - cluster_arrivals_left()
+        arrived = total_pods - arrivals_left()
         hours, rest = divmod(int(now), 3600)
         bar = "#" * int(20 * arrived / total_pods) if total_pods else ""
         print(f"\rsimulated {hours:02d}:{rest // 60:02d}:{rest % 60:02d}  pods arrived {arrived}/{total_pods} [{bar:<20}]", end="", file=sys.stderr)
@@ -120,7 +122,7 @@ def _simulate_command(args: argparse.Namespace) -> int:
         raise InvalidInput(f"--until: {exc}") from None
     simulation = Simulation(config, catalog, workload, load_devices(args.workload))
     progress = _progress(len(workload), simulation.cluster.arrivals_left) if sys.stderr.isatty() and not args.json else None
-    report = simulation.run(until=until, progress=progress)  # type: ignore[arg-type]
+    report = simulation.run(until=until, progress=progress)
     if progress is not None:
         print(file=sys.stderr)
     if args.json:
@@ -191,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InvalidInput as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (OSError, ValueError) as exc:  # e.g. the status port is taken, a token file is empty
+    except (OSError, ValueError, NodeManagerError) as exc:  # the status port is taken, the cloud refused us...
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
 

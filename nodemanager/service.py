@@ -53,7 +53,11 @@ class Service:
     def start(self) -> None:
         log.info("nodemanager starting: %s; controller id %s", self.source, self.controller.cloud.controller_id)
         self.server.start()
-        self.controller.recover()
+        try:
+            self.controller.recover()
+        except BaseException:
+            self.server.stop()  # nothing half-started stays behind
+            raise
         intervals = self.config.loops.intervals()
         now = datetime.now(UTC)
         for name in LOOPS:

@@ -145,3 +145,22 @@ def test_simulation_ends_soon_after_the_workload_settles(capsys):
     assert main(["simulate", "--config", str(PROVIDER), "--workload", str(DEMO), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["simulated_seconds"] < 300
+
+
+def test_run_reports_a_cloud_failure_at_start_as_an_error(tmp_path, capsys, monkeypatch):
+    """No credentials anywhere: a clear error and exit status 1, not a traceback."""
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    path = tmp_path / "p.yaml"
+    port = free_port()
+    path.write_text(
+        "controllerId: x\ncloud: {provider: aws, aws: {region: us-east-1, endpointURL: 'http://127.0.0.1:9'}}\n"
+        f"nodes: {{bootImageSpec: {{imageIDs: [ami-1]}}}}\nstatus: {{listen: '127.0.0.1:{port}'}}\npools: [{{name: a}}]\n"
+    )
+    assert main(["run", "--config", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ")
+    assert "Traceback" not in err
