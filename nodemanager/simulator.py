@@ -30,7 +30,7 @@ from nodemanager.controller.node_controller import NodeController
 from nodemanager.controller.virtual import VirtualDriver
 from nodemanager.dra.context import DeviceContext
 from nodemanager.model import PodKey
-from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
+from nodemanager.model.resources import asks_for_batch
 from nodemanager.scaler import Decision
 from nodemanager.scaler.lp import Shape, solve
 from nodemanager.scaler.pools import pool_views
@@ -75,7 +75,7 @@ class Simulation:
         self.controller.on_decision = self._on_decision
         self.total_pods = len(workload)
         self._arrived_at = {a.pod.key: a.at for a in workload}
-        self._batch_pods = {a.pod.key for a in workload if a.pod.requests[BATCH_CPU] or a.pod.requests[BATCH_MEMORY]}
+        self._batch_pods = {a.pod.key for a in workload if asks_for_batch(a.pod.requests)}
         self.unschedulable: dict[PodKey, str] = {}
         self.tracker = _Tracker()
         shapes = {}

@@ -7,14 +7,13 @@ import logging
 from typing import TYPE_CHECKING
 
 from nodemanager.model import Node, NodeState, Resources
-from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
+from nodemanager.model.resources import BATCH_RESOURCES
 from nodemanager.noderesource import BatchResource, NodeMetric, NodeResourceFramework, NodeView
 
 if TYPE_CHECKING:
     from nodemanager.controller.node_controller import NodeController
 
 log = logging.getLogger("nodemanager.controller")
-BATCH = (BATCH_CPU, BATCH_MEMORY)
 
 
 class ColocationReconciler:
@@ -26,7 +25,7 @@ class ColocationReconciler:
     def reconcile_all(self, now: float) -> None:
         """Every Ready node; nothing at all when no pool offers batch resources and none has them."""
         c = self.c
-        has_batch = any(set(BATCH) & n.allocatable.names() for n in c.nodes.values())
+        has_batch = any(set(BATCH_RESOURCES) & n.allocatable.names() for n in c.nodes.values())
         if not (c.config.colocation_anywhere or has_batch):
             return
         try:
@@ -51,9 +50,9 @@ class ColocationReconciler:
             log.warning("node %s: %s", name, error)
         if not result.need_sync:
             return
-        batch = {k: v for k, v in result.node.allocatable.items() if k in BATCH}
-        if batch != {k: v for k, v in node.allocatable.items() if k in BATCH}:
-            others = {k: v for k, v in node.allocatable.items() if k not in BATCH}
+        batch = {k: v for k, v in result.node.allocatable.items() if k in BATCH_RESOURCES}
+        if batch != {k: v for k, v in node.allocatable.items() if k in BATCH_RESOURCES}:
+            others = {k: v for k, v in node.allocatable.items() if k not in BATCH_RESOURCES}
             c.update_node(name, allocatable=Resources({**others, **batch}))
             log.info("node %s: batch resources now %s (%s)", name, Resources(batch).to_quantities() or "none", result.reason)
         self.synced[name] = (now, result.reason, result.messages)
@@ -61,7 +60,7 @@ class ColocationReconciler:
     def document(self, node: Node) -> dict[str, object] | None:
         """The node's ``batch`` field in /status."""
         synced = self.synced.get(node.name)
-        allocatable = {k: v for k, v in node.allocatable.to_quantities().items() if k in BATCH}
+        allocatable = {k: v for k, v in node.allocatable.to_quantities().items() if k in BATCH_RESOURCES}
         if synced is None and not allocatable:
             return None
         return {

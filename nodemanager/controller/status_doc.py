@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from nodemanager import __version__
 from nodemanager.config.schema import Pool
 from nodemanager.model import LIVE_STATES, CapacityType, Node
+from nodemanager.scaler.pools import capacity_of
 
 if TYPE_CHECKING:
     from nodemanager.controller.node_controller import NodeController
@@ -70,8 +71,8 @@ def _pool(c: NodeController, pool: Pool) -> dict[str, object]:
         capacity = CapacityType.SPOT if entry.spot else CapacityType.ON_DEMAND
         idle = [n for n in live if n.instance_type == itype and n.capacity_type is capacity and not c.node_has_pods(n.name)]
         present += min(entry.count, len(idle))
-    cpu = sum(t.vcpu * 1000 for n in live if (t := c.catalog.get(n.instance_type)))
-    memory = sum(t.memory_mib * 2**20 for n in live if (t := c.catalog.get(n.instance_type)))
+    machines = [capacity_of(t) for n in live if (t := c.catalog.get(n.instance_type))]
+    cpu, memory = sum(m[0] for m in machines), sum(m[1] for m in machines)
     return {
         "name": pool.name,
         "packing": pool.packing.value,

@@ -21,6 +21,7 @@ AMD_GPU = "amd.com/gpu"
 GPU_RESOURCES = (NVIDIA_GPU, AMD_GPU)
 BATCH_CPU = "kubernetes.io/batch-cpu"  # reclaimed milli-cores offered to batch pods (a count)
 BATCH_MEMORY = "kubernetes.io/batch-memory"  # reclaimed bytes offered to batch pods
+BATCH_RESOURCES = (BATCH_CPU, BATCH_MEMORY)
 
 
 class Resources:
@@ -153,3 +154,8 @@ class Resources:
 
 
 ZERO = Resources()
+
+
+def asks_for_batch(requests: Resources) -> bool:
+    """Whether the requests name reclaimed batch capacity: such a pod is a batch pod."""
+    return any(requests[name] for name in BATCH_RESOURCES)

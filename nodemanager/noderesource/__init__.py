@@ -1,8 +1,9 @@
 """Node-resource overcommit: the calculation framework and the BatchResource plugin."""
 
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
 from nodemanager.noderesource.batch import BatchResource, priority_class
 from nodemanager.noderesource.framework import NodeResourceFramework, ReconcileResult, plugin_enabled
-from nodemanager.noderesource.model import BATCH_CPU, BATCH_MEMORY, NodeMetric, NodeView, PodUsage, ResourceItem
+from nodemanager.noderesource.model import NodeMetric, NodeView, PodUsage, ResourceItem
 from nodemanager.noderesource.strategy import CalculatePolicy, ColocationStrategy
 
 __all__ = [

@@ -19,8 +19,9 @@ import json
 from collections.abc import Sequence
 
 from nodemanager.model import Pod, PodPhase, Resources
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, BATCH_RESOURCES
 from nodemanager.noderesource.framework import CalculatePlugin, NeedSyncPlugin, PreparePlugin
-from nodemanager.noderesource.model import BATCH_CPU, BATCH_MEMORY, BATCH_RESOURCES, NodeMetric, NodeResource, NodeView, ResourceItem
+from nodemanager.noderesource.model import NodeMetric, NodeResource, NodeView, ResourceItem
 from nodemanager.noderesource.strategy import CalculatePolicy, ColocationStrategy
 
 PRIORITY_CLASS_LABEL = "koordinator.sh/priority-class"

@@ -5,10 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
-
-BATCH_RESOURCES = (BATCH_CPU, BATCH_MEMORY)
-
 
 @dataclass(frozen=True)
 class ResourceItem:

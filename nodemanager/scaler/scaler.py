@@ -33,7 +33,7 @@ from nodemanager.config.schema import NodeDefaults, Pool, ProviderConfig
 from nodemanager.dra import ResourceSlice
 from nodemanager.dra.context import instance_slices
 from nodemanager.model import BINDABLE_STATES, LIVE_STATES, CapacityType, NodeName, NodeState, Pod, PodKey, PodPhase, Resources
-from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, asks_for_batch
 from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scaler import binpack
 from nodemanager.scaler.decision import Decision, NodeSpec, StopOrder
@@ -68,7 +68,7 @@ class ScalerSettings:
 def constraint_key(pod: Pod) -> tuple:
     """Everything but the request that decides where a pod may go (and its rank)."""
     group = (pod.namespace, pod.pod_group, pod.pod_group_min_member) if pod.pod_group else ()
-    batch = bool(pod.requests[BATCH_CPU] or pod.requests[BATCH_MEMORY])  # never packed with other pods
+    batch = asks_for_batch(pod.requests)  # never packed with other pods
     return (
         batch,
         pod.priority,
@@ -485,7 +485,7 @@ class _Run:
                 accepted = [c for c in accepted if self._accepts(node, c)]
             pods = node.info.pods.values()
             # Other pods use up the batch estimate only where batch pods share the node.
-            with_batch = node.view.batch is not None and any(p.requests[BATCH_CPU] or p.requests[BATCH_MEMORY] for p in pods)
+            with_batch = node.view.batch is not None and any(asks_for_batch(p.requests) for p in pods)
             need = sum((counted_requests(p.requests, with_batch) for p in pods), Resources())
             best = binpack.right_size(need, len(node.info.pods), accepted, node.view.cell)
             if best is not None and best.price < node.candidate.price:
@@ -549,9 +549,9 @@ class _Run:
 
 def as_regular(pod: Pod) -> Pod:
     """The pod with its batch requests turned into cpu and memory requests."""
-    batch_cpu, batch_memory = pod.requests[BATCH_CPU], pod.requests[BATCH_MEMORY]
-    if not (batch_cpu or batch_memory):
+    if not asks_for_batch(pod.requests):
         return pod
+    batch_cpu, batch_memory = pod.requests[BATCH_CPU], pod.requests[BATCH_MEMORY]
     regular = pod.requests - Resources({BATCH_CPU: batch_cpu, BATCH_MEMORY: batch_memory}) + Resources({"cpu": batch_cpu, "memory": batch_memory})
     return dataclasses.replace(pod, requests=regular)
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from nodemanager.model import CapacityType, Pod, PodKey, Resources, Taint
-from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, ZERO
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, ZERO, asks_for_batch
 
 DEFAULT_MILLI_CPU = 100  # the scheduler's "non-zero" request for a pod that asks for no CPU
 DEFAULT_MEMORY = 200 * 2**20  # ... and for one that asks for no memory
@@ -25,7 +25,7 @@ def counted_requests(requests: Resources, batch_estimate: bool) -> Resources:
     """On a node whose batch capacity is estimated by the request policy (byRequest =
     capacity - margin - reserved - requests), a pod that asks for no batch resources also
     takes its cpu and memory request from the batch estimate."""
-    if batch_estimate and not (requests[BATCH_CPU] or requests[BATCH_MEMORY]):
+    if batch_estimate and not asks_for_batch(requests):
         return requests + Resources({BATCH_CPU: requests.cpu, BATCH_MEMORY: requests.memory})
     return requests
 
