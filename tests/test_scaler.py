@@ -222,6 +222,29 @@ def test_gang_split_by_the_boot_cap_is_dropped_whole():
     assert d.start == ()
 
 
+def test_gang_failing_in_its_turn_does_not_cost_others_and_is_tried_again_last():
+    """g0 comes first and would take the shared pool's only node slot (on-demand), leaving
+    the spot pods nowhere to go, and then the gang fails anyway. Planned again after the
+    others, the gang fits: g0 in the on-demand pool, g1 and g2 beside solo."""
+    shared = binpack_pool("shared", instance_types=["b.large"], capacity_types=[OD, SPOT], limits=Limits(nodes=1), weight=1)
+    s = scaler(shared, cell_pool("od", capacity_types=[OD]))
+    pods = [
+        pod("g0", group="g", min_member=3, policy=CapacityPolicy.ON_DEMAND),
+        pod("solo", policy=CapacityPolicy.SPOT, created=1.0),
+        *(pod(f"g{i}", group="g", min_member=3, policy=CapacityPolicy.SPOT, created=2.0) for i in (1, 2)),
+    ]
+    d = compute(s, pods)
+    by_pool = {spec.name: (spec.pool, spec.capacity_type) for spec in d.start}
+    assert {k: by_pool[v] for k, v in d.bindings.items()} == {
+        "default/g0": ("od", OD),
+        "default/solo": ("shared", SPOT),
+        "default/g1": ("shared", SPOT),
+        "default/g2": ("shared", SPOT),
+    }
+    assert d.waiting == {}
+    assert d.unschedulable == {}
+
+
 # -- determinism and naming -----------------------------------------------------------------
 
 

@@ -12,7 +12,8 @@ Decision and comes back in the next snapshot). Steps:
    pod in ``cell`` pools, LP-guided bin packing in ``binpack`` pools; offerings marked
    unavailable are skipped for the next cheapest; pool limits are never exceeded.
 4. Gangs: a pod group keeps its placements only if at least ``minMember`` members got
-   capacity (PodGroup holds members at Permit until then).
+   capacity (PodGroup holds members at Permit until then). A gang that fails in its turn
+   is planned again after every other pod; one that fails then too is left out.
 5. Standby pools take the idle matching nodes left after step 2 and are topped up last.
 6. The boot cap keeps the highest-priority boots; no binding points at a node that will
    not be started.
@@ -105,9 +106,10 @@ class _NewNode:
 class _Run:
     """The working state of one computation."""
 
-    def __init__(self, scaler: BindingNodeScaler, snapshot: ClusterSnapshot, now: float, excluded: dict[PodKey, str]) -> None:
+    def __init__(self, scaler: BindingNodeScaler, snapshot: ClusterSnapshot, now: float, excluded: dict[PodKey, str], last: frozenset[PodKey]) -> None:
         self.s = scaler
         self.excluded = excluded  # gang members that cannot all be placed: left out entirely
+        self.last = last  # members of gangs that failed in their turn: planned after the rest
         self.failed: dict[PodKey, str] = {}  # gang members found to fail in this run
         self.snapshot = snapshot
         self.now = now
@@ -401,6 +403,14 @@ class _Run:
             if not outcome.is_success():
                 self.failed[waiting.pod.key] = outcome.message
 
+    def failed_gangs(self) -> dict[PodKey, str]:
+        """Every member of each gang that failed, with why: the gang moves as a whole (a
+        member no pool accepts stays unschedulable, in its turn)."""
+        pods = {p.key: p for p in self.snapshot.pods}
+        gangs = {(pods[k].namespace, pods[k].pod_group) for k in self.failed}
+        stalled = {k: why for k, why in self.waiting.items() if k not in self.excluded and (pods[k].namespace, pods[k].pod_group) in gangs}
+        return {**stalled, **self.failed}
+
     # -- 5. standby ---------------------------------------------------------------------
     def _standby_entries(self) -> Iterable[tuple[PoolView, str, CapacityType, str | None, int]]:
         for view in self.views:
@@ -506,11 +516,15 @@ class _Run:
 
     def plan(self) -> list[_NewNode]:
         unbound = self.rebuild()
-        classes = _classes(self.fw.sort_pods(unbound), self.key)
+        classes = _classes(self.fw.sort_pods([p for p in unbound if p.key not in self.last]), self.key)
+        then = _classes(self.fw.sort_pods([p for p in unbound if p.key in self.last]), self.key)
+        # Pods come before standby on existing nodes; deferred gangs take what the rest left.
         self.place_on_existing(classes)
+        self.place_on_existing(then)
         self.claim_standby()
         self.mark_expired()
         self.place_on_new(classes)
+        self.place_on_new(then)
         self.settle_gangs()
         if self.failed:
             return []
@@ -580,15 +594,20 @@ class BindingNodeScaler:
         self.probe_memo: dict[tuple, tuple[tuple[Candidate, ...], str]] = {}
 
     def compute(self, snapshot: ClusterSnapshot, now: float) -> Decision:
-        # A gang that cannot be placed whole must not influence anything else: plan again
-        # without it. Each round leaves out at least one more pod, so this ends.
+        # A gang that fails must not cost anything else: what it held in its turn may have
+        # been what a later pod needed. So it is planned again after every other pod (what
+        # they leave may hold it), and left out if it fails then too. Each round moves at
+        # least one pod a step on (in turn, last, out), so this ends.
         excluded: dict[PodKey, str] = {}
+        last: frozenset[PodKey] = frozenset()
         while True:
-            run = _Run(self, snapshot, now, excluded)
+            run = _Run(self, snapshot, now, excluded, last)
             started = run.plan()
             if not run.failed:
                 break
-            excluded = {**excluded, **run.failed}
+            failed = run.failed_gangs()
+            excluded = {**excluded, **{k: why for k, why in failed.items() if k in last}}
+            last = (last | failed.keys()) - excluded.keys()
         stops, unneeded = run.stops()
         specs = tuple(_spec(n) for n in started)
         return Decision(
