@@ -3,6 +3,11 @@
 apscheduler runs each loop body at its interval (one run at a time per loop, missed runs
 coalesced); boots go to a thread pool; the status endpoint serves from its own thread.
 SIGTERM or SIGINT stops everything within a few seconds.
+
+With ``cluster.source: kubernetes`` and leader election on, a "leader" job tries for the
+Lease every retryPeriod and the loops act only while this replica leads. Each term as
+leader starts like a restarted process: a fresh controller rebuilt from the cloud's tags
+and the cluster, so nothing a former term believed is trusted.
 """
 
 from __future__ import annotations
@@ -12,57 +17,108 @@ import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from cloud.catalog import Catalog
 from nodemanager.clock import RealClock
-from nodemanager.config.schema import ProviderConfig
+from nodemanager.config.schema import ClusterSource, ProviderConfig
 from nodemanager.controller.node_controller import LOOPS, NodeController
 from nodemanager.status.metrics import Metrics
 from nodemanager.status.server import StatusServer, load_token
-from nodemanager.wiring import build_controller
+from nodemanager.wiring import build_cloud, build_cluster, build_controller
+
+if TYPE_CHECKING:
+    from nodemanager.cluster.kubernetes.leader import LeaderElector
 
 log = logging.getLogger("nodemanager")
-
-
-def _guarded(controller: NodeController, name: str):  # type: ignore[no-untyped-def]
-    body = getattr(controller, f"{name}_loop")
-
-    def run() -> None:
-        try:
-            body()
-        except Exception:
-            log.exception("%s loop failed; it runs again at its next interval", name)
-
-    return run
 
 
 class Service:
     def __init__(self, config: ProviderConfig, catalog: Catalog, source: str) -> None:
         self.config = config
+        self.catalog = catalog
         self.source = source
+        self.clock = RealClock()
         self.metrics = Metrics()
         self.executor = ThreadPoolExecutor(max_workers=config.nodes.max_boots_per_loop, thread_name_prefix="boot")
         self.stopping = threading.Event()  # set on shutdown: cloud retries stop waiting
-        self.controller = build_controller(config, catalog, RealClock(), executor=self.executor, metrics=self.metrics, stop=self.stopping)
-        self.server = StatusServer(config.status.listen, self.controller.status, lambda: self.controller.ready, self.metrics, load_token(config.status))
+        self.elector: LeaderElector | None = None
+        identity = "nodemanager"
+        kube = config.cluster.kubernetes
+        if config.cluster.source is ClusterSource.KUBERNETES and kube is not None and kube.leader_election.enabled:
+            from nodemanager.cluster.kubernetes.connect import api_client
+            from nodemanager.cluster.kubernetes.connect import identity as new_identity
+            from nodemanager.cluster.kubernetes.leader import LeaderElector
+
+            identity = new_identity()
+            self.elector = LeaderElector(api_client(kube), kube.leader_election, identity, self.clock, on_stopped=self._term_ended)
+        self.cloud = build_cloud(config, self.clock, catalog, self.stopping)
+        self.cluster = build_cluster(config, self.clock, self.cloud, identity=identity)
+        self.controller = self._new_controller()
+        self._term_lock = threading.Lock()
+        self._terms = 0
+        self._in_term = False
+        self.server = StatusServer(config.status.listen, self.status, self._ready, self.metrics, load_token(config.status))
         self.scheduler = BackgroundScheduler(timezone=UTC)
         self.stopped = threading.Event()
 
+    def _new_controller(self) -> NodeController:
+        return build_controller(self.config, self.catalog, self.clock, cloud=self.cloud, cluster=self.cluster, executor=self.executor, metrics=self.metrics)
+
+    # -- leadership ------------------------------------------------------------------------------
+    def _acting(self) -> bool:
+        """May the loops act now? Starts a term (recovering state) when leadership is new."""
+        if self.elector is not None and not self.elector.leading():
+            return False
+        with self._term_lock:
+            if not self._in_term:
+                if self._terms:  # leading again: start from the truth, not from old beliefs
+                    self.controller = self._new_controller()
+                self.controller.recover()
+                self._terms += 1
+                self._in_term = True
+        return True
+
+    def _term_ended(self) -> None:
+        self._in_term = False
+
+    def _ready(self) -> bool:
+        return self.controller.ready or (self.elector is not None and not self.elector.leading())
+
+    def status(self) -> dict[str, object]:
+        doc = self.controller.status()
+        doc["leader"] = self.elector.describe() if self.elector else {"enabled": False, "leading": True}
+        return doc
+
+    def _guarded(self, name: str):  # type: ignore[no-untyped-def]
+        def run() -> None:
+            try:
+                if self._acting():
+                    getattr(self.controller, f"{name}_loop")()
+            except Exception:
+                log.exception("%s loop failed; it runs again at its next interval", name)
+
+        return run
+
     def start(self) -> None:
-        log.info("nodemanager starting: %s; controller id %s", self.source, self.controller.cloud.controller_id)
+        log.info("nodemanager starting: %s; controller id %s", self.source, self.cloud.controller_id)
         self.server.start()
-        try:
-            self.controller.recover()
-        except BaseException:
-            self.server.stop()  # nothing half-started stays behind
-            raise
+        if self.elector is None:
+            try:
+                self._acting()  # recover now: a broken start fails the command
+            except BaseException:
+                self.server.stop()  # nothing half-started stays behind
+                raise
         intervals = self.config.loops.intervals()
         now = datetime.now(UTC)
+        if self.elector is not None:
+            retry = self.config.cluster.kubernetes.leader_election.retry_period if self.config.cluster.kubernetes else 2.0
+            self.scheduler.add_job(self.elector.tick, "interval", seconds=retry, id="leader", max_instances=1, coalesce=True, next_run_time=now)
+            log.info("leader election on as %s; the loops act only while leading", self.elector.identity)
         for name in LOOPS:
-            job = _guarded(self.controller, name)
-            self.scheduler.add_job(job, "interval", seconds=intervals[name], id=name, max_instances=1, coalesce=True, next_run_time=now)
+            self.scheduler.add_job(self._guarded(name), "interval", seconds=intervals[name], id=name, max_instances=1, coalesce=True, next_run_time=now)
         self.scheduler.start()
         log.info("loops running: %s", ", ".join(f"{n} every {intervals[n]:g}s" for n in LOOPS))
 
@@ -70,6 +126,11 @@ class Service:
         log.info("stopping")
         self.stopping.set()
         self.scheduler.shutdown(wait=True)
+        if self.elector is not None:
+            self.elector.release()
+        stop_cluster = getattr(self.cluster, "stop", None)
+        if stop_cluster is not None:
+            stop_cluster()
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.server.stop()
         self.stopped.set()

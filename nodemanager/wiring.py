@@ -45,13 +45,19 @@ def build_cloud(config: ProviderConfig, clock: Clock, catalog: Catalog, stop: th
     return AwsCloud(config.cloud.aws, config.controller_id or "", catalog, clock, boot_image=config.nodes.boot_image_spec, stop=stop)
 
 
-def build_cluster(config: ProviderConfig, clock: Clock, cloud: CloudClient, workload: list[Arrival] | None = None) -> ClusterSource:
-    if config.cluster.source is schema.ClusterSource.SIMULATED:
-        sim = config.cluster.simulated or schema.SimulatedCluster()
-        arrivals = workload if workload is not None else (load_workload(sim.workload) if sim.workload else [])
-        devices = load_devices(sim.workload) if sim.workload else None
-        return SimulatedCluster(clock, cloud, arrivals, register_delay=sim.register_delay, system_usage=(sim.system_cpu, sim.system_memory), devices=devices)
-    raise ConfigError("provider.yaml", [f"cluster.source: {config.cluster.source.value!r} is not available in this build yet"])
+def build_cluster(
+    config: ProviderConfig, clock: Clock, cloud: CloudClient, workload: list[Arrival] | None = None, *, identity: str = "nodemanager"
+) -> ClusterSource:
+    if config.cluster.source is schema.ClusterSource.KUBERNETES:
+        from nodemanager.cluster.kubernetes.connect import api_client
+        from nodemanager.cluster.kubernetes.source import KubernetesCluster
+
+        settings = config.cluster.kubernetes or schema.KubernetesCluster()
+        return KubernetesCluster(api_client(settings), cloud, clock, settings, identity=identity)
+    sim = config.cluster.simulated or schema.SimulatedCluster()
+    arrivals = workload if workload is not None else (load_workload(sim.workload) if sim.workload else [])
+    devices = load_devices(sim.workload) if sim.workload else None
+    return SimulatedCluster(clock, cloud, arrivals, register_delay=sim.register_delay, system_usage=(sim.system_cpu, sim.system_memory), devices=devices)
 
 
 def build_controller(

@@ -49,6 +49,20 @@ class NodeEvent:
 ClusterEvent = PodEvent | NodeEvent
 
 
+@dataclass(frozen=True)
+class DrainStatus:
+    """How far a drain got: done once no evictable pod is left running on the node."""
+
+    done: bool
+    evicting: int = 0  # pods evicted and still terminating
+    blocked: tuple[str, ...] = ()  # pods whose eviction was refused, with why
+
+    def __str__(self) -> str:
+        if self.done:
+            return "drained"
+        return f"{self.evicting} pod(s) terminating" + (f"; blocked: {'; '.join(self.blocked)}" if self.blocked else "")
+
+
 class BindError(NodeManagerError):
     """The cluster refused a bind (already bound, pod gone, node not ready)."""
 
@@ -60,6 +74,8 @@ class BindError(NodeManagerError):
 
 
 class ClusterSource(Protocol):
+    schedules_pods: bool  # True: the controller binds pods; False: another scheduler does
+
     def list(self) -> list[ClusterEvent]:
         """Everything that exists now, as ADDED events; the stream continues from here
         (a LIST before a WATCH: what a starting or restarted controller reads first)."""
@@ -75,6 +91,19 @@ class ClusterSource(Protocol):
 
     def remove_node(self, name: str) -> None:
         """Delete the Node object of an instance that was terminated."""
+        ...
+
+    def drain(self, name: str) -> DrainStatus:
+        """Cordon the node and evict its pods (honouring disruption budgets); called again
+        until done. Never raises for a refused eviction: it is reported in the status."""
+        ...
+
+    def label_node(self, name: str, labels: Mapping[str, str]) -> None:
+        """Make sure a registered node carries these labels (the well-known ones)."""
+        ...
+
+    def record_event(self, kind: str, key: str, reason: str, message: str, *, warning: bool = False) -> None:
+        """Tell the cluster's users why: an event on a pod ("namespace/name") or a node."""
         ...
 
     def node_metrics(self) -> Mapping[str, NodeMetric]:

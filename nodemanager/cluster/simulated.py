@@ -14,12 +14,14 @@ against a real (or moto) EC2 endpoint.
 from __future__ import annotations
 
 import heapq
+from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from cloud.base import CloudClient, InstanceState
 from cloud.errors import CloudError
 from nodemanager.clock import Clock
-from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, EventType, NodeEvent, PodEvent
+from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, DrainStatus, EventType, NodeEvent, PodEvent
 from nodemanager.cluster.workload import Arrival, UsageProfile
 from nodemanager.dra.context import DeviceContext
 from nodemanager.dra.model import AllocationResult, ResourceClaim
@@ -39,6 +41,8 @@ class _SimPod:
 
 
 class SimulatedCluster:
+    schedules_pods = True
+
     def __init__(
         self,
         clock: Clock,
@@ -68,6 +72,7 @@ class SimulatedCluster:
         self._silenced: set[str] = set()
         self.first_bound: dict[PodKey, float] = {}  # pod -> when it was first bound (simulation reports)
         self.binds = 0
+        self.recorded: deque[tuple[str, str, str, str]] = deque(maxlen=1000)  # (kind, key, reason, message)
 
     # -- ClusterSource -------------------------------------------------------------------
     def poll(self) -> list[ClusterEvent]:
@@ -106,6 +111,19 @@ class SimulatedCluster:
         if node is not None:
             self._orphan_pods(name)
             self._events.append(NodeEvent(EventType.DELETED, node))
+
+    def drain(self, name: str) -> DrainStatus:
+        """Nothing to wait for: a removed node's pods wait again at once."""
+        return DrainStatus(done=True)
+
+    def label_node(self, name: str, labels: Mapping[str, str]) -> None:
+        node = self.nodes.get(name)
+        if node is not None and not labels.items() <= node.labels.items():
+            self.nodes[name] = replace(node, labels={**node.labels, **labels})
+            self._events.append(NodeEvent(EventType.MODIFIED, self.nodes[name]))
+
+    def record_event(self, kind: str, key: str, reason: str, message: str, *, warning: bool = False) -> None:
+        self.recorded.append((kind, key, reason, message))
 
     def devices(self) -> DeviceContext:
         """Classes and claims; nodes publish no slices here, so the scaler uses each node's

@@ -154,6 +154,11 @@ class Cluster(Model):
     simulated: SimulatedCluster | None = None
     kubernetes: KubernetesCluster | None = None
 
+    @property
+    def drain_timeout(self) -> float:
+        """How long a node's pods may take to leave before it is terminated anyway."""
+        return self.kubernetes.drain_timeout if self.kubernetes else KubernetesCluster.model_fields["drain_timeout"].default
+
     @model_validator(mode="after")
     def _one_block(self) -> Cluster:
         _only_chosen_block(self, "source", {ClusterSource.SIMULATED: SimulatedCluster, ClusterSource.KUBERNETES: KubernetesCluster})

@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
+from dataclasses import replace
 
 from cloud.base import BootRequest, CloudClient, Instance, InstanceState
 from cloud.catalog import Catalog
@@ -83,6 +84,7 @@ class NodeController:
         self.marked: dict[str, tuple[str, str]] = {}  # node -> (reason, metric label)
         self.terminated_at: dict[str, float] = {}
         self.booting: set[str] = set()  # nodes whose boot call is in flight
+        self.draining: dict[str, float] = {}  # node -> when its drain began
         self.unneeded_since: dict[NodeName, float] = {}
         self.orphan_suspects: set[str] = set()
         self.timers = {name: LoopTimer() for name in LOOPS}
@@ -183,7 +185,10 @@ class NodeController:
     def _snapshot(self, now: float) -> ClusterSnapshot:
         pods = self.cache.snapshot().pods
         devices = self.cluster.devices() if any(p.claims for p in pods) else None
-        return ClusterSnapshot(pods, tuple(self.nodes.values()), self.keeper.active(now), dict(self.unneeded_since), devices)
+        # A node marked for termination (perhaps draining) takes no more pods and counts
+        # against no limit: the scaler sees it as already terminating.
+        nodes = tuple(replace(n, state=NodeState.TERMINATING) if n.name in self.marked else n for n in self.nodes.values())
+        return ClusterSnapshot(pods, nodes, self.keeper.active(now), dict(self.unneeded_since), devices)
 
     def _compute(self, now: float) -> Decision:
         snapshot = self._snapshot(now)
@@ -209,6 +214,8 @@ class NodeController:
         for order in decision.stop:
             self.mark_for_termination(order.name, order.reason, "idle")
         self.unneeded_since = dict(decision.unneeded_since)
+        for pod, reason in decision.unschedulable.items():
+            self.cluster.record_event("Pod", pod, "NotTriggerScaleUp", reason, warning=True)
         if decision.stop:
             self._reap(now)
         for spec in decision.start:
@@ -224,6 +231,10 @@ class NodeController:
             spec.pool,
             f"{len(spec.pods)} pod(s): {', '.join(spec.pods[:5])}{'...' if len(spec.pods) > 5 else ''}" if spec.pods else "standby",
         )
+        what = f"{spec.instance_type} {spec.capacity_type} in {spec.zone}"
+        self.cluster.record_event("Node", spec.name, "Booting", f"{what} for pool {spec.pool}" + (" (standby)" if spec.standby else ""))
+        for pod in spec.pods:
+            self.cluster.record_event("Pod", pod, "TriggeredScaleUp", f"booting node {spec.name} ({what}) for this pod")
         self.nodes[spec.name] = Node(
             spec.name,
             spec.pool,
@@ -330,6 +341,8 @@ class NodeController:
                 registered = self.cache.node(name)
                 if registered is not None and registered.ready:
                     log.info("node %s: registered and Ready after %.0fs", name, now - node.created_at)
+                    self.cluster.label_node(name, node.labels)
+                    self.cluster.record_event("Node", name, "Registered", f"Ready {now - node.created_at:.0f}s after boot")
                     self.set_state(name, NodeState.AVAILABLE)
                     self._update(name, last_heartbeat=registered.last_heartbeat)
                     if self.cache.usage(name).pods:
@@ -340,6 +353,8 @@ class NodeController:
                     self._update(name, last_heartbeat=registered.last_heartbeat)
 
     def _dispatch(self, now: float) -> None:
+        if not self.cluster.schedules_pods:
+            return  # another scheduler binds; the pods' reservations end when they are bound
         for name in sorted(self.nodes):
             node = self.nodes[name]
             if node.state not in (NodeState.AVAILABLE, NodeState.CLAIMED) or not node.bound_pods:
@@ -362,6 +377,7 @@ class NodeController:
                     continue
                 self.cache.finish_binding(key, now)
                 log.info("bound %s to %s (waited %.0fs)", key, name, now - pod.created_at)
+                self.cluster.record_event("Pod", key, "Scheduled", f"Successfully assigned {key} to {name}")
                 allocations = self.last_decision.allocations if self.last_decision else {}
                 for claim in pod.claims:
                     if claim in allocations and allocations[claim][0] == name:
@@ -405,6 +421,8 @@ class NodeController:
                 self.set_state(name, NodeState.TERMINATED)
                 self.marked.pop(name, None)
                 continue
+            if node.state is not NodeState.TERMINATING and not self._drained(name, now):
+                continue
             try:
                 self.cloud.terminate([node.instance_id])
             except CloudError as exc:
@@ -412,10 +430,29 @@ class NodeController:
                 continue
             if node.state is not NodeState.TERMINATING:
                 log.info("node %s: terminating instance %s: %s", name, node.instance_id, reason)
+                self.draining.pop(name, None)
+                self.cluster.record_event("Node", name, "RegistrationTimeout" if label == "boot_timeout" else "Terminating", reason, warning=label != "idle")
                 self.set_state(name, NodeState.TERMINATING)
                 self.metrics.terminations.labels(label).inc()
             self.cluster.remove_node(name)
             self._confirm_terminated(name)
+
+    def _drained(self, name: str, now: float) -> bool:
+        """Cordon and evict a Ready node's pods before its instance goes; a node that is not
+        Ready (dead, or never came) has nothing that could leave gracefully."""
+        registered = self.cache.node(name)
+        if registered is None or not registered.ready:
+            return True
+        started = self.draining.setdefault(name, now)
+        timeout = self.config.cluster.drain_timeout
+        if now - started >= timeout:
+            log.warning("node %s: drain timed out after %gs; terminating with pods still on it", name, timeout)
+            self.cluster.record_event("Node", name, "DrainTimeout", f"pods still on the node after {timeout:g}s; terminating anyway", warning=True)
+            return True
+        status = self.cluster.drain(name)
+        if not status.done:
+            log.info("node %s: draining before termination: %s", name, status)
+        return status.done
 
     def _confirm_terminated(self, name: str) -> None:
         node = self.nodes[name]

@@ -1,0 +1,1 @@
+"""The Kubernetes cluster source: watches, binds, drains, events and leader election."""

@@ -1,0 +1,32 @@
+"""Connecting to the API server: in-cluster (the pod's ServiceAccount) when running in a
+cluster and no kubeconfig is named, else a kubeconfig (the named file, or $KUBECONFIG, or
+~/.kube/config). Credentials come only from those standard places."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+
+from kubernetes import client, config
+
+from nodemanager.config.schema import KubernetesCluster
+from nodemanager.errors import ConfigError
+
+
+def api_client(settings: KubernetesCluster) -> client.ApiClient:
+    try:
+        if settings.kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            configuration = client.Configuration()
+            config.load_incluster_config(client_configuration=configuration)
+            return client.ApiClient(configuration)
+        return config.new_client_from_config(config_file=settings.kubeconfig, context=settings.context)
+    except (config.ConfigException, OSError, ValueError) as exc:
+        where = settings.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise ConfigError("provider.yaml", [f"cluster.kubernetes.kubeconfig: cannot connect using {where!r}: {exc}"]) from None
+
+
+def identity() -> str:
+    """This replica's name in leader election: the pod (or host) name and a random suffix,
+    so a restarted replica never mistakes itself for its predecessor."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,204 @@
+"""``LeaderElector``: one acting controller among replicas, on a ``coordination.k8s.io/v1`` Lease.
+
+It follows client-go's leader election:
+
+* a candidate takes the Lease only when it has seen no change to it for ``lease_duration``
+  by its own clock (never by comparing its clock with the holder's ``renewTime``);
+* every write carries the Lease's resourceVersion, so of two candidates one gets 409;
+* the leader renews every ``retry_period`` and stops acting once ``renew_deadline`` has
+  passed since its last successful renewal began. As renew_deadline < lease_duration, a
+  leader that cannot renew has stopped before anyone else may take over.
+
+``tick()`` is one attempt (the service schedules it every retry_period); ``leading()``
+is what the loops ask before they act.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from nodemanager.clock import Clock
+from nodemanager.cluster.kubernetes.source import NETWORK_ERRORS, api_message
+from nodemanager.config.schema import LeaderElection
+
+log = logging.getLogger("nodemanager.leader")
+
+
+def micro_time(t: float) -> str:
+    """A MicroTime the API server accepts: exactly six fractional digits and an offset. (The
+    client's own isoformat drops the fraction when it is zero, which the server refuses.)"""
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class Observed:
+    holder: str
+    resource_version: str
+    duration: float
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        settings: LeaderElection,
+        identity: str,
+        clock: Clock,
+        *,
+        on_started: Callable[[], None] | None = None,
+        on_stopped: Callable[[], None] | None = None,
+    ) -> None:
+        self.api = client.CoordinationV1Api(api)
+        self.settings = settings
+        self.identity = identity
+        self.clock = clock
+        self.on_started = on_started
+        self.on_stopped = on_stopped
+        self.holder = ""  # who holds the lease, as last seen
+        self.transitions = 0
+        self._observed: Observed | None = None
+        self._observed_at = float("-inf")  # our clock when the lease last changed
+        self._renewed_at: float | None = None  # our clock when our last successful write began
+        self._was_leading = False
+
+    def leading(self) -> bool:
+        """True while this replica may act: its last renewal began under renew_deadline ago."""
+        return self._renewed_at is not None and self.clock.now() - self._renewed_at < self.settings.renew_deadline
+
+    def tick(self) -> bool:
+        """One try to acquire or renew the lease; returns whether this replica leads now."""
+        began = self.clock.now()
+        try:
+            ok = self._try(began)
+        except NETWORK_ERRORS as exc:
+            log.warning("leader election: lease %s/%s unreachable: %s", self.settings.namespace, self.settings.lease_name, api_message(exc))
+            ok = False
+        if ok:
+            self._renewed_at = began
+        self._notice()
+        return self.leading()
+
+    def _notice(self) -> None:
+        now_leading = self.leading()
+        if now_leading and not self._was_leading:
+            log.info("leader election: %s became the leader (lease %s/%s)", self.identity, self.settings.namespace, self.settings.lease_name)
+            self._was_leading = True
+            if self.on_started:
+                self.on_started()
+        elif not now_leading and self._was_leading:
+            log.warning("leader election: %s stopped leading (no renewal for %gs)", self.identity, self.settings.renew_deadline)
+            self._was_leading = False
+            self._renewed_at = None
+            if self.on_stopped:
+                self.on_stopped()
+
+    def _try(self, now: float) -> bool:
+        ns, name = self.settings.namespace, self.settings.lease_name
+        try:
+            lease = self.api.read_namespaced_lease(name, ns, _preload_content=False)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return self._create(now)
+        doc = _json(lease)
+        spec = doc.get("spec") or {}
+        observed = Observed(
+            spec.get("holderIdentity") or "", doc["metadata"]["resourceVersion"], float(spec.get("leaseDurationSeconds") or self.settings.lease_duration)
+        )
+        if observed != self._observed:
+            self._observed, self._observed_at = observed, now
+        self.holder = observed.holder
+        self.transitions = int(spec.get("leaseTransitions") or 0)
+        mine = observed.holder == self.identity
+        if not mine and observed.holder and now < self._observed_at + observed.duration:
+            return False  # someone else holds it and it has not run out by our clock
+        renewed = {
+            **spec,
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": int(self.settings.lease_duration),
+            "renewTime": micro_time(now),
+        }
+        if not mine:
+            renewed.update(acquireTime=micro_time(now), leaseTransitions=self.transitions + 1)
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": ns, "resourceVersion": observed.resource_version},
+            "spec": renewed,
+        }
+        try:
+            reply = _json(self.api.replace_namespaced_lease(name, ns, body, _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 409:
+                log.info("leader election: lease %s/%s changed under us; trying again", ns, name)
+                return False
+            raise
+        self._observed = Observed(self.identity, reply["metadata"]["resourceVersion"], self.settings.lease_duration)
+        self._observed_at, self.holder = now, self.identity
+        if not mine:
+            self.transitions += 1
+            log.info("leader election: took lease %s/%s from %r", ns, name, observed.holder or "nobody")
+        return True
+
+    def _create(self, now: float) -> bool:
+        ns, name = self.settings.namespace, self.settings.lease_name
+        spec = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": int(self.settings.lease_duration),
+            "acquireTime": micro_time(now),
+            "renewTime": micro_time(now),
+            "leaseTransitions": 0,
+        }
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name, "namespace": ns}, "spec": spec}
+        try:
+            reply = _json(self.api.create_namespaced_lease(ns, body, _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 409:  # another replica created it first
+                return False
+            raise
+        self._observed = Observed(self.identity, reply["metadata"]["resourceVersion"], self.settings.lease_duration)
+        self._observed_at, self.holder = now, self.identity
+        log.info("leader election: created lease %s/%s", ns, name)
+        return True
+
+    def release(self) -> None:
+        """On shutdown: give the lease up so a follower takes over at once."""
+        if not self.leading() or self._observed is None:
+            return
+        ns, name = self.settings.namespace, self.settings.lease_name
+        now = micro_time(self.clock.now())
+        spec = {"holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now, "acquireTime": now, "leaseTransitions": self.transitions}
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": ns, "resourceVersion": self._observed.resource_version},
+            "spec": spec,
+        }
+        try:
+            self.api.replace_namespaced_lease(name, ns, body, _preload_content=False)
+            log.info("leader election: released lease %s/%s", ns, name)
+        except NETWORK_ERRORS as exc:
+            log.warning("leader election: could not release the lease (it runs out by itself): %s", api_message(exc))
+        self._renewed_at = None
+        self._notice()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "enabled": True,
+            "leading": self.leading(),
+            "identity": self.identity,
+            "holder": self.holder,
+            "lease": f"{self.settings.namespace}/{self.settings.lease_name}",
+        }
+
+
+def _json(response: Any) -> dict:
+    return json.loads(response.data)
