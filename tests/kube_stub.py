@@ -117,6 +117,7 @@ class KubeStub:
         self.oldest = 0  # a watch from an RV below this gets ERROR 410
         self.hold_watches = False
         self.drops = 0  # bumped to end every open watch at once
+        self.drop_after: int | None = None  # the next watch dies after this many events
         self.snapshots: dict[int, list[dict]] = {}
         self.calls: list[Call] = []
         self.faults: list[tuple[str, re.Pattern[str], int, str]] = []  # (method, path, code, message)
@@ -397,7 +398,7 @@ class KubeStub:
             self._check_lease(body)
         if res == "events":
             involved_ns = (body.get("involvedObject") or {}).get("namespace") or ""
-            if involved_ns != ns:
+            if involved_ns != ns and not (involved_ns == "" and ns == "default"):  # cluster-scoped objects' events live in default
                 raise ApiError(
                     422, "Invalid", f'Event "{name}" is invalid: involvedObject.namespace: Invalid value: "{involved_ns}": does not match event.namespace'
                 )
@@ -534,6 +535,7 @@ class KubeStub:
         deadline = time.monotonic() + timeout
         with self.cond:
             drops = self.drops
+            budget, self.drop_after = self.drop_after, None
             rv_text = query.get("resourceVersion") or "0"
             rv = int(rv_text)
             if rv == 0:
@@ -561,6 +563,11 @@ class KubeStub:
                     self.cond.wait(timeout=max(deadline - time.monotonic(), 0))
                     continue
             for _, type_, obj in fresh:
+                if budget is not None:
+                    if budget == 0:
+                        yield None  # the connection dies mid-stream
+                        return
+                    budget -= 1
                 yield {"type": type_, "object": obj}
 
     def _last_rv(self, res: str) -> int:

@@ -109,8 +109,10 @@ class KubernetesCluster:
         self._kube: dict[str, str] = {}  # our node name -> Node name
         self._by_instance: dict[str, str] = {}  # instance id -> our node name
         self._resolved_at = float("-inf")
+        self._first_seen: dict[str, float] = {}  # Node name -> when it was first matched against instances
         self._unreadable: set[tuple[str, str]] = set()  # (pod, resourceVersion) already warned about
         self._said: dict[tuple[str, str], str] = {}
+        self._event_failures = 0
 
     # -- ClusterSource: reading ---------------------------------------------------------------
     def list(self) -> list[ClusterEvent]:
@@ -188,8 +190,8 @@ class KubernetesCluster:
                 docs[change.key] = change.new
             if kind == "pods":
                 events += self._pod_event(change.key)
-            else:  # a node, or its lease: the node's heartbeat
-                events += self._node_events(change.key)
+            else:  # a node, or its lease ("kube-node-lease/<node>"): the node's heartbeat
+                events += self._node_events(change.key.rsplit("/", 1)[-1])
         for kube in [k for k in self._docs["nodes"] if k not in self._nodes]:  # not matched to an instance yet
             events += self._node_events(kube)
         return events
@@ -226,6 +228,7 @@ class KubernetesCluster:
             if old is None:
                 return []
             del self._nodes[kube]
+            self._first_seen.pop(kube, None)
             self._kube.pop(self._ours.pop(kube, ""), None)
             return [NodeEvent(EventType.DELETED, old)]
         name = self._resolve(kube, doc)
@@ -248,16 +251,16 @@ class KubernetesCluster:
 
     def _resolve(self, kube: str, doc: Mapping[str, Any]) -> str | None:
         """Our name for a Node: the node of its instance, its own if the instance is not ours,
-        None while the cloud cannot say."""
+        None while the cloud cannot say. An instance missing from a listing taken after its
+        Node appeared is not ours (a Node registers only after its instance launched)."""
         if kube in self._ours:
             return self._ours[kube]
         instance = instance_of((doc.get("spec") or {}).get("providerID", ""))
         if not instance:
             return kube
-        if instance not in self._by_instance:
-            now = self.clock.now()
-            if now - self._resolved_at < RESOLVE_EVERY:
-                return None
+        now = self.clock.now()
+        first_seen = self._first_seen.setdefault(kube, now)
+        if instance not in self._by_instance and self._resolved_at < first_seen and now - self._resolved_at >= RESOLVE_EVERY:
             try:
                 listed = self.cloud.list_instances()
             except CloudError as exc:
@@ -265,6 +268,8 @@ class KubernetesCluster:
                 return None
             self._resolved_at = now
             self._by_instance.update({i.instance_id: i.node_name for i in listed})
+        if instance not in self._by_instance and self._resolved_at < first_seen:
+            return None  # no listing since the Node appeared: ours or not is unknown yet
         ours = self._by_instance.get(instance)
         if ours is None:
             return kube
@@ -393,7 +398,11 @@ class KubernetesCluster:
         try:
             self.core.create_namespaced_event(namespace, body, _preload_content=False)
         except NETWORK_ERRORS as exc:
-            log.debug("event %s on %s not recorded: %s", body["reason"], body["involvedObject"]["name"], api_message(exc))
+            level = logging.DEBUG if self._event_failures else logging.WARNING  # warn once, not per event
+            self._event_failures += 1
+            log.log(
+                level, "event %s on %s not recorded (%d so far): %s", body["reason"], body["involvedObject"]["name"], self._event_failures, api_message(exc)
+            )
 
     # -- ClusterSource: usage and devices -----------------------------------------------------------
     def node_metrics(self) -> dict[str, NodeMetric]:

@@ -1,0 +1,215 @@
+"""The Kubernetes cluster source against the API stub: which pods the cache sees, names
+by providerID, binding, draining with disruption budgets, labels and events."""
+
+from __future__ import annotations
+
+import pytest
+from kube_helpers import START, Kubelets, clock, kube_config, source, stub  # noqa: F401  (fixtures)
+from kube_stub import KubeStub
+
+from cloud.base import BootRequest
+from cloud.simulated import SimulatedCloud
+from nodemanager.clock import VirtualClock
+from nodemanager.cluster.base import BindError, EventType, NodeEvent, PodEvent
+from nodemanager.cluster.kubernetes.source import KubernetesCluster
+from nodemanager.config.schema import KubernetesMode
+from nodemanager.model import CapacityType, PodKey
+
+
+def boot(cloud: SimulatedCloud, name: str) -> str:
+    request = BootRequest(
+        node_name=name, pool="general", instance_type="a.large", capacity_type=CapacityType.ON_DEMAND, zone="zone-1a", token=name, volume_bytes=0
+    )
+    return cloud.boot(request).instance_id
+
+
+@pytest.fixture
+def cloud(clock: VirtualClock) -> SimulatedCloud:
+    return SimulatedCloud("test", clock, boot_delay=0)
+
+
+def registered(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock, *names: str) -> Kubelets:
+    for name in names:
+        boot(cloud, name)
+    clock.advance(10)
+    kubelets = Kubelets(stub, cloud, clock)
+    kubelets.step()
+    return kubelets
+
+
+def test_scheduler_mode_sees_its_own_waiting_pods_and_every_bound_pod(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    stub.create_pod("mine")
+    stub.create_pod("theirs", scheduler="default-scheduler")
+    stub.create_pod("placed", scheduler="default-scheduler", node="elsewhere")
+    cluster = source(stub, cloud, clock, kube_config())
+    listed = cluster.list()
+    assert sorted(e.pod.name for e in listed if isinstance(e, PodEvent)) == ["mine", "placed"]
+    assert cluster.schedules_pods
+
+
+def test_provisioner_mode_sees_only_pods_the_scheduler_gave_up_on(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    stub.create_pod("fresh", scheduler="default-scheduler")
+    stub.create_pod("stuck", scheduler="default-scheduler")
+    cluster = source(stub, cloud, clock, kube_config(mode=KubernetesMode.PROVISIONER))
+    assert [e for e in cluster.list() if isinstance(e, PodEvent)] == []
+    assert not cluster.schedules_pods
+    stub.mark_unschedulable("default", "stuck")
+    events = cluster.poll()
+    assert [(e.type, e.pod.name) for e in events if isinstance(e, PodEvent)] == [(EventType.ADDED, "stuck")]
+    stub.update("pods", "default", "stuck", lambda p: p["spec"].update(nodeName="n1"))  # the scheduler bound it
+    assert [(e.type, e.pod.node_name) for e in cluster.poll() if isinstance(e, PodEvent)] == [(EventType.MODIFIED, "n1")]
+
+
+def test_a_pod_nodemanager_cannot_read_is_skipped_and_the_rest_served(
+    stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    stub.create_pod("bad", cpu="lots")
+    stub.create_pod("good")
+    cluster = source(stub, cloud, clock, kube_config())
+    assert [e.pod.name for e in cluster.list() if isinstance(e, PodEvent)] == ["good"]
+    assert "pod default/bad" in caplog.text and "lots" in caplog.text
+
+
+def test_a_node_of_our_instance_is_known_by_our_name_and_its_lease_is_its_heartbeat(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    kubelets = registered(stub, cloud, clock, "nm-1")
+    stub.register_node("other-node", "aws:///zone-1a/i-0000000000000beef")  # an instance that is not ours
+    stub.create_pod("on-it", scheduler="default-scheduler", node="ip-10-0-0-1.ec2.internal")
+    cluster = source(stub, cloud, clock, kube_config())
+    listed = cluster.list()
+    nodes = {e.node.name: e.node for e in listed if isinstance(e, NodeEvent)}
+    assert set(nodes) == {"nm-1", "other-node"}
+    assert nodes["nm-1"].ready and nodes["nm-1"].allocatable.cpu == 2000
+    assert [e.pod.node_name for e in listed if isinstance(e, PodEvent)] == ["nm-1"]
+    before = nodes["nm-1"].last_heartbeat
+    clock.advance(10)
+    kubelets.step()  # renews the Lease only; the Node object is unchanged
+    beats = [e.node for e in cluster.poll() if isinstance(e, NodeEvent)]
+    assert [(n.name, n.last_heartbeat - before) for n in beats] == [("nm-1", 10.0)]
+
+
+def test_bind_goes_through_the_binding_subresource_and_the_watch_confirms_it(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    registered(stub, cloud, clock, "nm-1")
+    stub.create_pod("p")
+    cluster = source(stub, cloud, clock, kube_config())
+    cluster.list()
+    cluster.bind(PodKey("default/p"), "nm-1")
+    assert stub.get("pods", "default", "p")["spec"]["nodeName"] == "ip-10-0-0-1.ec2.internal"  # type: ignore[index]
+    confirmed = [e.pod for e in cluster.poll() if isinstance(e, PodEvent)]
+    assert [(p.name, p.node_name) for p in confirmed] == [("p", "nm-1")]
+
+
+def test_bind_refusals_name_the_reason(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    registered(stub, cloud, clock, "nm-1", "nm-2")
+    stub.create_pod("p")
+    cluster = source(stub, cloud, clock, kube_config())
+    cluster.list()
+    cluster.bind(PodKey("default/p"), "nm-1")
+    with pytest.raises(BindError, match='already assigned to node "ip-10-0-0-1.ec2.internal"'):
+        cluster.bind(PodKey("default/p"), "nm-2")  # a second binding: 409
+    with pytest.raises(BindError, match='pods "gone" not found'):
+        cluster.bind(PodKey("default/gone"), "nm-1")
+    with pytest.raises(BindError, match="not registered"):
+        cluster.bind(PodKey("default/p"), "nm-9")
+    stub.fail("POST", "binding$", 504, "Timeout: request did not complete")
+    stub.create_pod("q")
+    with pytest.raises(BindError, match="Timeout"):
+        cluster.bind(PodKey("default/q"), "nm-1")
+
+
+def drain_setup(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> tuple[KubernetesCluster, Kubelets]:
+    kubelets = registered(stub, cloud, clock, "nm-1")
+    node = "ip-10-0-0-1.ec2.internal"
+    stub.create_pod("web-1", labels={"app": "web"}, node=node, owner="ReplicaSet")
+    stub.create_pod("web-2", labels={"app": "web"}, node=node, owner="ReplicaSet")
+    stub.create_pod("agent", node=node, owner="DaemonSet")
+    stub.create_pod("starting", node=node)
+    for name in ("web-1", "web-2", "agent"):
+        stub.set_pod_phase("default", name, "Running")
+    cluster = source(stub, cloud, clock, kube_config())
+    cluster.list()
+    return cluster, kubelets
+
+
+def test_drain_cordons_evicts_and_waits_while_a_disruption_budget_forbids(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    stub.add_pdb("default", "web", {"app": "web"}, disruptions_allowed=1)
+    cluster, kubelets = drain_setup(stub, cloud, clock)
+    status = cluster.drain("nm-1")
+    assert stub.get("nodes", "", "ip-10-0-0-1.ec2.internal")["spec"]["unschedulable"] is True  # type: ignore[index]
+    # the budget lets one web pod go; the Pending pod skips budgets; the DaemonSet pod stays
+    assert not status.done and status.evicting == 2
+    assert len(status.blocked) == 1 and "default/web-2" in status.blocked[0] and "disruption budget web needs 2 healthy pods" in status.blocked[0]
+    evictions = [c for c in stub.calls if c.subresource == "eviction"]
+    assert len(evictions) == 3
+    cluster.poll()
+    clock.advance(30)  # the evicted pods' grace period ends
+    kubelets.step()
+    cluster.poll()
+    status = cluster.drain("nm-1")
+    assert not status.done and status.blocked  # web-2 is still protected
+    stub.update("poddisruptionbudgets", "default", "web", lambda p: p["status"].update(disruptionsAllowed=1))  # a replacement became healthy
+    cluster.poll()
+    assert not cluster.drain("nm-1").done  # evicted; terminating for its grace period
+    clock.advance(30)
+    kubelets.step()
+    cluster.poll()
+    assert cluster.drain("nm-1").done
+    left = {p["metadata"]["name"] for p in stub.items("pods")}
+    assert left == {"agent"}
+
+
+def test_an_unprocessed_budget_asks_to_retry_later(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    stub.add_pdb("default", "web", {"app": "web"}, processed=False)
+    cluster, _ = drain_setup(stub, cloud, clock)
+    status = cluster.drain("nm-1")
+    assert any("still being processed" in b for b in status.blocked)
+    assert "blocked" in str(status)
+
+
+def test_labels_and_events(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    registered(stub, cloud, clock, "nm-1")
+    stub.create_pod("p", namespace="team")
+    cluster = source(stub, cloud, clock, kube_config())
+    cluster.list()
+    labels = {"node.kubernetes.io/instance-type": "a.large", "nodemanager.io/pool": "general", "kubernetes.io/hostname": "nm-1"}
+    cluster.label_node("nm-1", labels)
+    node = stub.get("nodes", "", "ip-10-0-0-1.ec2.internal")
+    assert node is not None
+    assert node["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "a.large"
+    assert node["metadata"]["labels"]["kubernetes.io/hostname"] == "ip-10-0-0-1.ec2.internal"  # the kubelet's own stays
+    cluster.poll()
+    patches = len([c for c in stub.calls if c.verb == "patch"])
+    cluster.label_node("nm-1", labels)
+    assert len([c for c in stub.calls if c.verb == "patch"]) == patches  # nothing missing: no call
+    cluster.record_event("Pod", "team/p", "TriggeredScaleUp", "booting node nm-2 for this pod")
+    cluster.record_event("Pod", "team/p", "TriggeredScaleUp", "booting node nm-2 for this pod")  # said already
+    cluster.record_event("Node", "nm-1", "Terminating", "idle for 30s", warning=False)
+    (pod_event,) = stub.events_for("p")
+    assert pod_event["metadata"]["namespace"] == "team" and pod_event["involvedObject"]["uid"]
+    (node_event,) = stub.events_for("ip-10-0-0-1.ec2.internal")
+    assert node_event["metadata"]["namespace"] == "default" and node_event["reason"] == "Terminating"
+    assert node_event["source"] == {"component": "nodemanager"}
+
+
+def test_remove_node_deletes_the_node_object_once(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    registered(stub, cloud, clock, "nm-1")
+    cluster = source(stub, cloud, clock, kube_config())
+    cluster.list()
+    cluster.remove_node("nm-1")
+    cluster.remove_node("nm-1")  # a retried reap: 404 is fine
+    assert stub.get("nodes", "", "ip-10-0-0-1.ec2.internal") is None
+    assert [(e.type, e.node.name) for e in cluster.poll() if isinstance(e, NodeEvent)] == [(EventType.DELETED, "nm-1")]
+
+
+def test_node_metrics_come_under_our_names(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    registered(stub, cloud, clock, "nm-1")
+    stub.create_pod("p", node="ip-10-0-0-1.ec2.internal")
+    stamp = "2027-01-15T08:00:00Z"
+    stub.metrics["nodes"] = [{"metadata": {"name": "ip-10-0-0-1.ec2.internal"}, "timestamp": stamp, "usage": {"cpu": "700m", "memory": "2Gi"}}]
+    stub.metrics["pods"] = [{"metadata": {"name": "p", "namespace": "default"}, "containers": [{"name": "main", "usage": {"cpu": "500m", "memory": "1Gi"}}]}]
+    cluster = source(stub, cloud, clock, kube_config())
+    cluster.list()
+    metrics = cluster.node_metrics()
+    assert set(metrics) == {"nm-1"}
+    assert metrics["nm-1"].system_cpu == 200 and metrics["nm-1"].pods["default/p"].cpu == 500
+    stub.fail("GET", "metrics.k8s.io", 503, "unavailable")
+    assert cluster.node_metrics() == {}
