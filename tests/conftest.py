@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+from kube_stub import KubeStub
 
 from cloud.catalog import Catalog
+from nodemanager.clock import VirtualClock
+
+KUBE_START = 1_800_000_000.0  # a realistic epoch: the API stub's timestamps and the clock agree
 
 
 @pytest.fixture(scope="session")
 def catalog() -> Catalog:
     return Catalog.bundled()
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock(KUBE_START)
+
+
+@pytest.fixture
+def stub(clock: VirtualClock) -> Iterator[KubeStub]:
+    """The Kubernetes API stub on 127.0.0.1, on the test's clock."""
+    server = KubeStub(clock=clock.now).start()
+    yield server
+    server.stop()

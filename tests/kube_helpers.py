@@ -1,10 +1,7 @@
-"""Fixtures for the Kubernetes tests: the API stub, clients of it, and fake kubelets."""
+"""Helpers for the Kubernetes tests: clients of the API stub, configurations, fake kubelets."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from builders import CATALOG, cell_pool
 from kube_stub import KubeStub
 from kubernetes import client
@@ -17,19 +14,7 @@ from nodemanager.config.schema import Cluster, ClusterSource, KubernetesMode, Lo
 from nodemanager.config.schema import KubernetesCluster as KubeSettings
 from nodemanager.controller import InlineExecutor, NodeController
 
-START = 1_800_000_000.0  # a realistic epoch: the stub's timestamps and the clock agree
-
-
-@pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock(START)
-
-
-@pytest.fixture
-def stub(clock: VirtualClock) -> Iterator[KubeStub]:
-    server = KubeStub(clock=clock.now).start()
-    yield server
-    server.stop()
+START = 1_800_000_000.0  # the clock fixture's start (conftest)
 
 
 def api_client(stub: KubeStub, token: str | None = None) -> client.ApiClient:

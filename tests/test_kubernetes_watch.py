@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import urllib3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kube_helpers import api_client, clock, stub  # noqa: F401  (fixtures)
+from kube_helpers import api_client
 from kube_stub import KubeStub
 from kubernetes import client
 
@@ -61,7 +63,8 @@ def test_first_watch_lists_then_watches_from_the_list_version(stub: KubeStub) ->
     stub.set_pod_phase("default", "p0", "Running")
     assert watch(reflector) == [(A, "default/p3"), (M, "default/p0")]
     watches = [c for c in stub.calls if c.verb == "watch"]
-    assert len(watches) == 1 and listed_at is not None
+    assert len(watches) == 1
+    assert listed_at is not None
     # the watch asked for bookmarks, and its closing bookmark moved the version on
     assert int(reflector.resource_version or 0) > int(listed_at)
 
@@ -174,10 +177,8 @@ def test_whatever_happens_the_changes_rebuild_the_servers_state(stub: KubeStub, 
         elif op == "drop":
             stub.drop_after = n
         elif op == "watch":
-            try:
+            with contextlib.suppress(urllib3.exceptions.HTTPError):  # a dropped stream
                 reflector.watch(mirror.apply)
-            except urllib3.exceptions.HTTPError:
-                pass
     stub.drop_after = None
     reflector.watch(mirror.apply)
     assert mirror.objects == truth(stub)
