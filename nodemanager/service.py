@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -35,6 +36,36 @@ if TYPE_CHECKING:
 log = logging.getLogger("nodemanager")
 
 
+class LeaderGate:
+    """The loops act only while this replica leads (always, without an elector); each term
+    starts from a fresh controller recovered from the cloud and the cluster."""
+
+    def __init__(self, elector: LeaderElector | None, new_controller: Callable[[], NodeController]) -> None:
+        self.elector = elector
+        self._new_controller = new_controller
+        self.controller = new_controller()
+        self.terms = 0
+        self._in_term = False
+        self._lock = threading.Lock()
+        if elector is not None:
+            elector.on_stopped = self._term_ended
+
+    def acting(self) -> bool:
+        if self.elector is not None and not self.elector.leading():
+            return False
+        with self._lock:
+            if not self._in_term:
+                if self.terms:  # leading again: start from the truth, not from old beliefs
+                    self.controller = self._new_controller()
+                self.controller.recover()
+                self.terms += 1
+                self._in_term = True
+        return True
+
+    def _term_ended(self) -> None:
+        self._in_term = False
+
+
 class Service:
     def __init__(self, config: ProviderConfig, catalog: Catalog, source: str) -> None:
         self.config = config
@@ -44,7 +75,7 @@ class Service:
         self.metrics = Metrics()
         self.executor = ThreadPoolExecutor(max_workers=config.nodes.max_boots_per_loop, thread_name_prefix="boot")
         self.stopping = threading.Event()  # set on shutdown: cloud retries stop waiting
-        self.elector: LeaderElector | None = None
+        elector: LeaderElector | None = None
         identity = "nodemanager"
         kube = config.cluster.kubernetes
         if config.cluster.source is ClusterSource.KUBERNETES and kube is not None and kube.leader_election.enabled:
@@ -53,36 +84,21 @@ class Service:
             from nodemanager.cluster.kubernetes.leader import LeaderElector
 
             identity = new_identity()
-            self.elector = LeaderElector(api_client(kube), kube.leader_election, identity, self.clock, on_stopped=self._term_ended)
+            elector = LeaderElector(api_client(kube), kube.leader_election, identity, self.clock)
+        self.elector = elector
         self.cloud = build_cloud(config, self.clock, catalog, self.stopping)
         self.cluster = build_cluster(config, self.clock, self.cloud, identity=identity)
-        self.controller = self._new_controller()
-        self._term_lock = threading.Lock()
-        self._terms = 0
-        self._in_term = False
+        self.gate = LeaderGate(elector, self._new_controller)
         self.server = StatusServer(config.status.listen, self.status, self._ready, self.metrics, load_token(config.status))
         self.scheduler = BackgroundScheduler(timezone=UTC)
         self.stopped = threading.Event()
 
+    @property
+    def controller(self) -> NodeController:
+        return self.gate.controller
+
     def _new_controller(self) -> NodeController:
         return build_controller(self.config, self.catalog, self.clock, cloud=self.cloud, cluster=self.cluster, executor=self.executor, metrics=self.metrics)
-
-    # -- leadership ------------------------------------------------------------------------------
-    def _acting(self) -> bool:
-        """May the loops act now? Starts a term (recovering state) when leadership is new."""
-        if self.elector is not None and not self.elector.leading():
-            return False
-        with self._term_lock:
-            if not self._in_term:
-                if self._terms:  # leading again: start from the truth, not from old beliefs
-                    self.controller = self._new_controller()
-                self.controller.recover()
-                self._terms += 1
-                self._in_term = True
-        return True
-
-    def _term_ended(self) -> None:
-        self._in_term = False
 
     def _ready(self) -> bool:
         return self.controller.ready or (self.elector is not None and not self.elector.leading())
@@ -95,7 +111,7 @@ class Service:
     def _guarded(self, name: str):  # type: ignore[no-untyped-def]
         def run() -> None:
             try:
-                if self._acting():
+                if self.gate.acting():
                     getattr(self.controller, f"{name}_loop")()
             except Exception:
                 log.exception("%s loop failed; it runs again at its next interval", name)
@@ -107,7 +123,7 @@ class Service:
         self.server.start()
         if self.elector is None:
             try:
-                self._acting()  # recover now: a broken start fails the command
+                self.gate.acting()  # recover now: a broken start fails the command
             except BaseException:
                 self.server.stop()  # nothing half-started stays behind
                 raise

@@ -104,6 +104,13 @@ def merge(target: dict, patch: dict) -> dict:
     return out
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client hanging up (a dropped watch, a timed-out read) is routine here."""
+
+
 class KubeStub:
     def __init__(self, clock: Callable[[], float] = time.time, token: str = "stub-token") -> None:
         self.clock = clock
@@ -123,8 +130,7 @@ class KubeStub:
         self.faults: list[tuple[str, re.Pattern[str], int, str]] = []  # (method, path, code, message)
         self.metrics: dict[str, list[dict]] = {"nodes": [], "pods": []}
         self._uid = 0
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
+        self.server = _QuietServer(("127.0.0.1", 0), self._handler())
         self.port = self.server.server_address[1]
         self.host = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -409,12 +415,15 @@ class KubeStub:
         spec = body.get("spec") or {}
         for field in ("acquireTime", "renewTime"):
             value = spec.get(field)
-            if value is not None and not MICROTIME.match(value):
+            if value is None:
+                continue
+            if not MICROTIME.match(value):
                 raise ApiError(
                     400,
                     "BadRequest",
                     f'Lease in version "v1" cannot be handled as a Lease: parsing time "{value}" as "2006-01-02T15:04:05.000000Z07:00": cannot parse',
                 )
+            spec[field] = microtime(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp())  # stored as ...Z
         if spec.get("leaseDurationSeconds") is not None and spec["leaseDurationSeconds"] <= 0:
             raise ApiError(422, "Invalid", f"spec.leaseDurationSeconds: Invalid value: {spec['leaseDurationSeconds']}: must be greater than 0")
 

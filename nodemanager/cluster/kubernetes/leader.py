@@ -33,9 +33,13 @@ log = logging.getLogger("nodemanager.leader")
 
 
 def micro_time(t: float) -> str:
-    """A MicroTime the API server accepts: exactly six fractional digits and an offset. (The
-    client's own isoformat drops the fraction when it is zero, which the server refuses.)"""
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """A MicroTime the API server accepts. The client turns it into a datetime and sends its
+    isoformat, which drops the fraction on a whole second; the server then refuses the
+    Lease (400). A whole second is moved on by one microsecond to keep the six digits."""
+    stamp = datetime.fromtimestamp(t, UTC)
+    if stamp.microsecond == 0:
+        stamp = stamp.replace(microsecond=1)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True)

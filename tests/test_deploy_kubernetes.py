@@ -1,0 +1,146 @@
+"""deploy/kubernetes and deploy/systemd: the manifests are well formed and consistent with
+each other, and the RBAC rules allow exactly the calls the code makes (observed at the API
+stub while a controller, a drain, leader election and the metrics reader run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from builders import binpack_pool
+from kube_helpers import Kubelets, api_client, controller, kube_config, run_loops, source
+from kube_stub import KubeStub
+
+from cloud.simulated import SimulatedCloud
+from nodemanager.clock import VirtualClock
+from nodemanager.cluster.kubernetes.leader import LeaderElector
+from nodemanager.config.load import parse_config
+from nodemanager.config.schema import ClusterSource, LeaderElection, ProviderConfig
+
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+API_VERSIONS = {
+    "Namespace": "v1",
+    "ServiceAccount": "v1",
+    "ConfigMap": "v1",
+    "Service": "v1",
+    "Deployment": "apps/v1",
+    "ClusterRole": "rbac.authorization.k8s.io/v1",
+    "ClusterRoleBinding": "rbac.authorization.k8s.io/v1",
+    "Role": "rbac.authorization.k8s.io/v1",
+    "RoleBinding": "rbac.authorization.k8s.io/v1",
+}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+
+
+def manifests() -> list[dict]:
+    docs = []
+    for path in sorted((DEPLOY / "kubernetes").glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def one(kind: str, name: str = "nodemanager", namespace: str | None = None) -> dict:
+    (found,) = [
+        d for d in manifests() if d["kind"] == kind and d["metadata"]["name"] == name and (namespace is None or d["metadata"].get("namespace") == namespace)
+    ]
+    return found
+
+
+def load(text: str, label: str) -> ProviderConfig:
+    return parse_config(text, label, DEPLOY)[0]
+
+
+def provider_yaml() -> str:
+    return one("ConfigMap")["data"]["provider.yaml"]
+
+
+def test_every_manifest_has_a_known_kind_and_api_version_and_a_namespace_where_needed() -> None:
+    docs = manifests()
+    assert {d["kind"] for d in docs} == set(API_VERSIONS)
+    for doc in docs:
+        assert doc["apiVersion"] == API_VERSIONS[doc["kind"]], doc["metadata"]["name"]
+        namespace = doc["metadata"].get("namespace")
+        if doc["kind"] in CLUSTER_SCOPED:
+            assert namespace is None
+        else:
+            assert namespace in ("nodemanager", "kube-node-lease"), doc["metadata"]["name"]
+
+
+def test_the_deployment_runs_two_replicas_of_the_configured_service() -> None:
+    deployment = one("Deployment")
+    pod = deployment["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert pod["spec"]["serviceAccountName"] == one("ServiceAccount")["metadata"]["name"]
+    (mount,) = container["volumeMounts"]
+    (volume,) = pod["spec"]["volumes"]
+    assert volume["configMap"]["name"] == one("ConfigMap")["metadata"]["name"]
+    assert container["args"] == ["run", "--config", f"{mount['mountPath']}/provider.yaml"]
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in container["env"]
+    port = container["ports"][0]
+    config = load(provider_yaml(), "configmap provider.yaml")
+    assert config.status.listen.endswith(f":{port['containerPort']}")
+    assert config.cluster.source is ClusterSource.KUBERNETES
+    assert config.cluster.kubernetes is not None
+    assert config.cluster.kubernetes.leader_election.enabled
+    assert config.cluster.kubernetes.leader_election.namespace == "nodemanager"
+    service = one("Service")
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    assert service["spec"]["ports"][0]["targetPort"] == port["name"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
+def test_the_systemd_example_loads_and_names_its_config() -> None:
+    unit = (DEPLOY / "systemd" / "nodemanager.service").read_text()
+    assert "ExecStart=/opt/nodemanager/bin/nodemanager run --config /etc/nodemanager/provider.yaml" in unit
+    config = load((DEPLOY / "systemd" / "provider.yaml").read_text(), "deploy/systemd/provider.yaml")
+    assert config.cluster.kubernetes is not None
+    assert config.cluster.kubernetes.kubeconfig == "/etc/nodemanager/kubeconfig"
+    assert config.status.listen.startswith("127.0.0.1:")
+
+
+def granted() -> set[tuple[str, str, str, str]]:
+    """(apiGroup, resource, verb, namespace or "*") the roles grant nodemanager's account."""
+    account = one("ServiceAccount")["metadata"]
+    out = set()
+    for binding in [d for d in manifests() if d["kind"] in ("ClusterRoleBinding", "RoleBinding")]:
+        assert {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]} in binding["subjects"]
+        role = one(binding["roleRef"]["kind"], binding["roleRef"]["name"], binding["metadata"].get("namespace"))
+        scope = role["metadata"].get("namespace", "*")
+        for rule in role["rules"]:
+            out |= {(g, r, v, scope) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    return out
+
+
+def observed_calls(stub: KubeStub, clock: VirtualClock) -> set[tuple[str, str, str, str]]:
+    """Run everything that talks to the API server and collect what it asked for."""
+    cloud = SimulatedCloud("test", clock, boot_delay=20)
+    config = kube_config(binpack_pool())
+    cluster = source(stub, cloud, clock, config)
+    stub.create_pod("web", cpu="1", memory="1Gi", owner="ReplicaSet")
+    made = controller(config, cloud, cluster, clock)
+    kubelets = Kubelets(stub, cloud, clock)
+    run_loops(made, clock, kubelets, 60)
+    (node,) = made.nodes
+    made.mark_for_termination(node, "test", "unhealthy")  # a drain that evicts "web"
+    run_loops(made, clock, kubelets, 60)
+    cluster.node_metrics()
+    LeaderElector(api_client(stub), LeaderElection(), "a", clock).tick()  # creates the lease
+    LeaderElector(api_client(stub), LeaderElection(), "a", clock).tick()  # reads, then renews it
+    return {(c.group, f"{c.resource}/{c.subresource}" if c.subresource else c.resource, c.verb, c.namespace) for c in stub.calls}
+
+
+def test_rbac_allows_exactly_the_calls_the_code_makes(stub: KubeStub, clock: VirtualClock) -> None:
+    rules = granted()
+    calls = observed_calls(stub, clock)
+
+    def allowed(call: tuple[str, str, str, str]) -> tuple[str, str, str, str] | None:
+        group, resource, verb, namespace = call
+        for scope in ("*", namespace):
+            if (group, resource, verb, scope) in rules:
+                return (group, resource, verb, scope)
+        return None
+
+    assert [c for c in calls if allowed(c) is None] == []  # nothing the code does is refused
+    assert rules - {allowed(c) for c in calls} == set()  # nothing granted goes unused

@@ -1,0 +1,114 @@
+"""The controller with the Kubernetes source on the API stub: pods created through the API
+get nodes booted, bound through pods/binding once their Node registers, and nodes that are
+no longer needed are drained, terminated and their Node objects deleted."""
+
+from __future__ import annotations
+
+import pytest
+from builders import binpack_pool, cell_pool
+from kube_helpers import Kubelets, controller, kube_config, run_loops, source
+from kube_stub import KubeStub
+
+from cloud.base import InstanceState
+from cloud.simulated import SimulatedCloud
+from nodemanager.cache.pod_state import PodState
+from nodemanager.clock import VirtualClock
+from nodemanager.config.schema import KubernetesMode
+from nodemanager.model import NodeState, PodKey
+
+
+@pytest.fixture
+def cloud(clock: VirtualClock) -> SimulatedCloud:
+    return SimulatedCloud("test", clock, boot_delay=20)
+
+
+def live(cloud: SimulatedCloud) -> list[str]:
+    return sorted(i.node_name for i in cloud.list_instances() if i.state is not InstanceState.TERMINATED)
+
+
+def test_scheduler_mode_boots_binds_and_scales_down(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    config = kube_config(cell_pool(), idle_grace=30)
+    for i in range(3):
+        stub.create_pod(f"job-{i}", cpu="1", memory="1Gi")
+    stub.create_pod("not-ours", scheduler="default-scheduler")
+    made = controller(config, cloud, source(stub, cloud, clock, config), clock)
+    kubelets = Kubelets(stub, cloud, clock)
+    run_loops(made, clock, kubelets, 60)
+
+    pods = {p["metadata"]["name"]: p for p in stub.items("pods")}
+    nodes = {n["metadata"]["name"]: n for n in stub.items("nodes")}
+    bound = {name: p["spec"].get("nodeName") for name, p in pods.items()}
+    assert bound["not-ours"] is None  # another scheduler's pod is left alone
+    assert {bound[f"job-{i}"] for i in range(3)} <= set(nodes)  # bound to the kubelets' Node names
+    assert len({bound[f"job-{i}"] for i in range(3)}) == 3  # cell packing: one node each
+    for i in range(3):
+        assert made.cache.state(PodKey(f"default/job-{i}")) is PodState.ADDED  # confirmed by the watch
+    bindings = [c for c in stub.calls if c.subresource == "binding"]
+    assert len(bindings) == 3  # each pod bound exactly once
+    for node in nodes.values():  # the well-known labels were added to each Node
+        labels = node["metadata"]["labels"]
+        assert labels["node.kubernetes.io/instance-type"] == "a.large"
+        assert labels["nodemanager.io/pool"] == "cells"
+        assert labels["topology.kubernetes.io/zone"] in ("zone-1a", "zone-1b")
+    reasons = sorted(e["reason"] for e in stub.events_for("job-0"))
+    assert reasons == ["Scheduled", "TriggeredScaleUp"]
+
+    for i in range(3):  # the jobs finish: the kubelet removes them
+        stub.delete_pod("default", f"job-{i}")
+    run_loops(made, clock, kubelets, 60)
+    assert live(cloud) == []
+    assert stub.items("nodes") == []  # Node objects deleted after termination
+    assert all(n.state is NodeState.TERMINATED for n in made.nodes.values())
+    cordons = [c for c in stub.calls if c.verb == "patch" and c.resource == "nodes"]
+    assert len(cordons) >= 6  # labels at registration, then a cordon before each termination
+
+
+def test_a_bind_refused_by_the_server_is_forgotten_and_retried(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    config = kube_config(binpack_pool())
+    stub.create_pod("web", cpu="1", memory="1Gi")
+    made = controller(config, cloud, source(stub, cloud, clock, config), clock)
+    kubelets = Kubelets(stub, cloud, clock)
+    stub.fail("POST", "binding$", 500, "etcdserver: request timed out")
+    run_loops(made, clock, kubelets, 60)
+    pod = stub.get("pods", "default", "web")
+    assert pod is not None
+    assert pod["spec"]["nodeName"] == "ip-10-0-0-1.ec2.internal"
+    assert len(live(cloud)) == 1  # the retry used the same node; nothing more was booted
+    assert len([c for c in stub.calls if c.subresource == "binding"]) == 2
+
+
+def test_a_pod_with_a_disruption_budget_holds_its_node_until_the_drain_timeout(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    config = kube_config(binpack_pool(), drain_timeout=120)
+    stub.create_pod("db", cpu="1", memory="1Gi", labels={"app": "db"})
+    made = controller(config, cloud, source(stub, cloud, clock, config), clock)
+    kubelets = Kubelets(stub, cloud, clock)
+    run_loops(made, clock, kubelets, 50)
+    (name,) = [n for n, node in made.nodes.items() if node.state is NodeState.CLAIMED or node.state is NodeState.AVAILABLE]
+    stub.add_pdb("default", "db", {"app": "db"}, disruptions_allowed=0)
+    made.mark_for_termination(name, "test: replace the node", "unhealthy")
+    run_loops(made, clock, kubelets, 60)
+    assert live(cloud) == [name]  # the budget holds the node
+    assert stub.get("pods", "default", "db") is not None
+    node_events = stub.events_for("ip-10-0-0-1.ec2.internal")
+    assert node_events == [e for e in node_events if e["reason"] in ("Registered",)]
+    run_loops(made, clock, kubelets, 80)
+    assert live(cloud) == []  # terminated once the drain timed out
+    reasons = [e["reason"] for e in stub.events_for("ip-10-0-0-1.ec2.internal")]
+    assert "DrainTimeout" in reasons
+
+
+def test_provisioner_mode_adds_capacity_and_leaves_binding_to_the_scheduler(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    config = kube_config(binpack_pool(), mode=KubernetesMode.PROVISIONER)
+    stub.create_pod("web", cpu="1", memory="1Gi", scheduler="default-scheduler")
+    made = controller(config, cloud, source(stub, cloud, clock, config), clock)
+    kubelets = Kubelets(stub, cloud, clock)
+    run_loops(made, clock, kubelets, 20)
+    assert live(cloud) == []  # the scheduler has not given up on it yet
+    stub.mark_unschedulable("default", "web")
+    run_loops(made, clock, kubelets, 40)
+    assert len(live(cloud)) == 1
+    assert [c for c in stub.calls if c.subresource == "binding"] == []
+    assert stub.get("pods", "default", "web")["spec"].get("nodeName") is None  # type: ignore[index]
+    stub.update("pods", "default", "web", lambda p: p["spec"].update(nodeName="ip-10-0-0-1.ec2.internal"))  # the scheduler binds
+    run_loops(made, clock, kubelets, 60)
+    assert len(live(cloud)) == 1  # in use: kept
