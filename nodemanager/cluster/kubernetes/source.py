@@ -28,7 +28,7 @@ from typing import Any
 import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception_type, wait_exponential_jitter
+from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception_type, stop_when_event_set, wait_exponential_jitter
 
 from cloud.base import CloudClient
 from cloud.errors import CloudError
@@ -159,8 +159,8 @@ class KubernetesCluster:
 
         retrying = Retrying(
             retry=retry_if_exception_type(Exception),
-            wait=wait_exponential_jitter(initial=0.5, max=30),
-            stop=lambda _: self._stopped.is_set(),
+            wait=wait_exponential_jitter(multiplier=0.5, max=30, jitter=0.5),
+            stop=stop_when_event_set(self._stopped),
             sleep=self._stopped.wait,
             before_sleep=warn,
         )
