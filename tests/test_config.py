@@ -234,3 +234,8 @@ def test_dump_round_trips_through_the_schema():
     again = type(config).model_validate(dumped)
     assert again.pools == config.pools
     assert again.nodes == config.nodes
+
+
+def test_leader_election_timings_must_let_a_leader_stop_before_its_lease_runs_out():
+    text = "pools: [{name: p}]\ncluster: {source: kubernetes, kubernetes: {leaderElection: {leaseDuration: 10s, renewDeadline: 10s}}}\n"
+    assert problems_of(text) == ["cluster.kubernetes.leaderElection: need 0 < retryPeriod (2s) < renewDeadline (10s) < leaseDuration (10s)"]

@@ -129,6 +129,15 @@ class LeaderElection(Model):
     renew_deadline: Duration = 10.0
     retry_period: Duration = 2.0
 
+    @model_validator(mode="after")
+    def _ordered(self) -> LeaderElection:
+        # A leader must stop acting (renewDeadline) before its lease can run out for others.
+        if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
+            raise ValueError(
+                f"need 0 < retryPeriod ({self.retry_period:g}s) < renewDeadline ({self.renew_deadline:g}s) < leaseDuration ({self.lease_duration:g}s)"
+            )
+        return self
+
 
 class KubernetesMode(StrEnum):
     SCHEDULER = "scheduler"  # nodemanager binds the pods whose schedulerName is ours
