@@ -104,8 +104,14 @@ class Service:
         return self.controller.ready or (self.elector is not None and not self.elector.leading())
 
     def status(self) -> dict[str, object]:
+        """The controller's document; with leader election, whether this replica leads and
+        who does (a follower's controller has not recovered anything: it is not acting)."""
         doc = self.controller.status()
-        doc["leader"] = self.elector.describe() if self.elector else {"enabled": False, "leading": True}
+        if self.elector is not None:
+            controller = doc["controller"]
+            assert isinstance(controller, dict)
+            controller["leader"] = self.elector.leading()
+            controller["leader_election"] = self.elector.describe()
         return doc
 
     def _guarded(self, name: str):  # type: ignore[no-untyped-def]

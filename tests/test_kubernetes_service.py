@@ -103,9 +103,10 @@ def test_two_replicas_one_leader_binds_the_other_reports_it(live_stub: KubeStub,
 
             eventually(kubelets)
             leader_doc, follower_doc = status(first_port), status(second_port)
-            assert leader_doc["leader"]["leading"] is True
-            assert follower_doc["leader"]["leading"] is False
-            assert follower_doc["leader"]["holder"] == first.elector.identity  # type: ignore[union-attr]
+            assert leader_doc["controller"]["leader"] is True
+            assert follower_doc["controller"]["leader"] is False
+            assert follower_doc["controller"]["leader_election"]["holder"] == first.elector.identity  # type: ignore[union-attr]
+            assert follower_doc["nodes"] == []
             assert second.cloud.list_instances() == []  # the follower never acted
             watches = [c for c in live_stub.calls if c.verb == "watch"]
             assert {c.resource for c in watches} == {"pods", "nodes", "leases"}
