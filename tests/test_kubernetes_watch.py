@@ -78,12 +78,17 @@ def test_a_pod_deleted_shows_as_one_deletion(stub: KubeStub) -> None:
     assert reflector.objects == {}
 
 
-def test_a_watch_that_drops_resumes_where_it_stopped(stub: KubeStub) -> None:
-    for i in range(3):
+def listed(stub: KubeStub, count: int) -> tuple[Reflector, Mirror]:
+    """``count`` pods, listed by a new reflector into a new mirror."""
+    for i in range(count):
         stub.create_pod(f"p{i}")
-    reflector = pods(stub)
-    mirror = Mirror()
+    reflector, mirror = pods(stub), Mirror()
     reflector.watch(mirror.apply)
+    return reflector, mirror
+
+
+def test_a_watch_that_drops_resumes_where_it_stopped(stub: KubeStub) -> None:
+    reflector, mirror = listed(stub, 3)
     for i in range(3, 7):
         stub.create_pod(f"p{i}")
     stub.delete_pod("default", "p1")
@@ -97,11 +102,7 @@ def test_a_watch_that_drops_resumes_where_it_stopped(stub: KubeStub) -> None:
 
 
 def test_a_410_relists_and_reports_only_the_difference(stub: KubeStub) -> None:
-    for i in range(4):
-        stub.create_pod(f"p{i}")
-    reflector = pods(stub)
-    mirror = Mirror()
-    reflector.watch(mirror.apply)
+    reflector, mirror = listed(stub, 4)
     # while the reflector is away: one added, one deleted, one changed, one added and deleted
     stub.create_pod("new")
     stub.delete_pod("default", "p1")
