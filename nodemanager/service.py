@@ -119,6 +119,8 @@ class Service:
             try:
                 if self.gate.acting():
                     getattr(self.controller, f"{name}_loop")()
+                elif name == "pool":
+                    self.cluster.poll()  # a follower keeps its view current (and its queue short) for a quick takeover
             except Exception:
                 log.exception("%s loop failed; it runs again at its next interval", name)
 

@@ -394,6 +394,7 @@ class NodeController:
             for name, node in sorted(self.nodes.items()):
                 if node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
                     registered = self.cache.node(name)
+                    self.cluster.label_node(name, node.labels)  # again, in case it failed at registration
                     if registered is None:
                         self.mark_for_termination(name, "node left the cluster", "unhealthy")
                     elif now - registered.last_heartbeat > healthy:
@@ -469,6 +470,7 @@ class NodeController:
     def _purge(self, now: float) -> None:
         for name, node in list(self.nodes.items()):
             if node.state is NodeState.TERMINATED and now - self.terminated_at.get(name, now) >= TERMINATED_KEPT_FOR:
+                self.cluster.remove_node(name)  # once more: a dying kubelet may have registered it again
                 del self.nodes[name]
                 self.terminated_at.pop(name, None)
                 self._records_generation += 1

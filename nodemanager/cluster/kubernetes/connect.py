@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from pathlib import Path
 
 from kubernetes import client, config
 
@@ -15,6 +16,8 @@ from nodemanager.errors import ConfigError
 
 
 def api_client(settings: KubernetesCluster) -> client.ApiClient:
+    if settings.kubeconfig is not None and not Path(settings.kubeconfig).is_file():
+        raise ConfigError("provider.yaml", [f"cluster.kubernetes.kubeconfig: no such file: {settings.kubeconfig}"])
     try:
         if settings.kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
             configuration = client.Configuration()

@@ -25,6 +25,7 @@ log = logging.getLogger("nodemanager.kubernetes")
 
 PAGE_SIZE = 500
 WATCH_SECONDS = 300  # the server ends each watch after this; the next resumes at once
+MAX_LIST_RESTARTS = 5  # expired continuations in a row before the error is raised (and retried later)
 READ_TIMEOUT = 120.0  # seconds without a byte (bookmarks come every ~60 s) before giving up
 
 
@@ -67,6 +68,7 @@ class Reflector:
         items: list[dict] = []
         rv: str | None = None
         token: str | None = None
+        restarts = 0
         while True:
             kwargs: dict[str, Any] = {"limit": self.page_size, "_preload_content": False, "_request_timeout": (10, READ_TIMEOUT)}
             if token:
@@ -74,9 +76,9 @@ class Reflector:
             try:
                 doc = json.loads(self.list_call(**kwargs).data)
             except ApiException as exc:
-                if exc.status == 410 and token:  # the snapshot expired mid-list: start over
+                if exc.status == 410 and token and restarts < MAX_LIST_RESTARTS:  # the snapshot expired mid-list
                     log.info("%s: list continuation expired; listing again from the start", self.kind)
-                    items, rv, token = [], None, None
+                    items, rv, token, restarts = [], None, None, restarts + 1
                     continue
                 raise
             rv = rv or doc["metadata"]["resourceVersion"]

@@ -2,9 +2,8 @@
 
 Three reflectors (pods, nodes, node Leases in ``kube-node-lease``) list and then watch; in
 the service each runs in its own thread, reconnecting with jittered exponential backoff
-(tenacity). The threads only collect raw changes; ``poll()``, on the controller's thread,
-turns them into cache events. So conversion, names and the views that drains read are
-touched by one thread only.
+(tenacity). The threads only collect raw changes; ``poll()`` turns them into cache events.
+Conversion, names and the views that drains read belong to the loops' side (one lock).
 
 Names: a kubelet names its Node (``ip-10-0-1-7.ec2.internal``), nodemanager names its
 instances. A Node whose ``spec.providerID`` (``aws:///<zone>/<instance id>``) is one of our
@@ -101,6 +100,8 @@ class KubernetesCluster:
         self._threads: list[threading.Thread] = []
         self._events_out: Executor | None = ThreadPoolExecutor(1, thread_name_prefix="k8s-events") if threaded else None
         self._listed = False
+        # The controller's loops and a follower's poll may meet at a leadership change.
+        self._views_lock = threading.RLock()
         # -- the views below belong to the controller's thread (poll, list, bind, drain) --
         self._docs: dict[str, dict[str, dict]] = {kind: {} for kind in self.reflectors}
         self._pods: dict[str, Pod] = {}  # what the cache was told, by "namespace/name"
@@ -116,6 +117,10 @@ class KubernetesCluster:
 
     # -- ClusterSource: reading ---------------------------------------------------------------
     def list(self) -> list[ClusterEvent]:
+        with self._views_lock:
+            return self._list()
+
+    def _list(self) -> list[ClusterEvent]:
         if not self._listed:
             for kind, reflector in self.reflectors.items():
                 for change in reflector.relist():
@@ -128,8 +133,12 @@ class KubernetesCluster:
         return nodes + [PodEvent(EventType.ADDED, p) for _, p in sorted(self._pods.items())]
 
     def poll(self) -> list[ClusterEvent]:
+        with self._views_lock:
+            return self._poll()
+
+    def _poll(self) -> list[ClusterEvent]:
         if not self._listed:
-            self.list()
+            self._list()
             return []
         if not self.threaded:
             for kind, reflector in self.reflectors.items():
@@ -311,6 +320,10 @@ class KubernetesCluster:
             log.warning("deleting Node %s failed: %s", kube, api_message(exc))
 
     def drain(self, name: str) -> DrainStatus:
+        with self._views_lock:
+            return self._drain(name)
+
+    def _drain(self, name: str) -> DrainStatus:
         kube = self._kube.get(name)
         doc = self._docs["nodes"].get(kube or "")
         if kube is None or doc is None:
@@ -408,7 +421,8 @@ class KubernetesCluster:
     def node_metrics(self) -> dict[str, NodeMetric]:
         """The metrics API's figures under our node names; none (batch resources degrade)
         when it cannot be read."""
-        pod_nodes = {key: doc["spec"]["nodeName"] for key, doc in self._docs["pods"].items() if (doc.get("spec") or {}).get("nodeName")}
+        with self._views_lock:
+            pod_nodes = {key: doc["spec"]["nodeName"] for key, doc in self._docs["pods"].items() if (doc.get("spec") or {}).get("nodeName")}
         try:
             metrics = read_metrics(self.custom, pod_nodes)
         except (*NETWORK_ERRORS, NodeManagerError, KeyError, ValueError) as exc:
