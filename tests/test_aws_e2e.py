@@ -88,11 +88,13 @@ def test_run_against_an_ec2_endpoint_survives_sigkill(tmp_path):
         first.wait(timeout=10)
         launched_before = len(ours())
         assert 3 <= launched_before < 8
+        left_behind = {i["InstanceId"] for i in alive()}
 
         second = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
         wait_for(f"http://127.0.0.1:{status_port}/readyz", time.monotonic() + 30)
         adopted = {n["instance_id"] for n in status(status_port)["nodes"]}
-        assert {i["InstanceId"] for i in alive()} <= adopted  # every running instance was adopted
+        # every instance the killed process left was adopted (the new one may be booting more)
+        assert left_behind <= adopted
         until(lambda: len(ours()) >= 8, 60, "the scale-up to finish")
         until(lambda: not alive(), 90, "the scale-down")  # cell nodes end with their jobs
         second.send_signal(signal.SIGTERM)
