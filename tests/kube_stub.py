@@ -44,8 +44,17 @@ MICROTIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)
 PATH = re.compile(
     r"^/(?:api/v1|apis/(?P<group>[^/]+)/(?P<version>[^/]+))(?:/namespaces/(?P<ns>[^/]+))?/(?P<res>[a-z]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>[a-z]+))?)?$"
 )
-KINDS = {"pods": "Pod", "nodes": "Node", "leases": "Lease", "events": "Event", "poddisruptionbudgets": "PodDisruptionBudget"}
-CLUSTER_SCOPED = {"nodes"}
+KINDS = {
+    "pods": "Pod",
+    "nodes": "Node",
+    "leases": "Lease",
+    "events": "Event",
+    "poddisruptionbudgets": "PodDisruptionBudget",
+    "deviceclasses": "DeviceClass",
+    "resourceclaims": "ResourceClaim",
+    "resourceslices": "ResourceSlice",
+}
+CLUSTER_SCOPED = {"nodes", "deviceclasses", "resourceslices"}
 
 
 def rfc3339(t: float) -> str:
@@ -315,6 +324,12 @@ class KubeStub:
         self._write(
             "poddisruptionbudgets", "ADDED", {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta, "spec": spec, "status": status}
         )
+
+    def add(self, resource: str, doc: dict) -> dict:
+        """Any object as a user (or a driver) would create it."""
+        meta = doc["metadata"]
+        meta.update(self._new_meta(meta["name"], meta.get("namespace", "") if resource not in CLUSTER_SCOPED else ""))
+        return self._write(resource, "ADDED", doc)
 
     def events_for(self, name: str) -> list[dict]:
         return [e for e in self.items("events") if e["involvedObject"].get("name") == name]

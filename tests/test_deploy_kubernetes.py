@@ -16,6 +16,7 @@ from nodemanager.clock import VirtualClock
 from nodemanager.cluster.kubernetes.leader import LeaderElector
 from nodemanager.config.load import parse_config
 from nodemanager.config.schema import ClusterSource, LeaderElection, ProviderConfig
+from nodemanager.dra.model import AllocationResult
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 API_VERSIONS = {
@@ -126,6 +127,9 @@ def observed_calls(stub: KubeStub, clock: VirtualClock) -> set[tuple[str, str, s
     made.mark_for_termination(node, "test", "unhealthy")  # a drain that evicts "web"
     run_loops(made, clock, kubelets, 60)
     cluster.node_metrics()
+    stub.add("resourceclaims", {"metadata": {"name": "gpu", "namespace": "default"}, "spec": {"devices": {"requests": []}}})
+    assert cluster.devices() is not None
+    cluster.allocate_claim("default/gpu", node, AllocationResult(()))
     LeaderElector(api_client(stub), LeaderElection(), "a", clock).tick()  # creates the lease
     LeaderElector(api_client(stub), LeaderElection(), "a", clock).tick()  # reads, then renews it
     return {(c.group, f"{c.resource}/{c.subresource}" if c.subresource else c.resource, c.verb, c.namespace) for c in stub.calls}

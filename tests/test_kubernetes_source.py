@@ -13,6 +13,7 @@ from nodemanager.clock import VirtualClock
 from nodemanager.cluster.base import BindError, EventType, NodeEvent, PodEvent
 from nodemanager.cluster.kubernetes.source import KubernetesCluster
 from nodemanager.config.schema import KubernetesMode
+from nodemanager.dra.model import AllocationResult, DeviceResult
 from nodemanager.model import CapacityType, PodKey
 
 
@@ -222,3 +223,72 @@ def test_node_metrics_come_under_our_names(stub: KubeStub, cloud: SimulatedCloud
     assert metrics["nm-1"].pods["default/p"].cpu == 500
     stub.fail("GET", "metrics.k8s.io", 503, "unavailable")
     assert cluster.node_metrics() == {}
+
+
+def device_objects(stub: KubeStub) -> None:
+    stub.add("deviceclasses", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"}, "spec": {}})
+    devices = [{"name": f"g{i}", "attributes": {"model": {"string": "a100"}}, "capacity": {"memory": {"value": "40Gi"}}} for i in range(2)]
+    spec = {
+        "driver": "gpu.example.com",
+        "nodeName": "ip-10-0-0-1.ec2.internal",
+        "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+        "devices": devices,
+    }
+    stub.add("resourceslices", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s1"}, "spec": spec})
+    request = {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu", "count": 1}}]}}
+    stub.add(
+        "resourceclaims", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "want", "namespace": "default"}, "spec": request}
+    )
+    taken = {"allocation": {"devices": {"results": [{"request": "r", "driver": "gpu.example.com", "pool": "p", "device": "g0"}]}}}
+    stub.add("resourceclaims", {"metadata": {"name": "taken", "namespace": "default"}, "spec": request, "status": taken})
+    bad = {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu", "allocationMode": "Some"}}]}}
+    stub.add("resourceclaims", {"metadata": {"name": "bad", "namespace": "default"}, "spec": bad})
+
+
+def test_device_claims_come_from_the_api_server(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock, caplog: pytest.LogCaptureFixture) -> None:
+    registered(stub, cloud, clock, "nm-1")
+    device_objects(stub)
+    cluster = source(stub, cloud, clock, kube_config())
+    cluster.list()
+    context = cluster.devices()
+    assert context is not None
+    assert set(context.classes) == {"gpu"}
+    assert set(context.claims) == {"default/want", "default/taken"}  # the unreadable one is skipped
+    assert "resourceClaims default/bad.spec.devices.requests[0].allocationMode" in caplog.text
+    assert [d.device for d in context.claims["default/taken"].allocation.devices] == ["g0"]  # type: ignore[union-attr]
+    assert [len(s.devices) for s in context.published_for("nm-1")] == [2]  # the driver's slice, under our name
+    stub.fail("GET", "resourceslices", 503, "unavailable")
+    assert cluster.devices() is None
+
+
+def test_an_allocation_is_written_to_the_claim_and_reserved_for_its_pod(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    registered(stub, cloud, clock, "nm-1")
+    device_objects(stub)
+    stub.create_pod("trainer", extra_spec={"resourceClaims": [{"name": "gpu", "resourceClaimName": "want"}]})
+    cluster = source(stub, cloud, clock, kube_config())
+    cluster.list()
+    context = cluster.devices()
+    assert context is not None
+    cluster.allocate_claim("default/want", "nm-1", AllocationResult((DeviceResult("r", "gpu.example.com", "p", "g1"),)))
+    status = stub.get("resourceclaims", "default", "want")["status"]  # type: ignore[index]
+    assert status["allocation"]["devices"]["results"] == [{"request": "r", "driver": "gpu.example.com", "pool": "p", "device": "g1"}]
+    assert status["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["ip-10-0-0-1.ec2.internal"]
+    (user,) = status["reservedFor"]
+    assert user["name"] == "trainer"
+    assert user["uid"] == stub.get("pods", "default", "trainer")["metadata"]["uid"]  # type: ignore[index]
+    again = cluster.devices()
+    assert again is not None
+    assert again.claims["default/want"].allocation is not None  # read back as allocated
+
+
+def test_a_claim_made_from_a_template_is_known_by_its_generated_name(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    stub.create_pod(
+        "trainer", extra_spec={"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}, {"name": "x", "resourceClaimName": "shared"}]}
+    )
+    cluster = source(stub, cloud, clock, kube_config())
+    (listed,) = [e.pod for e in cluster.list() if isinstance(e, PodEvent)]
+    assert listed.claims == ("default/trainer-gpu", "default/shared")
+    generated = [{"name": "gpu", "resourceClaimName": "trainer-gpu-7x2kq"}]
+    stub.update("pods", "default", "trainer", lambda p: p["status"].update(resourceClaimStatuses=generated))
+    (changed,) = [e.pod for e in cluster.poll() if isinstance(e, PodEvent)]
+    assert changed.claims == ("default/trainer-gpu-7x2kq", "default/shared")

@@ -5,7 +5,7 @@ server sends them; the official client's objects go through ``cluster.objects.to
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -240,7 +240,34 @@ def parse_claim(doc: Mapping[str, Any], where: str = "resourceClaim") -> Resourc
     meta = _get(doc, "metadata", where) or {}
     if not meta.get("name"):
         raise InvalidManifest(f"{where}.metadata.name", "required")
-    return parse_claim_spec(_get(doc, "spec", where) or {}, str(meta.get("namespace") or "default"), str(meta["name"]), f"{where}.spec")
+    claim = parse_claim_spec(_get(doc, "spec", where) or {}, str(meta.get("namespace") or "default"), str(meta["name"]), f"{where}.spec")
+    allocation = (_get(doc, "status", where) or {}).get("allocation")
+    return replace(claim, allocation=parse_allocation(allocation, f"{where}.status.allocation")) if allocation else claim
+
+
+def parse_allocation(doc: Mapping[str, Any], where: str = "allocation") -> AllocationResult:
+    """An allocation as the API server holds it (``status.allocation`` of a claim)."""
+    results = (_get(doc, "devices", where) or {}).get("results") or []
+    devices = []
+    for i, r in enumerate(results):
+        path = f"{where}.devices.results[{i}]"
+        missing = [k for k in ("request", "driver", "pool", "device") if not _get(r, k, path)]
+        if missing:
+            raise InvalidManifest(f"{path}.{missing[0]}", "required")
+        devices.append(DeviceResult(str(r["request"]), str(r["driver"]), str(r["pool"]), str(r["device"])))
+    return AllocationResult(tuple(devices))
+
+
+def allocation_document(result: AllocationResult, node: str) -> dict[str, Any]:
+    """``status.allocation`` for a claim allocated on ``node`` (its devices are node-local)."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    return {
+        "devices": {
+            "results": [{"request": d.request, "driver": d.driver, "pool": d.pool, "device": d.device} for d in result.devices],
+            "config": [{"source": "FromClaim", **c} for c in result.config],
+        },
+        "nodeSelector": {"nodeSelectorTerms": [term]},
+    }
 
 
 def parse_all(docs: Sequence[Mapping[str, Any]]) -> tuple[list[DeviceClass], list[ResourceClaim], list[ResourceSlice]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -81,7 +81,17 @@ def pod_from_api(doc: Mapping[str, Any], mode: KubernetesMode, scheduler_name: s
     bound = bool((doc.get("spec") or {}).get("nodeName"))
     if not bound and not waits_for_us(doc, mode, scheduler_name):
         return None
-    return Pod.from_manifest(doc, f"pod {key_of(doc)}")
+    pod = Pod.from_manifest(doc, f"pod {key_of(doc)}")
+    generated = {c.get("name"): c.get("resourceClaimName") for c in (doc.get("status") or {}).get("resourceClaimStatuses") or []}
+    if not generated:
+        return pod
+    # A claim made from a template has the name the API server generated (in the pod's
+    # status), not "<pod>-<entry>"; until it exists the pod waits for it.
+    claims = []
+    for entry in (doc.get("spec") or {}).get("resourceClaims") or []:
+        name = entry.get("resourceClaimName") or generated.get(entry.get("name")) or f"{pod.name}-{entry.get('name')}"
+        claims.append(f"{pod.namespace}/{name}")
+    return replace(pod, claims=tuple(claims))
 
 
 @dataclass(frozen=True)

@@ -33,13 +33,13 @@ from cloud.base import CloudClient
 from cloud.errors import CloudError
 from nodemanager.clock import Clock
 from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, DrainStatus, EventType, NodeEvent, PodEvent
-from nodemanager.cluster.kubernetes.convert import drain_facts, instance_of, node_from_api, parse_time, pod_from_api
+from nodemanager.cluster.kubernetes.convert import drain_facts, instance_of, key_of, node_from_api, parse_time, pod_from_api
 from nodemanager.cluster.kubernetes.reflector import Change, Reflector
 from nodemanager.cluster.metrics_api import read_metrics
 from nodemanager.config.schema import KubernetesCluster as Settings
 from nodemanager.config.schema import KubernetesMode
 from nodemanager.dra.context import DeviceContext
-from nodemanager.dra.model import AllocationResult
+from nodemanager.dra.model import AllocationResult, allocation_document, parse_claim, parse_device_class, parse_slice
 from nodemanager.errors import NodeManagerError
 from nodemanager.model import Pod, PodKey
 from nodemanager.model.labels import HOSTNAME
@@ -87,6 +87,7 @@ class KubernetesCluster:
         self.identity = identity
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self.resource = client.ResourceV1Api(api)
         coordination = client.CoordinationV1Api(api)
         sized = {"page_size": page_size} if page_size else {}
         self.reflectors = {
@@ -431,7 +432,44 @@ class KubernetesCluster:
         return {self._ours.get(kube, kube): metric for kube, metric in metrics.items()}
 
     def devices(self) -> DeviceContext | None:
-        return None  # claims come from workload files in simulation only, for now
+        """Device classes, claims (with their allocations) and the slices drivers published,
+        read when pods with claims wait; slices carry our node names. An object that cannot
+        be read is skipped with a warning; an unreachable API gives None (claims wait)."""
+        kinds = (
+            ("deviceClasses", self.resource.list_device_class, parse_device_class),
+            ("resourceClaims", self.resource.list_resource_claim_for_all_namespaces, parse_claim),
+            ("resourceSlices", self.resource.list_resource_slice, parse_slice),
+        )
+        parsed: dict[str, list[Any]] = {}
+        for name, call, parse in kinds:
+            try:
+                items = json.loads(call(_preload_content=False, _request_timeout=(10, 60)).data).get("items") or []
+            except NETWORK_ERRORS as exc:
+                log.warning("device claims unreadable (%s: %s); pods with claims wait", name, api_message(exc))
+                return None
+            parsed[name] = []
+            for doc in items:
+                try:
+                    parsed[name].append(parse(doc, f"{name} {key_of(doc)}"))
+                except NodeManagerError as exc:
+                    log.warning("ignoring a device object nodemanager cannot read: %s", exc)
+        with self._views_lock:
+            slices = tuple(replace(s, node_name=self._ours.get(s.node_name, s.node_name)) for s in parsed["resourceSlices"])
+        return DeviceContext({c.name: c for c in parsed["deviceClasses"]}, {c.key: c for c in parsed["resourceClaims"]}, slices)
 
     def allocate_claim(self, claim: str, node: str, result: AllocationResult) -> None:
-        return None
+        """Write the allocation to the claim's status and reserve it for the pods that use it
+        (the kubelet prepares devices only for pods in ``reservedFor``)."""
+        namespace, name = claim.split("/", 1)
+        with self._views_lock:
+            users = [
+                {"resource": "pods", "name": doc["metadata"]["name"], "uid": doc["metadata"].get("uid", "")}
+                for key, doc in sorted(self._docs["pods"].items())
+                if key in self._pods and claim in self._pods[key].claims
+            ]
+        status = {"status": {"allocation": allocation_document(result, self._kube.get(node, node)), "reservedFor": users}}
+        try:
+            self.resource.patch_namespaced_resource_claim_status(name, namespace, status, _preload_content=False)
+            log.info("claim %s allocated on %s: %s", claim, node, ", ".join(f"{d.driver}/{d.pool}/{d.device}" for d in result.devices))
+        except NETWORK_ERRORS as exc:
+            log.warning("writing the allocation of claim %s failed: %s", claim, api_message(exc))
