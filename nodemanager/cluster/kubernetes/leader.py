@@ -132,21 +132,14 @@ class LeaderElector:
         }
         if not mine:
             renewed.update(acquireTime=micro_time(now), leaseTransitions=self.transitions + 1)
-        body = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": name, "namespace": ns, "resourceVersion": observed.resource_version},
-            "spec": renewed,
-        }
         try:
-            reply = _json(self.api.replace_namespaced_lease(name, ns, body, _preload_content=False))
+            reply = _json(self.api.replace_namespaced_lease(name, ns, self._lease(renewed, observed.resource_version), _preload_content=False))
         except ApiException as exc:
             if exc.status == 409:
                 log.info("leader election: lease %s/%s changed under us; trying again", ns, name)
                 return False
             raise
-        self._observed = Observed(self.identity, reply["metadata"]["resourceVersion"], self.settings.lease_duration)
-        self._observed_at, self.holder = now, self.identity
+        self._hold(reply, now)
         if not mine:
             self.transitions += 1
             log.info("leader election: took lease %s/%s from %r", ns, name, observed.holder or "nobody")
@@ -161,17 +154,27 @@ class LeaderElector:
             "renewTime": micro_time(now),
             "leaseTransitions": 0,
         }
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name, "namespace": ns}, "spec": spec}
         try:
-            reply = _json(self.api.create_namespaced_lease(ns, body, _preload_content=False))
+            reply = _json(self.api.create_namespaced_lease(ns, self._lease(spec), _preload_content=False))
         except ApiException as exc:
             if exc.status == 409:  # another replica created it first
                 return False
             raise
-        self._observed = Observed(self.identity, reply["metadata"]["resourceVersion"], self.settings.lease_duration)
-        self._observed_at, self.holder = now, self.identity
+        self._hold(reply, now)
         log.info("leader election: created lease %s/%s", ns, name)
         return True
+
+    def _lease(self, spec: dict[str, Any], resource_version: str | None = None) -> dict[str, Any]:
+        """The Lease to write; with a resourceVersion, the write fails (409) if it changed."""
+        metadata = {"name": self.settings.lease_name, "namespace": self.settings.namespace}
+        if resource_version is not None:
+            metadata["resourceVersion"] = resource_version
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
+
+    def _hold(self, reply: dict[str, Any], now: float) -> None:
+        """Our write was accepted: the lease is ours as of ``now``, at the reply's version."""
+        self._observed = Observed(self.identity, reply["metadata"]["resourceVersion"], self.settings.lease_duration)
+        self._observed_at, self.holder = now, self.identity
 
     def release(self) -> None:
         """On shutdown: give the lease up so a follower takes over at once."""
@@ -180,14 +183,8 @@ class LeaderElector:
         ns, name = self.settings.namespace, self.settings.lease_name
         now = micro_time(self.clock.now())
         spec = {"holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now, "acquireTime": now, "leaseTransitions": self.transitions}
-        body = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": name, "namespace": ns, "resourceVersion": self._observed.resource_version},
-            "spec": spec,
-        }
         try:
-            self.api.replace_namespaced_lease(name, ns, body, _preload_content=False)
+            self.api.replace_namespaced_lease(name, ns, self._lease(spec, self._observed.resource_version), _preload_content=False)
             log.info("leader election: released lease %s/%s", ns, name)
         except NETWORK_ERRORS as exc:
             log.warning("leader election: could not release the lease (it runs out by itself): %s", api_message(exc))
