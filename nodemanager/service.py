@@ -138,8 +138,9 @@ class Service:
         intervals = self.config.loops.intervals()
         now = datetime.now(UTC)
         if self.elector is not None:
-            retry = self.config.cluster.kubernetes.leader_election.retry_period if self.config.cluster.kubernetes else 2.0
-            self.scheduler.add_job(self.elector.tick, "interval", seconds=retry, id="leader", max_instances=1, coalesce=True, next_run_time=now)
+            self.scheduler.add_job(
+                self.elector.tick, "interval", seconds=self.elector.settings.retry_period, id="leader", max_instances=1, coalesce=True, next_run_time=now
+            )
             log.info("leader election on as %s; the loops act only while leading", self.elector.identity)
         for name in LOOPS:
             self.scheduler.add_job(self._guarded(name), "interval", seconds=intervals[name], id=name, max_instances=1, coalesce=True, next_run_time=now)
