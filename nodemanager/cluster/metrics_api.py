@@ -9,9 +9,9 @@ update time is the metrics' timestamp, so stale metrics degrade batch resources.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
+from nodemanager.cluster.kubernetes.convert import parse_time
 from nodemanager.model import resource_amount
 from nodemanager.noderesource.model import NodeMetric, PodUsage
 
@@ -23,14 +23,6 @@ def _usage(doc: Mapping[str, Any], where: str) -> tuple[int, int]:
     return resource_amount("cpu", usage.get("cpu", 0), f"{where}.usage.cpu"), resource_amount("memory", usage.get("memory", 0), f"{where}.usage.memory")
 
 
-def _time(value: Any) -> float | None:
-    if not value:
-        return None
-    if isinstance(value, datetime):
-        return value.timestamp()
-    return datetime.fromisoformat(str(value)).timestamp()
-
-
 def node_metrics(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]], pod_nodes: Mapping[str, str]) -> dict[str, NodeMetric]:
     """``pod_nodes`` maps "namespace/name" to the node the pod runs on (from the cache)."""
     out: dict[str, NodeMetric] = {}
@@ -38,7 +30,7 @@ def node_metrics(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str,
     for i, doc in enumerate(nodes):
         name = doc["metadata"]["name"]
         totals[name] = _usage(doc, f"nodes[{i}]")
-        out[name] = NodeMetric(update_time=_time(doc.get("timestamp")))
+        out[name] = NodeMetric(update_time=parse_time(doc.get("timestamp")))
     for i, doc in enumerate(pods):
         key = f"{doc['metadata'].get('namespace', 'default')}/{doc['metadata']['name']}"
         node = pod_nodes.get(key)
