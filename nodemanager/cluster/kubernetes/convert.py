@@ -86,11 +86,12 @@ def pod_from_api(doc: Mapping[str, Any], mode: KubernetesMode, scheduler_name: s
     if not generated:
         return pod
     # A claim made from a template has the name the API server generated (in the pod's
-    # status), not "<pod>-<entry>"; until it exists the pod waits for it.
-    claims = []
-    for entry in (doc.get("spec") or {}).get("resourceClaims") or []:
-        name = entry.get("resourceClaimName") or generated.get(entry.get("name")) or f"{pod.name}-{entry.get('name')}"
-        claims.append(f"{pod.namespace}/{name}")
+    # status), not the "<pod>-<entry>" the pod's parser assumes; until it exists the pod
+    # waits for it. The parser lists the claims in the order of the spec's entries.
+    claims = list(pod.claims)
+    for i, entry in enumerate((doc.get("spec") or {}).get("resourceClaims") or []):
+        if not entry.get("resourceClaimName") and generated.get(entry.get("name")):
+            claims[i] = f"{pod.namespace}/{generated[entry['name']]}"
     return replace(pod, claims=tuple(claims))
 
 
