@@ -268,11 +268,8 @@ class KubeStub:
         """Gone for good (a kubelet finished it, or a grace-0 delete)."""
         with self.cond:
             pod = self.get("pods", namespace, name)
-            if pod is None:
-                return
-            pod["metadata"].setdefault("deletionTimestamp", rfc3339(self.clock()))
-            self._write("pods", "MODIFIED", pod)
-            self._write("pods", "DELETED", json.loads(json.dumps(pod)))
+            if pod is not None:
+                self._delete_pod(pod, 0)
 
     def register_node(self, name: str, provider_id: str, *, ready: bool = True, cpu: str = "2", memory: str = "8Gi", labels: dict | None = None) -> dict:
         """A kubelet registers its Node and starts its Lease in kube-node-lease."""
