@@ -6,10 +6,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint bench clean
 
-$(STAMP): pyproject.toml
+# constraints.txt pins every dependency, so each install is the same and resolves at once
+# with the pip that Python ships.
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,bench]'
 	touch $(STAMP)
 
 run: $(STAMP)  ## start the service on the embedded default (simulated cloud and cluster)

@@ -11,11 +11,38 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from nodemanager.model import CapacityType, Taint
+from nodemanager.model import CapacityType, Taint, TaintEffect
 
 CONTROLLER_TAG = "nodemanager.io/controller-id"
 NODE_TAG = "nodemanager.io/node"
 POOL_TAG = "nodemanager.io/pool"
+# What the kubelet registers with (EC2 user data carries them too; the simulated kubelet reads the tags).
+TAINTS_TAG = "nodemanager.io/taints"
+STARTUP_TAINTS_TAG = "nodemanager.io/startup-taints"
+
+
+def format_taints(taints: Sequence[Taint]) -> str:
+    """``key=value:Effect,...``: the kubelet's ``--register-with-taints`` spelling."""
+    return ",".join(str(t) for t in taints)
+
+
+def parse_taints(text: str) -> tuple[Taint, ...]:
+    out = []
+    for item in filter(None, (text or "").split(",")):
+        head, _, effect = item.rpartition(":")
+        key, _, value = head.partition("=")
+        out.append(Taint(key, TaintEffect(effect), value))
+    return tuple(out)
+
+
+def launch_tags(request: BootRequest, controller_id: str) -> dict[str, str]:
+    """The tags every instance is launched with: who owns it, and how its kubelet registers."""
+    tags = {"Name": request.node_name, CONTROLLER_TAG: controller_id, NODE_TAG: request.node_name, POOL_TAG: request.pool}
+    if request.taints:
+        tags[TAINTS_TAG] = format_taints(request.taints)
+    if request.startup_taints:
+        tags[STARTUP_TAINTS_TAG] = format_taints(request.startup_taints)
+    return tags
 
 
 class InstanceState(StrEnum):
@@ -36,6 +63,7 @@ class BootRequest:
     volume_bytes: int
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
+    startup_taints: tuple[Taint, ...] = ()  # removed by the node's own agents once it is ready
 
 
 @dataclass(frozen=True)

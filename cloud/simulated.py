@@ -15,7 +15,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState, PriceUpdate
+from cloud.base import BootRequest, Instance, InstanceState, PriceUpdate, launch_tags
 from cloud.errors import InsufficientCapacity, NotFound, Throttled
 from nodemanager.clock import Clock
 from nodemanager.model import CapacityType
@@ -81,7 +81,7 @@ class SimulatedCloud:
             raise InsufficientCapacity(request.instance_type, request.capacity_type, request.zone, "simulated capacity exhausted")
         now = self.clock.now()
         instance_id = f"i-{next(self._ids):017x}"
-        tags = {CONTROLLER_TAG: self.controller_id, NODE_TAG: request.node_name, POOL_TAG: request.pool, "Name": request.node_name}
+        tags = launch_tags(request, self.controller_id)
         offering = (request.instance_type, request.capacity_type, request.zone)
         instance = Instance(instance_id, request.node_name, request.pool, *offering, InstanceState.PENDING, now, tags)
         self._records[instance_id] = self._live[instance_id] = _Record(instance)

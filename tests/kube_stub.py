@@ -19,6 +19,10 @@ real 1.32 server, as far as nodemanager uses the API:
 * core/v1 events: involvedObject.namespace must equal the event's namespace (else 422);
 * a new Node gets the ``node.kubernetes.io/not-ready:NoSchedule`` taint; a node delete leaves
   its pods alone; a pod create gets the API server's defaults.
+* with ``node_lifecycle`` (the default; a real cluster runs kube-controller-manager), the
+  node lifecycle controller's part (§9, §11): a Ready Node loses the not-ready taint, and a
+  cordoned one (``spec.unschedulable``) gets ``node.kubernetes.io/unschedulable:NoSchedule``
+  (taken off at uncordon), each as a write of its own after the one that caused it.
 
 Tests act as users and kubelets through the Python methods (``create_pod``,
 ``register_node``...), which write through the same store and so produce watch events.
@@ -132,6 +136,7 @@ class KubeStub:
         self.history: list[tuple[int, str, str, dict]] = []  # (rv, resource, type, object)
         self.oldest = 0  # a watch from an RV below this gets ERROR 410
         self.hold_watches = False
+        self.node_lifecycle = True  # play kube-controller-manager's node lifecycle controller
         self.drops = 0  # bumped to end every open watch at once
         self.drop_after: int | None = None  # the next watch dies after this many events
         self.snapshots: dict[int, list[dict]] = {}
@@ -293,6 +298,7 @@ class KubeStub:
             },
         }
         self._write("nodes", "ADDED", node)
+        self._node_lifecycle(name)
         self.renew_node_lease(name)
         return node
 
@@ -463,7 +469,27 @@ class KubeStub:
             raise ApiError(
                 422, "Invalid", f'Node "{name}" is invalid: spec.providerID: Forbidden: node updates may not change providerID except from "" to valid'
             )
-        return self._write(res, "MODIFIED", updated)
+        written = self._write(res, "MODIFIED", updated)
+        if res == "nodes":
+            self._node_lifecycle(name)
+        return written
+
+    def _node_lifecycle(self, name: str) -> None:
+        """What the node lifecycle controller writes after a Node changes."""
+        node = self.get("nodes", "", name)
+        if not self.node_lifecycle or node is None:
+            return
+        taints = list(node["spec"].get("taints") or [])
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in node["status"].get("conditions") or [])
+        keep = [t for t in taints if not (ready and t["key"] == "node.kubernetes.io/not-ready")]
+        cordon = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+        if node["spec"].get("unschedulable") and cordon not in keep:
+            keep.append(cordon)
+        elif not node["spec"].get("unschedulable") and cordon in keep:
+            keep.remove(cordon)
+        if keep != taints:
+            node["spec"]["taints"] = keep
+            self._write("nodes", "MODIFIED", node)
 
     def _delete(self, res: str, ns: str, name: str, options: dict) -> dict:
         obj = self._existing(res, ns, name)

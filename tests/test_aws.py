@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from cloud.aws.client import USER_DATA_LIMIT, render_user_data
 from cloud.aws.errors import SubnetExhausted, is_retryable, translate
-from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, InstanceState
+from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, TAINTS_TAG, BootRequest, InstanceState
 from cloud.errors import CloudError, InsufficientCapacity, NotFound, QuotaExceeded, Throttled, Unsupported, ZoneUnavailable
 from nodemanager.config.schema import BootImageSpec
 from nodemanager.model import CapacityType, Taint, TaintEffect
@@ -47,7 +47,7 @@ def test_boot_on_demand_with_tags_image_subnet_volume_and_user_data(aws, catalog
     assert (instance.node_name, instance.pool, instance.instance_type, instance.capacity_type, instance.zone) == ("n1", "general", "m5.large", OD, "us-east-1b")
     record = instance_record(aws, instance.instance_id)
     tags = {t["Key"]: t["Value"] for t in record["Tags"]}
-    assert tags == {"Name": "n1", CONTROLLER_TAG: "test", NODE_TAG: "n1", POOL_TAG: "general", "team": "platform"}
+    assert tags == {"Name": "n1", CONTROLLER_TAG: "test", NODE_TAG: "n1", POOL_TAG: "general", TAINTS_TAG: "dedicated=web:NoSchedule", "team": "platform"}
     assert record["SubnetId"] == default_subnets()["us-east-1b"]
     newest = max(
         aws.describe_images(Owners=["amazon"], Filters=[{"Name": "name", "Values": ["amzn2-ami-hvm-*-gp2"]}, {"Name": "architecture", "Values": ["x86_64"]}])[

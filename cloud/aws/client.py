@@ -31,7 +31,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_afte
 
 from cloud.aws.errors import NOT_FOUND, SubnetExhausted, code_of, is_retryable, translate
 from cloud.aws.pricing import PRICING_REGION, REGION_NAMES, on_demand_prices, spot_prices
-from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState, PriceUpdate
+from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState, PriceUpdate, launch_tags
 from cloud.catalog import Catalog
 from cloud.errors import CloudError, NotFound, Unsupported, ZoneUnavailable
 from nodemanager.clock import Clock
@@ -256,7 +256,7 @@ class AwsCloud:
         )
 
     def _run_params(self, request: BootRequest) -> dict[str, Any]:
-        tags = {**self.settings.tags, "Name": request.node_name, CONTROLLER_TAG: self.controller_id, NODE_TAG: request.node_name, POOL_TAG: request.pool}
+        tags = {**self.settings.tags, **launch_tags(request, self.controller_id)}
         tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
         params: dict[str, Any] = {
             "MinCount": 1,

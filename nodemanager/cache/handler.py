@@ -14,8 +14,10 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from nodemanager.cache.pod_state import PodOp, PodState, next_state
-from nodemanager.cluster.base import ClusterEvent, ClusterNode, EventType, NodeEvent, PodEvent
+from nodemanager.cluster.base import ClusterEvent, ClusterNode, ClusterObject, EventType, NodeEvent, ObjectEvent, PodEvent
 from nodemanager.model import Pod, PodKey, PodPhase, Resources
+from nodemanager.model.daemonset import DaemonSet
+from nodemanager.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass, VolumeContext
 
 DEFAULT_ASSUME_TTL = 15 * 60.0  # seconds (godel-scheduler's PodAssumedTTL)
 
@@ -29,10 +31,12 @@ class _Entry:
 
 @dataclass
 class NodeUsage:
-    """What the cache knows runs on a node: assumed and added pods."""
+    """What the cache knows runs on a node: assumed and added pods. ``pods`` are the ones
+    the node is for; DaemonSet and mirror pods (``node_pods``) only take room."""
 
     pods: set[PodKey] = field(default_factory=set)
     requested: Resources = field(default_factory=Resources)
+    node_pods: set[PodKey] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,8 @@ class CacheSnapshot:
     pods: tuple[Pod, ...]  # waiting pods, then assumed and added ones on their nodes
     nodes: Mapping[str, ClusterNode]
     generation: int
+    daemon_sets: tuple[DaemonSet, ...] = ()
+    volumes: VolumeContext | None = None  # None: the cluster has no volume objects
 
 
 class ClusterEventsHandler:
@@ -50,6 +56,7 @@ class ClusterEventsHandler:
         self._waiting: dict[PodKey, Pod] = {}
         self._usage: dict[str, NodeUsage] = defaultdict(NodeUsage)
         self._nodes: dict[str, ClusterNode] = {}
+        self._objects: dict[type, dict[str, ClusterObject]] = defaultdict(dict)
         self.generation = 0
         self.finished: list[Pod] = []  # pods that left a node since the last take_finished()
 
@@ -63,14 +70,15 @@ class ClusterEventsHandler:
 
     def _place(self, pod: Pod) -> None:
         usage = self._usage[pod.node_name]
-        usage.pods.add(pod.key)
+        (usage.node_pods if pod.of_node else usage.pods).add(pod.key)
         usage.requested = usage.requested + pod.requests
 
     def _unplace(self, pod: Pod) -> None:
         usage = self._usage[pod.node_name]
         usage.pods.discard(pod.key)
+        usage.node_pods.discard(pod.key)
         usage.requested = usage.requested - pod.requests
-        if not usage.pods:
+        if not usage.pods and not usage.node_pods:
             del self._usage[pod.node_name]
 
     def assume(self, pod: Pod, node: str) -> None:
@@ -154,8 +162,20 @@ class ClusterEventsHandler:
             for event in events:
                 if isinstance(event, PodEvent):
                     self._on_pod(event)
-                else:
+                elif isinstance(event, NodeEvent):
                     self._on_node(event)
+                else:
+                    self._on_object(event)
+
+    def _on_object(self, event: ObjectEvent) -> None:
+        store = self._objects[type(event.obj)]
+        if event.type is EventType.DELETED:
+            store.pop(event.key, None)
+        elif store.get(event.key) == event.obj:
+            return
+        else:
+            store[event.key] = event.obj
+        self.generation += 1
 
     def _on_pod(self, event: PodEvent) -> None:
         pod, key, state = event.pod, event.pod.key, self.state(event.pod.key)
@@ -179,6 +199,10 @@ class ClusterEventsHandler:
             return
         if state is PodState.ADDED:
             self.finished.append(self.remove(key))
+        if pod.of_node:  # its controller (or the kubelet) places it; never a pod to place
+            self._waiting.pop(key, None)
+            self.generation += 1
+            return
         self._waiting[key] = pod
         self.generation += 1
 
@@ -197,12 +221,19 @@ class ClusterEventsHandler:
         with self._lock:
             placed = tuple(e.pod for _, e in sorted(self._entries.items()))
             waiting = tuple(p for _, p in sorted(self._waiting.items()))
-            return CacheSnapshot(waiting + placed, MappingProxyType(dict(self._nodes)), self.generation)
+            daemon_sets = tuple(obj for _, obj in sorted(self._objects[DaemonSet].items()) if isinstance(obj, DaemonSet))
+            return CacheSnapshot(waiting + placed, MappingProxyType(dict(self._nodes)), self.generation, daemon_sets, self._volume_context())
+
+    def _volume_context(self) -> VolumeContext | None:
+        claims, volumes, classes = (dict(self._objects[kind]) for kind in (PersistentVolumeClaim, PersistentVolume, StorageClass))
+        if not (claims or volumes or classes):
+            return None
+        return VolumeContext(claims, volumes, classes)  # type: ignore[arg-type]
 
     def usage(self, node: str) -> NodeUsage:
         with self._lock:
             found = self._usage.get(node)
-            return NodeUsage(set(found.pods), found.requested) if found else NodeUsage()
+            return NodeUsage(set(found.pods), found.requested, set(found.node_pods)) if found else NodeUsage()
 
     def node(self, name: str) -> ClusterNode | None:
         return self._nodes.get(name)

@@ -11,7 +11,9 @@ from typing import Protocol
 from nodemanager.dra.context import DeviceContext
 from nodemanager.dra.model import AllocationResult
 from nodemanager.errors import NodeManagerError
-from nodemanager.model import Pod, PodKey, Resources
+from nodemanager.model import Pod, PodKey, Resources, Taint
+from nodemanager.model.daemonset import DaemonSet
+from nodemanager.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from nodemanager.noderesource.model import NodeMetric
 
 
@@ -32,6 +34,7 @@ class ClusterNode:
     unschedulable: bool = False  # cordoned
     labels: Mapping[str, str] = field(default_factory=dict)
     allocatable: Resources = field(default_factory=Resources)
+    taints: tuple[Taint, ...] = ()  # spec.taints: the cluster's word on what may land here
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,20 @@ class NodeEvent:
     node: ClusterNode
 
 
-ClusterEvent = PodEvent | NodeEvent
+ClusterObject = DaemonSet | PersistentVolumeClaim | PersistentVolume | StorageClass
+
+
+@dataclass(frozen=True)
+class ObjectEvent:
+    """Another kind the scheduler reads: DaemonSets (what every node runs) and the volume
+    objects (where claims let pods go). ``key`` is "namespace/name" or the name."""
+
+    type: EventType
+    key: str
+    obj: ClusterObject
+
+
+ClusterEvent = PodEvent | NodeEvent | ObjectEvent
 
 
 @dataclass(frozen=True)

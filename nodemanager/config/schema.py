@@ -267,6 +267,9 @@ class Pool(Model):
     zones: list[str] = Field(default_factory=list)  # empty: every zone of the region
     labels: dict[str, str] = Field(default_factory=dict)  # set on the pool's nodes; pods select pools with them
     taints: list[Taint] = Field(default_factory=list)  # only pods tolerating them land in the pool
+    # Taints the node registers with and its own agents remove once ready (a CNI, a GPU
+    # driver): ignored when planning onto the pool's nodes; pods are bound once they are gone.
+    startup_taints: list[Taint] = Field(default_factory=list)
     limits: Limits = Field(default_factory=Limits)
     standby: list[Standby] = Field(default_factory=list)
     weight: int = Field(default=0, ge=0, le=100)  # higher is tried first when several pools fit

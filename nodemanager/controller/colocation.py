@@ -42,7 +42,8 @@ class ColocationReconciler:
         itype = c.catalog.get(node.instance_type)
         capacity = itype.capacity(c.config.nodes.volume_size) if itype else node.allocatable
         view = NodeView(name, dict(capacity.items()), dict(node.allocatable.items()))
-        pods = [p for k in c.cache.usage(name).pods if (p := c.cache.pod(k)) is not None]
+        usage = c.cache.usage(name)
+        pods = [p for k in sorted(usage.pods | usage.node_pods) if (p := c.cache.pod(k)) is not None]
         strategy = c.config.colocation_for(c.pool_config(node.pool))
         last = self.synced.get(name)
         result = self.framework.reconcile(strategy, view, pods, metric, now=now, last_sync=last[0] if last else None)

@@ -39,14 +39,27 @@ from nodemanager.controller.executor import InlineExecutor
 from nodemanager.controller.status_doc import status_document
 from nodemanager.controller.timers import LoopTimer
 from nodemanager.errors import NodeManagerError
-from nodemanager.model import LIVE_STATES, ZERO, CapacityType, InstanceId, Node, NodeName, NodeState, PodKey
+from nodemanager.model import LIVE_STATES, ZERO, CapacityType, InstanceId, Node, NodeName, NodeState, Pod, PodKey, Taint
+from nodemanager.model.selectors import HARD_EFFECTS, untolerated
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, Decision, NodeSpec, ScalerSettings, UnavailabilityKeeper
 from nodemanager.scaler.unavailability import ANY_TYPE
+from nodemanager.scheduling.plugins.placement import UNSCHEDULABLE_TAINT
 from nodemanager.status.metrics import Metrics
 
 log = logging.getLogger("nodemanager.controller")
 
 LOOPS = ("pool", "heartbeat", "reaper", "orphan_gc", "prices", "colocation")
+# Taints the cluster puts on a node while it starts (the node lifecycle controller, the
+# cloud controller manager); a node nodemanager booted is planned onto as if they were gone
+# (Karpenter's known ephemeral taints), and bound to once they are.
+EPHEMERAL_TAINT_KEYS = frozenset(
+    {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/network-unavailable",
+        "node.cloudprovider.kubernetes.io/uninitialized",
+    }
+)
 TERMINATED_KEPT_FOR = 60.0  # seconds a Terminated record stays visible in /status
 
 
@@ -87,6 +100,7 @@ class NodeController:
         self.draining: dict[str, float] = {}  # node -> when its drain began
         self.unneeded_since: dict[NodeName, float] = {}
         self.orphan_suspects: set[str] = set()
+        self._bind_waits: dict[PodKey, str] = {}  # pod -> why its bind waits (said once)
         self.timers = {name: LoopTimer() for name in LOOPS}
         self.last_decision: Decision | None = None
         self.compute_ms: list[float] = []  # every computation's duration (simulation reports)
@@ -128,7 +142,49 @@ class NodeController:
         return None
 
     def node_has_pods(self, name: str) -> bool:
+        """Pods the node is for (DaemonSet and mirror pods do not keep a node)."""
         return bool(self.nodes[name].bound_pods) or bool(self.cache.usage(name).pods)
+
+    def _startup_taints(self, pool: str) -> tuple[Taint, ...]:
+        config = self.pool_config(pool)
+        return tuple(Taint(t.key, t.effect, t.value) for t in config.startup_taints) if config else ()
+
+    def cluster_taints(self, node: Node) -> tuple[Taint, ...]:
+        """The node's taints: the cluster's (its spec is the truth) once registered, else
+        what it will register with."""
+        registered = self.cache.node(node.name)
+        return registered.taints if registered is not None else node.taints
+
+    def cordoned(self, name: str) -> bool:
+        registered = self.cache.node(name)
+        return registered is not None and registered.unschedulable
+
+    def _planning_view(self, node: Node) -> Node:
+        """The record as the scaler plans with it: the cluster's taints and cordon, less the
+        startup and ephemeral taints that a node we booted sheds on its own."""
+        registered = self.cache.node(node.name)
+        if registered is None:
+            return node
+        passing = set(self._startup_taints(node.pool))
+        taints = tuple(t for t in registered.taints if t not in passing and t.key not in EPHEMERAL_TAINT_KEYS)
+        return replace(node, taints=taints, unschedulable=registered.unschedulable)
+
+    def _log_wait(self, pod: PodKey, node: str, why: str) -> None:
+        said = f"{node}: {why}"
+        if self._bind_waits.get(pod) != said:
+            self._bind_waits[pod] = said
+            log.info("not binding %s to %s yet: %s", pod, node, why)
+
+    def bind_blocker(self, pod: Pod, name: str) -> str | None:
+        """Why ``pod`` may not be bound to node ``name`` right now (None: it may): the node is
+        cordoned or carries a taint the pod does not tolerate (startup taints still there)."""
+        registered = self.cache.node(name)
+        if registered is None:
+            return "node has not registered"
+        if registered.unschedulable and not any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations):
+            return "node is cordoned"
+        bad = untolerated(registered.taints, pod.tolerations, HARD_EFFECTS)
+        return f"node has taint {bad[0]}" if bad else None
 
     def mark_for_termination(self, name: str, reason: str, label: str) -> None:
         if name in self.nodes and name not in self.marked and self.nodes[name].state is not NodeState.TERMINATED:
@@ -162,6 +218,7 @@ class NodeController:
             instance_id=InstanceId(instance.instance_id),
             created_at=instance.launched_at,
             labels=dict(self.pool_config(instance.pool).labels) if self.pool_config(instance.pool) else {},
+            taints=tuple(Taint(t.key, t.effect, t.value) for t in pool.taints) if (pool := self.pool_config(instance.pool)) else (),
         )
         return node.moved_to(NodeState.CREATED)
 
@@ -183,12 +240,13 @@ class NodeController:
         self.metrics.loop_duration.labels("pool").observe(self.timers["pool"].last_ms / 1000)
 
     def _snapshot(self, now: float) -> ClusterSnapshot:
-        pods = self.cache.snapshot().pods
+        cached = self.cache.snapshot()
+        pods = cached.pods
         devices = self.cluster.devices() if any(p.claims for p in pods) else None
         # A node marked for termination (perhaps draining) takes no more pods and counts
         # against no limit: the scaler sees it as already terminating.
-        nodes = tuple(replace(n, state=NodeState.TERMINATING) if n.name in self.marked else n for n in self.nodes.values())
-        return ClusterSnapshot(pods, nodes, self.keeper.active(now), dict(self.unneeded_since), devices)
+        nodes = tuple(replace(n, state=NodeState.TERMINATING) if n.name in self.marked else self._planning_view(n) for n in self.nodes.values())
+        return ClusterSnapshot(pods, nodes, self.keeper.active(now), dict(self.unneeded_since), devices, cached.daemon_sets, cached.volumes)
 
     def _compute(self, now: float) -> Decision:
         snapshot = self._snapshot(now)
@@ -269,6 +327,7 @@ class NodeController:
             volume_bytes=self.config.nodes.volume_size,
             labels=dict(node.labels),
             taints=node.taints,
+            startup_taints=self._startup_taints(node.pool),
         )
         self.booting.add(name)
         future = self.executor.submit(self.cloud.boot, request)
@@ -331,7 +390,7 @@ class NodeController:
         self.cache.expire(now)
         self._sync_registrations(now)
         for pod in self.cache.take_finished():
-            if pod.node_name in self.nodes:
+            if pod.node_name in self.nodes and not pod.of_node:
                 self.dispenser.return_node(pod.node_name, unused=False)
         self._purge(now)
 
@@ -363,6 +422,10 @@ class NodeController:
                 pod = self.cache.pod(key)
                 if pod is None or pod.node_name:
                     continue
+                blocker = self.bind_blocker(pod, name)
+                if blocker is not None:
+                    self._log_wait(key, name, blocker)
+                    continue
                 reply = self.dispenser.request_node(key)
                 if reply.node is None:
                     continue
@@ -376,6 +439,7 @@ class NodeController:
                     self.dispenser.return_node(name, unused=True)
                     continue
                 self.cache.finish_binding(key, now)
+                self._bind_waits.pop(key, None)
                 log.info("bound %s to %s (waited %.0fs)", key, name, now - pod.created_at)
                 self.cluster.record_event("Pod", key, "Scheduled", f"Successfully assigned {key} to {name}")
                 allocations = self.last_decision.allocations if self.last_decision else {}

@@ -108,6 +108,7 @@ class Node:
     instance_id: InstanceId | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False  # cordoned (what the cluster says)
     bound_pods: tuple[PodKey, ...] = ()
     created_at: float = 0.0
     ready_at: float | None = None

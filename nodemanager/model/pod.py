@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any, NewType
 
 from nodemanager.errors import InvalidManifest
+from nodemanager.model.ports import ANY_IP, HostPort
 from nodemanager.model.resources import ZERO, Resources
 from nodemanager.model.selectors import Operator, Requirement, SelectorTerm, TaintEffect, Toleration
 
@@ -26,6 +27,7 @@ ZONE_ANNOTATION = ANNOTATION_PREFIX + "zone"
 POD_GROUP_LABEL = ANNOTATION_PREFIX + "pod-group"
 POD_GROUP_MIN_MEMBER_ANNOTATION = ANNOTATION_PREFIX + "pod-group-min-member"
 DEFAULT_SCHEDULER = "default-scheduler"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"  # a static pod's mirror, run by the kubelet itself
 
 
 class PodPhase(StrEnum):
@@ -68,6 +70,10 @@ class Pod:
     pod_group: str = ""
     pod_group_min_member: int = 0
     claims: tuple[str, ...] = ()  # resource claims ("namespace/name") the pod needs devices from
+    daemon_set: str = ""  # "namespace/name" of the DaemonSet that controls the pod
+    mirror: bool = False  # the mirror of a static pod
+    host_ports: tuple[HostPort, ...] = ()  # container ports with a hostPort
+    volume_claims: tuple[str, ...] = ()  # PersistentVolumeClaims ("namespace/name") its volumes use
 
     @property
     def key(self) -> PodKey:
@@ -80,6 +86,12 @@ class Pod:
     @property
     def is_bound(self) -> bool:
         return bool(self.node_name)
+
+    @property
+    def of_node(self) -> bool:
+        """A DaemonSet or mirror pod: part of its node, never a pod to place, and never a
+        reason to keep the node (drains leave it; it goes with the node)."""
+        return bool(self.daemon_set) or self.mirror
 
     def specificity(self) -> int:
         """How constrained the pod is: more constraints are matched first (PrioritySort)."""
@@ -188,18 +200,23 @@ def _requirement(expr: Any, path: str, on_field: bool) -> Requirement:
     return Requirement(str(key), op, values, on_field)
 
 
-def _affinity(spec: Mapping[str, Any], path: str) -> tuple[SelectorTerm, ...]:
-    node_aff = _mapping(_mapping(spec.get("affinity"), f"{path}.affinity").get("nodeAffinity"), f"{path}.affinity.nodeAffinity")
-    req_path = f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    required = _mapping(node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
+def selector_terms(value: Any, path: str) -> tuple[SelectorTerm, ...]:
+    """``nodeSelectorTerms`` (of node affinity, or of a PersistentVolume's node affinity)."""
     terms = []
-    for i, term in enumerate(_list(required.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")):
-        tpath = f"{req_path}.nodeSelectorTerms[{i}]"
+    for i, term in enumerate(_list(value, path)):
+        tpath = f"{path}[{i}]"
         t = _mapping(term, tpath)
         reqs = [_requirement(e, f"{tpath}.matchExpressions[{j}]", False) for j, e in enumerate(_list(t.get("matchExpressions"), f"{tpath}.matchExpressions"))]
         reqs += [_requirement(e, f"{tpath}.matchFields[{j}]", True) for j, e in enumerate(_list(t.get("matchFields"), f"{tpath}.matchFields"))]
         terms.append(SelectorTerm(tuple(reqs)))
     return tuple(terms)
+
+
+def _affinity(spec: Mapping[str, Any], path: str) -> tuple[SelectorTerm, ...]:
+    node_aff = _mapping(_mapping(spec.get("affinity"), f"{path}.affinity").get("nodeAffinity"), f"{path}.affinity.nodeAffinity")
+    req_path = f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    required = _mapping(node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
+    return selector_terms(required.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")
 
 
 def _toleration(value: Any, path: str) -> Toleration:
@@ -265,7 +282,53 @@ def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
         pod_group=labels.get(POD_GROUP_LABEL, ""),
         pod_group_min_member=int(min_member_text),
         claims=_claims(spec, namespace, str(name), f"{where}.spec.resourceClaims"),
+        daemon_set=_daemon_set(meta, namespace, f"{where}.metadata.ownerReferences"),
+        mirror=MIRROR_ANNOTATION in annotations,
+        host_ports=_host_ports(spec, f"{where}.spec.containers"),
+        volume_claims=_volume_claims(spec, namespace, str(name), f"{where}.spec.volumes"),
     )
+
+
+def _daemon_set(meta: Mapping[str, Any], namespace: str, where: str) -> str:
+    for i, ref in enumerate(_list(meta.get("ownerReferences"), where)):
+        r = _mapping(ref, f"{where}[{i}]")
+        if r.get("kind") == "DaemonSet" and r.get("controller"):
+            return f"{namespace}/{r.get('name')}"
+    return ""
+
+
+def _host_ports(spec: Mapping[str, Any], where: str) -> tuple[HostPort, ...]:
+    """Ports of the app containers with a hostPort (what NodePorts reads in Kubernetes 1.32)."""
+    out = []
+    for i, container in enumerate(_list(spec.get("containers"), where)):
+        cpath = f"{where}[{i}].ports"
+        for j, entry in enumerate(_list(_mapping(container, f"{where}[{i}]").get("ports"), cpath)):
+            port = _mapping(entry, f"{cpath}[{j}]")
+            host_port = port.get("hostPort") or 0
+            if not isinstance(host_port, int) or isinstance(host_port, bool) or not 0 <= host_port <= 65535:
+                raise InvalidManifest(f"{cpath}[{j}].hostPort", f"expected a port number 1-65535, got {host_port!r}")
+            protocol = str(port.get("protocol") or "TCP")
+            if protocol not in ("TCP", "UDP", "SCTP"):
+                raise InvalidManifest(f"{cpath}[{j}].protocol", f"expected TCP, UDP or SCTP, got {protocol!r}")
+            if host_port:
+                out.append(HostPort(host_port, protocol, str(port.get("hostIP") or ANY_IP)))
+    return tuple(sorted(set(out)))
+
+
+def _volume_claims(spec: Mapping[str, Any], namespace: str, pod: str, where: str) -> tuple[str, ...]:
+    """Claims of ``persistentVolumeClaim`` volumes, and of generic ephemeral volumes (their
+    claim is named "<pod>-<volume>")."""
+    out = []
+    for i, entry in enumerate(_list(spec.get("volumes"), where)):
+        volume = _mapping(entry, f"{where}[{i}]")
+        claim = _mapping(volume.get("persistentVolumeClaim"), f"{where}[{i}].persistentVolumeClaim")
+        if claim:
+            if not claim.get("claimName"):
+                raise InvalidManifest(f"{where}[{i}].persistentVolumeClaim.claimName", "required")
+            out.append(f"{namespace}/{claim['claimName']}")
+        elif volume.get("ephemeral") is not None:
+            out.append(f"{namespace}/{pod}-{volume.get('name')}")
+    return tuple(out)
 
 
 def _claims(spec: Mapping[str, Any], namespace: str, pod: str, where: str) -> tuple[str, ...]:

@@ -1,6 +1,11 @@
 """Pools as the scaler sees them: their buyable offerings and the NodeInfos of real and
 not-yet-booted nodes. A node that does not exist yet carries exactly the labels, taints
-and allocatable it will have, so the framework's plugins judge both kinds alike."""
+and allocatable it will have, so the framework's plugins judge both kinds alike.
+
+DaemonSets take their share first: an offering's allocatable is what is left after the
+DaemonSet pods that would run on its node (by the pool's labels and taints and the type's
+well-known labels), and an existing node keeps room for those of its DaemonSet pods that
+are not running yet. Offerings whose DaemonSets alone do not fit are not offered."""
 
 from __future__ import annotations
 
@@ -9,8 +14,9 @@ from dataclasses import dataclass
 
 from cloud.catalog import Catalog
 from nodemanager.config.schema import Packing, Pool
-from nodemanager.model import InstanceType, Node, NodeState, Offering, Resources, Taint, TaintEffect
+from nodemanager.model import ZERO, InstanceType, Node, NodeState, Offering, Resources, Taint, TaintEffect
 from nodemanager.model import labels as wk
+from nodemanager.model.daemonset import DaemonSet, daemon_overhead
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
 from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scheduling.nodeinfo import NodeInfo
@@ -22,7 +28,8 @@ class Candidate:
 
     offering: Offering
     itype: InstanceType
-    allocatable: Resources
+    allocatable: Resources  # what pods may use: after the DaemonSet pods that run there
+    overhead: Resources = ZERO  # the DaemonSet pods' requests (and pod slots)
 
     @property
     def price(self) -> float:
@@ -61,11 +68,18 @@ def estimated_batch(itype: InstanceType, allocatable: Resources, volume_bytes: i
     return Resources(amounts)
 
 
-def pool_views(pools: list[Pool], catalog: Catalog, volume_bytes: int, colocation: Mapping[str, ColocationStrategy] | None = None) -> list[PoolView]:
+def pool_views(
+    pools: list[Pool],
+    catalog: Catalog,
+    volume_bytes: int,
+    colocation: Mapping[str, ColocationStrategy] | None = None,
+    daemon_sets: tuple[DaemonSet, ...] = (),
+) -> list[PoolView]:
     """Views in the order pods try them: higher weight first, then provider.yaml order."""
     views = []
     colocation = colocation or {}
     for order, pool in enumerate(pools):
+        taints = tuple(Taint(t.key, TaintEffect(t.effect), t.value) for t in pool.taints)
         capacity = set(pool.capacity_types)
         zones = set(pool.zones)
         ranked = catalog.ranked(
@@ -78,23 +92,32 @@ def pool_views(pools: list[Pool], catalog: Catalog, volume_bytes: int, colocatio
                 allocatable = t.allocatable_for(volume_bytes)
                 if batch is not None:
                     allocatable = allocatable + estimated_batch(t, allocatable, volume_bytes, batch)
-                candidates.append(Candidate(o, t, allocatable))
-        taints = tuple(Taint(t.key, TaintEffect(t.effect), t.value) for t in pool.taints)
+                overhead = ZERO
+                if daemon_sets:
+                    labels = wk.merged(pool.labels, _known(pool.name, t, o))
+                    overhead = daemon_overhead(daemon_sets, labels, taints)
+                    if not overhead.fits(allocatable):
+                        continue  # its DaemonSets alone fill it
+                candidates.append(Candidate(o, t, allocatable - overhead, overhead))
         views.append(PoolView(pool, order, tuple(candidates), taints, batch))
     views.sort(key=lambda v: (-v.pool.weight, v.order))
     return views
 
 
-def offering_node_info(view: PoolView, candidate: Candidate, name: str = "") -> NodeInfo:
-    offering, itype = candidate.offering, candidate.itype
-    known = wk.well_known(
+def _known(pool: str, itype: InstanceType, offering: Offering, name: str = "") -> dict[str, str]:
+    return wk.well_known(
         name=name,
-        pool=view.name,
+        pool=pool,
         instance_type=itype.name,
         zone=offering.zone,
         capacity_type=offering.capacity_type.value,
         architectures=itype.architectures,
     )
+
+
+def offering_node_info(view: PoolView, candidate: Candidate, name: str = "") -> NodeInfo:
+    offering, itype = candidate.offering, candidate.itype
+    known = _known(view.name, itype, offering, name)
     return NodeInfo(
         name=name or f"<{offering}>",
         pool=view.name,
@@ -132,7 +155,8 @@ def node_node_info(node: Node, view: PoolView | None, catalog: Catalog, volume_b
         zone=node.zone,
         allocatable=allocatable,
         labels=wk.merged({**pool_labels, **node.labels}, known),
-        taints=node.taints or (view.taints if view else ()),
+        taints=node.taints,
+        unschedulable=node.unschedulable,
         cell=view.cell if view else False,
         # Until its first colocation sync, a booting node's batch capacity is the estimate.
         batch_estimate=bool(view and view.batch is not None and node.state in (NodeState.CREATING, NodeState.CREATED)),

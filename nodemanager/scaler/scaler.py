@@ -34,6 +34,7 @@ from nodemanager.config.schema import NodeDefaults, Pool, ProviderConfig
 from nodemanager.dra import ResourceSlice
 from nodemanager.dra.context import instance_slices
 from nodemanager.model import BINDABLE_STATES, LIVE_STATES, CapacityType, NodeName, NodeState, Pod, PodKey, PodPhase, Resources
+from nodemanager.model.daemonset import daemon_overhead
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, asks_for_batch
 from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scaler import binpack
@@ -72,6 +73,8 @@ def constraint_key(pod: Pod) -> tuple:
     batch = asks_for_batch(pod.requests)  # never packed with other pods
     return (
         batch,
+        pod.host_ports,
+        pod.volume_claims,
         pod.priority,
         tuple(sorted(pod.node_selector.items())),
         pod.affinity,
@@ -115,11 +118,12 @@ class _Run:
         self.now = now
         self.fw = Framework(scaler.settings.profile, scaler.registry, scaler.settings.seed)
         self.fw.handle.now = now
-        self.views = scaler.views
+        self.views = scaler.views_for(snapshot.daemon_sets)
         self.view_by_name = {v.name: v for v in self.views}
         self.infos: dict[str, NodeInfo] = {}
         self.node_state: dict[str, NodeState] = {}
         self.fw.handle.node_infos = self.infos
+        self.fw.handle.volumes = snapshot.volumes
         self.bindings: dict[PodKey, str] = {}
         self.unschedulable: dict[PodKey, str] = {}
         self.waiting: dict[PodKey, str] = {}
@@ -172,7 +176,7 @@ class _Run:
         if not self.s.settings.colocation:
             # No pool offers batch resources: batch requests are ordinary cpu and memory.
             pods = {k: as_regular(p) for k, p in pods.items()}
-        waiting = {k: p for k, p in pods.items() if not p.node_name and p.phase is PodPhase.PENDING and k not in self.excluded}
+        waiting = {k: p for k, p in pods.items() if not p.node_name and p.phase is PodPhase.PENDING and k not in self.excluded and not p.of_node}
         self.waiting.update(self.excluded)
         volume = self.s.settings.nodes.volume_size
         for node in sorted(self.snapshot.nodes, key=lambda n: n.name):
@@ -183,6 +187,11 @@ class _Run:
         for pod in sorted(pods.values(), key=lambda p: p.key):
             if pod.node_name and pod.node_name in self.infos:
                 self.infos[pod.node_name].add_pod(pod)
+        daemon_sets = self.snapshot.daemon_sets
+        for info in self.infos.values() if daemon_sets else ():
+            # DaemonSet pods that will run here but do not yet keep their room.
+            present = frozenset(p.daemon_set for p in info.pods.values() if p.daemon_set)
+            info.allocatable = info.allocatable - daemon_overhead(daemon_sets, info.labels, info.taints, present)
         # Earlier bindings are kept while their pod still waits and still passes every
         # filter on that node (it may have been resized, tainted or filled meanwhile).
         carried = [(pod, n.name) for n in self.snapshot.nodes if n.name in self.infos for k in n.bound_pods if (pod := waiting.get(k)) is not None]
@@ -246,24 +255,27 @@ class _Run:
             cls.pods = refused + list(left)
 
     # -- 3. new nodes -------------------------------------------------------------------
-    def _probe(self, view: PoolView, pod: Pod) -> tuple[list[Candidate], str]:
-        """The pool's offerings this pod's constraints accept (any size), or why none.
-        A pure function of the pool and the constraints, so the scaler memoizes it."""
-        key = (view.name, self.key(pod))
+    def _probe(self, view: PoolView, pod: Pod) -> tuple[list[Candidate], str, bool]:
+        """The pool's offerings this pod's constraints accept (any size), or why none and
+        whether that may change (a PreFilter that says "not yet", such as an unbound
+        volume claim). A pure function of the pool, the constraints and the cluster's
+        objects, so the scaler memoizes it per computation's inputs."""
+        volumes = self.snapshot.volumes
+        key = (view.name, self.key(pod), tuple(volumes.claims.get(k) for k in pod.volume_claims) if volumes and pod.volume_claims else ())
         memo = self.s.probe_memo
         if key not in memo:
             if len(memo) >= PROBE_MEMO_SIZE:
                 memo.clear()
             memo[key] = self._probe_uncached(view, pod)
-        accepted, why = memo[key]
-        return list(accepted), why
+        accepted, why, transient = memo[key]
+        return list(accepted), why, transient
 
-    def _probe_uncached(self, view: PoolView, pod: Pod) -> tuple[tuple[Candidate, ...], str]:
+    def _probe_uncached(self, view: PoolView, pod: Pod) -> tuple[tuple[Candidate, ...], str, bool]:
         probe = dataclasses.replace(pod, requests=Resources())
         state = CycleState()
         status = self.fw.run_pre_filter_plugins(state, probe)
         if not status.is_success():
-            return [], status.message
+            return (), status.message, status.code is Code.UNSCHEDULABLE
         accepted: list[Candidate] = []
         reasons: dict[str, int] = defaultdict(int)
         for cand in view.candidates:
@@ -273,7 +285,7 @@ class _Run:
             else:
                 reasons[status.message] += 1
         top = max(sorted(reasons), key=lambda r: reasons[r]) if reasons else "the pool offers no instance type"
-        return tuple(accepted), top
+        return tuple(accepted), top, False
 
     def _budget(self, view: PoolView) -> binpack.Budget:
         """What the pool may still add, given its live nodes and the ones decided so far."""
@@ -309,10 +321,10 @@ class _Run:
             pending = [c for c in group if c.pods]
             if not pending:
                 break
-            accepted, why = self._probe(view, pending[0].rep)
+            accepted, why, transient = self._probe(view, pending[0].rep)
             if not accepted:
                 for c in pending:
-                    reasons[id(c)].append((f"pool {view.name}: {why}", False))
+                    reasons[id(c)].append((f"pool {view.name}: {why}", transient))
                 continue
             available = [c for c in accepted if not self._blocked(c)]
             usable = []
@@ -358,7 +370,8 @@ class _Run:
         # A group is all batch pods or none, so its own requests are what it takes from a new
         # node; a high-priority pod is never limited by the batch estimate.
         # Pods with claims get a node each; more share it when its devices allow (via _fill).
-        one_each = view.cell or any(c.rep.claims for c in classes)
+        # So do pods with host ports (a group shares its ports: two of them never share a node).
+        one_each = view.cell or any(c.rep.claims or c.rep.host_ports for c in classes)
         fills, _, why = binpack.pack([c.rep.requests for c in classes], [len(c.pods) for c in classes], available, self._budget(view), cell=one_each)
         queues = [deque(c.pods) for c in classes]
         refused: list[list[Pod]] = [[] for _ in classes]
@@ -427,7 +440,7 @@ class _Run:
                     break
                 if (
                     name not in self.kept
-                    and not info.pods
+                    and not _holds_work(info)
                     and info.pool == view.name
                     and info.instance_type == itype
                     and info.capacity_type is capacity
@@ -537,7 +550,7 @@ class _Run:
         """Existing nodes nothing needs (no pods, not kept for standby), with since when."""
         out = {}
         for name, info in sorted(self.infos.items()):
-            if name in self.new_nodes or info.pods or name in self.kept:
+            if name in self.new_nodes or _holds_work(info) or name in self.kept:
                 continue
             if self.node_state.get(name) in (NodeState.CREATING, NodeState.CREATED, NodeState.AVAILABLE):
                 out[name] = self.snapshot.unneeded_since.get(NodeName(name), self.now)
@@ -559,6 +572,11 @@ class _Run:
             else:
                 unneeded[NodeName(name)] = since
         return stops, unneeded
+
+
+def _holds_work(info: NodeInfo) -> bool:
+    """Pods the node is there for: DaemonSet and mirror pods never make a node needed."""
+    return any(not p.of_node for p in info.pods.values())
 
 
 def as_regular(pod: Pod) -> Pod:
@@ -589,9 +607,19 @@ class BindingNodeScaler:
         self.catalog = catalog
         self.registry = registry
         self.views = pool_views(list(settings.pools), catalog, settings.nodes.volume_size, settings.colocation)
+        self._views_daemon_sets: tuple = ()
         # (pool, pod constraints) -> accepted offerings: the same answer every time, so it
         # is kept across computations (a cache of a pure function, not carried state).
-        self.probe_memo: dict[tuple, tuple[tuple[Candidate, ...], str]] = {}
+        self.probe_memo: dict[tuple, tuple[tuple[Candidate, ...], str, bool]] = {}
+
+    def views_for(self, daemon_sets: tuple) -> list[PoolView]:
+        """The pools' offerings net of these DaemonSets (rebuilt only when they change)."""
+        if daemon_sets != self._views_daemon_sets:
+            settings = self.settings
+            self.views = pool_views(list(settings.pools), self.catalog, settings.nodes.volume_size, settings.colocation, daemon_sets)
+            self._views_daemon_sets = daemon_sets
+            self.probe_memo.clear()
+        return self.views
 
     def compute(self, snapshot: ClusterSnapshot, now: float) -> Decision:
         # A gang that fails must not cost anything else: what it held in its turn may have
@@ -642,7 +670,7 @@ def _spec(node: _NewNode) -> NodeSpec:
         capacity_type=c.offering.capacity_type,
         zone=c.offering.zone,
         price=c.price,
-        allocatable=c.allocatable,
+        allocatable=c.allocatable + c.overhead,
         labels=dict(node.info.labels),
         taints=node.view.taints,
         pods=tuple(sorted(node.info.pods)),

@@ -8,6 +8,8 @@ from types import MappingProxyType
 
 from nodemanager.dra.context import DeviceContext
 from nodemanager.model import Node, NodeName, Pod
+from nodemanager.model.daemonset import DaemonSet
+from nodemanager.model.volumes import VolumeContext
 from nodemanager.scaler.unavailability import OfferingKey
 
 _EMPTY: Mapping = MappingProxyType({})
@@ -20,3 +22,5 @@ class ClusterSnapshot:
     unavailable: Mapping[OfferingKey, float] = field(default_factory=lambda: _EMPTY)  # offering -> until
     unneeded_since: Mapping[NodeName, float] = field(default_factory=lambda: _EMPTY)  # from the last Decision
     devices: DeviceContext | None = None  # device classes, claims and published slices
+    daemon_sets: tuple[DaemonSet, ...] = ()  # what every matching node runs
+    volumes: VolumeContext | None = None  # claims, volumes and storage classes

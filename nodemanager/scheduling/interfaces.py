@@ -26,6 +26,7 @@ class FrameworkHandle:
         self.node_infos: Mapping[str, NodeInfo] = {}
         self.now: float = 0.0
         self.devices: object | None = None  # DynamicResources' DeviceState, set per computation
+        self.volumes: object | None = None  # VolumeBinding's VolumeContext, set per computation
         self._waiting: dict[str, WaitingPod] = {}
 
     def get_waiting_pod(self, uid: str) -> WaitingPod | None:

@@ -43,6 +43,7 @@ class NodeInfo:
     cell: bool = False  # a cell-pool node holds one pod
     exists: bool = True  # False for an offering the scaler may boot
     batch_estimate: bool = False  # batch capacity is an estimate: other pods' requests use it up
+    unschedulable: bool = False  # cordoned
     requested: Resources = ZERO
     nonzero_cpu: int = 0
     nonzero_memory: int = 0
@@ -106,6 +107,7 @@ class NodeInfo:
             self.cell,
             self.exists,
             self.batch_estimate,
+            self.unschedulable,
             self.requested,
             self.nonzero_cpu,
             self.nonzero_memory,

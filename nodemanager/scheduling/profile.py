@@ -10,10 +10,15 @@ from types import MappingProxyType
 @dataclass(frozen=True)
 class Profile:
     queue_sort: tuple[str, ...] = ("PrioritySort",)
-    pre_filter: tuple[str, ...] = ("NodeResourcesFit",)
+    pre_filter: tuple[str, ...] = ("NodeResourcesFit", "VolumeBinding")
+    # kube-scheduler's order where the plugins are the same ones.
     filter: tuple[str, ...] = (
+        "NodeUnschedulable",
         "NodeResourcesFit",
         "NodeAffinity",
+        "NodePorts",
+        "VolumeBinding",
+        "NodeVolumeLimits",
         "TaintToleration",
         "InstanceTypeMatch",
         "CapacityType",

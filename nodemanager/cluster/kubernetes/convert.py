@@ -15,10 +15,10 @@ from typing import Any
 
 from nodemanager.cluster.base import ClusterNode
 from nodemanager.config.schema import KubernetesMode
-from nodemanager.model import Pod, Resources
+from nodemanager.model import Pod, Resources, Taint, TaintEffect
+from nodemanager.model.pod import MIRROR_ANNOTATION
 
 PROVIDER_ID = re.compile(r"^aws:///(?P<zone>[^/]*)/(?P<instance>i-[0-9a-zA-Z]+)$")
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
 def parse_time(value: Any) -> float | None:
@@ -59,6 +59,11 @@ def node_from_api(doc: Mapping[str, Any], name: str, lease_renewed: float | None
         unschedulable=bool(spec.get("unschedulable")),
         labels=dict(doc["metadata"].get("labels") or {}),
         allocatable=Resources.parse(status.get("allocatable") or {}, f"node {doc['metadata']['name']} status.allocatable"),
+        taints=tuple(
+            Taint(str(t["key"]), TaintEffect(t["effect"]), str(t.get("value") or ""))
+            for t in spec.get("taints") or []
+            if t.get("key") and t.get("effect") in TaintEffect._value2member_map_
+        ),
     )
 
 

@@ -1,16 +1,30 @@
 """The built-in plugins, listed explicitly (``default_registry`` registers them)."""
 
 from nodemanager.scheduling.plugins.dynamic_resources import DynamicResources
-from nodemanager.scheduling.plugins.placement import CapacityTypeMatch, CellIsolation, InstanceTypeMatch, NodeAffinity, TaintToleration, Zone
+from nodemanager.scheduling.plugins.placement import (
+    CapacityTypeMatch,
+    CellIsolation,
+    InstanceTypeMatch,
+    NodeAffinity,
+    NodePorts,
+    NodeUnschedulable,
+    TaintToleration,
+    Zone,
+)
 from nodemanager.scheduling.plugins.pod_group import PodGroup
 from nodemanager.scheduling.plugins.queue_sort import PrioritySort
 from nodemanager.scheduling.plugins.resources import BalancedAllocation, LeastAllocated, MostAllocated, NodeResourcesFit
+from nodemanager.scheduling.plugins.volumes import NodeVolumeLimits, VolumeBinding
 
 BUILTIN_PLUGINS = (
     PrioritySort,
     NodeResourcesFit,
+    NodeUnschedulable,
     NodeAffinity,
+    NodePorts,
     TaintToleration,
+    VolumeBinding,
+    NodeVolumeLimits,
     InstanceTypeMatch,
     CapacityTypeMatch,
     Zone,

@@ -5,13 +5,15 @@ from __future__ import annotations
 import fnmatch
 
 from nodemanager.model import CapacityPolicy, CapacityType, Pod, TaintEffect
-from nodemanager.model.selectors import HARD_EFFECTS, terms_match, untolerated
+from nodemanager.model.ports import port_conflict
+from nodemanager.model.selectors import HARD_EFFECTS, Taint, terms_match, untolerated
 from nodemanager.scheduling.cycle_state import CycleState
 from nodemanager.scheduling.interfaces import FilterPlugin, ScorePlugin
 from nodemanager.scheduling.nodeinfo import NodeInfo
 from nodemanager.scheduling.status import Status, unresolvable, unschedulable
 
 _PREFER = frozenset({TaintEffect.PREFER_NO_SCHEDULE})
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", TaintEffect.NO_SCHEDULE)
 
 
 class NodeAffinity(FilterPlugin):
@@ -47,6 +49,29 @@ class TaintToleration(FilterPlugin, ScorePlugin):
         worst = max(scores.values(), default=0)
         for name, count in scores.items():
             scores[name] = 100 if worst == 0 else 100 - count * 100 // worst
+        return None
+
+
+class NodeUnschedulable(FilterPlugin):
+    """A cordoned node (``spec.unschedulable``) takes only pods that tolerate the
+    ``node.kubernetes.io/unschedulable:NoSchedule`` taint (DaemonSet pods do)."""
+
+    name = "NodeUnschedulable"
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        if node.unschedulable and not any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations):
+            return unresolvable("node(s) were unschedulable", self.name)
+        return None
+
+
+class NodePorts(FilterPlugin):
+    """Host ports: a pod's hostPorts must not conflict with those of the node's pods."""
+
+    name = "NodePorts"
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        if pod.host_ports and port_conflict(pod.host_ports, (p for other in node.pods.values() if other.key != pod.key for p in other.host_ports)):
+            return unschedulable("node(s) didn't have free ports for the requested pod ports", self.name)
         return None
 
 
@@ -94,6 +119,6 @@ class CellIsolation(FilterPlugin):
     name = "CellIsolation"
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
-        if node.cell and any(key != pod.key for key in node.pods):
+        if node.cell and any(key != pod.key and not other.of_node for key, other in node.pods.items()):
             return unschedulable("cell node already holds a pod", self.name)
         return None
