@@ -109,7 +109,7 @@ def _progress(total_pods: int, arrivals_left: Callable[[], int]) -> Callable[[fl
 
 
 def _simulate_command(args: argparse.Namespace) -> int:
-    from nodemanager.cluster.workload import load_devices, load_workload
+    from nodemanager.cluster.workload import load_cluster_objects, load_devices, load_workload
     from nodemanager.durations import parse_duration
     from nodemanager.simulator import Simulation
 
@@ -120,7 +120,7 @@ def _simulate_command(args: argparse.Namespace) -> int:
         until = parse_duration(args.until) if args.until else None
     except ValueError as exc:
         raise InvalidInput(f"--until: {exc}") from None
-    simulation = Simulation(config, catalog, workload, load_devices(args.workload))
+    simulation = Simulation(config, catalog, workload, load_devices(args.workload), load_cluster_objects(args.workload))
     progress = _progress(len(workload), simulation.cluster.arrivals_left) if sys.stderr.isatty() and not args.json else None
     report = simulation.run(until=until, progress=progress)
     if progress is not None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from cloud.catalog import Catalog
 from nodemanager.clock import VirtualClock
 from nodemanager.cluster.simulated import SimulatedCluster
-from nodemanager.cluster.workload import Arrival
+from nodemanager.cluster.workload import Arrival, ClusterObjects
 from nodemanager.config import schema
 from nodemanager.config.schema import ProviderConfig
 from nodemanager.controller.executor import InlineExecutor
@@ -60,7 +60,9 @@ class _Tracker:
 
 
 class Simulation:
-    def __init__(self, config: ProviderConfig, catalog: Catalog, workload: list[Arrival], devices: DeviceContext | None = None) -> None:
+    def __init__(
+        self, config: ProviderConfig, catalog: Catalog, workload: list[Arrival], devices: DeviceContext | None = None, objects: ClusterObjects | None = None
+    ) -> None:
         self.config = config
         self.catalog = catalog
         self.clock = VirtualClock(0.0)
@@ -69,7 +71,13 @@ class Simulation:
         sim = config.cluster.simulated
         sim = sim or schema.SimulatedCluster()
         self.cluster = SimulatedCluster(
-            self.clock, self.cloud, workload, register_delay=sim.register_delay, system_usage=(sim.system_cpu, sim.system_memory), devices=devices
+            self.clock,
+            self.cloud,
+            workload,
+            register_delay=sim.register_delay,
+            system_usage=(sim.system_cpu, sim.system_memory),
+            devices=devices,
+            objects=objects,
         )
         self.controller = NodeController(config, catalog, self.cloud, self.cluster, self.clock, executor=InlineExecutor())
         self.controller.on_decision = self._on_decision
@@ -99,6 +107,8 @@ class Simulation:
             return
         live_cpu = live_memory = cpu = memory = 0
         for sim in self.cluster.pods.values():
+            if sim.pod.of_node:
+                continue  # a DaemonSet pod is part of its node's cost, not a pod of the workload
             requests = sim.pod.requests
             live_cpu += requests.cpu
             live_memory += requests.memory

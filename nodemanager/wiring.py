@@ -12,7 +12,7 @@ from cloud.simulated import SimulatedCloud
 from nodemanager.clock import Clock
 from nodemanager.cluster.base import ClusterSource
 from nodemanager.cluster.simulated import SimulatedCluster
-from nodemanager.cluster.workload import Arrival, load_devices, load_workload
+from nodemanager.cluster.workload import Arrival, load_cluster_objects, load_devices, load_workload
 from nodemanager.config import schema
 from nodemanager.config.schema import CloudProvider, ProviderConfig
 from nodemanager.controller.node_controller import NodeController
@@ -57,7 +57,10 @@ def build_cluster(
     sim = config.cluster.simulated or schema.SimulatedCluster()
     arrivals = workload if workload is not None else (load_workload(sim.workload) if sim.workload else [])
     devices = load_devices(sim.workload) if sim.workload else None
-    return SimulatedCluster(clock, cloud, arrivals, register_delay=sim.register_delay, system_usage=(sim.system_cpu, sim.system_memory), devices=devices)
+    objects = load_cluster_objects(sim.workload) if sim.workload else None
+    return SimulatedCluster(
+        clock, cloud, arrivals, register_delay=sim.register_delay, system_usage=(sim.system_cpu, sim.system_memory), devices=devices, objects=objects
+    )
 
 
 def build_controller(

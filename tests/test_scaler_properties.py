@@ -12,11 +12,32 @@ from hypothesis import strategies as st
 from nodemanager.config.schema import Limits, Packing, Pool, Standby
 from nodemanager.model import LIVE_STATES, CapacityPolicy, Node, NodeName, NodeState, PodPhase, Resources, Taint, TaintEffect, Toleration
 from nodemanager.model import labels as wk
+from nodemanager.model.daemonset import DaemonSet, daemon_overhead
+from nodemanager.model.ports import HostPort
+from nodemanager.model.selectors import HARD_EFFECTS, untolerated
 from nodemanager.scaler import ClusterSnapshot, Decision
 from nodemanager.scaler.pools import capacity_of
 from nodemanager.scheduling import CycleState, Framework, NodeInfo
 
 TYPES = [t.name for t in CATALOG if t.name != "g.xlarge"]
+OPERATOR_TAINTS = (
+    Taint("dedicated", TaintEffect.NO_SCHEDULE, "db"),
+    Taint("maintenance", TaintEffect.NO_EXECUTE),
+    Taint("slow", TaintEffect.PREFER_NO_SCHEDULE),
+)
+TOLERATIONS = (Toleration("team", "Exists"), Toleration("dedicated", "Equal", "db"), Toleration("node.kubernetes.io/unschedulable", "Exists"))
+
+
+def _daemon_set(name: str, cpu: str, memory: str, **spec: object) -> DaemonSet:
+    template = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}], **spec}}
+    return DaemonSet.from_manifest({"metadata": {"name": name, "namespace": "kube-system"}, "spec": {"template": template}})
+
+
+DAEMON_SETS = (
+    _daemon_set("proxy", "100m", "64Mi"),
+    _daemon_set("logs", "300m", "256Mi", tolerations=[{"operator": "Exists"}]),
+    _daemon_set("p1-agent", "500m", "1Gi", nodeSelector={"pool": "p1"}),
+)
 POOL_NAMES = ("p1", "p2")
 NOW = 1000.0
 
@@ -66,7 +87,9 @@ def scenarios(draw):
                 allocatable=CATALOG[itype].allocatable,
                 state=draw(st.sampled_from(list(NodeState))),
                 labels={"pool": pool.name},
-                taints=tuple(Taint(t.key, TaintEffect(t.effect), t.value) for t in pool.taints),
+                # the cluster's word: the pool's taints and what operators added (taint, cordon)
+                taints=tuple(Taint(t.key, TaintEffect(t.effect), t.value) for t in pool.taints) + tuple(draw(st.sets(st.sampled_from(OPERATOR_TAINTS)))),
+                unschedulable=draw(st.integers(0, 3)) == 0,
             )
         )
     pods = []
@@ -74,7 +97,7 @@ def scenarios(draw):
     for i in range(draw(st.integers(0, 25))):
         p = pod(
             f"q{i}",
-            cpu=draw(st.sampled_from(["100m", "500m", "1", "1500m", "3", "20"])),
+            cpu=draw(st.sampled_from(["100m", "500m", "1", "1500m", "1700m", "3", "20"])),
             memory=draw(st.sampled_from(["128Mi", "1Gi", "3Gi", "100Gi"])),
             itype=draw(st.sampled_from(["", "", "a.large", "m.*"])),
             policy=draw(st.sampled_from(list(CapacityPolicy))),
@@ -85,8 +108,9 @@ def scenarios(draw):
             group=draw(st.sampled_from(["", "", "", "g1"])),
             min_member=3,
         )
-        if draw(st.booleans()):
-            p = dataclasses.replace(p, tolerations=(Toleration("team", "Exists"),))
+        p = dataclasses.replace(p, tolerations=tuple(draw(st.sets(st.sampled_from(TOLERATIONS)))))
+        if draw(st.integers(0, 4)) == 0:
+            p = dataclasses.replace(p, host_ports=(HostPort(8080),))
         if free and draw(st.integers(0, 4)) == 0:
             target = draw(st.sampled_from(sorted(free)))
             if (p.requests + Resources({"pods": 1})).fits(free[target]):
@@ -97,7 +121,8 @@ def scenarios(draw):
     waiting = [p.key for p in pods if not p.node_name]
     nodes = [dataclasses.replace(n, bound_pods=tuple(draw(st.lists(st.sampled_from(waiting), max_size=2, unique=True)))) if waiting else n for n in nodes]
     unavailable = {(t, c, z): NOW + 100 for t in TYPES for c in (OD, SPOT) for z in ZONES if draw(st.integers(0, 9)) == 0}
-    return the_pools, ClusterSnapshot(tuple(pods), tuple(nodes), unavailable)
+    daemon_sets = tuple(draw(st.lists(st.sampled_from(DAEMON_SETS), max_size=3, unique_by=lambda d: d.key)))
+    return the_pools, ClusterSnapshot(tuple(pods), tuple(nodes), unavailable, daemon_sets=daemon_sets)
 
 
 def final_node_infos(the_pools, snap: ClusterSnapshot, d: Decision) -> dict[str, NodeInfo]:
@@ -111,7 +136,9 @@ def final_node_infos(the_pools, snap: ClusterSnapshot, d: Decision) -> dict[str,
                 name=n.name, pool=n.pool, instance_type=n.instance_type, zone=n.zone, capacity_type=n.capacity_type.value, architectures=("x86_64",)
             )
             labels = {**n.labels, **known}
-            infos[n.name] = NodeInfo(n.name, n.pool, n.instance_type, n.capacity_type, n.zone, n.allocatable, labels, n.taints, cell=n.pool in cell)
+            infos[n.name] = NodeInfo(
+                n.name, n.pool, n.instance_type, n.capacity_type, n.zone, n.allocatable, labels, n.taints, cell=n.pool in cell, unschedulable=n.unschedulable
+            )
     for spec in d.start:
         infos[spec.name] = NodeInfo(
             spec.name, spec.pool, spec.instance_type, spec.capacity_type, spec.zone, spec.allocatable, spec.labels, spec.taints, cell=spec.pool in cell
@@ -160,10 +187,18 @@ def test_decision_invariants(scenario, grace, cap):
     fw = Framework()
     for name, info in infos.items():
         if any(k in d.bindings for k in info.pods):
-            assert (info.requested + Resources({"pods": len(info.pods)})).fits(info.allocatable), name
+            # room for every pod and for the DaemonSet pods that run there but are not running yet
+            running = frozenset(p.daemon_set for p in info.pods.values() if p.daemon_set)
+            daemons = daemon_overhead(snap.daemon_sets, info.labels, info.taints, running)
+            assert (info.requested + daemons + Resources({"pods": len(info.pods)})).fits(info.allocatable), name
+    cordon = Taint("node.kubernetes.io/unschedulable", TaintEffect.NO_SCHEDULE)
     for key, target in d.bindings.items():
         info = infos[target].clone()
         p = info.remove_pod(key)
+        # checked here too, apart from the framework: taints and cordons are the cluster's word
+        assert not untolerated(info.taints, p.tolerations, HARD_EFFECTS), (key, target)
+        assert not info.unschedulable or any(t.tolerates(cordon) for t in p.tolerations), (key, target)
+        assert not any(a.conflicts(b) for a in p.host_ports for other in info.pods.values() for b in other.host_ports), (key, target)
         state = CycleState()
         fw.run_pre_filter_plugins(state, p)
         status = fw.run_filter_plugins(state, p, info)
@@ -205,7 +240,7 @@ def apply(snap: ClusterSnapshot, d: Decision) -> ClusterSnapshot:
     for spec in d.start:
         created = Node(spec.name, spec.pool, spec.instance_type, spec.capacity_type, spec.zone, spec.allocatable, labels=spec.labels, taints=spec.taints)
         nodes.append(dataclasses.replace(created, bound_pods=spec.pods))
-    return ClusterSnapshot(snap.pods, tuple(nodes), snap.unavailable, d.unneeded_since)
+    return ClusterSnapshot(snap.pods, tuple(nodes), snap.unavailable, d.unneeded_since, daemon_sets=snap.daemon_sets)
 
 
 @SETTINGS

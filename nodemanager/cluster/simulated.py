@@ -6,6 +6,14 @@
 * Pods arrive at their time, start running when bound, and finish (Succeeded, then
   deleted) after their duration.
 * Binding follows the API server: only a pending, unbound pod can be bound, once.
+* A kubelet registers with the taints its instance was launched with; its startup taints go
+  ``startup_delay`` later (the node's agents are ready). Operators' ``nodeEvents`` taint,
+  untaint, cordon and uncordon nodes at their time.
+* The DaemonSet controller starts a pod of every matching DaemonSet on every node (and
+  starts more when a node's labels change); they go with their node.
+* The volume controller provisions claims: an ``Immediate`` class's at once (in the first
+  zone its ``allowedTopologies`` name, else anywhere), a ``WaitForFirstConsumer`` class's in
+  the zone of the node their first pod is bound to.
 
 It works with any ``CloudClient``, so ``cloud: aws`` with ``cluster: simulated`` runs
 against a real (or moto) EC2 endpoint.
@@ -18,18 +26,21 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from cloud.base import CloudClient, InstanceState
+from cloud.base import STARTUP_TAINTS_TAG, TAINTS_TAG, CloudClient, InstanceState, parse_taints
 from cloud.errors import CloudError
 from nodemanager.clock import Clock
-from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, DrainStatus, EventType, NodeEvent, PodEvent
-from nodemanager.cluster.workload import Arrival, UsageProfile
+from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, ClusterObject, DrainStatus, EventType, NodeEvent, ObjectEvent, PodEvent
+from nodemanager.cluster.workload import Arrival, ClusterObjects, NodeAction, UsageProfile
 from nodemanager.dra.context import DeviceContext
 from nodemanager.dra.model import AllocationResult, ResourceClaim
-from nodemanager.model import Pod, PodKey, PodPhase
+from nodemanager.model import Operator, Pod, PodKey, PodPhase, Requirement, SelectorTerm
+from nodemanager.model.labels import ZONE
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
+from nodemanager.model.volumes import BindingMode, PersistentVolume, PersistentVolumeClaim
 from nodemanager.noderesource.model import NodeMetric, PodUsage
 
 KUBELET_HEARTBEAT = 10.0  # seconds between node status updates
+STARTUP_DELAY = 5.0  # seconds from registration until a node's agents remove its startup taints
 
 
 @dataclass
@@ -53,7 +64,19 @@ class SimulatedCluster:
         heartbeat_interval: float = KUBELET_HEARTBEAT,
         system_usage: tuple[int, int] = (200, 512 * 2**20),
         devices: DeviceContext | None = None,
+        objects: ClusterObjects | None = None,
+        startup_delay: float = STARTUP_DELAY,
     ) -> None:
+        objects = objects or ClusterObjects()
+        self.daemon_sets = objects.daemon_sets
+        self._actions = sorted(objects.node_actions, key=lambda a: a.at)
+        self._next_action = 0
+        self.claims: dict[str, PersistentVolumeClaim] = {c.key: c for c in objects.claims}
+        self.volumes: dict[str, PersistentVolume] = {v.name: v for v in objects.volumes}
+        self.classes = {c.name: c for c in objects.classes}
+        self.startup_delay = startup_delay
+        self._startup: dict[str, tuple[float, tuple]] = {}  # node -> (when its startup taints go, them)
+        self._zones: dict[str, str] = {}  # node -> its instance's zone
         self._classes = dict(devices.classes) if devices else {}
         self._claims: dict[str, ResourceClaim] = dict(devices.claims) if devices else {}
         self.system_usage = system_usage  # (milli-cpu, bytes) each node's daemons use
@@ -73,11 +96,18 @@ class SimulatedCluster:
         self.first_bound: dict[PodKey, float] = {}  # pod -> when it was first bound (simulation reports)
         self.binds = 0
         self.recorded: deque[tuple[str, str, str, str]] = deque(maxlen=1000)  # (kind, key, reason, message)
+        self._listed_objects = False
 
     # -- ClusterSource -------------------------------------------------------------------
     def poll(self) -> list[ClusterEvent]:
         now = self.clock.now()
+        if not self._listed_objects:
+            self._listed_objects = True
+            self._events += self._object_events()
+            self._provision_immediate()
         self._sync_nodes(now)
+        self._act_on_nodes(now)
+        self._run_daemons()
         self._finish(now)
         self._arrive(now)
         events, self._events = self._events, []
@@ -86,7 +116,13 @@ class SimulatedCluster:
     def list(self) -> list[ClusterEvent]:
         self.poll()  # bring the state up to now; what changed is in the listing below
         nodes: list[ClusterEvent] = [NodeEvent(EventType.ADDED, n) for _, n in sorted(self.nodes.items())]
-        return nodes + [PodEvent(EventType.ADDED, s.pod) for _, s in sorted(self.pods.items())]
+        return self._object_events() + nodes + [PodEvent(EventType.ADDED, s.pod) for _, s in sorted(self.pods.items())]
+
+    def _object_events(self) -> list[ClusterEvent]:
+        objects: list[tuple[str, ClusterObject]] = [(d.key, d) for d in self.daemon_sets]
+        objects += [(k, c) for k, c in sorted(self.claims.items())] + [(k, v) for k, v in sorted(self.volumes.items())]
+        objects += sorted(self.classes.items())
+        return [ObjectEvent(EventType.ADDED, key, obj) for key, obj in objects]
 
     def bind(self, pod: PodKey, node: str) -> None:
         sim = self.pods.get(pod)
@@ -98,6 +134,7 @@ class SimulatedCluster:
         if target is None or not target.ready:
             raise BindError(pod, node, "node is not registered and Ready")
         now = self.clock.now()
+        self._provision_for(sim.pod, node)
         sim.pod = replace(sim.pod, node_name=node, phase=PodPhase.RUNNING)
         sim.bound_at = now
         if sim.duration is not None:
@@ -166,6 +203,64 @@ class SimulatedCluster:
         """Pods with a duration that have not finished (waiting or running)."""
         return [s.pod for s in self.pods.values() if s.duration is not None]
 
+    # -- the volume controller, the DaemonSet controller, operators --------------------------
+    def _provision(self, claim: PersistentVolumeClaim, zone: str) -> None:
+        affinity = (SelectorTerm((Requirement(ZONE, Operator.IN, (zone,)),)),) if zone else ()
+        sc = self.classes.get(claim.storage_class)
+        volume = PersistentVolume(f"pvc-{claim.namespace}-{claim.name}", affinity, sc.provisioner if sc else "")
+        bound = replace(claim, volume_name=volume.name)
+        self.volumes[volume.name] = volume
+        self.claims[claim.key] = bound
+        self._events.append(ObjectEvent(EventType.ADDED, volume.name, volume))
+        self._events.append(ObjectEvent(EventType.MODIFIED, bound.key, bound))
+
+    def _provision_immediate(self) -> None:
+        for claim in list(self.claims.values()):
+            sc = self.classes.get(claim.storage_class)
+            if not claim.volume_name and sc is not None and sc.binding_mode is BindingMode.IMMEDIATE:
+                first = next((r.values[0] for term in sc.allowed_topologies for r in term.requirements if r.key == ZONE), "")
+                self._provision(claim, first)
+
+    def _provision_for(self, pod: Pod, node: str) -> None:
+        """WaitForFirstConsumer: the claims of the first pod bound are provisioned where it runs."""
+        zone = self.nodes[node].labels.get(ZONE) or self._zones.get(node, "")
+        for key in pod.volume_claims:
+            claim = self.claims.get(key)
+            if claim is not None and not claim.volume_name:
+                self._provision(claim, zone)
+
+    def _set_node(self, node: ClusterNode) -> None:
+        self.nodes[node.name] = node
+        self._events.append(NodeEvent(EventType.MODIFIED, node))
+
+    def _act_on_nodes(self, now: float) -> None:
+        for name, (when, startup) in list(self._startup.items()):
+            node = self.nodes.get(name)
+            if node is None or now >= when:
+                del self._startup[name]
+            if node is not None and now >= when:
+                self._set_node(replace(node, taints=tuple(t for t in node.taints if t not in startup)))
+        while self._next_action < len(self._actions) and self.origin + self._actions[self._next_action].at <= now:
+            action = self._actions[self._next_action]
+            self._next_action += 1
+            for name in self._targets(action):
+                self._set_node(_acted(self.nodes[name], action))
+
+    def _targets(self, action: NodeAction) -> list[str]:
+        matching = [n for n, node in sorted(self.nodes.items()) if action.selector.items() <= node.labels.items()]
+        return matching[: action.count] if action.count is not None else matching
+
+    def _run_daemons(self) -> None:
+        if not self.daemon_sets:
+            return
+        running = {(s.pod.daemon_set, s.pod.node_name) for s in self.pods.values() if s.pod.daemon_set}
+        for name, node in sorted(self.nodes.items()):
+            for ds in self.daemon_sets:
+                if (ds.key, name) not in running and ds.runs_on(node.labels, node.taints, name):
+                    pod = replace(ds.pod, name=f"{ds.name}-{name}", uid=f"{ds.key}/{name}", node_name=name, phase=PodPhase.RUNNING, created_at=self.clock.now())
+                    self.pods[pod.key] = _SimPod(pod, None, bound_at=self.clock.now())
+                    self._events.append(PodEvent(EventType.ADDED, pod))
+
     # -- internals ---------------------------------------------------------------------------
     def _sync_nodes(self, now: float) -> None:
         try:
@@ -182,8 +277,13 @@ class SimulatedCluster:
             if node is None:
                 running_since = self._running_since.setdefault(name, now)
                 if now - running_since >= self.register_delay:
-                    node = ClusterNode(name, instance.instance_id, ready=True, last_heartbeat=now)
+                    startup = parse_taints(instance.tags.get(STARTUP_TAINTS_TAG, ""))
+                    taints = parse_taints(instance.tags.get(TAINTS_TAG, "")) + startup
+                    node = ClusterNode(name, instance.instance_id, ready=True, last_heartbeat=now, taints=taints)
                     self.nodes[name] = node
+                    self._zones[name] = instance.zone
+                    if startup:
+                        self._startup[name] = (now + self.startup_delay, startup)
                     self._events.append(NodeEvent(EventType.ADDED, node))
             elif now - node.last_heartbeat >= self.heartbeat_interval and name not in self._silenced:
                 node = replace(node, last_heartbeat=now)
@@ -191,8 +291,11 @@ class SimulatedCluster:
                 self._events.append(NodeEvent(EventType.MODIFIED, node))
 
     def _orphan_pods(self, node: str) -> None:
-        for sim in self.pods.values():
-            if sim.pod.node_name == node:
+        for key, sim in list(self.pods.items()):
+            if sim.pod.node_name == node and sim.pod.daemon_set:  # goes with its node
+                del self.pods[key]
+                self._events.append(PodEvent(EventType.DELETED, sim.pod))
+            elif sim.pod.node_name == node:
                 for claim in sim.pod.claims:  # its devices went with the node
                     if (found := self._claims.get(claim)) is not None:
                         self._claims[claim] = replace(found, allocation=None)
@@ -223,3 +326,12 @@ class SimulatedCluster:
             for claim in arrival.claims:  # made from the pod's claim templates
                 self._claims[claim.key] = claim
             self._events.append(PodEvent(EventType.ADDED, pod))
+
+
+def _acted(node: ClusterNode, action: NodeAction) -> ClusterNode:
+    """What ``kubectl taint`` / ``kubectl cordon`` leave on a node."""
+    taints = tuple(t for t in node.taints if t.key != action.untaint and not (action.taint and t.key == action.taint.key and t.effect == action.taint.effect))
+    if action.taint is not None:
+        taints += (action.taint,)
+    unschedulable = node.unschedulable if action.cordon is None else action.cordon
+    return replace(node, taints=taints, unschedulable=unschedulable)

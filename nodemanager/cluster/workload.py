@@ -12,6 +12,17 @@
 A plain Kubernetes ``List`` of Pods (``kubectl get pods -o yaml``) also works: every pod
 arrives at 0 and runs forever. Every malformed entry is reported with its index and
 field, and nothing runs.
+
+Besides pods, a workload may hold what the cluster around them has: ``daemonSets``,
+``persistentVolumeClaims``, ``persistentVolumes`` and ``storageClasses`` (manifests), and
+``nodeEvents``, what operators do to nodes (taint, untaint, cordon, uncordon):
+
+    nodeEvents:
+      - at: 30m
+        nodes: {nodemanager.io/pool: general}   # node labels to match (default: every node)
+        count: 1                                # the first N matching nodes (default: all)
+        taint: {key: dedicated, value: db, effect: NoSchedule}
+        cordon: true
 """
 
 from __future__ import annotations
@@ -28,10 +39,15 @@ from nodemanager.dra.context import DeviceContext
 from nodemanager.dra.model import ResourceClaim, parse_claim, parse_claim_spec, parse_device_class
 from nodemanager.durations import parse_duration
 from nodemanager.errors import InvalidInput, InvalidManifest
-from nodemanager.model import Pod, PodPhase
+from nodemanager.model import Pod, PodPhase, Taint, TaintEffect
+from nodemanager.model import volumes as kv
+from nodemanager.model.daemonset import DaemonSet
+from nodemanager.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 
 _ENTRY_KEYS = {"name", "count", "at", "duration", "pod", "usage"}
-_TOP_KEYS = {"pods", "deviceClasses", "resourceClaims", "resourceClaimTemplates"}
+_CLUSTER_KEYS = {"daemonSets", "persistentVolumeClaims", "persistentVolumes", "storageClasses", "nodeEvents"}
+_TOP_KEYS = {"pods", "deviceClasses", "resourceClaims", "resourceClaimTemplates"} | _CLUSTER_KEYS
+_NODE_EVENT_KEYS = {"at", "nodes", "count", "taint", "untaint", "cordon"}
 
 
 class WorkloadError(InvalidInput):
@@ -226,6 +242,96 @@ def parse_devices(text: str, source: str = "workload") -> DeviceContext:
     if problems:
         raise WorkloadError(source, problems)
     return DeviceContext(classes, claims)
+
+
+@dataclass(frozen=True)
+class NodeAction:
+    """An operator's change to nodes at a time: taint, untaint (by key), cordon or uncordon."""
+
+    at: float
+    selector: Mapping[str, str]
+    count: int | None
+    taint: Taint | None = None
+    untaint: str = ""
+    cordon: bool | None = None
+
+
+@dataclass(frozen=True)
+class ClusterObjects:
+    """What a workload file says of the cluster besides its pods."""
+
+    daemon_sets: tuple[DaemonSet, ...] = ()
+    claims: tuple[PersistentVolumeClaim, ...] = ()
+    volumes: tuple[PersistentVolume, ...] = ()
+    classes: tuple[StorageClass, ...] = ()
+    node_actions: tuple[NodeAction, ...] = ()
+
+
+def load_cluster_objects(path: str | Path) -> ClusterObjects:
+    return parse_cluster_objects(Path(path).read_text(), str(path))
+
+
+def parse_cluster_objects(text: str, source: str = "workload") -> ClusterObjects:
+    """The ``daemonSets``, volume objects and ``nodeEvents`` of a workload file."""
+    doc = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+    if not isinstance(doc, Mapping):
+        return ClusterObjects()
+    problems: list[str] = []
+
+    def each(key: str, parse: Callable[[Any, str], Any]) -> tuple[Any, ...]:
+        items = doc.get(key) or []
+        if not isinstance(items, list):
+            problems.append(f"{key}: expected a list, got {type(items).__name__}")
+            return ()
+        out = []
+        for i, item in enumerate(items):
+            try:
+                out.append(parse(item, f"{key}[{i}]"))
+            except InvalidInput as exc:
+                problems.append(str(exc))
+        return tuple(out)
+
+    objects = ClusterObjects(
+        each("daemonSets", DaemonSet.from_manifest),
+        each("persistentVolumeClaims", kv.parse_claim),
+        each("persistentVolumes", kv.parse_volume),
+        each("storageClasses", kv.parse_storage_class),
+        each("nodeEvents", _node_action),
+    )
+    if problems:
+        raise WorkloadError(source, problems)
+    return objects
+
+
+def _node_action(value: Any, where: str) -> NodeAction:
+    if not isinstance(value, Mapping):
+        raise InvalidManifest(where, f"expected a mapping, got {type(value).__name__}")
+    unknown = sorted(set(value) - _NODE_EVENT_KEYS)
+    if unknown:
+        raise InvalidManifest(f"{where}.{unknown[0]}", "unknown key")
+    try:
+        at = parse_duration(value.get("at", 0))
+    except ValueError as exc:
+        raise InvalidManifest(f"{where}.at", str(exc)) from None
+    selector = value.get("nodes") or {}
+    if not isinstance(selector, Mapping):
+        raise InvalidManifest(f"{where}.nodes", "expected a mapping of node labels")
+    count = value.get("count")
+    if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
+        raise InvalidManifest(f"{where}.count", f"must be an integer >= 1, got {count!r}")
+    taint = None
+    if value.get("taint") is not None:
+        t = value["taint"]
+        if not isinstance(t, Mapping) or not t.get("key") or t.get("effect") not in TaintEffect._value2member_map_:
+            raise InvalidManifest(f"{where}.taint", f"expected {{key, value, effect: NoSchedule | PreferNoSchedule | NoExecute}}, got {t!r}")
+        taint = Taint(str(t["key"]), TaintEffect(t["effect"]), str(t.get("value") or ""))
+    cordon = value.get("cordon")
+    if cordon is not None and not isinstance(cordon, bool):
+        raise InvalidManifest(f"{where}.cordon", f"expected true or false, got {cordon!r}")
+    action = NodeAction(at, {str(k): str(v) for k, v in selector.items()}, count, taint, str(value.get("untaint") or ""), cordon)
+    if action.taint is None and not action.untaint and action.cordon is None:
+        raise InvalidManifest(where, "needs taint, untaint or cordon")
+    return action
 
 
 def _created(pod: Pod, at: float) -> Pod:

@@ -1,0 +1,231 @@
+"""Real nodes: taints and cordons, DaemonSets, host ports and volumes, in the scaler and in simulation."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from builders import CATALOG, binpack_pool, node, pod, scaler
+
+from nodemanager.cluster.workload import parse_cluster_objects, parse_workload
+from nodemanager.config import parse_config
+from nodemanager.model import Taint, TaintEffect, Toleration
+from nodemanager.model.daemonset import DaemonSet, daemon_overhead
+from nodemanager.model.ports import HostPort
+from nodemanager.model.selectors import Operator, Requirement, SelectorTerm
+from nodemanager.model.volumes import BindingMode, PersistentVolume, PersistentVolumeClaim, StorageClass, VolumeContext
+from nodemanager.scaler import ClusterSnapshot
+from nodemanager.simulator import Simulation
+
+
+def compute(s, pods=(), nodes=(), now=100.0, **kw):
+    return s.compute(ClusterSnapshot(tuple(pods), tuple(nodes), **kw), now)
+
+
+def daemon_set(name: str, cpu: str, memory: str = "64Mi", **spec: object) -> DaemonSet:
+    template = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}], **spec}}
+    return DaemonSet.from_manifest({"metadata": {"name": name, "namespace": "kube-system"}, "spec": {"template": template}})
+
+
+POOL = binpack_pool("general", instance_types=["a.large", "m.xlarge"])
+
+
+# -- taints and cordons ---------------------------------------------------------------------
+
+
+def test_a_pod_is_not_bound_to_a_node_tainted_by_an_operator():
+    tainted = node("n1", pool="general").with_changes(taints=(Taint("dedicated", TaintEffect.NO_SCHEDULE, "db"),))
+    d = compute(scaler(POOL), [pod("web")], [tainted])
+    assert d.bindings["default/web"] != "n1"
+    tolerant = dataclasses.replace(pod("db"), tolerations=(Toleration("dedicated", "Equal", "db"),))
+    assert compute(scaler(POOL), [tolerant], [tainted]).bindings == {"default/db": "n1"}
+
+
+def test_a_cordoned_node_takes_only_pods_that_tolerate_the_cordon():
+    cordoned = node("n1", pool="general").with_changes(unschedulable=True)
+    d = compute(scaler(POOL), [pod("web")], [cordoned])
+    assert d.bindings["default/web"] != "n1"
+    daemonish = dataclasses.replace(pod("agent"), tolerations=(Toleration("node.kubernetes.io/unschedulable", "Exists", "", TaintEffect.NO_SCHEDULE),))
+    assert compute(scaler(POOL), [daemonish], [cordoned]).bindings == {"default/agent": "n1"}
+
+
+def test_an_earlier_binding_is_dropped_when_the_node_is_tainted():
+    tainted = node("n1", pool="general", bound=("web",)).with_changes(taints=(Taint("dedicated", TaintEffect.NO_EXECUTE, "db"),))
+    assert compute(scaler(POOL), [pod("web")], [tainted]).bindings["default/web"] != "n1"
+
+
+# -- DaemonSets -----------------------------------------------------------------------------
+
+
+def test_new_nodes_are_sized_with_room_for_their_daemonset_pods():
+    ds = (daemon_set("proxy", "100m"), daemon_set("logs", "300m", "200Mi", tolerations=[{"operator": "Exists"}]))
+    pods = [pod(f"w{i}", cpu="800m", memory="1Gi") for i in range(4)]
+    d = compute(scaler(POOL), pods, daemon_sets=ds)
+    for spec in d.start:  # an independent check: requests of every pod and daemon fit the machine's allocatable
+        used = sum((p.requests for p in pods if p.key in spec.pods), start=daemon_overhead(ds, spec.labels, spec.taints))
+        assert used.fits(CATALOG[spec.instance_type].allocatable), spec
+        assert spec.allocatable == CATALOG[spec.instance_type].allocatable  # the record keeps the node's own allocatable
+    # without them, two 800m pods share an a.large (1930m allocatable); with 400m of daemons they cannot
+    assert len(compute(scaler(POOL), pods).start) < len(d.start) or {s.instance_type for s in d.start} != {"a.large"}
+
+
+def test_a_daemonset_only_runs_where_its_selector_and_tolerations_allow():
+    gpu_agent = daemon_set("gpu-agent", "1", nodeSelector={"accelerator": "nvidia"})
+    assert daemon_overhead((gpu_agent,), {"accelerator": "nvidia"}, ()).cpu == 1000
+    assert daemon_overhead((gpu_agent,), {}, ()).cpu == 0
+    proxy = daemon_set("proxy", "100m")
+    assert daemon_overhead((proxy,), {}, (Taint("dedicated", TaintEffect.NO_SCHEDULE, "db"),)) == daemon_overhead((), {}, ())
+    # the controller's own tolerations: a cordoned or not-ready node still runs it
+    assert daemon_overhead((proxy,), {}, (Taint("node.kubernetes.io/unschedulable", TaintEffect.NO_SCHEDULE),)).cpu == 100
+
+
+def test_an_existing_node_keeps_room_for_a_daemonset_pod_not_running_yet():
+    ds = (daemon_set("logs", "500m"),)
+    n1 = node("n1", pool="general")
+    # a.large has 1930m: 1500m fits alone, not beside the 500m log agent that will start there
+    d = compute(scaler(POOL), [pod("w", cpu="1500m")], [n1], daemon_sets=ds)
+    assert d.bindings["default/w"] != "n1"
+    running = dataclasses.replace(ds[0].pod, name="logs-n1", node_name="n1", phase="Running")
+    d = compute(scaler(POOL), [pod("w", cpu="1400m"), running], [n1], daemon_sets=ds)
+    assert d.bindings == {"default/w": "n1"}
+
+
+def test_a_node_with_only_daemonset_and_mirror_pods_is_idle():
+    n1 = node("n1", pool="general")
+    proxy = dataclasses.replace(pod("kube-proxy-n1", node="n1", phase="Running"), daemon_set="kube-system/kube-proxy")
+    mirror = dataclasses.replace(pod("etcd-n1", node="n1", phase="Running"), mirror=True)
+    d = compute(scaler(POOL, idle_grace=0), [proxy, mirror], [n1])
+    assert [o.name for o in d.stop] == ["n1"]
+    waiting_daemon = dataclasses.replace(pod("logs-x"), daemon_set="kube-system/logs")
+    assert "default/logs-x" not in compute(scaler(POOL), [waiting_daemon]).bindings  # never a pod to place
+
+
+# -- host ports -----------------------------------------------------------------------------
+
+
+def test_two_pods_with_the_same_host_port_never_share_a_node():
+    web = [dataclasses.replace(pod(f"web{i}"), host_ports=(HostPort(8080),)) for i in range(2)]
+    d = compute(scaler(POOL), web)
+    assert len(set(d.bindings.values())) == 2
+    running = dataclasses.replace(pod("old", node="n1", phase="Running"), host_ports=(HostPort(8080, "TCP", "10.0.0.1"),))
+    d = compute(scaler(POOL), [web[0], running], [node("n1", pool="general")])
+    assert d.bindings["default/web0"] != "n1"  # 0.0.0.0:8080 conflicts with 10.0.0.1:8080
+    udp = dataclasses.replace(pod("dns"), host_ports=(HostPort(8080, "UDP"),))
+    assert compute(scaler(POOL), [udp, running], [node("n1", pool="general")]).bindings == {"default/dns": "n1"}
+
+
+# -- volumes --------------------------------------------------------------------------------
+
+ZONE_KEY = "topology.kubernetes.io/zone"
+
+
+def zonal(zone: str) -> tuple[SelectorTerm, ...]:
+    return (SelectorTerm((Requirement(ZONE_KEY, Operator.IN, (zone,)),)),)
+
+
+def test_pods_with_zonal_volumes_get_nodes_only_in_their_volumes_zones():
+    claims = {f"default/data-{i}": PersistentVolumeClaim("default", f"data-{i}", f"pv-{i}", "gp3") for i in range(3)}
+    volumes = {f"pv-{i}": PersistentVolume(f"pv-{i}", zonal("zone-1b"), "ebs.csi.aws.com") for i in range(3)}
+    context = VolumeContext(claims, volumes, {"gp3": StorageClass("gp3", "ebs.csi.aws.com", BindingMode.WAIT_FOR_FIRST_CONSUMER)})
+    pods = [dataclasses.replace(pod(f"db-{i}", cpu="1500m"), volume_claims=(f"default/data-{i}",)) for i in range(3)]
+    d = compute(scaler(POOL), pods, [node("n1", pool="general", zone="zone-1a")], volumes=context)
+    assert len(d.bindings) == 3
+    assert {s.zone for s in d.start} == {"zone-1b"}
+    assert "n1" not in d.bindings.values()
+
+
+def test_an_unbound_claim_follows_its_class():
+    wffc = StorageClass("zonal", "ebs.csi.aws.com", BindingMode.WAIT_FOR_FIRST_CONSUMER, zonal("zone-1a"))
+    immediate = StorageClass("fast", "ebs.csi.aws.com", BindingMode.IMMEDIATE)
+    claims = {"default/a": PersistentVolumeClaim("default", "a", "", "zonal"), "default/b": PersistentVolumeClaim("default", "b", "", "fast")}
+    context = VolumeContext(claims, {}, {"zonal": wffc, "fast": immediate})
+    a = dataclasses.replace(pod("a"), volume_claims=("default/a",))
+    b = dataclasses.replace(pod("b"), volume_claims=("default/b",))
+    missing = dataclasses.replace(pod("c"), volume_claims=("default/nope",))
+    d = compute(scaler(POOL), [a, b, missing], volumes=context)
+    assert [s.zone for s in d.start if "default/a" in s.pods] == ["zone-1a"]
+    assert "unbound immediate PersistentVolumeClaims" in d.waiting["default/b"]  # waits for the volume controller
+    assert 'persistentvolumeclaim "nope" not found' in d.waiting["default/c"]
+    assert not d.unschedulable
+
+
+def test_ebs_attach_limit_spreads_volumes_over_nodes():
+    claims = {f"default/v{i}": PersistentVolumeClaim("default", f"v{i}", f"pv{i}", "gp3") for i in range(30)}
+    volumes = {f"pv{i}": PersistentVolume(f"pv{i}", (), "ebs.csi.aws.com") for i in range(30)}
+    context = VolumeContext(claims, volumes, {})
+    pods = [dataclasses.replace(pod(f"p{i}", cpu="10m", memory="16Mi"), volume_claims=(f"default/v{i}",)) for i in range(30)]
+    d = compute(scaler(binpack_pool("general", instance_types=["m.4xlarge"])), pods, volumes=context)
+    per_node: dict[str, int] = {}
+    for target in d.bindings.values():
+        per_node[target] = per_node.get(target, 0) + 1
+    assert len(d.bindings) == 30
+    assert max(per_node.values()) <= 25
+
+
+# -- in simulation --------------------------------------------------------------------------
+
+SIM_CONFIG = """
+controllerId: real
+cloud: {provider: simulated}
+cluster: {source: simulated, simulated: {registerDelay: 10s}}
+nodes: {idleGrace: 2m}
+pools:
+  - name: general
+    instanceTypes: ["m5.*", "c5.*"]
+    startupTaints: [{key: node.cilium.io/agent-not-ready, value: "true", effect: NoSchedule}]
+"""
+
+DAEMONS = """
+daemonSets:
+  - metadata: {name: kube-proxy, namespace: kube-system}
+    spec: {template: {spec: {containers: [{name: p, resources: {requests: {cpu: 100m}}}]}}}
+  - metadata: {name: logs, namespace: kube-system}
+    spec: {template: {spec: {tolerations: [{operator: Exists}], containers: [{name: l, resources: {requests: {cpu: 100m, memory: 200Mi}}}]}}}
+"""
+
+
+def simulate(workload: str, until: float | None = None):
+    config, catalog = parse_config(SIM_CONFIG, "provider.yaml", Path("."))
+    sim = Simulation(config, catalog, parse_workload(workload), None, parse_cluster_objects(workload))
+    return sim, sim.run(until=until)
+
+
+def test_a_node_left_with_only_daemonset_pods_is_stopped_after_the_idle_grace():
+    workload = DAEMONS + "pods: [{name: job, duration: 5m, pod: {containers: [{name: c, resources: {requests: {cpu: '1', memory: 1Gi}}}]}}]\n"
+    sim, report = simulate(workload)
+    assert report["pods"]["bound"] == 1
+    assert report["nodes"]["booted"] == 1
+    assert report["nodes"]["terminated"] == 1
+    assert not sim.cluster.nodes
+    assert not [s for s in sim.cluster.pods.values() if s.pod.daemon_set]
+    # it went for idleness: stopped by the scaler, not by anything else
+    assert any(kind == "Node" and reason == "Terminating" and "unneeded" in message for kind, _, reason, message in sim.cluster.recorded)
+
+
+def test_pods_wait_for_startup_taints_and_daemonset_pods_start_on_every_node():
+    workload = DAEMONS + "pods: [{name: web, count: 2, pod: {containers: [{name: c, resources: {requests: {cpu: 500m, memory: 1Gi}}}]}}]\n"
+    sim, report = simulate(workload, until=120)
+    assert report["pods"]["bound"] == 2
+    nodes = sorted(sim.cluster.nodes)
+    daemons = {(s.pod.daemon_set, s.pod.node_name) for s in sim.cluster.pods.values() if s.pod.daemon_set}
+    assert daemons == {(ds, n) for ds in ("kube-system/kube-proxy", "kube-system/logs") for n in nodes}
+    registered = {n: sim.cloud.describe(sim.cluster.nodes[n].instance_id).launched_at for n in nodes}
+    for key, bound_at in sim.cluster.first_bound.items():
+        # boot (30s) + registration (10s) + the agents that lift the startup taint (5s)
+        node_name = sim.cluster.pods[key].pod.node_name
+        assert bound_at >= registered[node_name] + 10 + 5, key
+
+
+def test_a_cordoned_or_tainted_node_gets_no_new_pods_in_simulation():
+    workload = """
+nodeEvents:
+  - {at: 1m, nodes: {nodemanager.io/pool: general}, cordon: true}
+pods:
+  - {name: first, pod: {containers: [{name: c, resources: {requests: {cpu: 500m, memory: 1Gi}}}]}}
+  - {name: second, at: 2m, pod: {containers: [{name: c, resources: {requests: {cpu: 500m, memory: 1Gi}}}]}}
+"""
+    sim, report = simulate(workload, until=300)
+    assert report["pods"]["bound"] == 2
+    first, second = (sim.cluster.pods[f"default/{n}"].pod.node_name for n in ("first", "second"))
+    assert first != second
+    assert sim.cluster.nodes[first].unschedulable
