@@ -101,7 +101,8 @@ class Service:
         return build_controller(self.config, self.catalog, self.clock, cloud=self.cloud, cluster=self.cluster, executor=self.executor, metrics=self.metrics)
 
     def _ready(self) -> bool:
-        return self.controller.ready or (self.elector is not None and not self.elector.leading())
+        # A follower is ready to take over, unless a misconfiguration means nobody can lead.
+        return self.controller.ready or (self.elector is not None and not self.elector.leading() and self.elector.problem is None)
 
     def status(self) -> dict[str, object]:
         """The controller's document; with leader election, whether this replica leads and

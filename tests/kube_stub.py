@@ -137,6 +137,7 @@ class KubeStub:
         self.oldest = 0  # a watch from an RV below this gets ERROR 410
         self.hold_watches = False
         self.node_lifecycle = True  # play kube-controller-manager's node lifecycle controller
+        self.namespaces: set[str] | None = None  # None: every namespace exists; else a create elsewhere is a 404 (§11)
         self.drops = 0  # bumped to end every open watch at once
         self.drop_after: int | None = None  # the next watch dies after this many events
         self.snapshots: dict[int, list[dict]] = {}
@@ -411,6 +412,8 @@ class KubeStub:
         return {"kind": f"{KINDS[res]}List", "apiVersion": "v1", "metadata": meta, "items": page}
 
     def _create(self, res: str, ns: str, body: dict) -> dict:
+        if ns and self.namespaces is not None and ns not in self.namespaces:
+            raise ApiError(404, "NotFound", f'namespaces "{ns}" not found', {"name": ns, "kind": "namespaces"})
         meta = body.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
             self._uid += 1

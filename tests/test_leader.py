@@ -3,6 +3,7 @@ two controllers: never two leaders acting at once, and the follower takes over."
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 
 import pytest
@@ -47,7 +48,32 @@ def test_the_first_candidate_creates_the_lease_and_the_second_follows(stub: Kube
     clock.advance(2)
     assert a.tick()
     assert lease(stub)["metadata"]["resourceVersion"] != rv  # renewed
-    assert b.describe() == {"enabled": True, "leading": False, "identity": "b", "holder": "a", "lease": "nodemanager/nodemanager"}
+    assert b.describe() == {"enabled": True, "leading": False, "identity": "b", "holder": "a", "problem": None, "lease": "nodemanager/nodemanager"}
+
+
+def test_a_missing_namespace_is_said_once_and_nobody_is_ready(stub: KubeStub, clock: VirtualClock, caplog: pytest.LogCaptureFixture) -> None:
+    stub.namespaces = {"default", "kube-node-lease"}
+    a = elector(stub, clock, "a")
+    for _ in range(5):
+        assert not a.tick()
+        clock.advance(2)
+    assert 'namespaces "nodemanager" not found' in (a.problem or "")
+    assert a.describe()["problem"] == a.problem
+    said = [r for r in caplog.records if "nodemanager" in r.getMessage() and r.name == "nodemanager.leader"]
+    assert [r.levelname for r in said] == ["ERROR"]  # once, as an error, not a warning every 2 s
+    stub.namespaces.add("nodemanager")
+    assert a.tick()
+    assert a.problem is None
+
+
+def test_a_clean_release_is_not_reported_as_a_lost_lease(stub: KubeStub, clock: VirtualClock, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "nodemanager.leader")
+    a = elector(stub, clock, "a")
+    assert a.tick()
+    a.release()
+    messages = [r.getMessage() for r in caplog.records if r.name == "nodemanager.leader"]
+    assert any("stopped leading (released the lease)" in m for m in messages)
+    assert not any("no renewal" in m for m in messages)
 
 
 def test_the_stub_refuses_a_microtime_without_six_digits(stub: KubeStub, clock: VirtualClock) -> None:

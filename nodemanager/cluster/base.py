@@ -101,8 +101,9 @@ class ClusterSource(Protocol):
         """Everything that happened since the last list or poll, in order."""
         ...
 
-    def bind(self, pod: PodKey, node: str) -> None:
-        """Bind a pending pod to a node; raises BindError. The watch confirms it."""
+    def bind(self, pod: PodKey, node: str) -> str:
+        """Bind a pending pod to a node; raises BindError. The watch confirms it. Returns the
+        name the cluster knows the node by (a kubelet names its Node)."""
         ...
 
     def remove_node(self, name: str) -> None:

@@ -124,7 +124,7 @@ class SimulatedCluster:
         objects += sorted(self.classes.items())
         return [ObjectEvent(EventType.ADDED, key, obj) for key, obj in objects]
 
-    def bind(self, pod: PodKey, node: str) -> None:
+    def bind(self, pod: PodKey, node: str) -> str:
         sim = self.pods.get(pod)
         if sim is None:
             raise BindError(pod, node, "pod not found")
@@ -142,6 +142,7 @@ class SimulatedCluster:
         self.binds += 1
         self.first_bound.setdefault(pod, now)
         self._events.append(PodEvent(EventType.MODIFIED, sim.pod))
+        return node
 
     def remove_node(self, name: str) -> None:
         node = self.nodes.pop(name, None)

@@ -203,7 +203,7 @@ class NodeController:
                 self.nodes[instance.node_name] = self._adopt(instance)
                 log.info("adopted instance %s as node %s (%s)", instance.instance_id, instance.node_name, self.nodes[instance.node_name].state)
             self._records_generation += 1
-            self._sync_registrations(now)
+            self._sync_registrations(now, announce=False)  # adopted nodes registered long ago
             self.ready = True
 
     def _adopt(self, instance: Instance) -> Node:
@@ -394,14 +394,15 @@ class NodeController:
                 self.dispenser.return_node(pod.node_name, unused=False)
         self._purge(now)
 
-    def _sync_registrations(self, now: float) -> None:
+    def _sync_registrations(self, now: float, announce: bool = True) -> None:
         for name, node in list(self.nodes.items()):
             if node.state is NodeState.CREATED:
                 registered = self.cache.node(name)
                 if registered is not None and registered.ready:
                     log.info("node %s: registered and Ready after %.0fs", name, now - node.created_at)
                     self.cluster.label_node(name, node.labels)
-                    self.cluster.record_event("Node", name, "Registered", f"Ready {now - node.created_at:.0f}s after boot")
+                    if announce:
+                        self.cluster.record_event("Node", name, "Registered", f"Ready {now - node.created_at:.0f}s after boot")
                     self.set_state(name, NodeState.AVAILABLE)
                     self._update(name, last_heartbeat=registered.last_heartbeat)
                     if self.cache.usage(name).pods:
@@ -431,7 +432,7 @@ class NodeController:
                     continue
                 self.cache.assume(pod, name)
                 try:
-                    self.cluster.bind(key, name)
+                    kube_name = self.cluster.bind(key, name)
                 except BindError as exc:
                     log.warning("%s; the pod will be placed again", exc)
                     self.cache.forget(key)
@@ -441,7 +442,7 @@ class NodeController:
                 self.cache.finish_binding(key, now)
                 self._bind_waits.pop(key, None)
                 log.info("bound %s to %s (waited %.0fs)", key, name, now - pod.created_at)
-                self.cluster.record_event("Pod", key, "Scheduled", f"Successfully assigned {key} to {name}")
+                self.cluster.record_event("Pod", key, "Scheduled", f"Successfully assigned {key} to {kube_name}")
                 allocations = self.last_decision.allocations if self.last_decision else {}
                 for claim in pod.claims:
                     if claim in allocations and allocations[claim][0] == name:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from nodemanager import __version__
 from nodemanager.config.schema import Pool
-from nodemanager.model import LIVE_STATES, CapacityType, Node
+from nodemanager.model import LIVE_STATES, CapacityType, Node, NodeState, Pod
 from nodemanager.scaler.pools import capacity_of
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ def status_document(c: NodeController) -> dict[str, object]:
         if decision is not None:
             reason = decision.unschedulable.get(pod.key) or decision.waiting.get(pod.key) or ""
             if not reason and pod.key in decision.bindings:
-                reason = f"bound to {decision.bindings[pod.key]}, waiting for it to be Ready"
+                reason = _planned_reason(c, pod, decision.bindings[pod.key])
         waiting.append({"pod": pod.key, "reason": reason or "not yet considered", "since": pod.created_at})
     counts = c.cache.counts()
     counts["unschedulable"] = len(decision.unschedulable) if decision else 0
@@ -37,6 +37,18 @@ def status_document(c: NodeController) -> dict[str, object]:
         "cost_per_hour": round(c.cost_per_hour(), 6),
         "config": c.config.model_dump(mode="json", by_alias=True),
     }
+
+
+def _planned_reason(c: NodeController, pod: Pod, name: str) -> str:
+    """Why a pod planned onto a node is not running there yet, in the words that fit."""
+    node = c.nodes.get(name)
+    ready = node is not None and node.state in (NodeState.AVAILABLE, NodeState.CLAIMED)
+    if not ready:
+        return f"planned onto {name}, waiting for it to be Ready"
+    if not c.cluster.schedules_pods:
+        return f"room for it on {name}; waiting for the cluster's scheduler to bind it"
+    blocker = c.bind_blocker(pod, name)
+    return f"planned onto {name}; not bound yet: {blocker}" if blocker else f"planned onto {name}; binding"
 
 
 def _node(c: NodeController, node: Node) -> dict[str, object]:

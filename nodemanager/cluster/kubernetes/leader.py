@@ -72,6 +72,8 @@ class LeaderElector:
         self._observed_at = float("-inf")  # our clock when the lease last changed
         self._renewed_at: float | None = None  # our clock when our last successful write began
         self._was_leading = False
+        self._released = False
+        self.problem: str | None = None  # a misconfiguration no retry can fix (said once, shown in /status)
 
     def leading(self) -> bool:
         """True while this replica may act: its last renewal began under renew_deadline ago."""
@@ -98,7 +100,10 @@ class LeaderElector:
             if self.on_started:
                 self.on_started()
         elif not now_leading and self._was_leading:
-            log.warning("leader election: %s stopped leading (no renewal for %gs)", self.identity, self.settings.renew_deadline)
+            if self._released:
+                log.info("leader election: %s stopped leading (released the lease)", self.identity)
+            else:
+                log.warning("leader election: %s stopped leading (no renewal for %gs)", self.identity, self.settings.renew_deadline)
             self._was_leading = False
             self._renewed_at = None
             if self.on_stopped:
@@ -112,6 +117,7 @@ class LeaderElector:
             if exc.status != 404:
                 raise
             return self._create(now)
+        self._say_problem(None)
         doc = _json(lease)
         spec = doc.get("spec") or {}
         observed = Observed(
@@ -159,10 +165,23 @@ class LeaderElector:
         except ApiException as exc:
             if exc.status == 409:  # another replica created it first
                 return False
+            if exc.status == 404:  # the namespace is missing: no replica can ever lead
+                self._say_problem(
+                    f"cannot create lease {ns}/{name}: {api_message(exc)} (create the namespace, or set cluster.kubernetes.leaderElection.namespace)"
+                )
+                return False
             raise
+        self._say_problem(None)
         self._hold(reply, now)
         log.info("leader election: created lease %s/%s", ns, name)
         return True
+
+    def _say_problem(self, problem: str | None) -> None:
+        if problem is not None and problem != self.problem:
+            log.error("leader election: %s", problem)
+        elif problem is None and self.problem is not None:
+            log.info("leader election: the lease can be written again")
+        self.problem = problem
 
     def _lease(self, spec: dict[str, Any], resource_version: str | None = None) -> dict[str, Any]:
         """The Lease to write; with a resourceVersion, the write fails (409) if it changed."""
@@ -189,6 +208,7 @@ class LeaderElector:
         except NETWORK_ERRORS as exc:
             log.warning("leader election: could not release the lease (it runs out by itself): %s", api_message(exc))
         self._renewed_at = None
+        self._released = True
         self._notice()
 
     def describe(self) -> dict[str, Any]:
@@ -197,6 +217,7 @@ class LeaderElector:
             "leading": self.leading(),
             "identity": self.identity,
             "holder": self.holder,
+            "problem": self.problem,
             "lease": f"{self.settings.namespace}/{self.settings.lease_name}",
         }
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -24,9 +25,14 @@ from nodemanager.cluster.kubernetes.convert import key_of
 log = logging.getLogger("nodemanager.kubernetes")
 
 PAGE_SIZE = 500
-WATCH_SECONDS = 300  # the server ends each watch after this; the next resumes at once
+# Each watch asks the server to end it after a random 5-10 minutes (client-go's choice, so
+# watches of many clients do not end together); the next resumes at once from its version.
+WATCH_SECONDS = (300, 600)
+# A watch of a kind that does not change receives no byte at all, not even a bookmark, until
+# the server ends it, so its read timeout must outlast the requested timeout.
+WATCH_READ_MARGIN = 30.0
 MAX_LIST_RESTARTS = 5  # expired continuations in a row before the error is raised (and retried later)
-READ_TIMEOUT = 120.0  # seconds without a byte (bookmarks come every ~60 s) before giving up
+READ_TIMEOUT = 120.0  # seconds without a byte on a LIST before giving up
 
 
 @dataclass(frozen=True)
@@ -38,11 +44,12 @@ class Change:
 
 
 class Reflector:
-    def __init__(self, kind: str, list_call: Callable[..., Any], *, page_size: int = PAGE_SIZE, watch_seconds: int = WATCH_SECONDS) -> None:
+    def __init__(self, kind: str, list_call: Callable[..., Any], *, page_size: int = PAGE_SIZE, watch_seconds: tuple[int, int] = WATCH_SECONDS) -> None:
         self.kind = kind
         self.list_call = list_call
         self.page_size = page_size
         self.watch_seconds = watch_seconds
+        self._random = random.Random()
         self.objects: dict[str, dict] = {}
         self.resource_version: str | None = None
         self.relists = 0
@@ -96,13 +103,14 @@ class Reflector:
         # The client's Watch.stream is not used: with deserialize=False it fails on the ERROR
         # event (KeyError 'raw_object'), and with it every object passes the client's strict
         # models, which refuse fields newer than the client. Lines of JSON are read here.
+        seconds = self._random.randint(*self.watch_seconds)
         response = self.list_call(
             watch=True,
             resource_version=self.resource_version,
             allow_watch_bookmarks=True,
-            timeout_seconds=self.watch_seconds,
+            timeout_seconds=seconds,
             _preload_content=False,
-            _request_timeout=(10, READ_TIMEOUT),
+            _request_timeout=(10, seconds + WATCH_READ_MARGIN),
         )
         try:
             for line in iter_resp_lines(response):
@@ -120,6 +128,7 @@ class Reflector:
                 change = self._apply(event["type"], event["object"])
                 if change is not None:
                     handle((change,))
+            log.debug("%s: watch ended by the server after up to %ds; resuming from resourceVersion %s", self.kind, seconds, self.resource_version)
         finally:
             response.release_conn()
 

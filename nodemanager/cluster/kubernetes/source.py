@@ -115,6 +115,7 @@ class KubernetesCluster:
         self._unreadable: set[tuple[str, str]] = set()  # (pod, resourceVersion) already warned about
         self._said: dict[tuple[str, str], str] = {}
         self._event_failures = 0
+        self._labelled: dict[str, tuple] = {}  # Node -> (its resourceVersion, labels) when last patched
 
     # -- ClusterSource: reading ---------------------------------------------------------------
     def list(self) -> list[ClusterEvent]:
@@ -289,7 +290,7 @@ class KubernetesCluster:
         return ours
 
     # -- ClusterSource: acting --------------------------------------------------------------------
-    def bind(self, pod: PodKey, node: str) -> None:
+    def bind(self, pod: PodKey, node: str) -> str:
         kube = self._kube.get(node)
         if kube is None:
             raise BindError(pod, node, "node has not registered with the cluster")
@@ -306,6 +307,7 @@ class KubernetesCluster:
             self.core.create_namespaced_pod_binding(name, namespace, body, _preload_content=False)
         except NETWORK_ERRORS as exc:
             raise BindError(pod, node, api_message(exc)) from None
+        return kube
 
     def remove_node(self, name: str) -> None:
         kube = self._kube.get(name)
@@ -368,8 +370,10 @@ class KubernetesCluster:
             return
         present = doc["metadata"].get("labels") or {}
         missing = {k: v for k, v in labels.items() if k not in present and k != HOSTNAME}
-        if not missing:
-            return
+        asked = (doc["metadata"].get("resourceVersion"), frozenset(missing.items()))
+        if not missing or self._labelled.get(kube) == asked:
+            return  # nothing missing, or patched already and the watch has not caught up
+        self._labelled[kube] = asked
         try:
             self.core.patch_node(kube, {"metadata": {"labels": missing}}, _preload_content=False)
             log.info("labelled Node %s: %s", kube, ", ".join(f"{k}={v}" for k, v in sorted(missing.items())))
@@ -386,9 +390,12 @@ class KubernetesCluster:
             namespace, name = key.split("/", 1)
             uid = (self._docs["pods"].get(key) or {}).get("metadata", {}).get("uid")
             involved = {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, **({"uid": uid} if uid else {})}
-        else:
-            namespace, name = NODE_EVENT_NAMESPACE, self._kube.get(key, key)
+        elif key in self._kube:
+            namespace, name = NODE_EVENT_NAMESPACE, self._kube[key]
             involved = {"apiVersion": "v1", "kind": "Node", "name": name}
+        else:  # no Node yet (booting): an event on an object that does not exist helps nobody
+            log.debug("event %s on node %s not posted: it has no Node yet (%s)", reason, key, message)
+            return
         stamp = datetime.fromtimestamp(self.clock.now(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "metadata": {"generateName": f"{name}."},
