@@ -57,8 +57,12 @@ KINDS = {
     "deviceclasses": "DeviceClass",
     "resourceclaims": "ResourceClaim",
     "resourceslices": "ResourceSlice",
+    "daemonsets": "DaemonSet",
+    "persistentvolumeclaims": "PersistentVolumeClaim",
+    "persistentvolumes": "PersistentVolume",
+    "storageclasses": "StorageClass",
 }
-CLUSTER_SCOPED = {"nodes", "deviceclasses", "resourceslices"}
+CLUSTER_SCOPED = {"nodes", "deviceclasses", "resourceslices", "persistentvolumes", "storageclasses"}
 
 
 def rfc3339(t: float) -> str:

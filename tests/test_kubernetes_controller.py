@@ -112,3 +112,52 @@ def test_provisioner_mode_adds_capacity_and_leaves_binding_to_the_scheduler(stub
     stub.update("pods", "default", "web", lambda p: p["spec"].update(nodeName="ip-10-0-0-1.ec2.internal"))  # the scheduler binds
     run_loops(made, clock, kubelets, 60)
     assert len(live(cloud)) == 1  # in use: kept
+
+
+def test_daemonset_pods_do_not_keep_a_node_and_taints_and_cordons_are_honoured(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    """§11: a real node runs DaemonSet pods for its whole life; `kubectl taint` and `kubectl
+    cordon` are the cluster's word that no new pod may land there."""
+    config = kube_config(binpack_pool(), idle_grace=20)
+    template = {"spec": {"containers": [{"name": "p", "image": "proxy:1", "resources": {"requests": {"cpu": "100m"}}}]}}
+    stub.add(
+        "daemonsets",
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "kube-proxy", "namespace": "kube-system"}, "spec": {"template": template}},
+    )
+    stub.create_pod("web", cpu="500m", memory="512Mi")
+    made = controller(config, cloud, source(stub, cloud, clock, config), clock)
+    kubelets = Kubelets(stub, cloud, clock)
+    run_loops(made, clock, kubelets, 60)
+    [kube_node] = [n["metadata"]["name"] for n in stub.items("nodes")]
+    stub.create_pod("kube-proxy-x", "kube-system", cpu="100m", memory="64Mi", owner="DaemonSet", node=kube_node, scheduler="default-scheduler")
+    assert made.cache.snapshot().daemon_sets[0].key == "kube-system/kube-proxy"
+
+    # taint the node: a new pod that does not tolerate it is not bound there
+    stub.update("nodes", "", kube_node, lambda n: n["spec"].setdefault("taints", []).append({"key": "dedicated", "value": "db", "effect": "NoSchedule"}))
+    stub.create_pod("api", cpu="100m", memory="64Mi")
+    run_loops(made, clock, kubelets, 60)
+    api = stub.get("pods", "default", "api")
+    assert api is not None
+    assert api["spec"].get("nodeName") not in (None, kube_node)
+
+    # the web pod goes; its node holds only the DaemonSet pod: stopped after the grace, the proxy not evicted
+    stub.delete_pod("default", "web")
+    evictions_before = [c for c in stub.calls if c.subresource == "eviction"]
+    run_loops(made, clock, kubelets, 90)
+    assert kube_node not in [n["metadata"]["name"] for n in stub.items("nodes")]
+    evicted = [c for c in stub.calls if c.subresource == "eviction"][len(evictions_before) :]
+    assert all(c.namespace != "kube-system" for c in evicted)
+
+
+def test_a_cordoned_node_gets_no_new_pods(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    config = kube_config(binpack_pool(), idle_grace=300)
+    stub.create_pod("web", cpu="500m", memory="512Mi")
+    made = controller(config, cloud, source(stub, cloud, clock, config), clock)
+    kubelets = Kubelets(stub, cloud, clock)
+    run_loops(made, clock, kubelets, 60)
+    [kube_node] = [n["metadata"]["name"] for n in stub.items("nodes")]
+    stub.update("nodes", "", kube_node, lambda n: n["spec"].update(unschedulable=True))  # kubectl cordon
+    stub.create_pod("api", cpu="100m", memory="64Mi")
+    run_loops(made, clock, kubelets, 60)
+    api = stub.get("pods", "default", "api")
+    assert api is not None
+    assert api["spec"].get("nodeName") not in (None, kube_node)

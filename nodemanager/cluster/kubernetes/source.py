@@ -32,7 +32,7 @@ from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception_ty
 from cloud.base import CloudClient
 from cloud.errors import CloudError
 from nodemanager.clock import Clock
-from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, DrainStatus, EventType, NodeEvent, PodEvent
+from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, DrainStatus, EventType, NodeEvent, ObjectEvent, PodEvent
 from nodemanager.cluster.kubernetes.convert import drain_facts, instance_of, key_of, node_from_api, parse_time, pod_from_api
 from nodemanager.cluster.kubernetes.reflector import Change, Reflector
 from nodemanager.cluster.metrics_api import read_metrics
@@ -42,6 +42,8 @@ from nodemanager.dra.context import DeviceContext
 from nodemanager.dra.model import AllocationResult, allocation_document, parse_claim, parse_device_class, parse_slice
 from nodemanager.errors import NodeManagerError
 from nodemanager.model import Pod, PodKey
+from nodemanager.model import volumes as kv
+from nodemanager.model.daemonset import DaemonSet
 from nodemanager.model.labels import HOSTNAME
 from nodemanager.noderesource.model import NodeMetric
 
@@ -53,6 +55,13 @@ COMPONENT = "nodemanager"
 NETWORK_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError)
 RESOLVE_EVERY = 5.0  # seconds between cloud listings to match new Nodes to instances
 EVENT_MEMORY = 10_000  # (object, reason) pairs remembered to avoid repeating an event
+# Kinds that become ObjectEvents, and how each API document is read.
+OBJECT_PARSERS = {
+    "daemonsets": DaemonSet.from_manifest,
+    "persistentvolumeclaims": kv.parse_claim,
+    "persistentvolumes": kv.parse_volume,
+    "storageclasses": kv.parse_storage_class,
+}
 
 
 def api_message(exc: BaseException) -> str:
@@ -94,6 +103,10 @@ class KubernetesCluster:
             "nodes": Reflector("nodes", self.core.list_node, **sized),
             "leases": Reflector("node leases", partial(coordination.list_namespaced_lease, NODE_LEASE_NAMESPACE), **sized),
             "pods": Reflector("pods", self.core.list_pod_for_all_namespaces, **sized),
+            "daemonsets": Reflector("daemonsets", client.AppsV1Api(api).list_daemon_set_for_all_namespaces, **sized),
+            "persistentvolumeclaims": Reflector("persistentvolumeclaims", self.core.list_persistent_volume_claim_for_all_namespaces, **sized),
+            "persistentvolumes": Reflector("persistentvolumes", self.core.list_persistent_volume, **sized),
+            "storageclasses": Reflector("storageclasses", client.StorageV1Api(api).list_storage_class, **sized),
         }
         self.threaded = threaded
         self._changes: queue.SimpleQueue[tuple[str, Change]] = queue.SimpleQueue()
@@ -115,6 +128,7 @@ class KubernetesCluster:
         self._unreadable: set[tuple[str, str]] = set()  # (pod, resourceVersion) already warned about
         self._said: dict[tuple[str, str], str] = {}
         self._event_failures = 0
+        self._objects: dict[tuple[str, str], Any] = {}  # (kind, key) -> what the cache was told
         self._labelled: dict[str, tuple] = {}  # Node -> (its resourceVersion, labels) when last patched
 
     # -- ClusterSource: reading ---------------------------------------------------------------
@@ -132,7 +146,8 @@ class KubernetesCluster:
                 self._start_watching()
         self._drain_changes()
         nodes: list[ClusterEvent] = [NodeEvent(EventType.ADDED, n) for _, n in sorted(self._nodes.items())]
-        return nodes + [PodEvent(EventType.ADDED, p) for _, p in sorted(self._pods.items())]
+        objects: list[ClusterEvent] = [ObjectEvent(EventType.ADDED, key, obj) for (_, key), obj in sorted(self._objects.items())]
+        return objects + nodes + [PodEvent(EventType.ADDED, p) for _, p in sorted(self._pods.items())]
 
     def poll(self) -> list[ClusterEvent]:
         with self._views_lock:
@@ -201,11 +216,27 @@ class KubernetesCluster:
                 docs[change.key] = change.new
             if kind == "pods":
                 events += self._pod_event(change.key)
+            elif kind in OBJECT_PARSERS:
+                events += self._object_event(kind, change.key)
             else:  # a node, or its lease ("kube-node-lease/<node>"): the node's heartbeat
                 events += self._node_events(change.key.rsplit("/", 1)[-1])
         for kube in [k for k in self._docs["nodes"] if k not in self._nodes]:  # not matched to an instance yet
             events += self._node_events(kube)
         return events
+
+    def _object_event(self, kind: str, key: str) -> list[ClusterEvent]:
+        doc = self._docs[kind].get(key)
+        old = self._objects.get((kind, key))
+        if doc is None:
+            self._objects.pop((kind, key), None)
+            return [] if old is None else [ObjectEvent(EventType.DELETED, key, old)]
+        try:
+            new = OBJECT_PARSERS[kind](doc, f"{kind} {key}")
+        except NodeManagerError as exc:
+            log.warning("ignoring an object nodemanager cannot read: %s", exc)
+            return []
+        self._objects[(kind, key)] = new
+        return [] if old == new else [ObjectEvent(EventType.ADDED if old is None else EventType.MODIFIED, key, new)]
 
     def _pod_event(self, key: str) -> list[ClusterEvent]:
         doc = self._docs["pods"].get(key)
