@@ -113,7 +113,7 @@ class Pod:
 # --- parsing -----------------------------------------------------------------------------
 
 
-def _mapping(value: Any, path: str) -> Mapping[str, Any]:
+def as_mapping(value: Any, path: str) -> Mapping[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -130,7 +130,7 @@ def _list(value: Any, path: str) -> Sequence[Any]:
 
 
 def _str_map(value: Any, path: str) -> dict[str, str]:
-    return {str(k): str(v) for k, v in _mapping(value, path).items()}
+    return {str(k): str(v) for k, v in as_mapping(value, path).items()}
 
 
 def _timestamp(value: Any, path: str) -> float:
@@ -147,10 +147,10 @@ def _timestamp(value: Any, path: str) -> float:
 
 
 def _container_requests(container: Any, path: str) -> Resources:
-    c = _mapping(container, path)
-    res = _mapping(c.get("resources"), f"{path}.resources")
-    limits = _mapping(res.get("limits"), f"{path}.resources.limits")
-    requests = dict(_mapping(res.get("requests"), f"{path}.resources.requests"))
+    c = as_mapping(container, path)
+    res = as_mapping(c.get("resources"), f"{path}.resources")
+    limits = as_mapping(res.get("limits"), f"{path}.resources.limits")
+    requests = dict(as_mapping(res.get("requests"), f"{path}.resources.requests"))
     # The API server defaults a missing request to the limit; workload files skip it.
     for name, value in limits.items():
         requests.setdefault(name, value)
@@ -171,7 +171,7 @@ def effective_request(spec: Mapping[str, Any], path: str = "spec") -> Resources:
     init_peak = ZERO
     for i, c in enumerate(_list(spec.get("initContainers"), f"{path}.initContainers")):
         req = _container_requests(c, f"{path}.initContainers[{i}]")
-        if _mapping(c, f"{path}.initContainers[{i}]").get("restartPolicy") == "Always":
+        if as_mapping(c, f"{path}.initContainers[{i}]").get("restartPolicy") == "Always":
             sidecars += req
             init_peak = init_peak.max(sidecars)
         else:
@@ -180,7 +180,7 @@ def effective_request(spec: Mapping[str, Any], path: str = "spec") -> Resources:
 
 
 def _requirement(expr: Any, path: str, on_field: bool) -> Requirement:
-    e = _mapping(expr, path)
+    e = as_mapping(expr, path)
     key = e.get("key")
     if not key:
         raise InvalidManifest(f"{path}.key", "required")
@@ -205,7 +205,7 @@ def selector_terms(value: Any, path: str) -> tuple[SelectorTerm, ...]:
     terms = []
     for i, term in enumerate(_list(value, path)):
         tpath = f"{path}[{i}]"
-        t = _mapping(term, tpath)
+        t = as_mapping(term, tpath)
         reqs = [_requirement(e, f"{tpath}.matchExpressions[{j}]", False) for j, e in enumerate(_list(t.get("matchExpressions"), f"{tpath}.matchExpressions"))]
         reqs += [_requirement(e, f"{tpath}.matchFields[{j}]", True) for j, e in enumerate(_list(t.get("matchFields"), f"{tpath}.matchFields"))]
         terms.append(SelectorTerm(tuple(reqs)))
@@ -213,14 +213,14 @@ def selector_terms(value: Any, path: str) -> tuple[SelectorTerm, ...]:
 
 
 def _affinity(spec: Mapping[str, Any], path: str) -> tuple[SelectorTerm, ...]:
-    node_aff = _mapping(_mapping(spec.get("affinity"), f"{path}.affinity").get("nodeAffinity"), f"{path}.affinity.nodeAffinity")
+    node_aff = as_mapping(as_mapping(spec.get("affinity"), f"{path}.affinity").get("nodeAffinity"), f"{path}.affinity.nodeAffinity")
     req_path = f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    required = _mapping(node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
+    required = as_mapping(node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
     return selector_terms(required.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")
 
 
 def _toleration(value: Any, path: str) -> Toleration:
-    t = _mapping(value, path)
+    t = as_mapping(value, path)
     operator = t.get("operator") or "Equal"
     if operator not in ("Equal", "Exists"):
         raise InvalidManifest(f"{path}.operator", f"expected Equal or Exists, got {operator!r}")
@@ -234,10 +234,10 @@ def _toleration(value: Any, path: str) -> Toleration:
 
 
 def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
-    doc = _mapping(doc, where)
-    meta = _mapping(doc.get("metadata"), f"{where}.metadata")
-    spec = _mapping(doc.get("spec"), f"{where}.spec")
-    status = _mapping(doc.get("status"), f"{where}.status")
+    doc = as_mapping(doc, where)
+    meta = as_mapping(doc.get("metadata"), f"{where}.metadata")
+    spec = as_mapping(doc.get("spec"), f"{where}.spec")
+    status = as_mapping(doc.get("status"), f"{where}.status")
     name = meta.get("name")
     if not name:
         raise InvalidManifest(f"{where}.metadata.name", "required")
@@ -291,7 +291,7 @@ def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
 
 def _daemon_set(meta: Mapping[str, Any], namespace: str, where: str) -> str:
     for i, ref in enumerate(_list(meta.get("ownerReferences"), where)):
-        r = _mapping(ref, f"{where}[{i}]")
+        r = as_mapping(ref, f"{where}[{i}]")
         if r.get("kind") == "DaemonSet" and r.get("controller"):
             return f"{namespace}/{r.get('name')}"
     return ""
@@ -302,8 +302,8 @@ def _host_ports(spec: Mapping[str, Any], where: str) -> tuple[HostPort, ...]:
     out = []
     for i, container in enumerate(_list(spec.get("containers"), where)):
         cpath = f"{where}[{i}].ports"
-        for j, entry in enumerate(_list(_mapping(container, f"{where}[{i}]").get("ports"), cpath)):
-            port = _mapping(entry, f"{cpath}[{j}]")
+        for j, entry in enumerate(_list(as_mapping(container, f"{where}[{i}]").get("ports"), cpath)):
+            port = as_mapping(entry, f"{cpath}[{j}]")
             host_port = port.get("hostPort") or 0
             if not isinstance(host_port, int) or isinstance(host_port, bool) or not 0 <= host_port <= 65535:
                 raise InvalidManifest(f"{cpath}[{j}].hostPort", f"expected a port number 1-65535, got {host_port!r}")
@@ -320,8 +320,8 @@ def _volume_claims(spec: Mapping[str, Any], namespace: str, pod: str, where: str
     claim is named "<pod>-<volume>")."""
     out = []
     for i, entry in enumerate(_list(spec.get("volumes"), where)):
-        volume = _mapping(entry, f"{where}[{i}]")
-        claim = _mapping(volume.get("persistentVolumeClaim"), f"{where}[{i}].persistentVolumeClaim")
+        volume = as_mapping(entry, f"{where}[{i}]")
+        claim = as_mapping(volume.get("persistentVolumeClaim"), f"{where}[{i}].persistentVolumeClaim")
         if claim:
             if not claim.get("claimName"):
                 raise InvalidManifest(f"{where}[{i}].persistentVolumeClaim.claimName", "required")
@@ -335,7 +335,7 @@ def _claims(spec: Mapping[str, Any], namespace: str, pod: str, where: str) -> tu
     """Claims by name, or from a template: the claim made for this pod is "<pod>-<entry>"."""
     out = []
     for i, entry in enumerate(_list(spec.get("resourceClaims"), where)):
-        e = _mapping(entry, f"{where}[{i}]")
+        e = as_mapping(entry, f"{where}[{i}]")
         if e.get("resourceClaimName"):
             out.append(f"{namespace}/{e['resourceClaimName']}")
         elif e.get("resourceClaimTemplateName"):

@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from nodemanager.errors import InvalidManifest
-from nodemanager.model.pod import selector_terms
+from nodemanager.model.pod import as_mapping, selector_terms
 from nodemanager.model.selectors import Operator, Requirement, SelectorTerm
 
 EBS_DRIVERS = frozenset({"ebs.csi.aws.com", "kubernetes.io/aws-ebs"})
@@ -85,42 +85,34 @@ class VolumeContext:
 # --- parsing (API documents, as the server or a workload file gives them) ----------------------
 
 
-def _mapping(value: Any, path: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidManifest(path, f"expected a mapping, got {type(value).__name__}")
-    return value
-
-
 def _name(doc: Mapping[str, Any], where: str) -> tuple[str, str]:
-    meta = _mapping(doc.get("metadata"), f"{where}.metadata")
+    meta = as_mapping(doc.get("metadata"), f"{where}.metadata")
     if not meta.get("name"):
         raise InvalidManifest(f"{where}.metadata.name", "required")
     return str(meta.get("namespace") or "default"), str(meta["name"])
 
 
 def parse_claim(doc: Any, where: str) -> PersistentVolumeClaim:
-    doc = _mapping(doc, where)
+    doc = as_mapping(doc, where)
     namespace, name = _name(doc, where)
-    spec = _mapping(doc.get("spec"), f"{where}.spec")
-    deleting = bool(_mapping(doc.get("metadata"), f"{where}.metadata").get("deletionTimestamp"))
+    spec = as_mapping(doc.get("spec"), f"{where}.spec")
+    deleting = bool(as_mapping(doc.get("metadata"), f"{where}.metadata").get("deletionTimestamp"))
     return PersistentVolumeClaim(namespace, name, str(spec.get("volumeName") or ""), str(spec.get("storageClassName") or ""), deleting)
 
 
 def parse_volume(doc: Any, where: str) -> PersistentVolume:
-    doc = _mapping(doc, where)
+    doc = as_mapping(doc, where)
     _, name = _name(doc, where)
-    spec = _mapping(doc.get("spec"), f"{where}.spec")
-    required = _mapping(_mapping(spec.get("nodeAffinity"), f"{where}.spec.nodeAffinity").get("required"), f"{where}.spec.nodeAffinity.required")
+    spec = as_mapping(doc.get("spec"), f"{where}.spec")
+    required = as_mapping(as_mapping(spec.get("nodeAffinity"), f"{where}.spec.nodeAffinity").get("required"), f"{where}.spec.nodeAffinity.required")
     terms = selector_terms(required.get("nodeSelectorTerms"), f"{where}.spec.nodeAffinity.required.nodeSelectorTerms")
-    csi = _mapping(spec.get("csi"), f"{where}.spec.csi")
+    csi = as_mapping(spec.get("csi"), f"{where}.spec.csi")
     driver = str(csi.get("driver") or ("kubernetes.io/aws-ebs" if spec.get("awsElasticBlockStore") else ""))
     return PersistentVolume(name, terms, driver)
 
 
 def parse_storage_class(doc: Any, where: str) -> StorageClass:
-    doc = _mapping(doc, where)
+    doc = as_mapping(doc, where)
     _, name = _name(doc, where)
     mode_text = doc.get("volumeBindingMode") or "Immediate"
     try:
@@ -131,8 +123,8 @@ def parse_storage_class(doc: Any, where: str) -> StorageClass:
     for i, term in enumerate(doc.get("allowedTopologies") or []):
         tpath = f"{where}.allowedTopologies[{i}]"
         reqs = []
-        for j, expr in enumerate(_mapping(term, tpath).get("matchLabelExpressions") or []):
-            e = _mapping(expr, f"{tpath}.matchLabelExpressions[{j}]")
+        for j, expr in enumerate(as_mapping(term, tpath).get("matchLabelExpressions") or []):
+            e = as_mapping(expr, f"{tpath}.matchLabelExpressions[{j}]")
             values = tuple(str(v) for v in e.get("values") or [])
             if not e.get("key") or not values:
                 raise InvalidManifest(f"{tpath}.matchLabelExpressions[{j}]", "needs a key and values")
