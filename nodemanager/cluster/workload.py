@@ -215,6 +215,21 @@ def _template_claims(manifest: Mapping[str, Any], pod: Pod, templates: Mapping[s
     return tuple(out)
 
 
+def _each(doc: Mapping[str, Any], key: str, parse: Callable[[Any, str], Any], problems: list[str]) -> tuple[Any, ...]:
+    """Every entry of the list ``doc[key]`` parsed; what cannot be is added to ``problems``."""
+    items = doc.get(key) or []
+    if not isinstance(items, list):
+        problems.append(f"{key}: expected a list, got {type(items).__name__}")
+        return ()
+    out = []
+    for i, item in enumerate(items):
+        try:
+            out.append(parse(item, f"{key}[{i}]"))
+        except InvalidInput as exc:
+            problems.append(str(exc))
+    return tuple(out)
+
+
 def load_devices(path: str | Path) -> DeviceContext:
     """The device classes and stand-alone resource claims of a workload file."""
     return parse_devices(Path(path).read_text(), str(path))
@@ -226,19 +241,8 @@ def parse_devices(text: str, source: str = "workload") -> DeviceContext:
         return DeviceContext()
     problems: list[str] = []
 
-    def each(key: str, parse: Callable[[Any, str], Any], name: Callable[[Any], str]) -> dict[str, Any]:
-        out = {}
-        for i, item in enumerate(doc.get(key) or []):
-            try:
-                parsed = parse(item, f"{key}[{i}]")
-            except InvalidInput as exc:
-                problems.append(str(exc))
-                continue
-            out[name(parsed)] = parsed
-        return out
-
-    classes = each("deviceClasses", parse_device_class, lambda c: c.name)
-    claims = each("resourceClaims", parse_claim, lambda c: c.key)
+    classes = {c.name: c for c in _each(doc, "deviceClasses", parse_device_class, problems)}
+    claims = {c.key: c for c in _each(doc, "resourceClaims", parse_claim, problems)}
     if problems:
         raise WorkloadError(source, problems)
     return DeviceContext(classes, claims)
@@ -278,25 +282,12 @@ def parse_cluster_objects(text: str, source: str = "workload") -> ClusterObjects
         return ClusterObjects()
     problems: list[str] = []
 
-    def each(key: str, parse: Callable[[Any, str], Any]) -> tuple[Any, ...]:
-        items = doc.get(key) or []
-        if not isinstance(items, list):
-            problems.append(f"{key}: expected a list, got {type(items).__name__}")
-            return ()
-        out = []
-        for i, item in enumerate(items):
-            try:
-                out.append(parse(item, f"{key}[{i}]"))
-            except InvalidInput as exc:
-                problems.append(str(exc))
-        return tuple(out)
-
     objects = ClusterObjects(
-        each("daemonSets", DaemonSet.from_manifest),
-        each("persistentVolumeClaims", kv.parse_claim),
-        each("persistentVolumes", kv.parse_volume),
-        each("storageClasses", kv.parse_storage_class),
-        each("nodeEvents", _node_action),
+        _each(doc, "daemonSets", DaemonSet.from_manifest, problems),
+        _each(doc, "persistentVolumeClaims", kv.parse_claim, problems),
+        _each(doc, "persistentVolumes", kv.parse_volume, problems),
+        _each(doc, "storageClasses", kv.parse_storage_class, problems),
+        _each(doc, "nodeEvents", _node_action, problems),
     )
     if problems:
         raise WorkloadError(source, problems)
