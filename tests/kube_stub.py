@@ -106,6 +106,7 @@ class Call:
     resource: str
     subresource: str
     namespace: str
+    version: str = ""  # the group's version ("" for core)
 
 
 def merge(target: dict, patch: dict) -> dict:
@@ -141,6 +142,7 @@ class KubeStub:
         self.oldest = 0  # a watch from an RV below this gets ERROR 410
         self.hold_watches = False
         self.node_lifecycle = True  # play kube-controller-manager's node lifecycle controller
+        self.resource_versions: tuple[str, ...] = ("v1",)  # resource.k8s.io versions served (§11: 1.32 only v1beta1, if enabled)
         self.namespaces: set[str] | None = None  # None: every namespace exists; else a create elsewhere is a 404 (§11)
         self.drops = 0  # bumped to end every open watch at once
         self.drop_after: int | None = None  # the next watch dies after this many events
@@ -344,8 +346,13 @@ class KubeStub:
 
     # -- the API ----------------------------------------------------------------------------------
     def handle(self, method: str, path: str, query: dict[str, str], body: Any, token: str) -> tuple[int, Any, dict]:
+        if path.rstrip("/") == "/apis/resource.k8s.io":  # discovery of the group's versions
+            self.calls.append(Call("get", "resource.k8s.io", "", "", ""))
+        if path.rstrip("/") == "/apis/resource.k8s.io" and self.resource_versions:
+            versions = [{"groupVersion": f"resource.k8s.io/{v}", "version": v} for v in self.resource_versions]
+            return 200, {"kind": "APIGroup", "apiVersion": "v1", "name": "resource.k8s.io", "versions": versions, "preferredVersion": versions[0]}, {}
         m = PATH.match(path)
-        if m is None:
+        if m is None or (m["group"] == "resource.k8s.io" and m["version"] not in self.resource_versions):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         group, res, ns, name, sub = m["group"] or "", m["res"], m["ns"] or "", m["name"] or "", m["sub"] or ""
         verb = {
@@ -355,7 +362,7 @@ class KubeStub:
             "PATCH": "patch",
             "DELETE": "delete",
         }[method]
-        self.calls.append(Call(verb, group, res, sub, ns))
+        self.calls.append(Call(verb, group, res, sub, ns, m["version"] or ""))
         if token not in self.tokens:
             raise ApiError(401, "Unauthorized", "Unauthorized")
         for fault in list(self.faults):

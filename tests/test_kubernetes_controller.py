@@ -161,3 +161,42 @@ def test_a_cordoned_node_gets_no_new_pods(stub: KubeStub, cloud: SimulatedCloud,
     api = stub.get("pods", "default", "api")
     assert api is not None
     assert api["spec"].get("nodeName") not in (None, kube_node)
+
+
+def test_a_pod_with_a_claim_is_placed_against_a_server_that_serves_only_v1beta1(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    """§11: Kubernetes 1.32 serves resource.k8s.io only as v1beta1 (when enabled)."""
+    stub.resource_versions = ("v1beta1",)
+    config = kube_config(binpack_pool(), idle_grace=300)
+    stub.create_pod("web", cpu="500m", memory="512Mi")
+    made = controller(config, cloud, source(stub, cloud, clock, config), clock)
+    kubelets = Kubelets(stub, cloud, clock)
+    run_loops(made, clock, kubelets, 60)
+    [kube_node] = [n["metadata"]["name"] for n in stub.items("nodes")]
+    group = "resource.k8s.io/v1beta1"
+    device = {"name": "gpu-0", "basic": {"attributes": {"model": {"string": "a10g"}}, "capacity": {"memory": {"value": "24Gi"}}}}
+    spec = {"driver": "gpu.nvidia.com", "nodeName": kube_node, "pool": {"name": kube_node, "generation": 1, "resourceSliceCount": 1}, "devices": [device]}
+    stub.add("resourceslices", {"apiVersion": group, "kind": "ResourceSlice", "metadata": {"name": f"{kube_node}-gpu"}, "spec": spec})
+    stub.add("deviceclasses", {"apiVersion": group, "kind": "DeviceClass", "metadata": {"name": "gpu"}, "spec": {}})
+    claim = {"devices": {"requests": [{"name": "one", "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}]}}
+    stub.add("resourceclaims", {"apiVersion": group, "kind": "ResourceClaim", "metadata": {"name": "want", "namespace": "default"}, "spec": claim})
+    stub.create_pod("trainer", cpu="100m", memory="64Mi", extra_spec={"resourceClaims": [{"name": "gpu", "resourceClaimName": "want"}]})
+    run_loops(made, clock, kubelets, 30)
+
+    assert stub.get("pods", "default", "trainer")["spec"].get("nodeName") == kube_node  # type: ignore[index]
+    status = stub.get("resourceclaims", "default", "want")["status"]  # type: ignore[index]
+    assert status["allocation"]["devices"]["results"] == [{"request": "one", "driver": "gpu.nvidia.com", "pool": kube_node, "device": "gpu-0"}]
+    assert status["reservedFor"][0]["name"] == "trainer"
+    assert {c.version for c in stub.calls if c.group == "resource.k8s.io" and c.resource} == {"v1beta1"}
+    assert len(live(cloud)) == 1
+
+
+def test_pods_with_claims_say_why_when_the_server_has_no_resource_api(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    stub.resource_versions = ()  # 1.32 without the DynamicResourceAllocation gate
+    config = kube_config(binpack_pool())
+    stub.create_pod("trainer", cpu="100m", memory="64Mi", extra_spec={"resourceClaims": [{"name": "gpu", "resourceClaimName": "want"}]})
+    made = controller(config, cloud, source(stub, cloud, clock, config), clock)
+    run_loops(made, clock, Kubelets(stub, cloud, clock), 60)
+    assert live(cloud) == []
+    (event,) = [e for e in stub.events_for("trainer") if e["reason"] == "NotTriggerScaleUp"]
+    assert "resource.k8s.io is not served by the API server" in event["message"]
+    assert len([c for c in stub.calls if c.group == "resource.k8s.io"]) == 1

@@ -225,24 +225,30 @@ def test_node_metrics_come_under_our_names(stub: KubeStub, cloud: SimulatedCloud
     assert cluster.node_metrics() == {}
 
 
-def device_objects(stub: KubeStub) -> None:
-    stub.add("deviceclasses", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"}, "spec": {}})
-    devices = [{"name": f"g{i}", "attributes": {"model": {"string": "a100"}}, "capacity": {"memory": {"value": "40Gi"}}} for i in range(2)]
+def device_objects(stub: KubeStub, version: str = "v1") -> None:
+    """A driver's slice, a class and claims, each in the shape ``version`` gives them: v1beta1
+    nests a device under ``basic`` and a request's fields on the request itself; v1beta2 and
+    v1 put a device's fields on the device and a request's under ``exactly``."""
+    group = f"resource.k8s.io/{version}"
+    stub.add("deviceclasses", {"apiVersion": group, "kind": "DeviceClass", "metadata": {"name": "gpu"}, "spec": {}})
+    fields = {"attributes": {"model": {"string": "a100"}}, "capacity": {"memory": {"value": "40Gi"}}}
+    devices = [{"name": f"g{i}", **({"basic": fields} if version == "v1beta1" else fields)} for i in range(2)]
     spec = {
         "driver": "gpu.example.com",
         "nodeName": "ip-10-0-0-1.ec2.internal",
         "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
         "devices": devices,
     }
-    stub.add("resourceslices", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s1"}, "spec": spec})
-    request = {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu", "count": 1}}]}}
-    stub.add(
-        "resourceclaims", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "want", "namespace": "default"}, "spec": request}
-    )
+    stub.add("resourceslices", {"apiVersion": group, "kind": "ResourceSlice", "metadata": {"name": "s1"}, "spec": spec})
+
+    def request(**exactly: object) -> dict:
+        fields = {"deviceClassName": "gpu", **exactly}
+        return {"devices": {"requests": [{"name": "r", **fields} if version == "v1beta1" else {"name": "r", "exactly": fields}]}}
+
+    stub.add("resourceclaims", {"apiVersion": group, "kind": "ResourceClaim", "metadata": {"name": "want", "namespace": "default"}, "spec": request(count=1)})
     taken = {"allocation": {"devices": {"results": [{"request": "r", "driver": "gpu.example.com", "pool": "p", "device": "g0"}]}}}
-    stub.add("resourceclaims", {"metadata": {"name": "taken", "namespace": "default"}, "spec": request, "status": taken})
-    bad = {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu", "allocationMode": "Some"}}]}}
-    stub.add("resourceclaims", {"metadata": {"name": "bad", "namespace": "default"}, "spec": bad})
+    stub.add("resourceclaims", {"apiVersion": group, "metadata": {"name": "taken", "namespace": "default"}, "spec": request(count=1), "status": taken})
+    stub.add("resourceclaims", {"apiVersion": group, "metadata": {"name": "bad", "namespace": "default"}, "spec": request(allocationMode="Some")})
 
 
 def test_device_claims_come_from_the_api_server(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock, caplog: pytest.LogCaptureFixture) -> None:
@@ -261,14 +267,22 @@ def test_device_claims_come_from_the_api_server(stub: KubeStub, cloud: Simulated
     assert cluster.devices() is None
 
 
-def test_an_allocation_is_written_to_the_claim_and_reserved_for_its_pod(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+@pytest.mark.parametrize(("served", "used"), [(("v1beta1",), "v1beta1"), (("v1beta1", "v1beta2"), "v1beta2"), (("v1beta1", "v1beta2", "v1"), "v1")])
+def test_an_allocation_is_written_to_the_claim_and_reserved_for_its_pod_in_the_newest_version_served(
+    stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock, served: tuple[str, ...], used: str
+) -> None:
+    stub.resource_versions = served  # 1.32 with the group enabled; 1.33; 1.34 (§11)
     registered(stub, cloud, clock, "nm-1")
-    device_objects(stub)
+    device_objects(stub, used)
     stub.create_pod("trainer", extra_spec={"resourceClaims": [{"name": "gpu", "resourceClaimName": "want"}]})
     cluster = source(stub, cloud, clock, kube_config())
     cluster.list()
     context = cluster.devices()
     assert context is not None
+    assert set(context.claims) == {"default/want", "default/taken"}
+    assert context.claims["default/want"].requests[0].device_class == "gpu"
+    assert [len(s.devices) for s in context.published_for("nm-1")] == [2]
+    assert context.published_for("nm-1")[0].devices[0].capacity["memory"] == 40 * 2**30
     cluster.allocate_claim("default/want", "nm-1", AllocationResult((DeviceResult("r", "gpu.example.com", "p", "g1"),)))
     status = stub.get("resourceclaims", "default", "want")["status"]  # type: ignore[index]
     assert status["allocation"]["devices"]["results"] == [{"request": "r", "driver": "gpu.example.com", "pool": "p", "device": "g1"}]
@@ -279,6 +293,31 @@ def test_an_allocation_is_written_to_the_claim_and_reserved_for_its_pod(stub: Ku
     again = cluster.devices()
     assert again is not None
     assert again.claims["default/want"].allocation is not None  # read back as allocated
+    assert {c.version for c in stub.calls if c.group == "resource.k8s.io" and c.resource} == {used}
+    assert len([c for c in stub.calls if c.group == "resource.k8s.io" and not c.resource]) == 1  # discovery asked once
+
+
+def test_a_server_without_resource_k8s_io_is_said_once_and_asked_again_rarely(
+    stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    stub.resource_versions = ()  # 1.32 without the feature gate (§11)
+    cluster = source(stub, cloud, clock, kube_config())
+    cluster.list()
+    for _ in range(5):
+        context = cluster.devices()
+        assert context is not None
+        assert "resource.k8s.io is not served by the API server" in context.unavailable
+        clock.advance(60)
+    assert caplog.text.count("resource.k8s.io is not served") == 1
+    discoveries = [c for c in stub.calls if c.group == "resource.k8s.io"]
+    assert len(discoveries) == 1  # not every loop
+    stub.resource_versions = ("v1beta1",)  # the group enabled later
+    device_objects(stub, "v1beta1")
+    clock.advance(600)
+    context = cluster.devices()
+    assert context is not None
+    assert not context.unavailable
+    assert set(context.classes) == {"gpu"}
 
 
 def test_a_claim_made_from_a_template_is_known_by_its_generated_name(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:

@@ -18,6 +18,7 @@ class DeviceContext:
     classes: Mapping[str, DeviceClass] = field(default_factory=dict)
     claims: Mapping[str, ResourceClaim] = field(default_factory=dict)
     slices: tuple[ResourceSlice, ...] = ()  # what drivers on real nodes published
+    unavailable: str = ""  # why claims cannot be read at all (the API group is not served)
 
     def published_for(self, node: str) -> list[ResourceSlice]:
         return [s for s in self.slices if s.node_name == node]

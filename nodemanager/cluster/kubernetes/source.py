@@ -55,6 +55,13 @@ COMPONENT = "nodemanager"
 NETWORK_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError)
 RESOLVE_EVERY = 5.0  # seconds between cloud listings to match new Nodes to instances
 EVENT_MEMORY = 10_000  # (object, reason) pairs remembered to avoid repeating an event
+# resource.k8s.io versions nodemanager reads and writes, newest first (all map to one model).
+RESOURCE_VERSIONS = {"v1": client.ResourceV1Api, "v1beta2": client.ResourceV1beta2Api, "v1beta1": client.ResourceV1beta1Api}
+RESOURCE_DISCOVERY_EVERY = 600.0  # seconds before asking again a server that serves none of them
+NOT_SERVED = (
+    "resource.k8s.io is not served by the API server (device claims need Kubernetes 1.34, or 1.32-1.33 with "
+    "the DynamicResourceAllocation feature gate and resource.k8s.io/v1beta1 or v1beta2 enabled)"
+)
 # Kinds that become ObjectEvents, and how each API document is read.
 OBJECT_PARSERS = {
     "daemonsets": DaemonSet.from_manifest,
@@ -96,7 +103,10 @@ class KubernetesCluster:
         self.identity = identity
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
-        self.resource = client.ResourceV1Api(api)
+        self._api = api
+        self.resource: Any = None  # the resource.k8s.io client of the version discovered
+        self._resource_problem = ""  # why claims cannot be read: said once, asked again now and then
+        self._resource_asked = float("-inf")
         coordination = client.CoordinationV1Api(api)
         sized = {"page_size": page_size} if page_size else {}
         self.reflectors = {
@@ -469,20 +479,58 @@ class KubernetesCluster:
             return {}
         return {self._ours.get(kube, kube): metric for kube, metric in metrics.items()}
 
+    def _resource_api(self) -> Any:
+        """The resource.k8s.io client for the newest version the server serves, from the
+        discovery API. A server that serves none is asked again only every 10 minutes; one
+        that cannot be reached, next time."""
+        if self.resource is not None or self.clock.now() - self._resource_asked < RESOURCE_DISCOVERY_EVERY:
+            return self.resource
+        try:
+            group = client.ResourceApi(self._api).get_api_group(_request_timeout=(10, 60))
+            served = {v.version for v in group.versions or ()}
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            served = set()
+        self._resource_asked = self.clock.now()
+        version = next((v for v in RESOURCE_VERSIONS if v in served), None)
+        if version is None:
+            problem = NOT_SERVED
+            if served:
+                problem = f"resource.k8s.io is served only in {', '.join(sorted(served))}; nodemanager reads {', '.join(RESOURCE_VERSIONS)}"
+            if problem != self._resource_problem:
+                log.warning("%s; pods with device claims cannot be placed", problem)
+            self._resource_problem = problem
+            return None
+        log.info("device claims: reading and writing resource.k8s.io/%s (served: %s)", version, ", ".join(sorted(served)))
+        self._resource_problem = ""
+        self.resource = RESOURCE_VERSIONS[version](self._api)
+        return self.resource
+
     def devices(self) -> DeviceContext | None:
         """Device classes, claims (with their allocations) and the slices drivers published,
-        read when pods with claims wait; slices carry our node names. An object that cannot
-        be read is skipped with a warning; an unreachable API gives None (claims wait)."""
+        in the newest resource.k8s.io version served, read when pods with claims wait; slices
+        carry our node names. An object that cannot be read is skipped with a warning; an
+        unreachable API gives None (claims wait); a group not served, a context that says so."""
+        try:
+            api = self._resource_api()
+        except NETWORK_ERRORS as exc:
+            log.warning("device claims unreadable (discovery: %s); pods with claims wait", api_message(exc))
+            return None
+        if api is None:
+            return DeviceContext(unavailable=self._resource_problem)
         kinds = (
-            ("deviceClasses", self.resource.list_device_class, parse_device_class),
-            ("resourceClaims", self.resource.list_resource_claim_for_all_namespaces, parse_claim),
-            ("resourceSlices", self.resource.list_resource_slice, parse_slice),
+            ("deviceClasses", api.list_device_class, parse_device_class),
+            ("resourceClaims", api.list_resource_claim_for_all_namespaces, parse_claim),
+            ("resourceSlices", api.list_resource_slice, parse_slice),
         )
         parsed: dict[str, list[Any]] = {}
         for name, call, parse in kinds:
             try:
                 items = json.loads(call(_preload_content=False, _request_timeout=(10, 60)).data).get("items") or []
             except NETWORK_ERRORS as exc:
+                if isinstance(exc, ApiException) and exc.status == 404:
+                    self.resource, self._resource_asked = None, float("-inf")  # the server changed: discover again
                 log.warning("device claims unreadable (%s: %s); pods with claims wait", name, api_message(exc))
                 return None
             parsed[name] = []
@@ -506,6 +554,9 @@ class KubernetesCluster:
                 if key in self._pods and claim in self._pods[key].claims
             ]
         status = {"status": {"allocation": allocation_document(result, self._kube.get(node, node)), "reservedFor": users}}
+        if self.resource is None:
+            log.warning("writing the allocation of claim %s skipped: resource.k8s.io is not known to be served", claim)
+            return
         try:
             self.resource.patch_namespaced_resource_claim_status(name, namespace, status, _preload_content=False)
             log.info("claim %s allocated on %s: %s", claim, node, ", ".join(f"{d.driver}/{d.pool}/{d.device}" for d in result.devices))

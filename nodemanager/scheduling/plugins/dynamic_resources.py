@@ -45,6 +45,8 @@ class DynamicResources(FilterPlugin, ReservePlugin, UnreservePlugin):
         state = self.state
         if state is None:
             return None, [], unresolvable("no device information", self.name)
+        if state.context.unavailable:
+            return None, [], unresolvable(state.context.unavailable, self.name)
         claims = []
         for key in pod.claims:
             claim = state.context.claims.get(key)
