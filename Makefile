@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE ?= nodemanager:$(VERSION)
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench image clean
 
 # constraints.txt pins every dependency, so each install is the same and resolves at once
 # with the pip that Python ships.
@@ -24,6 +26,9 @@ test: $(STAMP)  ## lint, check layers, run the whole test suite
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/scaler.py --workload mixed --pods 20000 --json
+
+image:  ## build the container image (needs a Docker engine): make image IMAGE=<registry>/nodemanager:<tag>
+	docker build -f deploy/Dockerfile -t $(IMAGE) .
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
