@@ -1,6 +1,6 @@
 """Scaler benchmark: N pending pods on an empty cluster, one compute().
 
-    python benchmarks/scaler.py --workload {karpenter,mixed} --pods N [--json] [--seed S]
+    python benchmarks/scaler.py --workload {karpenter,mixed} --pods N [--daemonsets eks] [--json] [--seed S]
 
 * karpenter: 400 synthetic instance types (type i: i+1 vCPU, 2(i+1) GiB, 10(i+1) pods,
   price proportional to size), pods of Karpenter's benchmark sizes.
@@ -8,10 +8,15 @@
   web (100-500m, 128Mi-1Gi), 25% app (1-2 CPU, 2-4Gi), 15% memory-heavy (0.5-1 CPU,
   6-12Gi), 10% CPU-heavy (3-6 CPU, 4-8Gi), in discrete steps as real requests are.
 
+* --daemonsets eks: every node also runs EKS's usual DaemonSets (aws-node 25m CPU; kube-proxy
+  100m CPU; ebs-csi-node 30m CPU, 120Mi; a log agent 100m CPU, 200Mi, tolerating every
+  taint), so each node the scaler plans must hold them besides its pods.
+
 Reported: the scaler's time, the fleet it boots and its cost against the LP lower bound
 (scipy's linprog: the cheapest fractional mix of the allowed types covering the pods'
-total CPU and memory); ``unplaced`` comes from an independent verifier that re-adds
-every pod's request to the node it was bound to, not from the scaler.
+total CPU and memory, each type offering what its DaemonSets leave); ``unplaced`` comes
+from an independent verifier that re-adds every pod's request, and every DaemonSet pod's,
+to the node it was bound to, not from the scaler.
 """
 
 from __future__ import annotations
@@ -32,9 +37,26 @@ from scipy.optimize import linprog
 from cloud.catalog import Catalog
 from nodemanager.config.schema import NodeDefaults, Pool
 from nodemanager.model import CapacityType, InstanceType, Pod, Resources
+from nodemanager.model.daemonset import DaemonSet
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, ScalerSettings
 
 GI, MI = 2**30, 2**20
+# (namespace, name, CPU millicores, memory bytes, tolerates every taint)
+EKS_DAEMONSETS = [
+    ("kube-system", "aws-node", 25, 0, True),
+    ("kube-system", "kube-proxy", 100, 0, True),
+    ("kube-system", "ebs-csi-node", 30, 120 * MI, True),
+    ("logging", "log-agent", 100, 200 * MI, True),
+]
+
+
+def daemon_set(namespace: str, name: str, cpu: int, memory: int, tolerate_all: bool) -> DaemonSet:
+    requests = {"cpu": f"{cpu}m", **({"memory": str(memory)} if memory else {})}
+    template = {"spec": {"containers": [{"name": name, "image": f"{name}:1", "resources": {"requests": requests}}]}}
+    if tolerate_all:
+        template["spec"]["tolerations"] = [{"operator": "Exists"}]
+    manifest = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": namespace}, "spec": {"template": template}}
+    return DaemonSet.from_manifest(manifest)
 
 
 def karpenter_catalog() -> Catalog:
@@ -69,21 +91,27 @@ def mixed_pods(n: int, rng: random.Random) -> list[tuple[int, int]]:
     return out
 
 
-def lp_lower_bound(types: list[InstanceType], cpu: int, memory: int) -> float:
+def lp_lower_bound(types: list[InstanceType], cpu: int, memory: int, overhead: tuple[int, int] = (0, 0)) -> float:
+    """Every node pays its DaemonSets' ``overhead`` (CPU, memory) before any pod."""
+    types = [t for t in types if t.allocatable.cpu > overhead[0] and t.allocatable.memory > overhead[1]]
     prices = [t.on_demand_price for t in types]
-    a_ub = -np.array([[t.allocatable.cpu for t in types], [t.allocatable.memory / GI for t in types]], dtype=float)
+    a_ub = -np.array([[t.allocatable.cpu - overhead[0] for t in types], [(t.allocatable.memory - overhead[1]) / GI for t in types]], dtype=float)
     result = linprog(prices, A_ub=a_ub, b_ub=[-cpu, -memory / GI], bounds=(0, None), method="highs")
     if not result.success:
         raise RuntimeError(f"LP failed: {result.message}")
     return float(result.fun)
 
 
-def verify(pods: list[Pod], decision, catalog: Catalog) -> int:
-    """Pods not bound, bound twice, or bound to a node they overfill."""
+def verify(pods: list[Pod], decision, catalog: Catalog, daemons: list[tuple[str, str, int, int, bool]]) -> int:
+    """Pods not bound, bound twice, or bound to a node they overfill once the DaemonSet pods
+    that run there have their room. The benchmark's DaemonSets select every node and its
+    pool has no taints, so every one of them runs on every node (checked, not assumed)."""
     by_key = {p.key: p for p in pods}
     load: dict[str, Resources] = defaultdict(Resources)
     count: dict[str, int] = defaultdict(int)
     nodes = {spec.name: spec for spec in decision.start}
+    assert all(not spec.taints for spec in nodes.values()), "the verifier assumes untainted nodes"
+    daemon = Resources({"cpu": sum(d[2] for d in daemons), "memory": sum(d[3] for d in daemons)})
     bad = 0
     for key, target in decision.bindings.items():
         if target not in nodes:
@@ -93,12 +121,12 @@ def verify(pods: list[Pod], decision, catalog: Catalog) -> int:
         count[target] += 1
     for name, spec in nodes.items():
         itype = catalog[spec.instance_type]
-        if not load[name].fits(itype.allocatable) or count[name] > itype.max_pods:
+        if not (load[name] + daemon).fits(itype.allocatable) or count[name] + len(daemons) > itype.max_pods:
             bad += count[name]
     return bad + (len(pods) - len(decision.bindings))
 
 
-def run(workload: str, n: int, seed: int) -> dict[str, object]:
+def run(workload: str, n: int, seed: int, daemonsets: str = "none") -> dict[str, object]:
     rng = random.Random(seed)
     if workload == "karpenter":
         catalog = karpenter_catalog()
@@ -113,16 +141,19 @@ def run(workload: str, n: int, seed: int) -> dict[str, object]:
     pods = [Pod("bench", f"p{i}", f"u{i}", Resources({"cpu": c, "memory": m}), created_at=float(i)) for i, (c, m) in enumerate(shapes)]
     settings = ScalerSettings((pool,), NodeDefaults(default_instance_type=next(iter(catalog)).name, max_boots_per_loop=10**6))
     scaler = BindingNodeScaler(settings, catalog)
-    snapshot = ClusterSnapshot(tuple(pods), ())
+    daemons = EKS_DAEMONSETS if daemonsets == "eks" else []
+    snapshot = ClusterSnapshot(tuple(pods), (), daemon_sets=tuple(daemon_set(*d) for d in daemons))
     started = time.perf_counter()
     decision = scaler.compute(snapshot, 0.0)
     seconds = time.perf_counter() - started
     allowed = [t for t in catalog if t.name in catalog.matching(pool.instance_types, pool.architectures, pool.exclude_instance_types)]
-    bound = lp_lower_bound(allowed, sum(c for c, _ in shapes), sum(m for _, m in shapes))
+    overhead = (sum(d[2] for d in daemons), sum(d[3] for d in daemons))
+    bound = lp_lower_bound(allowed, sum(c for c, _ in shapes), sum(m for _, m in shapes), overhead)
     cost = sum(spec.price for spec in decision.start)
     return {
         "workload": workload,
         "pods": n,
+        "daemonsets": daemonsets,
         "instance_types": len(allowed),
         "seconds": round(seconds, 3),
         "pods_per_second": round(n / seconds, 1),
@@ -130,7 +161,7 @@ def run(workload: str, n: int, seed: int) -> dict[str, object]:
         "cost_per_hour": round(cost, 4),
         "lower_bound_per_hour": round(bound, 4),
         "cost_ratio": round(cost / bound, 4) if bound else None,
-        "unplaced": verify(pods, decision, catalog),
+        "unplaced": verify(pods, decision, catalog, daemons),
         "distinct_pod_shapes": len(set(shapes)),
     }
 
@@ -140,9 +171,10 @@ def main() -> int:
     parser.add_argument("--workload", choices=["karpenter", "mixed"], default="mixed")
     parser.add_argument("--pods", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--daemonsets", choices=["none", "eks"], default="none", help="DaemonSets every node runs besides its pods")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = run(args.workload, args.pods, args.seed)
+    result = run(args.workload, args.pods, args.seed, args.daemonsets)
     if args.json:
         print(json.dumps(result))
     else:

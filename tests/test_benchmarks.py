@@ -1,0 +1,41 @@
+"""The scaler benchmark's own checks: its independent verifier catches a node that cannot
+hold its DaemonSet pods, and a small run with EKS's DaemonSets places everything."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from nodemanager.model import Pod, Resources
+
+_spec = importlib.util.spec_from_file_location("bench_scaler", Path(__file__).resolve().parent.parent / "benchmarks" / "scaler.py")
+assert _spec is not None
+assert _spec.loader is not None
+bench = importlib.util.module_from_spec(_spec)
+sys.modules["bench_scaler"] = bench
+_spec.loader.exec_module(bench)
+
+
+def test_the_verifier_counts_pods_on_a_node_left_without_room_for_its_daemonsets() -> None:
+    catalog = bench.karpenter_catalog()
+    itype = catalog["fake-it-0"]  # 1 vCPU
+    full = Pod("bench", "p0", "u0", Resources({"cpu": itype.allocatable.cpu, "memory": 1}))
+    spec = SimpleNamespace(name="n0", instance_type=itype.name, taints=())
+    decision = SimpleNamespace(start=[spec], bindings={full.key: "n0"})
+    assert bench.verify([full], decision, catalog, []) == 0
+    assert bench.verify([full], decision, catalog, bench.EKS_DAEMONSETS) == 1  # 255m of daemons do not fit beside it
+
+
+def test_a_small_run_with_eks_daemonsets_places_every_pod_above_the_bound() -> None:
+    result = bench.run("karpenter", 300, 42, "eks")
+    assert result["unplaced"] == 0
+    assert result["cost_ratio"] >= 1.0  # type: ignore[operator]  # the bound is one
+
+
+def test_the_lp_bound_pays_each_nodes_daemonset_overhead() -> None:
+    types = list(bench.karpenter_catalog())[:2]
+    without = bench.lp_lower_bound(types, 10_000, 1 << 30)
+    with_daemons = bench.lp_lower_bound(types, 10_000, 1 << 30, (255, 320 << 20))
+    assert with_daemons > without
