@@ -3,15 +3,22 @@ by providerID, binding, draining with disruption budgets, labels and events."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import urllib3
+import yaml
 from kube_helpers import Kubelets, kube_config, source
 from kube_stub import KubeStub
+from kubernetes import client
 
 from cloud.base import BootRequest
 from cloud.simulated import SimulatedCloud
 from nodemanager.clock import VirtualClock
 from nodemanager.cluster.base import BindError, EventType, NodeEvent, PodEvent
+from nodemanager.cluster.kubernetes.connect import api_client
 from nodemanager.cluster.kubernetes.source import KubernetesCluster
+from nodemanager.config.schema import KubernetesCluster as KubeSettings
 from nodemanager.config.schema import KubernetesMode
 from nodemanager.dra.model import AllocationResult, DeviceResult
 from nodemanager.model import CapacityType, PodKey
@@ -331,3 +338,27 @@ def test_a_claim_made_from_a_template_is_known_by_its_generated_name(stub: KubeS
     stub.update("pods", "default", "trainer", lambda p: p["status"].update(resourceClaimStatuses=generated))
     (changed,) = [e.pod for e in cluster.poll() if isinstance(e, PodEvent)]
     assert changed.claims == ("default/trainer-gpu-7x2kq", "default/shared")
+
+
+def test_a_dropped_connection_is_one_failure_not_three_urllib3_retry_warnings(stub: KubeStub, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The reflectors and loops retry with their own backoff; urllib3 retrying underneath
+    them only added three warnings per failed reconnect."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "stub", "cluster": {"server": stub.host}}],
+                "users": [{"name": "u", "user": {"token": stub.token}}],
+                "contexts": [{"name": "c", "context": {"cluster": "stub", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    api = api_client(KubeSettings(kubeconfig=str(kubeconfig)))
+    assert client.CoreV1Api(api).list_node().items == []  # the kubeconfig's server and token are used
+    stub.blocked.add(stub.token)  # the connection dies with no reply
+    with pytest.raises(urllib3.exceptions.HTTPError):
+        client.CoreV1Api(api).list_node(_request_timeout=5)
+    assert "Retrying" not in caplog.text

@@ -1,6 +1,9 @@
 """Connecting to the API server: in-cluster (the pod's ServiceAccount) when running in a
 cluster and no kubeconfig is named, else a kubeconfig (the named file, or $KUBECONFIG, or
-~/.kube/config). Credentials come only from those standard places."""
+~/.kube/config). Credentials come only from those standard places.
+
+urllib3's own retries are off: a failed request or watch is retried by nodemanager's loops
+and reflectors with their backoff, said once, instead of three urllib3 warnings per failure."""
 
 from __future__ import annotations
 
@@ -18,15 +21,17 @@ from nodemanager.errors import ConfigError
 def api_client(settings: KubernetesCluster) -> client.ApiClient:
     if settings.kubeconfig is not None and not Path(settings.kubeconfig).is_file():
         raise ConfigError("provider.yaml", [f"cluster.kubernetes.kubeconfig: no such file: {settings.kubeconfig}"])
+    configuration = client.Configuration()
     try:
         if settings.kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            configuration = client.Configuration()
             config.load_incluster_config(client_configuration=configuration)
-            return client.ApiClient(configuration)
-        return config.new_client_from_config(config_file=settings.kubeconfig, context=settings.context)
+        else:
+            config.load_kube_config(config_file=settings.kubeconfig, context=settings.context, client_configuration=configuration)
     except (config.ConfigException, OSError, ValueError) as exc:
         where = settings.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         raise ConfigError("provider.yaml", [f"cluster.kubernetes.kubeconfig: cannot connect using {where!r}: {exc}"]) from None
+    configuration.retries = 0
+    return client.ApiClient(configuration)
 
 
 def identity() -> str:
