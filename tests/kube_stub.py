@@ -144,6 +144,7 @@ class KubeStub:
         self.node_lifecycle = True  # play kube-controller-manager's node lifecycle controller
         self.resource_versions: tuple[str, ...] = ("v1",)  # resource.k8s.io versions served (§11: 1.32 only v1beta1, if enabled)
         self.namespaces: set[str] | None = None  # None: every namespace exists; else a create elsewhere is a 404 (§11)
+        self.watch_timeouts: list[float] = []  # each watch's timeoutSeconds
         self.drops = 0  # bumped to end every open watch at once
         self.drop_after: int | None = None  # the next watch dies after this many events
         self.snapshots: dict[int, list[dict]] = {}
@@ -593,6 +594,7 @@ class KubeStub:
         """The lines of one watch stream; ends like a server timeout (or at once when idle)."""
         bookmarks = query.get("allowWatchBookmarks") == "true"
         timeout = float(query.get("timeoutSeconds") or 5)
+        self.watch_timeouts.append(timeout)
         deadline = time.monotonic() + timeout
         with self.cond:
             drops = self.drops
@@ -609,6 +611,7 @@ class KubeStub:
             elif rv < self.oldest:
                 yield {"type": "ERROR", "object": status_body(410, "Expired", f"too old resource version: {rv} ({self.oldest - 1})")}
                 return
+        start = rv
         while True:
             with self.cond:
                 fresh = [(r, t, o) for r, kind, t, o in self.history if r > rv and kind == res and (not ns or o["metadata"].get("namespace") == ns)]
@@ -618,7 +621,7 @@ class KubeStub:
                         yield None  # the connection dies mid-stream
                         return
                     if not self.hold_watches or time.monotonic() >= deadline:
-                        if bookmarks:
+                        if bookmarks and self._last_rv(res) > start:  # §11: an idle kind's watch gets no byte, not even a bookmark
                             yield self._bookmark(res, self._last_rv(res))
                         return
                     self.cond.wait(timeout=max(deadline - time.monotonic(), 0))
@@ -632,7 +635,7 @@ class KubeStub:
                 yield {"type": type_, "object": obj}
 
     def _last_rv(self, res: str) -> int:
-        return max((r for r, kind, _, _ in self.history if kind == res), default=self.rv)
+        return max((r for r, kind, _, _ in self.history if kind == res), default=0)
 
     def _bookmark(self, res: str, rv: int, *, initial_end: bool = False) -> dict:
         meta: dict[str, Any] = {"resourceVersion": str(rv), "creationTimestamp": None}

@@ -52,6 +52,11 @@ def test_scheduler_mode_boots_binds_and_scales_down(stub: KubeStub, cloud: Simul
         assert labels["topology.kubernetes.io/zone"] in ("zone-1a", "zone-1b")
     reasons = sorted(e["reason"] for e in stub.events_for("job-0"))
     assert reasons == ["Scheduled", "TriggeredScaleUp"]
+    (scheduled,) = [e for e in stub.events_for("job-0") if e["reason"] == "Scheduled"]
+    assert bound["job-0"] in scheduled["message"]  # the Node's name, not nodemanager's
+    assert not [e for e in stub.items("events") if e["reason"] == "Booting"]  # no event on a Node that does not exist yet
+    label_patches = [c for c in stub.calls if c.verb == "patch" and c.resource == "nodes"]
+    assert len(label_patches) == 3  # one per registration, not one per loop until the watch catches up
 
     for i in range(3):  # the jobs finish: the kubelet removes them
         stub.delete_pod("default", f"job-{i}")

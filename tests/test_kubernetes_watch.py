@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 
 import pytest
 import urllib3
@@ -183,3 +184,32 @@ def test_whatever_happens_the_changes_rebuild_the_servers_state(stub: KubeStub, 
     stub.drop_after = None
     reflector.watch(mirror.apply)
     assert mirror.objects == truth(stub)
+
+
+def test_watches_ask_the_server_to_end_them_after_five_to_ten_minutes(stub: KubeStub) -> None:
+    """client-go's choice (§11): spread, so the watches of many clients do not end together."""
+    reflector = pods(stub)
+    for _ in range(20):
+        watch(reflector)
+    asked = stub.watch_timeouts
+    assert len(asked) == 19  # the first call lists
+    assert all(300 <= t <= 600 for t in asked)
+    assert len(set(asked)) > 1
+
+
+def test_an_idle_watch_gets_nothing_ends_quietly_and_resumes(stub: KubeStub, caplog: pytest.LogCaptureFixture) -> None:
+    """§11: a watch on a kind that does not change gets no byte, not even a bookmark, until
+    the server ends it; that is normal, not a failure."""
+    caplog.set_level(logging.DEBUG, "nodemanager.kubernetes")
+    reflector = Reflector("pods", client.CoreV1Api(api_client(stub)).list_pod_for_all_namespaces, watch_seconds=(1, 1))
+    watch(reflector)
+    listed_at = reflector.resource_version
+    stub.hold_watches = True
+    stub.idle(3)  # other kinds change; pods do not
+    assert watch(reflector) == []  # held open for its whole second, then ended by the server
+    assert reflector.resource_version == listed_at
+    assert "watch ended by the server" in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    stub.hold_watches = False
+    stub.create_pod("p0")
+    assert watch(reflector) == [(A, "default/p0")]  # resumed from where it was

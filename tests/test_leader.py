@@ -185,3 +185,6 @@ def test_failover_between_two_controllers(stub: KubeStub, clock: VirtualClock) -
     assert all(bound.values()), bound  # b bound the pods created after the failover too
     assert len({i.instance_id for i in cloud.list_instances() if i.state is not InstanceState.TERMINATED}) == 8  # nothing booted twice
     assert replicas[1].gate.terms == 1
+    registered = [e["involvedObject"]["name"] for e in stub.items("events") if e["reason"] == "Registered"]
+    assert len(registered) >= 4
+    assert sorted(registered) == sorted(set(registered))  # the new leader does not announce the nodes it adopted again
