@@ -6,6 +6,8 @@ import dataclasses
 from pathlib import Path
 
 from builders import CATALOG, binpack_pool, node, pod, scaler
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nodemanager.cluster.workload import parse_cluster_objects, parse_workload
 from nodemanager.config import parse_config
@@ -52,6 +54,48 @@ def test_a_cordoned_node_takes_only_pods_that_tolerate_the_cordon():
 def test_an_earlier_binding_is_dropped_when_the_node_is_tainted():
     tainted = node("n1", pool="general", bound=("web",)).with_changes(taints=(Taint("dedicated", TaintEffect.NO_EXECUTE, "db"),))
     assert compute(scaler(POOL), [pod("web")], [tainted]).bindings["default/web"] != "n1"
+
+
+TAINT_KEYS = ("dedicated", "gpu", "node.kubernetes.io/unschedulable")
+EFFECTS = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE, TaintEffect.PREFER_NO_SCHEDULE)
+taints = st.builds(Taint, st.sampled_from(TAINT_KEYS), st.sampled_from(EFFECTS), st.sampled_from(("", "a", "b")))
+tolerations = st.one_of(
+    st.builds(Toleration, st.sampled_from(TAINT_KEYS), st.just("Equal"), st.sampled_from(("", "a", "b")), st.sampled_from((None, *EFFECTS))),
+    st.builds(Toleration, st.sampled_from(("", *TAINT_KEYS)), st.just("Exists"), st.just(""), st.sampled_from((None, *EFFECTS))),
+)
+
+
+def tolerated(taint: Taint, tolerations: tuple[Toleration, ...]) -> bool:
+    """The API's rule, written out here on its own (core/v1 Toleration.ToleratesTaint)."""
+    for t in tolerations:
+        if t.effect is not None and t.effect != taint.effect:
+            continue
+        if t.operator == "Exists" and t.key in ("", taint.key):
+            return True
+        if t.operator == "Equal" and t.key == taint.key and t.value == taint.value:
+            return True
+    return False
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.lists(taints, max_size=3), st.booleans()), min_size=1, max_size=4),
+    st.lists(st.lists(tolerations, max_size=3), min_size=1, max_size=6),
+)
+def test_no_pod_is_ever_bound_to_a_tainted_or_cordoned_node_it_does_not_tolerate(nodes_spec, pods_spec):
+    nodes = [node(f"n{i}", pool="general").with_changes(taints=tuple(t), unschedulable=cordoned) for i, (t, cordoned) in enumerate(nodes_spec)]
+    pods = [dataclasses.replace(pod(f"p{i}"), tolerations=tuple(t)) for i, t in enumerate(pods_spec)]
+    decision = compute(scaler(POOL), pods, nodes)
+    by_name = {n.name: n for n in nodes}
+    by_key = {p.key: p for p in pods}
+    for key, target in decision.bindings.items():
+        if target not in by_name:
+            continue  # a new node: nothing taints it but its pool
+        n, p = by_name[target], by_key[key]
+        hard = [t for t in n.taints if t.effect is not TaintEffect.PREFER_NO_SCHEDULE]
+        if n.unschedulable:
+            hard.append(Taint("node.kubernetes.io/unschedulable", TaintEffect.NO_SCHEDULE))
+        assert all(tolerated(t, p.tolerations) for t in hard), (key, target, n.taints, n.unschedulable, p.tolerations)
 
 
 # -- DaemonSets -----------------------------------------------------------------------------
