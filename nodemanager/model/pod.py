@@ -7,13 +7,16 @@ the client's own serializer into the same parser, so both give the same ``Pod``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, NewType
 
 from nodemanager.errors import InvalidManifest
+from nodemanager.model.interpod import NO_AFFINITY, PodAffinity, SpreadConstraint, parse_pod_affinity, parse_spread
+from nodemanager.model.manifest import as_list as _list
+from nodemanager.model.manifest import as_mapping
 from nodemanager.model.ports import ANY_IP, HostPort
 from nodemanager.model.resources import ZERO, Resources
 from nodemanager.model.selectors import Operator, Requirement, SelectorTerm, TaintEffect, Toleration
@@ -74,6 +77,13 @@ class Pod:
     mirror: bool = False  # the mirror of a static pod
     host_ports: tuple[HostPort, ...] = ()  # container ports with a hostPort
     volume_claims: tuple[str, ...] = ()  # PersistentVolumeClaims ("namespace/name") its volumes use
+    spread: tuple[SpreadConstraint, ...] = ()  # topologySpreadConstraints
+    pod_affinity: PodAffinity = NO_AFFINITY  # podAffinity and podAntiAffinity
+
+    @property
+    def inter_pod(self) -> bool:
+        """Where it may go depends on where other pods of its kind go: placed one at a time."""
+        return any(c.hard for c in self.spread) or bool(self.pod_affinity.required or self.pod_affinity.anti_required)
 
     @property
     def key(self) -> PodKey:
@@ -111,22 +121,6 @@ class Pod:
 
 
 # --- parsing -----------------------------------------------------------------------------
-
-
-def as_mapping(value: Any, path: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidManifest(path, f"expected a mapping, got {type(value).__name__}")
-    return value
-
-
-def _list(value: Any, path: str) -> Sequence[Any]:
-    if value is None:
-        return ()
-    if not isinstance(value, list | tuple):
-        raise InvalidManifest(path, f"expected a list, got {type(value).__name__}")
-    return value
 
 
 def _str_map(value: Any, path: str) -> dict[str, str]:
@@ -286,6 +280,8 @@ def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
         mirror=MIRROR_ANNOTATION in annotations,
         host_ports=_host_ports(spec, f"{where}.spec.containers"),
         volume_claims=_volume_claims(spec, namespace, str(name), f"{where}.spec.volumes"),
+        spread=parse_spread(spec.get("topologySpreadConstraints"), f"{where}.spec.topologySpreadConstraints", labels),
+        pod_affinity=parse_pod_affinity(spec.get("affinity"), f"{where}.spec.affinity", namespace, labels),
     )
 
 

@@ -17,7 +17,8 @@ from enum import StrEnum
 from typing import Any
 
 from nodemanager.errors import InvalidManifest
-from nodemanager.model.pod import as_mapping, selector_terms
+from nodemanager.model.manifest import as_mapping
+from nodemanager.model.pod import selector_terms
 from nodemanager.model.selectors import Operator, Requirement, SelectorTerm
 
 EBS_DRIVERS = frozenset({"ebs.csi.aws.com", "kubernetes.io/aws-ebs"})

@@ -35,7 +35,9 @@ from nodemanager.dra import ResourceSlice
 from nodemanager.dra.context import instance_slices
 from nodemanager.model import BINDABLE_STATES, LIVE_STATES, CapacityType, NodeName, NodeState, Pod, PodKey, PodPhase, Resources
 from nodemanager.model.daemonset import daemon_overhead
+from nodemanager.model.labels import HOSTNAME, ZONE
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, asks_for_batch
+from nodemanager.model.selectors import terms_match
 from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scaler import binpack
 from nodemanager.scaler.decision import Decision, NodeSpec, StopOrder
@@ -48,8 +50,10 @@ from nodemanager.scheduling.plugins.dynamic_resources import DeviceState, alloca
 from nodemanager.scheduling.plugins.queue_sort import priority_key
 from nodemanager.scheduling.profile import DEFAULT_PROFILE
 from nodemanager.scheduling.status import Code
+from nodemanager.scheduling.topology import PodTopology
 
 PROBE_MEMO_SIZE = 4096
+NEW_HOST = "\x00a new node"  # the hostname domain of a node this run may still create: it holds no pod
 _READINESS = {NodeState.AVAILABLE: 0, NodeState.CLAIMED: 0, NodeState.CREATED: 1, NodeState.CREATING: 2}
 
 
@@ -83,6 +87,9 @@ def constraint_key(pod: Pod) -> tuple:
         pod.capacity_policy,
         pod.zone,
         group,
+        pod.spread,
+        pod.pod_affinity,
+        tuple(sorted(pod.labels.items())),  # what other pods' selectors see
     )
 
 
@@ -124,6 +131,10 @@ class _Run:
         self.node_state: dict[str, NodeState] = {}
         self.fw.handle.node_infos = self.infos
         self.fw.handle.volumes = snapshot.volumes
+        self.topology = PodTopology(self.infos)
+        self.fw.handle.topology = self.topology
+        # Spread reaches domains with no node yet: the zones the pools offer, a new hostname.
+        self.fw.handle.possible_domains = {ZONE: self._possible_zones, HOSTNAME: lambda pod: frozenset({NEW_HOST})}
         self.bindings: dict[PodKey, str] = {}
         self.unschedulable: dict[PodKey, str] = {}
         self.waiting: dict[PodKey, str] = {}
@@ -164,6 +175,17 @@ class _Run:
             found = tuple((c.requests, c.constraints, c.allocation is not None) if (c := claims.get(k)) is not None else ("missing", k) for k in pod.claims)
             self._claim_keys[pod.claims] = found
         return (*constraint_key(pod), found)
+
+    def _possible_zones(self, pod: Pod) -> frozenset[str]:
+        """Zones where some pool offers a node that the pod's node constraints accept."""
+        zones = set()
+        for view in self.views:
+            for cand in view.candidates:
+                if cand.offering.zone not in zones and not self._blocked(cand):
+                    info = offering_node_info(view, cand)
+                    if all(info.labels.get(k) == v for k, v in pod.node_selector.items()) and terms_match(pod.affinity, info.labels, info.name):
+                        zones.add(cand.offering.zone)
+        return frozenset(zones)
 
     def _blocked(self, candidate: Candidate) -> bool:
         """Marked unavailable: the offering itself, or its whole zone."""
@@ -209,13 +231,14 @@ class _Run:
         info.add_pod(pod)
         if self.fw.run_reserve_and_permit(state, pod, info.name).code in (Code.SUCCESS, Code.WAIT):
             self.bindings[pod.key] = info.name
+            self.topology.added(pod, info)
             return True
         info.remove_pod(pod.key)
         return False
 
     def _unplace(self, key: PodKey) -> None:
         node = self.bindings.pop(key)
-        self.infos[node].remove_pod(key)
+        self.topology.removed(self.infos[node].remove_pod(key), self.infos[node])
 
     # -- 2. existing nodes --------------------------------------------------------------
     def place_on_existing(self, classes: list[_Class]) -> None:
@@ -230,6 +253,9 @@ class _Run:
         if not candidates:
             return
         for cls in classes:
+            if cls.pods and cls.rep.inter_pod:
+                cls.pods = [pod for pod in cls.pods if not self._fill_one(candidates, pod)]
+                continue
             if not cls.pods:
                 continue
             pod = cls.rep
@@ -253,6 +279,20 @@ class _Run:
                 if not left:
                     break
             cls.pods = refused + list(left)
+
+    def _fill_one(self, candidates: list[NodeInfo], pod: Pod) -> bool:
+        """A pod whose place depends on other pods' (spread, pod affinity): filtered and
+        placed alone, so each placement sees the ones before it."""
+        state = CycleState()
+        if not self.fw.run_pre_filter_plugins(state, pod).is_success():
+            return False
+        feasible = [i for i in candidates if i.fit_count(i.fit_request(pod), 1) and self.fw.run_filter_plugins(state, pod, i).is_success()]
+        if not feasible:
+            return False
+        scores, status = self.fw.run_score_plugins(state, pod, feasible) if len(feasible) > 1 else ({}, None)
+        totals = {i.name: sum(s[i.name] for s in scores.values()) for i in feasible} if status is None or status.is_success() else {}
+        best = min(feasible, key=lambda i: (self._rank(i.name), -totals.get(i.name, 0), i.name))
+        return self._place(pod, best, state)
 
     # -- 3. new nodes -------------------------------------------------------------------
     def _probe(self, view: PoolView, pod: Pod) -> tuple[list[Candidate], str, bool]:
@@ -302,13 +342,15 @@ class _Run:
             if not node.info.pods and not node.standby:
                 del self.new_nodes[name]
                 del self.infos[name]
+                self.topology.nodes_changed()
 
     def place_on_new(self, classes: list[_Class]) -> None:
         groups: dict[tuple, list[_Class]] = defaultdict(list)
         for cls in classes:
             if cls.pods:
                 groups[self.key(cls.rep)].append(cls)
-        for key in sorted(groups, key=lambda k: priority_key(groups[k][0].rep)):
+        # Within a priority, pods that keep to or apart from others choose first; the rest fill in.
+        for key in sorted(groups, key=lambda k: (-groups[k][0].rep.priority, not groups[k][0].rep.inter_pod, priority_key(groups[k][0].rep))):
             self._place_group(groups[key])
 
     def _place_group(self, group: list[_Class]) -> None:
@@ -317,6 +359,8 @@ class _Run:
         # Nodes this run already decided to boot come first: they have room to spare.
         self._fill([n.info for n in self.new_nodes.values()], group)
         reasons: dict[int, list[tuple[str, bool]]] = defaultdict(list)  # class -> (why, may clear)
+        for cls in [c for c in group if c.pods and c.rep.inter_pod]:
+            cls.pods = [pod for pod in cls.pods if not self._new_node_for(pod, len(cls.pods), reasons[id(cls)])]
         for view in self.views:
             pending = [c for c in group if c.pods]
             if not pending:
@@ -347,6 +391,57 @@ class _Run:
                 for pod in c.pods:
                     target[pod.key] = text
                 c.pods = []
+
+    def _new_node_for(self, pod: Pod, kin: int, reasons: list[tuple[str, bool]]) -> bool:
+        """A pod whose place depends on other pods': a node this run decided to boot if the
+        constraints allow it there, else a new node of the first pool with an offering the
+        constraints accept. The constraints are tested once per zone and capacity type (what
+        a new node's domain is), on a node with a fresh hostname; among the groups that pass,
+        the zone with the fewest nodes of the pool so far; the type is the packer's choice
+        for the ``kin`` pods of its class that may share the node (one if they keep apart by
+        hostname)."""
+        if self._fill_one([n.info for n in self.new_nodes.values()], pod):
+            return True
+        state = CycleState()
+        status = self.fw.run_pre_filter_plugins(state, pod)
+        if not status.is_success():
+            reasons.append((status.message, status.code is Code.UNSCHEDULABLE))
+            return False
+        shares = 1 if _keeps_apart_by_host(pod) else kin
+        for view in self.views:
+            accepted, why, transient = self._probe(view, pod)
+            usable = [c for c in accepted if not self._blocked(c) and pod.requests.fits(c.allocatable)]
+            if not usable:
+                text = why if not accepted else f"no available offering can hold {_describe(pod.requests)}"
+                reasons.append((f"pool {view.name}: {text}", transient or bool(accepted)))
+                continue
+            groups: dict[tuple[str, CapacityType], list[Candidate]] = defaultdict(list)
+            for c in usable:
+                groups[(c.offering.zone, c.offering.capacity_type)].append(c)
+            passing, refusal = [], ""
+            for group_key, members in groups.items():
+                verdict = self.fw.run_filter_plugins(state, pod, offering_node_info(view, members[0], NEW_HOST))
+                if verdict.is_success():
+                    passing.append(group_key)
+                else:
+                    refusal = verdict.message
+            if not passing:
+                reasons.append((f"pool {view.name}: {refusal}", False))
+                continue
+            nodes_in = defaultdict(int)
+            for info in self.infos.values():
+                if info.pool == view.name:
+                    nodes_in[info.zone] += 1
+            zone, capacity = min(passing, key=lambda g: (nodes_in[g[0]], g))
+            fills, _, _ = binpack.pack([pod.requests], [shares], groups[(zone, capacity)], self._budget(view), cell=view.cell or bool(pod.host_ports))
+            if not fills:
+                reasons.append((f"pool {view.name}: limit reached", True))
+                continue
+            node = self._new_node(view, fills[0].candidate, accepted=groups[(zone, capacity)])
+            if self._place(pod, node.info, state):
+                return True
+            reasons.append((f"pool {view.name}: rejected at reserve or permit", True))
+        return False
 
     def _place_with_devices(self, view: PoolView, classes: list[_Class], available: list[Candidate], reasons: dict[int, list[tuple[str, bool]]]) -> None:
         """Pods with claims, one at a time: a node chosen for an earlier pod takes the next
@@ -403,6 +498,7 @@ class _Run:
         self.names_taken.add(name)
         info = offering_node_info(view, candidate, name)
         self.infos[name] = info
+        self.topology.nodes_changed()
         node = _NewNode(view, candidate, info, standby, accepted or [])
         self.new_nodes[name] = node
         return node
@@ -504,6 +600,9 @@ class _Run:
             if node.standby or not node.info.pods or any(p.claims for p in node.info.pods.values()):
                 continue  # a node chosen for its devices keeps its type
             accepted = node.accepted
+            if any(p.inter_pod for p in node.info.pods.values()):  # its domain is part of the plan
+                o = node.candidate.offering
+                accepted = [c for c in accepted if (c.offering.zone, c.offering.capacity_type) == (o.zone, o.capacity_type)]
             if len({constraint_key(p) for p in node.info.pods.values()}) > 1:  # pods of other groups joined it
                 accepted = [c for c in accepted if self._accepts(node, c)]
             pods = node.info.pods.values()
@@ -572,6 +671,14 @@ class _Run:
             else:
                 unneeded[NodeName(name)] = since
         return stops, unneeded
+
+
+def _keeps_apart_by_host(pod: Pod) -> bool:
+    """Two pods of its kind never share a node: hostname anti-affinity to itself, or a
+    hostname spread that counts it (with a new node always an empty domain)."""
+    if any(t.topology_key == HOSTNAME and t.selects(pod.namespace, pod.labels, {}) for t in pod.pod_affinity.anti_required):
+        return True
+    return any(c.hard and c.topology_key == HOSTNAME and c.selector is not None and c.selector.matches(pod.labels) for c in pod.spread)
 
 
 def _holds_work(info: NodeInfo) -> bool:

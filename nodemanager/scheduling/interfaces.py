@@ -27,6 +27,8 @@ class FrameworkHandle:
         self.now: float = 0.0
         self.devices: object | None = None  # DynamicResources' DeviceState, set per computation
         self.volumes: object | None = None  # VolumeBinding's VolumeContext, set per computation
+        self.topology: object | None = None  # PodTopology over node_infos, kept current by its owner
+        self.possible_domains: Mapping[str, object] = {}  # topology key -> f(pod): domains its owner could still create
         self._waiting: dict[str, WaitingPod] = {}
 
     def get_waiting_pod(self, uid: str) -> WaitingPod | None:

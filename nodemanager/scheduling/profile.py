@@ -10,7 +10,7 @@ from types import MappingProxyType
 @dataclass(frozen=True)
 class Profile:
     queue_sort: tuple[str, ...] = ("PrioritySort",)
-    pre_filter: tuple[str, ...] = ("NodeResourcesFit", "VolumeBinding")
+    pre_filter: tuple[str, ...] = ("NodeResourcesFit", "VolumeBinding", "PodTopologySpread", "InterPodAffinity")
     # kube-scheduler's order where the plugins are the same ones.
     filter: tuple[str, ...] = (
         "NodeUnschedulable",
@@ -20,6 +20,8 @@ class Profile:
         "VolumeBinding",
         "NodeVolumeLimits",
         "TaintToleration",
+        "PodTopologySpread",
+        "InterPodAffinity",
         "InstanceTypeMatch",
         "CapacityType",
         "Zone",
@@ -29,7 +31,13 @@ class Profile:
     post_filter: tuple[str, ...] = ()
     # (name, weight): MostAllocated packs nodes tight so fewer are booted (the cluster
     # autoscaler's profile); BalancedAllocation keeps cpu and memory in step.
-    score: tuple[tuple[str, int], ...] = (("MostAllocated", 1), ("BalancedAllocation", 1), ("TaintToleration", 1))
+    score: tuple[tuple[str, int], ...] = (
+        ("MostAllocated", 1),
+        ("BalancedAllocation", 1),
+        ("TaintToleration", 1),
+        ("PodTopologySpread", 2),  # kube-scheduler's default weights
+        ("InterPodAffinity", 2),
+    )
     reserve: tuple[str, ...] = ("DynamicResources", "PodGroup")
     unreserve: tuple[str, ...] = ("PodGroup", "DynamicResources")
     permit: tuple[str, ...] = ("PodGroup",)

@@ -1,6 +1,7 @@
 """The built-in plugins, listed explicitly (``default_registry`` registers them)."""
 
 from nodemanager.scheduling.plugins.dynamic_resources import DynamicResources
+from nodemanager.scheduling.plugins.interpod import InterPodAffinity, PodTopologySpread
 from nodemanager.scheduling.plugins.placement import (
     CapacityTypeMatch,
     CellIsolation,
@@ -25,6 +26,8 @@ BUILTIN_PLUGINS = (
     TaintToleration,
     VolumeBinding,
     NodeVolumeLimits,
+    PodTopologySpread,
+    InterPodAffinity,
     InstanceTypeMatch,
     CapacityTypeMatch,
     Zone,

@@ -1,0 +1,206 @@
+"""Constraints between pods: topology spread and pod (anti-)affinity, as the API defines them.
+
+``matchLabelKeys`` (and ``mismatchLabelKeys`` of affinity terms) are folded into the label
+selector when parsed, as the API server does on pod creation: a key the pod carries adds
+``key In (value)`` (``NotIn`` for a mismatch key). A missing selector selects no pod; an
+empty one selects every pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from nodemanager.errors import InvalidManifest
+from nodemanager.model.manifest import as_list, as_mapping
+from nodemanager.model.selectors import Operator, Requirement
+
+LABEL_OPERATORS = (Operator.IN, Operator.NOT_IN, Operator.EXISTS, Operator.DOES_NOT_EXIST)
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """metav1.LabelSelector: every requirement must hold (matchLabels are ``In`` ones)."""
+
+    requirements: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(r.matches(labels) for r in self.requirements)
+
+
+class WhenUnsatisfiable(StrEnum):
+    DO_NOT_SCHEDULE = "DoNotSchedule"
+    SCHEDULE_ANYWAY = "ScheduleAnyway"
+
+
+class InclusionPolicy(StrEnum):
+    HONOR = "Honor"
+    IGNORE = "Ignore"
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: WhenUnsatisfiable
+    selector: LabelSelector | None  # None: counts no pod
+    min_domains: int = 1
+    node_affinity_policy: InclusionPolicy = InclusionPolicy.HONOR
+    node_taints_policy: InclusionPolicy = InclusionPolicy.IGNORE
+
+    @property
+    def hard(self) -> bool:
+        return self.when_unsatisfiable is WhenUnsatisfiable.DO_NOT_SCHEDULE
+
+
+@dataclass(frozen=True, slots=True)
+class AffinityTerm:
+    """A PodAffinityTerm: pods matching ``selector`` in the chosen namespaces, seen per value
+    of ``topology_key``."""
+
+    selector: LabelSelector | None
+    topology_key: str
+    namespaces: frozenset[str]  # with no namespaceSelector and none named: the pod's own
+    namespace_selector: LabelSelector | None = None  # {} selects every namespace
+
+    def selects(self, namespace: str, labels: Mapping[str, str], namespace_labels: Mapping[str, Mapping[str, str]]) -> bool:
+        if self.selector is None or not self.selector.matches(labels):
+            return False
+        if namespace in self.namespaces:
+            return True
+        return self.namespace_selector is not None and self.namespace_selector.matches(namespace_labels.get(namespace, {}))
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedTerm:
+    weight: int  # 1-100
+    term: AffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinity:
+    """A pod's required and preferred pod affinity and anti-affinity."""
+
+    required: tuple[AffinityTerm, ...] = ()
+    anti_required: tuple[AffinityTerm, ...] = ()
+    preferred: tuple[WeightedTerm, ...] = ()
+    anti_preferred: tuple[WeightedTerm, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.required or self.anti_required or self.preferred or self.anti_preferred)
+
+
+NO_AFFINITY = PodAffinity()
+
+
+# --- parsing -------------------------------------------------------------------------------
+
+
+def _int(value: Any, path: str, low: int, high: int | None = None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low or (high is not None and value > high):
+        bound = f"{low}-{high}" if high is not None else f"at least {low}"
+        raise InvalidManifest(path, f"expected an integer {bound}, got {value!r}")
+    return value
+
+
+def parse_label_selector(
+    value: Any, path: str, labels: Mapping[str, str] | None = None, match: Sequence[str] = (), mismatch: Sequence[str] = ()
+) -> LabelSelector | None:
+    if value is None:
+        return None
+    doc = as_mapping(value, path)
+    reqs = [Requirement(str(k), Operator.IN, (str(v),)) for k, v in sorted(as_mapping(doc.get("matchLabels"), f"{path}.matchLabels").items())]
+    for i, expr in enumerate(as_list(doc.get("matchExpressions"), f"{path}.matchExpressions")):
+        epath = f"{path}.matchExpressions[{i}]"
+        e = as_mapping(expr, epath)
+        if not e.get("key"):
+            raise InvalidManifest(f"{epath}.key", "required")
+        try:
+            op = Operator(e.get("operator"))
+        except ValueError:
+            op = None
+        if op not in LABEL_OPERATORS:
+            raise InvalidManifest(f"{epath}.operator", f"expected one of In, NotIn, Exists, DoesNotExist, got {e.get('operator')!r}")
+        values = tuple(str(v) for v in as_list(e.get("values"), f"{epath}.values"))
+        if (op in (Operator.IN, Operator.NOT_IN)) != bool(values):
+            raise InvalidManifest(f"{epath}.values", f"{op} needs values" if values == () else f"{op} takes no values")
+        reqs.append(Requirement(str(e["key"]), op, values))
+    labels = labels or {}
+    reqs += [Requirement(k, Operator.IN, (labels[k],)) for k in match if k in labels]
+    reqs += [Requirement(k, Operator.NOT_IN, (labels[k],)) for k in mismatch if k in labels]
+    return LabelSelector(tuple(reqs))
+
+
+def _keys(value: Any, path: str) -> tuple[str, ...]:
+    return tuple(str(k) for k in as_list(value, path))
+
+
+def parse_spread(value: Any, path: str, labels: Mapping[str, str]) -> tuple[SpreadConstraint, ...]:
+    out = []
+    for i, entry in enumerate(as_list(value, path)):
+        cpath = f"{path}[{i}]"
+        c = as_mapping(entry, cpath)
+        if not c.get("topologyKey"):
+            raise InvalidManifest(f"{cpath}.topologyKey", "required")
+        try:
+            when = WhenUnsatisfiable(c.get("whenUnsatisfiable"))
+        except ValueError:
+            raise InvalidManifest(f"{cpath}.whenUnsatisfiable", f"expected DoNotSchedule or ScheduleAnyway, got {c.get('whenUnsatisfiable')!r}") from None
+        policies = []
+        for field in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+            default = InclusionPolicy.HONOR if field == "nodeAffinityPolicy" else InclusionPolicy.IGNORE
+            try:
+                policies.append(InclusionPolicy(c.get(field) or default))
+            except ValueError:
+                raise InvalidManifest(f"{cpath}.{field}", f"expected Honor or Ignore, got {c.get(field)!r}") from None
+        min_domains = c.get("minDomains")
+        if min_domains is not None and when is not WhenUnsatisfiable.DO_NOT_SCHEDULE:
+            raise InvalidManifest(f"{cpath}.minDomains", "may be set only when whenUnsatisfiable is DoNotSchedule")
+        selector = parse_label_selector(c.get("labelSelector"), f"{cpath}.labelSelector", labels, _keys(c.get("matchLabelKeys"), f"{cpath}.matchLabelKeys"))
+        out.append(
+            SpreadConstraint(
+                max_skew=_int(c.get("maxSkew"), f"{cpath}.maxSkew", 1),
+                topology_key=str(c["topologyKey"]),
+                when_unsatisfiable=when,
+                selector=selector,
+                min_domains=1 if min_domains is None else _int(min_domains, f"{cpath}.minDomains", 1),
+                node_affinity_policy=policies[0],
+                node_taints_policy=policies[1],
+            )
+        )
+    return tuple(out)
+
+
+def _term(value: Any, path: str, namespace: str, labels: Mapping[str, str]) -> AffinityTerm:
+    t = as_mapping(value, path)
+    if not t.get("topologyKey"):
+        raise InvalidManifest(f"{path}.topologyKey", "required")
+    match, mismatch = _keys(t.get("matchLabelKeys"), f"{path}.matchLabelKeys"), _keys(t.get("mismatchLabelKeys"), f"{path}.mismatchLabelKeys")
+    selector = parse_label_selector(t.get("labelSelector"), f"{path}.labelSelector", labels, match, mismatch)
+    namespace_selector = parse_label_selector(t.get("namespaceSelector"), f"{path}.namespaceSelector")
+    named = frozenset(str(n) for n in as_list(t.get("namespaces"), f"{path}.namespaces"))
+    if not named and namespace_selector is None:
+        named = frozenset({namespace})
+    return AffinityTerm(selector, str(t["topologyKey"]), named, namespace_selector)
+
+
+def _terms(doc: Mapping[str, Any], path: str, namespace: str, labels: Mapping[str, str]) -> tuple[tuple[AffinityTerm, ...], tuple[WeightedTerm, ...]]:
+    rpath, ppath = f"{path}.requiredDuringSchedulingIgnoredDuringExecution", f"{path}.preferredDuringSchedulingIgnoredDuringExecution"
+    listed = as_list(doc.get("requiredDuringSchedulingIgnoredDuringExecution"), rpath)
+    required = tuple(_term(t, f"{rpath}[{i}]", namespace, labels) for i, t in enumerate(listed))
+    preferred = []
+    for i, entry in enumerate(as_list(doc.get("preferredDuringSchedulingIgnoredDuringExecution"), ppath)):
+        w = as_mapping(entry, f"{ppath}[{i}]")
+        term = _term(w.get("podAffinityTerm"), f"{ppath}[{i}].podAffinityTerm", namespace, labels)
+        preferred.append(WeightedTerm(_int(w.get("weight"), f"{ppath}[{i}].weight", 1, 100), term))
+    return required, tuple(preferred)
+
+
+def parse_pod_affinity(affinity: Any, path: str, namespace: str, labels: Mapping[str, str]) -> PodAffinity:
+    doc = as_mapping(affinity, path)
+    required, preferred = _terms(as_mapping(doc.get("podAffinity"), f"{path}.podAffinity"), f"{path}.podAffinity", namespace, labels)
+    anti_required, anti_preferred = _terms(as_mapping(doc.get("podAntiAffinity"), f"{path}.podAntiAffinity"), f"{path}.podAntiAffinity", namespace, labels)
+    found = PodAffinity(required, anti_required, preferred, anti_preferred)
+    return found if found else NO_AFFINITY

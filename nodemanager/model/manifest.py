@@ -1,0 +1,24 @@
+"""Reading manifest fields: each helper names the field path in its error."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nodemanager.errors import InvalidManifest
+
+
+def as_mapping(value: Any, path: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidManifest(path, f"expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def as_list(value: Any, path: str) -> Sequence[Any]:
+    if value is None:
+        return ()
+    if not isinstance(value, list | tuple):
+        raise InvalidManifest(path, f"expected a list, got {type(value).__name__}")
+    return value

@@ -1,0 +1,109 @@
+"""``PodTopology``: how many placed pods of a kind each topology domain holds.
+
+PodTopologySpread and InterPodAffinity ask the same questions for every pod they filter
+("how many pods matching this selector run in each zone?"); a scan of every node per
+question makes placing N pods O(N²). The index answers each distinct question once by a
+scan, then keeps the answer current as the scaler places and removes pods (``added`` and
+``removed``), so each placement costs only the distinct questions asked so far.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from nodemanager.model import Pod
+from nodemanager.model.interpod import AffinityTerm, LabelSelector
+from nodemanager.scheduling.nodeinfo import NodeInfo
+
+# (namespace, selector, topology key): pods of ``namespace`` (any when None) matching it.
+SelectorKey = tuple[str | None, LabelSelector | None, str]
+
+
+class PodTopology:
+    def __init__(self, infos: Mapping[str, NodeInfo], namespace_labels: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        self.infos = infos
+        self.namespace_labels = namespace_labels or {}
+        self._selectors: dict[SelectorKey, Counter[str]] = {}
+        self._terms: dict[tuple[AffinityTerm, ...], list[Counter[str]]] = {}  # pods matching all the terms, per term's key
+        self._anti: Counter[tuple[AffinityTerm, str]] | None = None  # placed pods' required anti-affinity: (term, domain)
+        self._memo: dict[Any, Any] = {}  # answers derived from the node set (see ``memo``)
+
+    # -- questions ------------------------------------------------------------------------------
+    def selector_counts(self, namespace: str | None, selector: LabelSelector | None, key: str) -> Counter[str]:
+        found = self._selectors.get((namespace, selector, key))
+        if found is None:
+            found = Counter()
+            if selector is not None:
+                for info in self.infos.values():
+                    value = info.labels.get(key)
+                    if value is not None:
+                        found[value] += sum(1 for p in info.pods.values() if _selected(p, namespace, selector))
+            self._selectors[(namespace, selector, key)] = found
+        return found
+
+    def term_counts(self, terms: tuple[AffinityTerm, ...]) -> list[Counter[str]]:
+        """For each term, pods matching *all* the terms per value of that term's key
+        (InterPodAffinity counts a pod for required affinity only if it matches every term)."""
+        found = self._terms.get(terms)
+        if found is None:
+            found = [Counter() for _ in terms]
+            for info in self.infos.values():
+                for p in info.pods.values():
+                    self._count_terms(terms, found, p, info, 1)
+            self._terms[terms] = found
+        return found
+
+    def anti_affinity(self) -> Counter[tuple[AffinityTerm, str]]:
+        """Placed pods' required anti-affinity terms with the domain each applies to."""
+        if self._anti is None:
+            self._anti = Counter()
+            for info in self.infos.values():
+                for p in info.pods.values():
+                    self._count_anti(p, info, 1)
+        return self._anti
+
+    def memo(self, key: Any, compute: Any) -> Any:
+        """An answer that depends only on the node set (cleared when a node comes or goes)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    # -- changes --------------------------------------------------------------------------------
+    def added(self, pod: Pod, info: NodeInfo) -> None:
+        self._change(pod, info, 1)
+
+    def removed(self, pod: Pod, info: NodeInfo) -> None:
+        self._change(pod, info, -1)
+
+    def nodes_changed(self) -> None:
+        self._memo.clear()
+
+    def _change(self, pod: Pod, info: NodeInfo, delta: int) -> None:
+        for (namespace, selector, key), counts in self._selectors.items():
+            value = info.labels.get(key)
+            if value is not None and selector is not None and _selected(pod, namespace, selector):
+                counts[value] += delta
+        for terms, counts in self._terms.items():
+            self._count_terms(terms, counts, pod, info, delta)
+        if self._anti is not None:
+            self._count_anti(pod, info, delta)
+
+    def _count_terms(self, terms: tuple[AffinityTerm, ...], counts: list[Counter[str]], pod: Pod, info: NodeInfo, delta: int) -> None:
+        if all(t.selects(pod.namespace, pod.labels, self.namespace_labels) for t in terms):
+            for term, counter in zip(terms, counts, strict=True):
+                value = info.labels.get(term.topology_key)
+                if value is not None:
+                    counter[value] += delta
+
+    def _count_anti(self, pod: Pod, info: NodeInfo, delta: int) -> None:
+        assert self._anti is not None
+        for term in pod.pod_affinity.anti_required:
+            value = info.labels.get(term.topology_key)
+            if value is not None:
+                self._anti[(term, value)] += delta
+
+
+def _selected(pod: Pod, namespace: str | None, selector: LabelSelector) -> bool:
+    return (namespace is None or pod.namespace == namespace) and selector.matches(pod.labels)
