@@ -359,9 +359,10 @@ class _Run:
         # Nodes this run already decided to boot come first: they have room to spare.
         self._fill([n.info for n in self.new_nodes.values()], group)
         reasons: dict[int, list[tuple[str, bool]]] = defaultdict(list)  # class -> (why, may clear)
-        for cls in [c for c in group if c.pods and c.rep.inter_pod]:
+        inter_pod = [c for c in group if c.pods and c.rep.inter_pod]  # the group's pods all are, or none
+        for cls in inter_pod:
             cls.pods = [pod for pod in cls.pods if not self._new_node_for(pod, len(cls.pods), reasons[id(cls)])]
-        for view in self.views:
+        for view in self.views if not inter_pod else ():
             pending = [c for c in group if c.pods]
             if not pending:
                 break
@@ -386,7 +387,7 @@ class _Run:
         for c in group:
             if c.pods:
                 why = reasons[id(c)]
-                text = "; ".join(r for r, _ in why) or "no pool accepts the pod"
+                text = "; ".join(dict.fromkeys(r for r, _ in why)) or "no pool accepts the pod"
                 target = self.waiting if any(transient for _, transient in why) else self.unschedulable
                 for pod in c.pods:
                     target[pod.key] = text
