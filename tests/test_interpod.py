@@ -94,7 +94,7 @@ def test_affinity_terms_default_to_the_pods_namespace_and_an_empty_namespace_sel
         (
             {"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 101, "podAffinityTerm": {"topologyKey": ZONE}}]}}},
             "weight",
-        ),  # noqa: E501
+        ),
     ],
 )
 def test_bad_constraints_are_refused_naming_the_field(spec: dict, field: str) -> None:

@@ -14,6 +14,7 @@ from cloud.simulated import SimulatedCloud
 from nodemanager.cache.pod_state import PodState
 from nodemanager.clock import VirtualClock
 from nodemanager.config.schema import KubernetesMode
+from nodemanager.controller import NodeController
 from nodemanager.model import NodeState, PodKey
 
 
@@ -153,13 +154,19 @@ def test_daemonset_pods_do_not_keep_a_node_and_taints_and_cordons_are_honoured(s
     assert all(c.namespace != "kube-system" for c in evicted)
 
 
-def test_a_cordoned_node_gets_no_new_pods(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+def one_ready_node(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> tuple[NodeController, Kubelets, str]:
+    """A controller whose one pod ("web") got a node that registered: the Node's name."""
     config = kube_config(binpack_pool(), idle_grace=300)
     stub.create_pod("web", cpu="500m", memory="512Mi")
     made = controller(config, cloud, source(stub, cloud, clock, config), clock)
     kubelets = Kubelets(stub, cloud, clock)
     run_loops(made, clock, kubelets, 60)
     [kube_node] = [n["metadata"]["name"] for n in stub.items("nodes")]
+    return made, kubelets, kube_node
+
+
+def test_a_cordoned_node_gets_no_new_pods(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    made, kubelets, kube_node = one_ready_node(stub, cloud, clock)
     stub.update("nodes", "", kube_node, lambda n: n["spec"].update(unschedulable=True))  # kubectl cordon
     stub.create_pod("api", cpu="100m", memory="64Mi")
     run_loops(made, clock, kubelets, 60)
@@ -171,12 +178,7 @@ def test_a_cordoned_node_gets_no_new_pods(stub: KubeStub, cloud: SimulatedCloud,
 def test_a_pod_with_a_claim_is_placed_against_a_server_that_serves_only_v1beta1(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
     """§11: Kubernetes 1.32 serves resource.k8s.io only as v1beta1 (when enabled)."""
     stub.resource_versions = ("v1beta1",)
-    config = kube_config(binpack_pool(), idle_grace=300)
-    stub.create_pod("web", cpu="500m", memory="512Mi")
-    made = controller(config, cloud, source(stub, cloud, clock, config), clock)
-    kubelets = Kubelets(stub, cloud, clock)
-    run_loops(made, clock, kubelets, 60)
-    [kube_node] = [n["metadata"]["name"] for n in stub.items("nodes")]
+    made, kubelets, kube_node = one_ready_node(stub, cloud, clock)
     group = "resource.k8s.io/v1beta1"
     device = {"name": "gpu-0", "basic": {"attributes": {"model": {"string": "a10g"}}, "capacity": {"memory": {"value": "24Gi"}}}}
     spec = {"driver": "gpu.nvidia.com", "nodeName": kube_node, "pool": {"name": kube_node, "generation": 1, "resourceSliceCount": 1}, "devices": [device]}

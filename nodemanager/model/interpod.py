@@ -117,12 +117,7 @@ def parse_label_selector(
         e = as_mapping(expr, epath)
         if not e.get("key"):
             raise InvalidManifest(f"{epath}.key", "required")
-        try:
-            op = Operator(e.get("operator"))
-        except ValueError:
-            op = None
-        if op not in LABEL_OPERATORS:
-            raise InvalidManifest(f"{epath}.operator", f"expected one of In, NotIn, Exists, DoesNotExist, got {e.get('operator')!r}")
+        op = _choice(Operator, e.get("operator"), f"{epath}.operator", LABEL_OPERATORS)
         values = tuple(str(v) for v in as_list(e.get("values"), f"{epath}.values"))
         if (op in (Operator.IN, Operator.NOT_IN)) != bool(values):
             raise InvalidManifest(f"{epath}.values", f"{op} needs values" if values == () else f"{op} takes no values")
@@ -131,6 +126,18 @@ def parse_label_selector(
     reqs += [Requirement(k, Operator.IN, (labels[k],)) for k in match if k in labels]
     reqs += [Requirement(k, Operator.NOT_IN, (labels[k],)) for k in mismatch if k in labels]
     return LabelSelector(tuple(reqs))
+
+
+def _choice(kind: type[StrEnum], value: Any, path: str, allowed: tuple[StrEnum, ...] | None = None) -> Any:
+    """``value`` as a member of ``kind`` (and of ``allowed``), or an error listing them."""
+    options = allowed or tuple(kind)
+    try:
+        found = kind(value)
+    except ValueError:
+        found = None
+    if found not in options:
+        raise InvalidManifest(path, f"expected one of {', '.join(options)}, got {value!r}")
+    return found
 
 
 def _keys(value: Any, path: str) -> tuple[str, ...]:
@@ -144,17 +151,11 @@ def parse_spread(value: Any, path: str, labels: Mapping[str, str]) -> tuple[Spre
         c = as_mapping(entry, cpath)
         if not c.get("topologyKey"):
             raise InvalidManifest(f"{cpath}.topologyKey", "required")
-        try:
-            when = WhenUnsatisfiable(c.get("whenUnsatisfiable"))
-        except ValueError:
-            raise InvalidManifest(f"{cpath}.whenUnsatisfiable", f"expected DoNotSchedule or ScheduleAnyway, got {c.get('whenUnsatisfiable')!r}") from None
-        policies = []
-        for field in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
-            default = InclusionPolicy.HONOR if field == "nodeAffinityPolicy" else InclusionPolicy.IGNORE
-            try:
-                policies.append(InclusionPolicy(c.get(field) or default))
-            except ValueError:
-                raise InvalidManifest(f"{cpath}.{field}", f"expected Honor or Ignore, got {c.get(field)!r}") from None
+        when = _choice(WhenUnsatisfiable, c.get("whenUnsatisfiable"), f"{cpath}.whenUnsatisfiable")
+        policies = [
+            _choice(InclusionPolicy, c.get(field) or default, f"{cpath}.{field}")
+            for field, default in (("nodeAffinityPolicy", InclusionPolicy.HONOR), ("nodeTaintsPolicy", InclusionPolicy.IGNORE))
+        ]
         min_domains = c.get("minDomains")
         if min_domains is not None and when is not WhenUnsatisfiable.DO_NOT_SCHEDULE:
             raise InvalidManifest(f"{cpath}.minDomains", "may be set only when whenUnsatisfiable is DoNotSchedule")
