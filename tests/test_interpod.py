@@ -181,3 +181,19 @@ def test_spread_over_a_zone_no_pool_may_use_is_unschedulable_with_the_constraint
     assert len(placed) == 2  # zone a may hold at most one more than zone b, which takes no more
     (why,) = {d.unschedulable.get(f"default/web-{i}", "") for i in range(3)} - {""}
     assert "topology spread" in why
+
+
+def test_schedule_anyway_spread_scores_the_emptier_domain_higher() -> None:
+    foo = {"foo": "bar"}
+    nodes = [info("node1", "A", pod("p1", foo), pod("p2", foo)), info("node2", "B")]
+    soft = {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": foo}}]}
+    incoming = pod("new", foo, **soft)
+    assert not incoming.inter_pod  # a preference: placed with its class, not one at a time
+    fw = Framework(DEFAULT_PROFILE, default_registry())
+    fw.handle.node_infos = {n.name: n for n in nodes}
+    state = CycleState()
+    assert fw.run_pre_filter_plugins(state, incoming).is_success()
+    assert [n.name for n in nodes if fw.run_filter_plugins(state, incoming, n).is_success()] == ["node1", "node2"]
+    scores, status = fw.run_score_plugins(state, incoming, nodes)
+    assert status.is_success()
+    assert scores["PodTopologySpread"]["node2"] > scores["PodTopologySpread"]["node1"]

@@ -16,7 +16,7 @@ from typing import Any
 from nodemanager.errors import InvalidManifest
 from nodemanager.model.pod import Pod
 from nodemanager.model.resources import PODS, ZERO, Resources
-from nodemanager.model.selectors import HARD_EFFECTS, Taint, TaintEffect, Toleration, terms_match, untolerated
+from nodemanager.model.selectors import HARD_EFFECTS, Taint, TaintEffect, Toleration, untolerated
 
 _NO_EXECUTE, _NO_SCHEDULE = TaintEffect.NO_EXECUTE, TaintEffect.NO_SCHEDULE
 #: What the DaemonSet controller adds to each of its pods (pkg/controller/daemon/util).
@@ -42,12 +42,7 @@ class DaemonSet:
         return f"{self.namespace}/{self.name}"
 
     def runs_on(self, labels: Mapping[str, str], taints: tuple[Taint, ...], node_name: str = "") -> bool:
-        pod = self.pod
-        if any(labels.get(k) != v for k, v in pod.node_selector.items()):
-            return False
-        if not terms_match(pod.affinity, labels, node_name):
-            return False
-        return not untolerated(taints, pod.tolerations, HARD_EFFECTS)
+        return self.pod.accepts_node(labels, node_name) and not untolerated(taints, self.pod.tolerations, HARD_EFFECTS)
 
     @classmethod
     def from_manifest(cls, doc: Mapping[str, Any], where: str = "daemonSet") -> DaemonSet:

@@ -19,7 +19,7 @@ from nodemanager.model.manifest import as_list as _list
 from nodemanager.model.manifest import as_mapping
 from nodemanager.model.ports import ANY_IP, HostPort
 from nodemanager.model.resources import ZERO, Resources
-from nodemanager.model.selectors import Operator, Requirement, SelectorTerm, TaintEffect, Toleration
+from nodemanager.model.selectors import Operator, Requirement, SelectorTerm, TaintEffect, Toleration, terms_match
 
 PodKey = NewType("PodKey", str)  # "namespace/name"
 
@@ -102,6 +102,10 @@ class Pod:
         """A DaemonSet or mirror pod: part of its node, never a pod to place, and never a
         reason to keep the node (drains leave it; it goes with the node)."""
         return bool(self.daemon_set) or self.mirror
+
+    def accepts_node(self, labels: Mapping[str, str], node_name: str = "") -> bool:
+        """Its nodeSelector and required node affinity hold for a node with these labels."""
+        return all(labels.get(k) == v for k, v in self.node_selector.items()) and terms_match(self.affinity, labels, node_name)
 
     def specificity(self) -> int:
         """How constrained the pod is: more constraints are matched first (PrioritySort)."""

@@ -37,7 +37,6 @@ from nodemanager.model import BINDABLE_STATES, LIVE_STATES, CapacityType, NodeNa
 from nodemanager.model.daemonset import daemon_overhead
 from nodemanager.model.labels import HOSTNAME, ZONE
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, asks_for_batch
-from nodemanager.model.selectors import terms_match
 from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scaler import binpack
 from nodemanager.scaler.decision import Decision, NodeSpec, StopOrder
@@ -183,7 +182,7 @@ class _Run:
             for cand in view.candidates:
                 if cand.offering.zone not in zones and not self._blocked(cand):
                     info = offering_node_info(view, cand)
-                    if all(info.labels.get(k) == v for k, v in pod.node_selector.items()) and terms_match(pod.affinity, info.labels, info.name):
+                    if pod.accepts_node(info.labels, info.name):
                         zones.add(cand.offering.zone)
         return frozenset(zones)
 

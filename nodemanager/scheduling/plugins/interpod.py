@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from nodemanager.model import Pod
 from nodemanager.model.interpod import AffinityTerm, InclusionPolicy, SpreadConstraint
-from nodemanager.model.selectors import HARD_EFFECTS, terms_match, untolerated
+from nodemanager.model.selectors import HARD_EFFECTS, untolerated
 from nodemanager.scheduling.cycle_state import CycleState
 from nodemanager.scheduling.interfaces import FilterPlugin, PreFilterPlugin, ScorePlugin
 from nodemanager.scheduling.nodeinfo import NodeInfo
@@ -35,6 +35,7 @@ from nodemanager.scheduling.status import Status, unresolvable, unschedulable
 from nodemanager.scheduling.topology import PodTopology
 
 _SPREAD_KEY = "PodTopologySpread/preFilter"
+_SOFT_SPREAD_KEY = "PodTopologySpread/preScore"
 _AFFINITY_KEY = "InterPodAffinity/preFilter"
 
 
@@ -45,8 +46,7 @@ def topology_of(handle: object) -> PodTopology:
 
 
 def _eligible(pod: Pod, constraint: SpreadConstraint, node: NodeInfo) -> bool:
-    honored = constraint.node_affinity_policy is InclusionPolicy.HONOR
-    if honored and (any(node.labels.get(k) != v for k, v in pod.node_selector.items()) or not terms_match(pod.affinity, node.labels, node.name)):
+    if constraint.node_affinity_policy is InclusionPolicy.HONOR and not pod.accepts_node(node.labels, node.name):
         return False
     return constraint.node_taints_policy is InclusionPolicy.IGNORE or not untolerated(node.taints, pod.tolerations, HARD_EFFECTS)
 
@@ -57,6 +57,7 @@ class _Spread:
     counts: Counter[str]
     min_match: int
     self_match: int
+    domains: int  # eligible domains (scores weigh a constraint by log(domains + 2))
 
 
 class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
@@ -86,12 +87,15 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
             if len(domains) < c.min_domains:
                 min_match = 0
             self_match = int(c.selector is not None and c.selector.matches(pod.labels))
-            out.append(_Spread(c, counts, min_match, self_match))
+            out.append(_Spread(c, counts, min_match, self_match, len(domains)))
         return out
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status | None:
+        """The counts filter and score read, once per pod (kube's PreFilter and PreScore)."""
         hard = [c for c in pod.spread if c.hard]
+        soft = [c for c in pod.spread if not c.hard]
         state.write(_SPREAD_KEY, self._prepare(pod, hard) if hard else [])
+        state.write(_SOFT_SPREAD_KEY, self._prepare(pod, soft) if soft else [])
         return None
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
@@ -106,17 +110,11 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
         """ScheduleAnyway constraints: the matching pods already in the node's domains,
         each weighted as kube does (log(domains + 2)); fewer is better after normalizing."""
-        soft = [c for c in pod.spread if not c.hard]
-        if not soft:
-            return 0, None
         total = 0.0
-        for s in self._prepare(pod, soft):
+        for s in state.get(_SOFT_SPREAD_KEY) or ():
             value = node.labels.get(s.constraint.topology_key)
-            if value is None:
-                continue
-            domains = len(self._domains(pod, s.constraint, topology_of(self.handle)))
-            weight = math.log(domains + 2)
-            total += (s.counts.get(value, 0) * weight) + (s.constraint.max_skew - 1)
+            if value is not None:
+                total += s.counts.get(value, 0) * math.log(s.domains + 2) + (s.constraint.max_skew - 1)
         return round(total), None
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: dict[str, int]) -> Status | None:
