@@ -118,6 +118,12 @@ def test_provisioner_mode_adds_capacity_and_leaves_binding_to_the_scheduler(stub
     stub.update("pods", "default", "web", lambda p: p["spec"].update(nodeName="ip-10-0-0-1.ec2.internal"))  # the scheduler binds
     run_loops(made, clock, kubelets, 60)
     assert len(live(cloud)) == 1  # in use: kept
+    stub.create_pod("api", cpu="100m", memory="64Mi", scheduler="default-scheduler")
+    stub.mark_unschedulable("default", "api")
+    run_loops(made, clock, kubelets, 14)
+    (api,) = [w for w in made.status()["pods"]["waiting"] if w["pod"] == "default/api"]  # type: ignore[index]
+    assert api["reason"].startswith("room for it on ")  # its node is Ready: not "waiting for it to be Ready"
+    assert len(live(cloud)) == 1
 
 
 def test_daemonset_pods_do_not_keep_a_node_and_taints_and_cordons_are_honoured(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
