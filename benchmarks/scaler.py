@@ -1,9 +1,14 @@
 """Scaler benchmark: N pending pods on an empty cluster, one compute().
 
-    python benchmarks/scaler.py --workload {karpenter,mixed} --pods N [--daemonsets eks] [--json] [--seed S]
+    python benchmarks/scaler.py --workload {karpenter,karpenter-mix,mixed} --pods N [--daemonsets eks] [--json] [--seed S]
 
 * karpenter: 400 synthetic instance types (type i: i+1 vCPU, 2(i+1) GiB, 10(i+1) pods,
-  price proportional to size), pods of Karpenter's benchmark sizes.
+  price proportional to size, offered in three zones), pods of Karpenter's benchmark sizes.
+* karpenter-mix: the same types and Karpenter's five-way mix of generic pods, zonal and
+  hostname topology spread, zonal self-affinity and hostname anti-affinity
+  (``karpenter_mix.py``); ``violations`` counts pods bound where kube-scheduler would not
+  admit them, from a verifier that replays the bindings against its own copy of the
+  constraints, and the LP bound also needs a node for every hostname-anti-affine pod.
 * mixed: the bundled us-east-1 catalog (x86_64, on-demand, every type allowed); pods 50%
   web (100-500m, 128Mi-1Gi), 25% app (1-2 CPU, 2-4Gi), 15% memory-heavy (0.5-1 CPU,
   6-12Gi), 10% CPU-heavy (3-6 CPU, 4-8Gi), in discrete steps as real requests are.
@@ -22,6 +27,7 @@ to the node it was bound to, not from the scaler.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import sys
@@ -30,7 +36,9 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import karpenter_mix
 import numpy as np
 from scipy.optimize import linprog
 
@@ -59,9 +67,12 @@ def daemon_set(namespace: str, name: str, cpu: int, memory: int, tolerate_all: b
     return DaemonSet.from_manifest(manifest)
 
 
+KARPENTER_ZONES = ("test-zone-1", "test-zone-2", "test-zone-3")  # Karpenter's fake offerings
+
+
 def karpenter_catalog() -> Catalog:
     types = [
-        InstanceType(f"fake-it-{i}", vcpu=i + 1, memory_mib=2 * (i + 1) * 1024, on_demand_price=0.05 * (i + 1), zones=("zone-a",), max_pods=10 * (i + 1))
+        InstanceType(f"fake-it-{i}", vcpu=i + 1, memory_mib=2 * (i + 1) * 1024, on_demand_price=0.05 * (i + 1), zones=KARPENTER_ZONES, max_pods=10 * (i + 1))
         for i in range(400)
     ]
     return Catalog(types, region="fake")
@@ -91,12 +102,15 @@ def mixed_pods(n: int, rng: random.Random) -> list[tuple[int, int]]:
     return out
 
 
-def lp_lower_bound(types: list[InstanceType], cpu: int, memory: int, overhead: tuple[int, int] = (0, 0)) -> float:
-    """Every node pays its DaemonSets' ``overhead`` (CPU, memory) before any pod."""
+def lp_lower_bound(types: list[InstanceType], cpu: int, memory: int, overhead: tuple[int, int] = (0, 0), min_nodes: int = 0) -> float:
+    """Every node pays its DaemonSets' ``overhead`` (CPU, memory) before any pod; there are
+    at least ``min_nodes`` nodes (fractionally)."""
     types = [t for t in types if t.allocatable.cpu > overhead[0] and t.allocatable.memory > overhead[1]]
     prices = [t.on_demand_price for t in types]
-    a_ub = -np.array([[t.allocatable.cpu - overhead[0] for t in types], [(t.allocatable.memory - overhead[1]) / GI for t in types]], dtype=float)
-    result = linprog(prices, A_ub=a_ub, b_ub=[-cpu, -memory / GI], bounds=(0, None), method="highs")
+    a_ub = -np.array(
+        [[t.allocatable.cpu - overhead[0] for t in types], [(t.allocatable.memory - overhead[1]) / GI for t in types], [1.0 for _ in types]], dtype=float
+    )
+    result = linprog(prices, A_ub=a_ub, b_ub=[-cpu, -memory / GI, -min_nodes], bounds=(0, None), method="highs")
     if not result.success:
         raise RuntimeError(f"LP failed: {result.message}")
     return float(result.fun)
@@ -128,7 +142,13 @@ def verify(pods: list[Pod], decision, catalog: Catalog, daemons: list[tuple[str,
 
 def run(workload: str, n: int, seed: int, daemonsets: str = "none") -> dict[str, object]:
     rng = random.Random(seed)
-    if workload == "karpenter":
+    specs: list[karpenter_mix.Spec] = []
+    if workload == "karpenter-mix":
+        catalog = karpenter_catalog()
+        specs = karpenter_mix.diverse_pods(n, rng)
+        shapes = [(s.cpu_m, s.memory_mi * MI) for s in specs]
+        pool = Pool(name="bench", instance_types=["*"], capacity_types=[CapacityType.ON_DEMAND])
+    elif workload == "karpenter":
         catalog = karpenter_catalog()
         shapes = karpenter_pods(n, rng)
         pool = Pool(name="bench", instance_types=["*"], capacity_types=[CapacityType.ON_DEMAND])
@@ -138,7 +158,10 @@ def run(workload: str, n: int, seed: int, daemonsets: str = "none") -> dict[str,
         # Burstable types are left out: their list price holds only below the CPU credit
         # baseline, and pods with sustained requests pay the unlimited-mode surcharge.
         pool = Pool(name="bench", instance_types=["*"], exclude_instance_types=["t*"], architectures=["x86_64"], capacity_types=[CapacityType.ON_DEMAND])
-    pods = [Pod("bench", f"p{i}", f"u{i}", Resources({"cpu": c, "memory": m}), created_at=float(i)) for i, (c, m) in enumerate(shapes)]
+    if specs:
+        pods = [dataclasses.replace(Pod.from_manifest(s.manifest), created_at=float(i)) for i, s in enumerate(specs)]
+    else:
+        pods = [Pod("bench", f"p{i}", f"u{i}", Resources({"cpu": c, "memory": m}), created_at=float(i)) for i, (c, m) in enumerate(shapes)]
     settings = ScalerSettings((pool,), NodeDefaults(default_instance_type=next(iter(catalog)).name, max_boots_per_loop=10**6))
     scaler = BindingNodeScaler(settings, catalog)
     daemons = EKS_DAEMONSETS if daemonsets == "eks" else []
@@ -148,9 +171,10 @@ def run(workload: str, n: int, seed: int, daemonsets: str = "none") -> dict[str,
     seconds = time.perf_counter() - started
     allowed = [t for t in catalog if t.name in catalog.matching(pool.instance_types, pool.architectures, pool.exclude_instance_types)]
     overhead = (sum(d[2] for d in daemons), sum(d[3] for d in daemons))
-    bound = lp_lower_bound(allowed, sum(c for c, _ in shapes), sum(m for _, m in shapes), overhead)
+    min_nodes = karpenter_mix.anti_affine_count(specs)
+    bound = lp_lower_bound(allowed, sum(c for c, _ in shapes), sum(m for _, m in shapes), overhead, min_nodes)
     cost = sum(spec.price for spec in decision.start)
-    return {
+    result: dict[str, object] = {
         "workload": workload,
         "pods": n,
         "daemonsets": daemonsets,
@@ -164,11 +188,16 @@ def run(workload: str, n: int, seed: int, daemonsets: str = "none") -> dict[str,
         "unplaced": verify(pods, decision, catalog, daemons),
         "distinct_pod_shapes": len(set(shapes)),
     }
+    if specs:
+        zones = {spec.name: spec.zone for spec in decision.start}
+        result["violations"] = len(karpenter_mix.constraint_violations(specs, decision.bindings, zones))
+        result["pods_by_zone"] = karpenter_mix.zone_counts(specs, decision.bindings, zones)
+    return result
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workload", choices=["karpenter", "mixed"], default="mixed")
+    parser.add_argument("--workload", choices=["karpenter", "karpenter-mix", "mixed"], default="mixed")
     parser.add_argument("--pods", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--daemonsets", choices=["none", "eks"], default="none", help="DaemonSets every node runs besides its pods")

@@ -10,7 +10,7 @@ with the number of pods. Pool limits bound every emission.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from nodemanager.model import InstanceType, Resources
@@ -76,12 +76,13 @@ class Vectors:
 
 
 def greedy_fill(
-    allocatable: tuple[int, ...], requests: Sequence[tuple[int, ...]], remaining: Sequence[int], cell: bool, order: Sequence[int] | None = None
+    allocatable: tuple[int, ...], requests: Sequence[tuple[int, ...]], remaining: Sequence[int], per_node: int | None, order: Sequence[int] | None = None
 ) -> tuple[int, ...]:
-    """Pods per class that fit one empty node, taking classes in ``order`` (default: as given)."""
+    """Pods per class that fit one empty node, at most ``per_node`` in all (None: no such
+    limit), taking classes in ``order`` (default: as given)."""
     free = list(allocatable)
     counts = [0] * len(requests)
-    room_left = 1 if cell else None
+    room_left = per_node
     for index in order if order is not None else range(len(requests)):
         request, left = requests[index], remaining[index]
         n = left if room_left is None else min(left, room_left)
@@ -110,7 +111,7 @@ def proportional_fill(allocatable: tuple[int, ...], requests: Sequence[tuple[int
     base = [int(k * fraction) for k in remaining]
     used = [sum(r[j] * b for r, b in zip(requests, base, strict=True)) for j in range(len(allocatable))]
     free = tuple(a - u for a, u in zip(allocatable, used, strict=True))
-    extra = greedy_fill(free, requests, [k - b for k, b in zip(remaining, base, strict=True)], False, order)
+    extra = greedy_fill(free, requests, [k - b for k, b in zip(remaining, base, strict=True)], None, order)
     return tuple(b + e for b, e in zip(base, extra, strict=True))
 
 
@@ -125,10 +126,11 @@ def _duals(candidates: Sequence[Candidate], requests: Sequence[Resources], remai
 
 
 def pack(
-    requests: Sequence[Resources], counts: Sequence[int], candidates: Sequence[Candidate], budget: Budget, *, cell: bool
+    requests: Sequence[Resources], counts: Sequence[int], candidates: Sequence[Candidate], budget: Budget, *, per_node: int | None = None
 ) -> tuple[list[Fill], list[int], dict[int, str]]:
-    """Fills for ``counts[i]`` pods of ``requests[i]`` (largest first), the pods left
-    over per class, and for classes left over why (``"limit:cpu"`` or ``"fit"``)."""
+    """Fills for ``counts[i]`` pods of ``requests[i]`` (largest first), at most ``per_node``
+    pods on a node (1 for a cell pool; None: as many as fit), the pods left over per class,
+    and for classes left over why (``"limit:cpu"`` or ``"fit"``)."""
     vectors = Vectors(requests)
     remaining = list(counts)
     # One candidate per instance type: its cheapest offering (they arrive cheapest first).
@@ -150,7 +152,7 @@ def pack(
         ranked = sorted(usable, key=lambda c: (-(duals.value(c.allocatable.cpu, c.allocatable.memory) / c.price), c.price, c.itype.name))
         trial = ranked[:CANDIDATES_PER_ROUND]
         # Always try the cheapest type that can hold the first (largest) remaining pod.
-        holder = next((c for c in usable if greedy_fill(alloc[c.itype.name], [vectors.requests[first]], [1], cell)[0]), None)
+        holder = next((c for c in usable if greedy_fill(alloc[c.itype.name], [vectors.requests[first]], [1], per_node)[0]), None)
         if holder is not None and holder not in trial:
             trial.append(holder)
         # Fill orders: most valuable first (the resource the LP says is scarce), largest
@@ -164,8 +166,8 @@ def pack(
         by_value = tuple(sorted(classes, key=lambda i: -value[i]))
         best: tuple[float, float, float, str, Candidate, tuple[int, ...]] | None = None
         for c in trial:
-            options = [greedy_fill(alloc[c.itype.name], vectors.requests, remaining, cell, order) for order in sorted(orders)]
-            if not cell:
+            options = [greedy_fill(alloc[c.itype.name], vectors.requests, remaining, per_node, order) for order in sorted(orders)]
+            if per_node is None:
                 options.append(proportional_fill(alloc[c.itype.name], vectors.requests, remaining, by_value))
             for fill in options:
                 if not any(fill):
@@ -209,9 +211,13 @@ def _utilisation(candidate: Candidate, requests: Sequence[Resources], fill: Sequ
     return (cpu / alloc.cpu if alloc.cpu else 0.0) + (memory / alloc.memory if alloc.memory else 0.0)
 
 
-def right_size(total: Resources, pods: int, candidates: Sequence[Candidate], cell: bool) -> Candidate | None:
-    """The cheapest candidate that holds ``pods`` pods needing ``total`` in all."""
-    if cell and pods > 1:
-        return None
+def right_size(total: Resources, pods: int, candidates: Sequence[Candidate], below: float, accepts: Callable[[Candidate], bool]) -> Candidate | None:
+    """The cheapest of ``candidates`` (cheapest first) priced under ``below`` that holds
+    ``pods`` pods needing ``total`` in all and that ``accepts`` allows."""
     need = total + Resources({"pods": pods})
-    return next((c for c in candidates if need.fits(c.allocatable)), None)
+    for c in candidates:
+        if c.price >= below:
+            return None
+        if need.fits(c.allocatable) and accepts(c):
+            return c
+    return None

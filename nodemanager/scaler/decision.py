@@ -39,7 +39,7 @@ class StopOrder:
 class Decision:
     start: tuple[NodeSpec, ...] = ()
     stop: tuple[StopOrder, ...] = ()
-    bindings: Mapping[PodKey, NodeName] = field(default_factory=lambda: _EMPTY)  # every waiting pod with a node
+    bindings: Mapping[PodKey, NodeName] = field(default_factory=lambda: _EMPTY)  # every waiting pod with a node, in an order to bind them (see scaler)
     unschedulable: Mapping[PodKey, str] = field(default_factory=lambda: _EMPTY)  # pods no pool could ever hold
     waiting: Mapping[PodKey, str] = field(default_factory=lambda: _EMPTY)  # pods that must wait, and why
     unneeded_since: Mapping[NodeName, float] = field(default_factory=lambda: _EMPTY)  # feed into the next snapshot

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -35,10 +35,12 @@ from nodemanager.dra import ResourceSlice
 from nodemanager.dra.context import instance_slices
 from nodemanager.model import BINDABLE_STATES, LIVE_STATES, CapacityType, NodeName, NodeState, Pod, PodKey, PodPhase, Resources
 from nodemanager.model.daemonset import daemon_overhead
+from nodemanager.model.interpod import NO_AFFINITY
 from nodemanager.model.labels import HOSTNAME, ZONE
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, asks_for_batch
 from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scaler import binpack
+from nodemanager.scaler import interpod_plan as plan
 from nodemanager.scaler.decision import Decision, NodeSpec, StopOrder
 from nodemanager.scaler.pools import Candidate, PoolView, node_node_info, offering_node_info, pool_views
 from nodemanager.scaler.snapshot import ClusterSnapshot
@@ -46,6 +48,7 @@ from nodemanager.scaler.unavailability import ANY_TYPE
 from nodemanager.scheduling import CycleState, Framework, NodeInfo, Profile, Registry
 from nodemanager.scheduling.nodeinfo import counted_requests
 from nodemanager.scheduling.plugins.dynamic_resources import DeviceState, allocations_of
+from nodemanager.scheduling.plugins.interpod import spread_domains
 from nodemanager.scheduling.plugins.queue_sort import priority_key
 from nodemanager.scheduling.profile import DEFAULT_PROFILE
 from nodemanager.scheduling.status import Code
@@ -70,8 +73,9 @@ class ScalerSettings:
         return cls(tuple(config.pools), config.nodes, config.scheduling.profile(), config.scheduling.seed, colocation)
 
 
-def constraint_key(pod: Pod) -> tuple:
-    """Everything but the request that decides where a pod may go (and its rank)."""
+def constraint_key(pod: Pod, node_only: bool = False) -> tuple:
+    """Everything but the request that decides where a pod may go (and its rank); with
+    ``node_only``, only what a node's own labels and taints decide."""
     group = (pod.namespace, pod.pod_group, pod.pod_group_min_member) if pod.pod_group else ()
     batch = asks_for_batch(pod.requests)  # never packed with other pods
     return (
@@ -86,9 +90,7 @@ def constraint_key(pod: Pod) -> tuple:
         pod.capacity_policy,
         pod.zone,
         group,
-        pod.spread,
-        pod.pod_affinity,
-        tuple(sorted(pod.labels.items())),  # what other pods' selectors see
+        *(() if node_only else (pod.spread, pod.pod_affinity, tuple(sorted(pod.labels.items())))),  # labels: what other pods' selectors see
     )
 
 
@@ -148,6 +150,8 @@ class _Run:
             self.devices = DeviceState(snapshot.devices, self._slices_for)
             self.fw.handle.devices = self.devices
         self._claim_keys: dict[tuple[str, ...], tuple] = {}
+        self._smallest = Resources()  # component-wise, of the pods waiting: a node without room for it is full
+        self.zone_load: Counter[str] = Counter()  # nodes per zone, live and decided: new nodes go to the emptiest
 
     def claims_of(self, pod: PodKey) -> tuple[str, ...]:
         node = self.bindings.get(pod)
@@ -163,17 +167,17 @@ class _Run:
         itype = self.s.catalog.get(info.instance_type)
         return list(instance_slices(itype, info.name if info.exists else "")) if itype else []
 
-    def key(self, pod: Pod) -> tuple:
+    def key(self, pod: Pod, node_only: bool = False) -> tuple:
         """constraint_key, plus what the pod's claims ask for (claims of the same shape are
         interchangeable, whatever their names)."""
         if not pod.claims:
-            return constraint_key(pod)
+            return constraint_key(pod, node_only)
         found = self._claim_keys.get(pod.claims)
         if found is None:
             claims = self.devices.context.claims if self.devices else {}
             found = tuple((c.requests, c.constraints, c.allocation is not None) if (c := claims.get(k)) is not None else ("missing", k) for k in pod.claims)
             self._claim_keys[pod.claims] = found
-        return (*constraint_key(pod), found)
+        return (*constraint_key(pod, node_only), found)
 
     def _possible_zones(self, pod: Pod) -> frozenset[str]:
         """Zones where some pool offers a node that the pod's node constraints accept."""
@@ -205,6 +209,7 @@ class _Run:
                 continue
             self.infos[node.name] = node_node_info(node, self.view_by_name.get(node.pool), self.s.catalog, volume)
             self.node_state[node.name] = node.state
+            self.zone_load[self.infos[node.name].zone] += 1
         for pod in sorted(pods.values(), key=lambda p: p.key):
             if pod.node_name and pod.node_name in self.infos:
                 self.infos[pod.node_name].add_pod(pod)
@@ -251,8 +256,9 @@ class _Run:
     def _fill(self, candidates: list[NodeInfo], classes: list[_Class]) -> None:
         if not candidates:
             return
+        namespaces = self.topology.namespace_labels
         for cls in classes:
-            if cls.pods and cls.rep.inter_pod:
+            if cls.pods and cls.rep.inter_pod and not (len(cls.pods) > 1 and plan.static(cls.rep, namespaces)):
                 cls.pods = [pod for pod in cls.pods if not self._fill_one(candidates, pod)]
                 continue
             if not cls.pods:
@@ -261,7 +267,7 @@ class _Run:
             state = CycleState()
             if not self.fw.run_pre_filter_plugins(state, pod).is_success():
                 continue
-            feasible = [i for i in candidates if self.fw.run_filter_plugins(state, pod, i).is_success()]
+            feasible = [i for i in candidates if i.fit_count(i.fit_request(pod), 1) and self.fw.run_filter_plugins(state, pod, i).is_success()]
             if not feasible:
                 continue
             scores, status = self.fw.run_score_plugins(state, pod, feasible)
@@ -270,7 +276,9 @@ class _Run:
             left = deque(cls.pods)
             refused: list[Pod] = []
             for info in feasible:
-                for _ in range(info.fit_count(info.fit_request(pod), len(left))):
+                count = info.fit_count(info.fit_request(pod), len(left))
+                cap = plan.host_cap(pod, info, self.topology) if pod.inter_pod else None
+                for _ in range(count if cap is None else min(count, cap)):
                     candidate = left.popleft()
                     if not self._place(candidate, info, CycleState()):
                         refused.append(candidate)
@@ -300,7 +308,7 @@ class _Run:
         volume claim). A pure function of the pool, the constraints and the cluster's
         objects, so the scaler memoizes it per computation's inputs."""
         volumes = self.snapshot.volumes
-        key = (view.name, self.key(pod), tuple(volumes.claims.get(k) for k in pod.volume_claims) if volumes and pod.volume_claims else ())
+        key = (view.name, self.key(pod, node_only=True), tuple(volumes.claims.get(k) for k in pod.volume_claims) if volumes and pod.volume_claims else ())
         memo = self.s.probe_memo
         if key not in memo:
             if len(memo) >= PROBE_MEMO_SIZE:
@@ -310,7 +318,7 @@ class _Run:
         return list(accepted), why, transient
 
     def _probe_uncached(self, view: PoolView, pod: Pod) -> tuple[tuple[Candidate, ...], str, bool]:
-        probe = dataclasses.replace(pod, requests=Resources())
+        probe = dataclasses.replace(node_level(pod), requests=Resources())
         state = CycleState()
         status = self.fw.run_pre_filter_plugins(state, probe)
         if not status.is_success():
@@ -318,7 +326,7 @@ class _Run:
         accepted: list[Candidate] = []
         reasons: dict[str, int] = defaultdict(int)
         for cand in view.candidates:
-            status = self.fw.run_filter_plugins(state, probe, offering_node_info(view, cand))
+            status = self.fw.run_filter_plugins(state, probe, offering_node_info(view, cand, NEW_HOST))
             if status.is_success():
                 accepted.append(cand)
             else:
@@ -339,29 +347,46 @@ class _Run:
     def _drop_empty_new_nodes(self) -> None:
         for name, node in list(self.new_nodes.items()):
             if not node.info.pods and not node.standby:
-                del self.new_nodes[name]
-                del self.infos[name]
-                self.topology.nodes_changed()
+                self._forget(name)
 
     def place_on_new(self, classes: list[_Class]) -> None:
         groups: dict[tuple, list[_Class]] = defaultdict(list)
         for cls in classes:
             if cls.pods:
                 groups[self.key(cls.rep)].append(cls)
-        # Within a priority, pods that keep to or apart from others choose first; the rest fill in.
-        for key in sorted(groups, key=lambda k: (-groups[k][0].rep.priority, not groups[k][0].rep.inter_pod, priority_key(groups[k][0].rep))):
+
+        def rank(rep: Pod) -> int:
+            """Within a priority, the most constrained choose first and the rest fill in:
+            pods that need a node to themselves (or nearly), other inter-pod groups, the rest."""
+            if not rep.inter_pod:
+                return 2
+            return 0 if plan.host_cap(rep, None, self.topology) is not None else 1
+
+        for key in sorted(groups, key=lambda k: (-groups[k][0].rep.priority, rank(groups[k][0].rep), priority_key(groups[k][0].rep))):
             self._place_group(groups[key])
+
+    def _open_new_nodes(self) -> list[NodeInfo]:
+        """Nodes this run decided to boot that still have room for the smallest pod waiting."""
+        smallest = self._smallest
+        return [n.info for n in self.new_nodes.values() if n.info.fit_count(smallest, 1)]
 
     def _place_group(self, group: list[_Class]) -> None:
         """New nodes for one constraint group: each pool in turn takes what it can; what a
         pool cannot take (no match, no fit, limit, unavailable) moves on to the next."""
+        pending = [c for c in group if c.pods]
+        if not pending:
+            return
+        rep = pending[0].rep  # the group's pods share every constraint
+        if rep.inter_pod and plan.zone_level(rep) and plan.plannable(rep):
+            self._place_by_zone(pending)
+            return
         # Nodes this run already decided to boot come first: they have room to spare.
-        self._fill([n.info for n in self.new_nodes.values()], group)
+        self._fill(self._open_new_nodes(), group)
         reasons: dict[int, list[tuple[str, bool]]] = defaultdict(list)  # class -> (why, may clear)
-        inter_pod = [c for c in group if c.pods and c.rep.inter_pod]  # the group's pods all are, or none
-        for cls in inter_pod:
+        one_by_one = rep.inter_pod and not plan.static(rep, self.topology.namespace_labels)
+        for cls in group if one_by_one else ():
             cls.pods = [pod for pod in cls.pods if not self._new_node_for(pod, len(cls.pods), reasons[id(cls)])]
-        for view in self.views if not inter_pod else ():
+        for view in self.views if not one_by_one else ():
             pending = [c for c in group if c.pods]
             if not pending:
                 break
@@ -383,6 +408,10 @@ class _Run:
                 self._place_with_devices(view, usable, available, reasons)
             elif usable:
                 self._pack(view, usable, available, reasons)
+        self._report(group, reasons)
+
+    def _report(self, group: list[_Class], reasons: dict[int, list[tuple[str, bool]]]) -> None:
+        """Pods of ``group`` left over wait (if a reason may clear) or are unschedulable."""
         for c in group:
             if c.pods:
                 why = reasons[id(c)]
@@ -391,6 +420,33 @@ class _Run:
                 for pod in c.pods:
                     target[pod.key] = text
                 c.pods = []
+
+    def _place_by_zone(self, group: list[_Class]) -> None:
+        """Zone-level constraints settled for the whole group (``interpod_plan``), then each
+        zone's share placed as zonal pods."""
+        rep = group[0].rep
+        zones = sorted(self._possible_zones(rep))
+        pods = [p for c in group for p in c.pods]
+        chosen, why = plan.plan_zones(pods, zones, self.topology, lambda c: spread_domains(self.fw.handle, rep, c, self.topology), self.zone_load)
+        by_zone: dict[str, list[_Class]] = defaultdict(list)
+        for cls in group:
+            shares: dict[str, list[Pod]] = defaultdict(list)
+            for pod in cls.pods:
+                if pod.key in chosen:
+                    shares[chosen[pod.key]].append(plan.pinned(pod, chosen[pod.key]))
+            for zone, members in shares.items():
+                by_zone[zone].append(_Class(members))
+            cls.pods = [p for p in cls.pods if p.key not in chosen]
+        for zone in sorted(by_zone):
+            self._place_group(by_zone[zone])
+        # Bindings list pods in the order they may be bound: each passes every filter given
+        # the ones before it. Zone by zone is not such an order; the plan's is.
+        for key in chosen:
+            if key in self.bindings:
+                self.bindings[key] = self.bindings.pop(key)
+        if not zones:
+            why = "no pool offers a zone the pod's node constraints accept"
+        self._report(group, {id(c): [(why, False)] for c in group})
 
     def _new_node_for(self, pod: Pod, kin: int, reasons: list[tuple[str, bool]]) -> bool:
         """A pod whose place depends on other pods': a node this run decided to boot if the
@@ -407,7 +463,8 @@ class _Run:
         if not status.is_success():
             reasons.append((status.message, status.code is Code.UNSCHEDULABLE))
             return False
-        shares = 1 if _keeps_apart_by_host(pod) else kin
+        cap = plan.host_cap(pod, None, self.topology)
+        shares = kin if cap is None else max(min(kin, cap), 1)
         for view in self.views:
             accepted, why, transient = self._probe(view, pod)
             usable = [c for c in accepted if not self._blocked(c) and pod.requests.fits(c.allocatable)]
@@ -428,12 +485,11 @@ class _Run:
             if not passing:
                 reasons.append((f"pool {view.name}: {refusal}", False))
                 continue
-            nodes_in = defaultdict(int)
-            for info in self.infos.values():
-                if info.pool == view.name:
-                    nodes_in[info.zone] += 1
-            zone, capacity = min(passing, key=lambda g: (nodes_in[g[0]], g))
-            fills, _, _ = binpack.pack([pod.requests], [shares], groups[(zone, capacity)], self._budget(view), cell=view.cell or bool(pod.host_ports))
+            zone, capacity = min(passing, key=lambda g: (self.zone_load[g[0]], g))
+            one_each = view.cell or bool(pod.host_ports)
+            fills, _, _ = binpack.pack(
+                [pod.requests], [1 if one_each else shares], groups[(zone, capacity)], self._budget(view), per_node=1 if one_each else None
+            )
             if not fills:
                 reasons.append((f"pool {view.name}: limit reached", True))
                 continue
@@ -467,12 +523,14 @@ class _Run:
         # Pods with claims get a node each; more share it when its devices allow (via _fill).
         # So do pods with host ports (a group shares its ports: two of them never share a node).
         one_each = view.cell or any(c.rep.claims or c.rep.host_ports for c in classes)
-        fills, _, why = binpack.pack([c.rep.requests for c in classes], [len(c.pods) for c in classes], available, self._budget(view), cell=one_each)
+        # So do pods that keep apart by hostname, up to what their constraints allow.
+        per_node = 1 if one_each else plan.host_cap(classes[0].rep, None, self.topology)
+        fills, _, why = binpack.pack([c.rep.requests for c in classes], [len(c.pods) for c in classes], available, self._budget(view), per_node=per_node)
         queues = [deque(c.pods) for c in classes]
         refused: list[list[Pod]] = [[] for _ in classes]
         for fill in fills:
             for _ in range(fill.copies):
-                node = self._new_node(view, fill.candidate, accepted=available)
+                node = self._new_node(view, self._spread(fill.candidate, available), accepted=available)
                 for i, k in enumerate(fill.counts):
                     for _ in range(k):
                         pod = queues[i].popleft()
@@ -498,10 +556,23 @@ class _Run:
         self.names_taken.add(name)
         info = offering_node_info(view, candidate, name)
         self.infos[name] = info
-        self.topology.nodes_changed()
+        self.zone_load[info.zone] += 1
         node = _NewNode(view, candidate, info, standby, accepted or [])
         self.new_nodes[name] = node
         return node
+
+    def _forget(self, name: str) -> None:
+        """A new node this decision will not boot after all."""
+        self.zone_load[self.infos.pop(name).zone] -= 1
+        del self.new_nodes[name]
+
+    def _spread(self, candidate: Candidate, available: list[Candidate]) -> Candidate:
+        """The same type, capacity type and price in the zone with the fewest nodes: where
+        nothing asks for a zone, new nodes spread over the zones instead of piling into the
+        first one."""
+        o = candidate.offering
+        same = [c for c in available if c.itype is candidate.itype and c.offering.capacity_type is o.capacity_type and c.price <= candidate.price]
+        return min(same, key=lambda c: (self.zone_load[c.offering.zone], c.offering.zone), default=candidate)
 
     # -- 4. gangs -----------------------------------------------------------------------
     def settle_gangs(self) -> None:
@@ -573,8 +644,7 @@ class _Run:
             for key in list(node.info.pods):
                 self._unplace(key)
                 self.waiting[key] = f"waiting for a boot slot (at most {cap} boots per loop)"
-            del self.infos[node.info.name]
-            del self.new_nodes[node.info.name]
+            self._forget(node.info.name)
         self._drop_incomplete_gangs()
         return [n for n in started if n.info.name in self.new_nodes]
 
@@ -600,17 +670,18 @@ class _Run:
             if node.standby or not node.info.pods or any(p.claims for p in node.info.pods.values()):
                 continue  # a node chosen for its devices keeps its type
             accepted = node.accepted
+            if any(not plan.plannable(p) for p in node.info.pods.values()):
+                continue  # a constraint on its instance type or a pool label: its type is part of the plan
             if any(p.inter_pod for p in node.info.pods.values()):  # its domain is part of the plan
                 o = node.candidate.offering
                 accepted = [c for c in accepted if (c.offering.zone, c.offering.capacity_type) == (o.zone, o.capacity_type)]
-            if len({constraint_key(p) for p in node.info.pods.values()}) > 1:  # pods of other groups joined it
-                accepted = [c for c in accepted if self._accepts(node, c)]
+            mixed = len({constraint_key(p) for p in node.info.pods.values()}) > 1  # pods of other groups joined it
             pods = node.info.pods.values()
             # Other pods use up the batch estimate only where batch pods share the node.
             with_batch = node.view.batch is not None and any(asks_for_batch(p.requests) for p in pods)
             need = sum((counted_requests(p.requests, with_batch) for p in pods), Resources())
-            best = binpack.right_size(need, len(node.info.pods), accepted, node.view.cell)
-            if best is not None and best.price < node.candidate.price:
+            best = binpack.right_size(need, len(node.info.pods), accepted, node.candidate.price, lambda c, n=node, m=mixed: not m or self._accepts(n, c))
+            if best is not None:
                 budget = self._budget(node.view)
                 budget.spend(node.candidate.itype, -1)
                 if budget.copies(best.itype) == 0:
@@ -622,12 +693,15 @@ class _Run:
                 self.infos[fresh.name] = fresh
 
     def _accepts(self, node: _NewNode, cand: Candidate) -> bool:
-        probe_info = offering_node_info(node.view, cand)
+        """The node's pods accept it as ``cand`` (their inter-pod constraints hold already:
+        the node keeps its zone, capacity type and name)."""
+        probe_info = offering_node_info(node.view, cand, NEW_HOST)
         state = CycleState()
-        return all(self.fw.run_filter_plugins(state, p, probe_info).is_success() for p in _distinct(node.info.pods.values()))
+        return all(self.fw.run_filter_plugins(state, node_level(p), probe_info).is_success() for p in _distinct(node.info.pods.values()))
 
     def plan(self) -> list[_NewNode]:
         unbound = self.rebuild()
+        self._smallest = Resources({"cpu": min((p.requests.cpu for p in unbound), default=0), "memory": min((p.requests.memory for p in unbound), default=0)})
         classes = _classes(self.fw.sort_pods([p for p in unbound if p.key not in self.last]), self.key)
         then = _classes(self.fw.sort_pods([p for p in unbound if p.key in self.last]), self.key)
         # Pods come before standby on existing nodes; deferred gangs take what the rest left.
@@ -673,17 +747,14 @@ class _Run:
         return stops, unneeded
 
 
-def _keeps_apart_by_host(pod: Pod) -> bool:
-    """Two pods of its kind never share a node: hostname anti-affinity to itself, or a
-    hostname spread that counts it (with a new node always an empty domain)."""
-    if any(t.topology_key == HOSTNAME and t.selects(pod.namespace, pod.labels, {}) for t in pod.pod_affinity.anti_required):
-        return True
-    return any(c.hard and c.topology_key == HOSTNAME and c.selector is not None and c.selector.matches(pod.labels) for c in pod.spread)
-
-
 def _holds_work(info: NodeInfo) -> bool:
     """Pods the node is there for: DaemonSet and mirror pods never make a node needed."""
     return any(not p.of_node for p in info.pods.values())
+
+
+def node_level(pod: Pod) -> Pod:
+    """The pod without its inter-pod constraints: what a node's labels alone decide."""
+    return dataclasses.replace(pod, spread=(), pod_affinity=NO_AFFINITY) if pod.spread or pod.pod_affinity else pod
 
 
 def as_regular(pod: Pod) -> Pod:
@@ -748,7 +819,7 @@ class BindingNodeScaler:
         return Decision(
             start=specs,
             stop=tuple(stops),
-            bindings=dict(sorted((k, NodeName(v)) for k, v in run.bindings.items())),
+            bindings={k: NodeName(v) for k, v in run.bindings.items()},
             unschedulable=dict(sorted(run.unschedulable.items())),
             waiting=dict(sorted((k, v) for k, v in run.waiting.items() if k not in run.bindings)),
             unneeded_since=unneeded,

@@ -28,7 +28,7 @@ class PodTopology:
         self._selectors: dict[SelectorKey, Counter[str]] = {}
         self._terms: dict[tuple[AffinityTerm, ...], list[Counter[str]]] = {}  # pods matching all the terms, per term's key
         self._anti: Counter[tuple[AffinityTerm, str]] | None = None  # placed pods' required anti-affinity: (term, domain)
-        self._memo: dict[Any, Any] = {}  # answers derived from the node set (see ``memo``)
+        self._memo: dict[Any, Any] = {}  # answers derived from the existing nodes (see ``memo``)
 
     # -- questions ------------------------------------------------------------------------------
     def selector_counts(self, namespace: str | None, selector: LabelSelector | None, key: str) -> Counter[str]:
@@ -65,7 +65,8 @@ class PodTopology:
         return self._anti
 
     def memo(self, key: Any, compute: Any) -> Any:
-        """An answer that depends only on the node set (cleared when a node comes or goes)."""
+        """An answer that depends only on the nodes that exist: they do not change while the
+        scaler plans (the nodes it adds are possible domains, not existing ones)."""
         if key not in self._memo:
             self._memo[key] = compute()
         return self._memo[key]
@@ -76,9 +77,6 @@ class PodTopology:
 
     def removed(self, pod: Pod, info: NodeInfo) -> None:
         self._change(pod, info, -1)
-
-    def nodes_changed(self) -> None:
-        self._memo.clear()
 
     def _change(self, pod: Pod, info: NodeInfo, delta: int) -> None:
         for (namespace, selector, key), counts in self._selectors.items():

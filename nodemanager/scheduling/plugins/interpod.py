@@ -51,6 +51,23 @@ def _eligible(pod: Pod, constraint: SpreadConstraint, node: NodeInfo) -> bool:
     return constraint.node_taints_policy is InclusionPolicy.IGNORE or not untolerated(node.taints, pod.tolerations, HARD_EFFECTS)
 
 
+def spread_domains(handle: object, pod: Pod, constraint: SpreadConstraint, topology: PodTopology) -> frozenset[str]:
+    """The domains a constraint's skew is measured over: those of existing nodes eligible
+    for the pod, and the ones the scaler could still create (``handle.possible_domains``)."""
+    key = constraint.topology_key
+    policy = (constraint.node_affinity_policy, constraint.node_taints_policy)
+    memo_key = ("domains", key, policy, tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations)
+
+    def compute() -> frozenset[str]:
+        found = {info.labels[key] for info in topology.infos.values() if key in info.labels and info.exists and _eligible(pod, constraint, info)}
+        possible: Mapping[str, Callable[[Pod], frozenset[str]]] = getattr(handle, "possible_domains", {})
+        if key in possible:
+            found |= possible[key](pod)
+        return frozenset(found)
+
+    return topology.memo(memo_key, compute)
+
+
 @dataclass(frozen=True, slots=True)
 class _Spread:
     constraint: SpreadConstraint
@@ -63,26 +80,12 @@ class _Spread:
 class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
     name = "PodTopologySpread"
 
-    def _domains(self, pod: Pod, constraint: SpreadConstraint, topology: PodTopology) -> frozenset[str]:
-        key = constraint.topology_key
-        policy = (constraint.node_affinity_policy, constraint.node_taints_policy)
-        memo_key = ("domains", key, policy, tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations)
-
-        def compute() -> frozenset[str]:
-            found = {info.labels[key] for info in topology.infos.values() if key in info.labels and info.exists and _eligible(pod, constraint, info)}
-            possible: Mapping[str, Callable[[Pod], frozenset[str]]] = getattr(self.handle, "possible_domains", {})
-            if key in possible:
-                found |= possible[key](pod)
-            return frozenset(found)
-
-        return topology.memo(memo_key, compute)
-
     def _prepare(self, pod: Pod, constraints: list[SpreadConstraint]) -> list[_Spread]:
         topology = topology_of(self.handle)
         out = []
         for c in constraints:
             counts = topology.selector_counts(pod.namespace, c.selector, c.topology_key)
-            domains = self._domains(pod, c, topology)
+            domains = spread_domains(self.handle, pod, c, topology)
             min_match = min((counts.get(d, 0) for d in domains), default=0)
             if len(domains) < c.min_domains:
                 min_match = 0
