@@ -118,6 +118,16 @@ class Resources:
         cap = capacity._amounts
         return all(v <= cap.get(k, 0) for k, v in self._amounts.items())
 
+    def copies_within(self, capacity: Resources, used: Resources) -> int | None:
+        """How many copies of this vector fit in ``capacity - used`` (None: it asks for nothing)."""
+        cap, taken = capacity._amounts, used._amounts
+        count = None
+        for k, v in self._amounts.items():
+            if v > 0:
+                n = (cap.get(k, 0) - taken.get(k, 0)) // v
+                count = n if count is None or n < count else count
+        return count
+
     def shortfall(self, capacity: Resources) -> list[str]:
         """The resource names on which this vector does not fit ``capacity``, sorted."""
         cap = capacity._amounts

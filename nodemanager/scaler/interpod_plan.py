@@ -166,7 +166,13 @@ def plan_zones(
     for t in rep.pod_affinity.anti_required:
         if t.topology_key == ZONE:
             rules.append(_Rule("anti", [Counter(topology.term_counts((t,))[0])], _self_term(rep, t, namespaces)))
-    repelled = {zone for (term, zone), n in topology.anti_affinity().items() if n > 0 and term.topology_key == ZONE and _self_term(rep, term, namespaces)}
+    repelled = {
+        zone
+        for term, domains in topology.anti_affinity().items()
+        if term.topology_key == ZONE and _self_term(rep, term, namespaces)
+        for zone, n in domains.items()
+        if n > 0
+    }
     open_zones = [z for z in zones if z not in repelled]
     placed: Counter[str] = Counter()
     spreads = [r for r in rules if r.kind == "spread" and r.counts_self]

@@ -42,6 +42,7 @@ from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scaler import binpack
 from nodemanager.scaler import interpod_plan as plan
 from nodemanager.scaler.decision import Decision, NodeSpec, StopOrder
+from nodemanager.scaler.open_nodes import OpenNodes
 from nodemanager.scaler.pools import Candidate, PoolView, node_node_info, offering_node_info, pool_views
 from nodemanager.scaler.snapshot import ClusterSnapshot
 from nodemanager.scaler.unavailability import ANY_TYPE
@@ -150,7 +151,7 @@ class _Run:
             self.devices = DeviceState(snapshot.devices, self._slices_for)
             self.fw.handle.devices = self.devices
         self._claim_keys: dict[tuple[str, ...], tuple] = {}
-        self._smallest = Resources()  # component-wise, of the pods waiting: a node without room for it is full
+        self.open = OpenNodes(Resources())  # new nodes with room left
         self.zone_load: Counter[str] = Counter()  # nodes per zone, live and decided: new nodes go to the emptiest
 
     def claims_of(self, pod: PodKey) -> tuple[str, ...]:
@@ -236,6 +237,8 @@ class _Run:
         if self.fw.run_reserve_and_permit(state, pod, info.name).code in (Code.SUCCESS, Code.WAIT):
             self.bindings[pod.key] = info.name
             self.topology.added(pod, info)
+            if info.name in self.new_nodes:
+                self.open.update(info)
             return True
         info.remove_pod(pod.key)
         return False
@@ -243,63 +246,66 @@ class _Run:
     def _unplace(self, key: PodKey) -> None:
         node = self.bindings.pop(key)
         self.topology.removed(self.infos[node].remove_pod(key), self.infos[node])
+        if node in self.new_nodes:
+            self.open.update(self.infos[node])
 
     # -- 2. existing nodes --------------------------------------------------------------
     def place_on_existing(self, classes: list[_Class]) -> None:
         """Fill nodes that exist (Ready first, then booting), by score within each rank."""
-        self._fill([info for name, info in self.infos.items() if self.node_state.get(name) in _READINESS], classes)
+        self._fill(classes, [info for name, info in self.infos.items() if self.node_state.get(name) in _READINESS])
 
     def _rank(self, name: str) -> int:
         state = self.node_state.get(name)
         return _READINESS[state] if state is not None else len(_READINESS)  # new in this run: last
 
-    def _fill(self, candidates: list[NodeInfo], classes: list[_Class]) -> None:
-        if not candidates:
+    def _fill(self, classes: list[_Class], candidates: list[NodeInfo] | None = None) -> None:
+        """Place pods of ``classes`` on ``candidates`` by score within each readiness rank,
+        or (None) on the nodes this run decided to boot that have room, tightest first."""
+        if candidates is not None and not candidates:
             return
         namespaces = self.topology.namespace_labels
         for cls in classes:
-            if cls.pods and cls.rep.inter_pod and not (len(cls.pods) > 1 and plan.static(cls.rep, namespaces)):
-                cls.pods = [pod for pod in cls.pods if not self._fill_one(candidates, pod)]
-                continue
             if not cls.pods:
                 continue
-            pod = cls.rep
-            state = CycleState()
-            if not self.fw.run_pre_filter_plugins(state, pod).is_success():
-                continue
-            feasible = [i for i in candidates if i.fit_count(i.fit_request(pod), 1) and self.fw.run_filter_plugins(state, pod, i).is_success()]
-            if not feasible:
-                continue
-            scores, status = self.fw.run_score_plugins(state, pod, feasible)
-            totals = {i.name: sum(s[i.name] for s in scores.values()) for i in feasible} if status.is_success() else {}
-            feasible.sort(key=lambda i: (self._rank(i.name), -totals.get(i.name, 0), i.name))
-            left = deque(cls.pods)
-            refused: list[Pod] = []
-            for info in feasible:
-                count = info.fit_count(info.fit_request(pod), len(left))
-                cap = plan.host_cap(pod, info, self.topology) if pod.inter_pod else None
-                for _ in range(count if cap is None else min(count, cap)):
-                    candidate = left.popleft()
-                    if not self._place(candidate, info, CycleState()):
-                        refused.append(candidate)
-                        break
-                if not left:
-                    break
-            cls.pods = refused + list(left)
+            if cls.rep.inter_pod and not plan.static(cls.rep, namespaces):
+                # Where it may go depends on where the others went: one at a time.
+                cls.pods = [pod for pod in cls.pods if self._fill_class([pod], candidates)]
+            else:
+                cls.pods = self._fill_class(cls.pods, candidates)
 
-    def _fill_one(self, candidates: list[NodeInfo], pod: Pod) -> bool:
-        """A pod whose place depends on other pods' (spread, pod affinity): filtered and
-        placed alone, so each placement sees the ones before it."""
+    def _fill_class(self, pods: list[Pod], candidates: list[NodeInfo] | None) -> list[Pod]:
+        """Identical pods onto ``candidates`` (see ``_fill``); returns those left over. The
+        filters run for the first pod per node; resources, and ``host_cap`` for inter-pod
+        constraints, say how many more that node takes."""
+        pod = pods[0]
         state = CycleState()
         if not self.fw.run_pre_filter_plugins(state, pod).is_success():
-            return False
-        feasible = [i for i in candidates if i.fit_count(i.fit_request(pod), 1) and self.fw.run_filter_plugins(state, pod, i).is_success()]
-        if not feasible:
-            return False
-        scores, status = self.fw.run_score_plugins(state, pod, feasible) if len(feasible) > 1 else ({}, None)
-        totals = {i.name: sum(s[i.name] for s in scores.values()) for i in feasible} if status is None or status.is_success() else {}
-        best = min(feasible, key=lambda i: (self._rank(i.name), -totals.get(i.name, 0), i.name))
-        return self._place(pod, best, state)
+            return pods
+
+        def passes(info: NodeInfo) -> bool:
+            return info.fit_count(info.fit_request(pod), 1) > 0 and self.fw.run_filter_plugins(state, pod, info).is_success()
+
+        if candidates is None:
+            zone = pod.node_selector.get(ZONE) or pod.zone
+            order: Iterable[NodeInfo] = (i for i in self.open.for_request(pod.requests.cpu, pod.requests.memory, zone) if passes(i))
+        else:
+            feasible = [i for i in candidates if passes(i)]
+            scores, status = self.fw.run_score_plugins(state, pod, feasible) if len(feasible) > 1 else ({}, None)
+            totals = {i.name: sum(s[i.name] for s in scores.values()) for i in feasible} if status is None or status.is_success() else {}
+            order = sorted(feasible, key=lambda i: (self._rank(i.name), -totals.get(i.name, 0), i.name))
+        left = deque(pods)
+        refused: list[Pod] = []
+        for info in order:
+            count = info.fit_count(info.fit_request(pod), len(left))
+            cap = plan.host_cap(pod, info, self.topology) if pod.inter_pod else None
+            for _ in range(count if cap is None else min(count, cap)):
+                candidate = left.popleft()
+                if not self._place(candidate, info, state if len(pods) == 1 else CycleState()):
+                    refused.append(candidate)
+                    break
+            if not left:
+                break
+        return refused + list(left)
 
     # -- 3. new nodes -------------------------------------------------------------------
     def _probe(self, view: PoolView, pod: Pod) -> tuple[list[Candidate], str, bool]:
@@ -338,6 +344,8 @@ class _Run:
         """What the pool may still add, given its live nodes and the ones decided so far."""
         limits = view.pool.limits
         budget = binpack.Budget(limits.nodes, limits.cpu, limits.memory)
+        if budget == binpack.Budget():
+            return budget  # no limits: nothing to count
         for name, info in self.infos.items():
             itype = self.s.catalog.get(info.instance_type)
             if info.pool == view.name and itype is not None and name not in self.stopping:
@@ -365,11 +373,6 @@ class _Run:
         for key in sorted(groups, key=lambda k: (-groups[k][0].rep.priority, rank(groups[k][0].rep), priority_key(groups[k][0].rep))):
             self._place_group(groups[key])
 
-    def _open_new_nodes(self) -> list[NodeInfo]:
-        """Nodes this run decided to boot that still have room for the smallest pod waiting."""
-        smallest = self._smallest
-        return [n.info for n in self.new_nodes.values() if n.info.fit_count(smallest, 1)]
-
     def _place_group(self, group: list[_Class]) -> None:
         """New nodes for one constraint group: each pool in turn takes what it can; what a
         pool cannot take (no match, no fit, limit, unavailable) moves on to the next."""
@@ -381,7 +384,7 @@ class _Run:
             self._place_by_zone(pending)
             return
         # Nodes this run already decided to boot come first: they have room to spare.
-        self._fill(self._open_new_nodes(), group)
+        self._fill(group)
         reasons: dict[int, list[tuple[str, bool]]] = defaultdict(list)  # class -> (why, may clear)
         one_by_one = rep.inter_pod and not plan.static(rep, self.topology.namespace_labels)
         for cls in group if one_by_one else ():
@@ -456,7 +459,7 @@ class _Run:
         the zone with the fewest nodes of the pool so far; the type is the packer's choice
         for the ``kin`` pods of its class that may share the node (one if they keep apart by
         hostname)."""
-        if self._fill_one([n.info for n in self.new_nodes.values()], pod):
+        if not self._fill_class([pod], None):
             return True
         state = CycleState()
         status = self.fw.run_pre_filter_plugins(state, pod)
@@ -508,7 +511,7 @@ class _Run:
             cls.pods = []
             for pod in pending:
                 single = _Class([pod])
-                self._fill([n.info for n in self.new_nodes.values() if n.view is view], [single])
+                self._fill([single], [n.info for n in self.new_nodes.values() if n.view is view])
                 if single.pods:
                     self._pack(view, [single], available, reasons)
                 if single.pods:
@@ -559,12 +562,14 @@ class _Run:
         self.zone_load[info.zone] += 1
         node = _NewNode(view, candidate, info, standby, accepted or [])
         self.new_nodes[name] = node
+        self.open.update(info)
         return node
 
     def _forget(self, name: str) -> None:
         """A new node this decision will not boot after all."""
         self.zone_load[self.infos.pop(name).zone] -= 1
         del self.new_nodes[name]
+        self.open.remove(name)
 
     def _spread(self, candidate: Candidate, available: list[Candidate]) -> Candidate:
         """The same type, capacity type and price in the zone with the fewest nodes: where
@@ -666,6 +671,7 @@ class _Run:
 
     def right_size(self) -> None:
         """Give every new pod-holding node the cheapest type that holds what it ended up with."""
+        domain_offerings: dict[tuple[int, str, CapacityType], list[Candidate]] = {}
         for node in self.new_nodes.values():
             if node.standby or not node.info.pods or any(p.claims for p in node.info.pods.values()):
                 continue  # a node chosen for its devices keeps its type
@@ -674,7 +680,10 @@ class _Run:
                 continue  # a constraint on its instance type or a pool label: its type is part of the plan
             if any(p.inter_pod for p in node.info.pods.values()):  # its domain is part of the plan
                 o = node.candidate.offering
-                accepted = [c for c in accepted if (c.offering.zone, c.offering.capacity_type) == (o.zone, o.capacity_type)]
+                key = (id(node.accepted), o.zone, o.capacity_type)
+                if key not in domain_offerings:
+                    domain_offerings[key] = [c for c in accepted if (c.offering.zone, c.offering.capacity_type) == (o.zone, o.capacity_type)]
+                accepted = domain_offerings[key]
             mixed = len({constraint_key(p) for p in node.info.pods.values()}) > 1  # pods of other groups joined it
             pods = node.info.pods.values()
             # Other pods use up the batch estimate only where batch pods share the node.
@@ -701,7 +710,7 @@ class _Run:
 
     def plan(self) -> list[_NewNode]:
         unbound = self.rebuild()
-        self._smallest = Resources({"cpu": min((p.requests.cpu for p in unbound), default=0), "memory": min((p.requests.memory for p in unbound), default=0)})
+        self.open.smallest = smallest_request(unbound)
         classes = _classes(self.fw.sort_pods([p for p in unbound if p.key not in self.last]), self.key)
         then = _classes(self.fw.sort_pods([p for p in unbound if p.key in self.last]), self.key)
         # Pods come before standby on existing nodes; deferred gangs take what the rest left.
@@ -750,6 +759,13 @@ class _Run:
 def _holds_work(info: NodeInfo) -> bool:
     """Pods the node is there for: DaemonSet and mirror pods never make a node needed."""
     return any(not p.of_node for p in info.pods.values())
+
+
+def smallest_request(pods: Iterable[Pod]) -> Resources:
+    """The least cpu and the least memory any of ``pods`` asks for: a node without that
+    much room takes none of them."""
+    requests = [p.requests for p in pods]
+    return Resources({"cpu": min((r.cpu for r in requests), default=0), "memory": min((r.memory for r in requests), default=0)})
 
 
 def node_level(pod: Pod) -> Pod:

@@ -89,10 +89,8 @@ class NodeInfo:
         if self.cell:
             room = min(room, 0 if self.pods else 1)
         count = min(limit, room)
-        free = self.free
-        for name, amount in requests.items():
-            count = min(count, free.get(name) // amount) if amount > 0 else count
-        return max(count, 0)
+        within = requests.copies_within(self.allocatable, self.requested)
+        return max(count if within is None else min(count, within), 0)
 
     def clone(self) -> NodeInfo:
         return NodeInfo(

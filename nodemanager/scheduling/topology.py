@@ -27,7 +27,7 @@ class PodTopology:
         self.namespace_labels = namespace_labels or {}
         self._selectors: dict[SelectorKey, Counter[str]] = {}
         self._terms: dict[tuple[AffinityTerm, ...], list[Counter[str]]] = {}  # pods matching all the terms, per term's key
-        self._anti: Counter[tuple[AffinityTerm, str]] | None = None  # placed pods' required anti-affinity: (term, domain)
+        self._anti: dict[AffinityTerm, Counter[str]] | None = None  # placed pods' required anti-affinity: term -> domains
         self._memo: dict[Any, Any] = {}  # answers derived from the existing nodes (see ``memo``)
 
     # -- questions ------------------------------------------------------------------------------
@@ -55,10 +55,11 @@ class PodTopology:
             self._terms[terms] = found
         return found
 
-    def anti_affinity(self) -> Counter[tuple[AffinityTerm, str]]:
-        """Placed pods' required anti-affinity terms with the domain each applies to."""
+    def anti_affinity(self) -> dict[AffinityTerm, Counter[str]]:
+        """Placed pods' required anti-affinity terms, each with the domains it applies to
+        (identical terms of many pods are one entry)."""
         if self._anti is None:
-            self._anti = Counter()
+            self._anti = {}
             for info in self.infos.values():
                 for p in info.pods.values():
                     self._count_anti(p, info, 1)
@@ -100,7 +101,7 @@ class PodTopology:
         for term in pod.pod_affinity.anti_required:
             value = info.labels.get(term.topology_key)
             if value is not None:
-                self._anti[(term, value)] += delta
+                self._anti.setdefault(term, Counter())[value] += delta
 
 
 def _selected(pod: Pod, namespace: str | None, selector: LabelSelector) -> bool:

@@ -147,11 +147,7 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
         namespaces = topology.namespace_labels
         affinity = topology.term_counts(a.required) if a.required else []
         anti = [(t, topology.term_counts((t,))[0]) for t in a.anti_required]
-        repelled: dict[tuple[AffinityTerm, str], int] = topology.anti_affinity()
-        by_term: dict[AffinityTerm, Counter[str]] = {}
-        for (term, value), count in repelled.items():
-            if count > 0 and term.selects(pod.namespace, pod.labels, namespaces):
-                by_term.setdefault(term, Counter())[value] += count
+        by_term = {t: c for t, c in topology.anti_affinity().items() if t.selects(pod.namespace, pod.labels, namespaces)}
         state.write(
             _AFFINITY_KEY,
             _Affinity(

@@ -1,0 +1,63 @@
+"""``OpenNodes``: the nodes a computation decided to boot that still have room, by zone and
+by free CPU and memory, so a class of pods looks only at nodes that could take it.
+
+Filling the nodes already planned is what keeps a mixed workload cheap (a node opened for
+one group takes the pods of the next), but scanning every planned node for every class
+costs pods × nodes. Here a class visits, in its zone (or every zone), only the nodes with
+at least its CPU and memory free, tightest CPU first (best fit); nodes left without room
+for the smallest pod waiting are dropped for good.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Iterator
+
+from nodemanager.model import Resources
+from nodemanager.scheduling.nodeinfo import NodeInfo
+
+
+class OpenNodes:
+    def __init__(self, smallest: Resources) -> None:
+        self.smallest = smallest  # component-wise least request waiting: less room is none
+        self._keys: dict[str, list[tuple[int, str]]] = {}  # zone -> sorted (free cpu, name)
+        self._at: dict[str, tuple[int, str]] = {}  # name -> its key
+        self._infos: dict[str, NodeInfo] = {}
+        self._free_memory: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._infos)
+
+    def _free_cpu(self, info: NodeInfo) -> int:
+        return info.allocatable.cpu - info.requested.cpu
+
+    def update(self, info: NodeInfo) -> None:
+        """Add ``info`` or move it after its pods changed (dropped once it has no room)."""
+        self.remove(info.name)
+        if not info.fit_count(self.smallest, 1):
+            return
+        key = (self._free_cpu(info), info.name)
+        bisect.insort(self._keys.setdefault(info.zone, []), key)
+        self._at[info.name] = key
+        self._infos[info.name] = info
+        self._free_memory[info.name] = info.allocatable.memory - info.requested.memory
+
+    def remove(self, name: str) -> None:
+        key = self._at.pop(name, None)
+        if key is None:
+            return
+        info = self._infos.pop(name)
+        del self._free_memory[name]
+        keys = self._keys[info.zone]
+        del keys[bisect.bisect_left(keys, key)]
+
+    def for_request(self, cpu: int, memory: int, zone: str = "") -> Iterator[NodeInfo]:
+        """Nodes (of ``zone``, or every zone) with at least ``cpu`` and ``memory`` free, least
+        CPU free first. A snapshot: placing pods while iterating is safe."""
+        zones = [zone] if zone else sorted(self._keys)
+        runs = [self._keys.get(z, [])[bisect.bisect_left(self._keys.get(z, []), (cpu, "")) :] for z in zones]
+        infos, free_memory = self._infos, self._free_memory
+        for _, name in heapq.merge(*runs):
+            if free_memory.get(name, -1) >= memory:
+                yield infos[name]
