@@ -3,7 +3,10 @@ hold its DaemonSet pods, and a small run with EKS's DaemonSets places everything
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import importlib.util
+import random
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -39,3 +42,24 @@ def test_the_lp_bound_pays_each_nodes_daemonset_overhead() -> None:
     without = bench.lp_lower_bound(types, 10_000, 1 << 30)
     with_daemons = bench.lp_lower_bound(types, 10_000, 1 << 30, (255, 320 << 20))
     assert with_daemons > without
+
+
+def test_karpenter_mix_places_every_pod_without_a_constraint_violation() -> None:
+    result = bench.run("karpenter-mix", 300, 42)
+    assert result["unplaced"] == 0
+    assert result["violations"] == 0
+    assert result["nodes"] >= 60  # the 60 hostname-anti-affine pods need a node each
+    assert set(result["pods_by_zone"]["anti-affinity"]) == set(bench.KARPENTER_ZONES)  # type: ignore[index]
+
+
+def test_the_mix_verifier_refuses_anti_affine_neighbours_and_a_skewed_order() -> None:
+    mix = importlib.import_module("karpenter_mix")
+    anti = [mix._pod("hostname-anti-affinity", f"a{i}", random.Random(i)) for i in range(2)]
+    zones = {"n1": "z1", "n2": "z2"}
+    assert mix.constraint_violations(anti, {"bench/a0": "n1", "bench/a1": "n2"}, zones) == []
+    assert mix.constraint_violations(anti, {"bench/a0": "n1", "bench/a1": "n1"}, zones) == ["a1"]
+    spread = [dataclasses.replace(mix._pod("zone-spread", f"s{i}", random.Random(0)), labels={"my-label": "x"}) for i in range(3)]
+    spread = [dataclasses.replace(s, spread=((mix.ZONE, frozenset({("my-label", "x")}), 1),)) for s in spread]
+    # 2 in z1 before z2 has one: the second is refused; z1, z2, z1 is a valid order
+    assert mix.constraint_violations(spread, {"bench/s0": "n1", "bench/s1": "n1", "bench/s2": "n2"}, zones) == ["s1"]
+    assert mix.constraint_violations(spread, {"bench/s0": "n1", "bench/s2": "n2", "bench/s1": "n1"}, zones) == []

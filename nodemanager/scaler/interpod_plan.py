@@ -94,6 +94,14 @@ def host_cap(pod: Pod, info: NodeInfo | None, topology: PodTopology) -> int | No
     return max(min(caps), 0) if caps else None
 
 
+def why_apart(pod: Pod) -> str:
+    """The constraint behind ``host_cap``, for reasons a user reads."""
+    if any(t.topology_key == HOSTNAME for t in pod.pod_affinity.anti_required):
+        return f"pod anti-affinity on {HOSTNAME} keeps these pods on separate nodes"
+    skew = min(c.max_skew for c in _hard_spread(pod) if c.topology_key == HOSTNAME)
+    return f"topology spread on {HOSTNAME} allows {skew} of these pods per node"
+
+
 def pinned(pod: Pod, zone: str) -> Pod:
     """The pod with its zone decided: a node selector on the zone replaces its zone spread
     and zone affinity (zone anti-affinity stays: placed pods' terms repel later pods)."""

@@ -4,24 +4,26 @@ by free CPU and memory, so a class of pods looks only at nodes that could take i
 Filling the nodes already planned is what keeps a mixed workload cheap (a node opened for
 one group takes the pods of the next), but scanning every planned node for every class
 costs pods × nodes. Here a class visits, in its zone (or every zone), only the nodes with
-at least its CPU and memory free, tightest CPU first (best fit); nodes left without room
-for the smallest pod waiting are dropped for good.
+at least its CPU and memory free: those of the pool tried first (highest weight) first,
+then the tightest CPU first (best fit). Nodes left without room for the smallest pod
+waiting are dropped for good.
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from nodemanager.model import Resources
 from nodemanager.scheduling.nodeinfo import NodeInfo
 
 
 class OpenNodes:
-    def __init__(self, smallest: Resources) -> None:
+    def __init__(self, smallest: Resources, pool_rank: Mapping[str, int]) -> None:
         self.smallest = smallest  # component-wise least request waiting: less room is none
-        self._keys: dict[str, list[tuple[int, str]]] = {}  # zone -> sorted (free cpu, name)
+        self.pool_rank = pool_rank  # pools in the order pods try them
+        self._keys: dict[tuple[int, str], list[tuple[int, str]]] = {}  # (pool rank, zone) -> sorted (free cpu, name)
         self._at: dict[str, tuple[int, str]] = {}  # name -> its key
         self._infos: dict[str, NodeInfo] = {}
         self._free_memory: dict[str, int] = {}
@@ -38,7 +40,7 @@ class OpenNodes:
         if not info.fit_count(self.smallest, 1):
             return
         key = (self._free_cpu(info), info.name)
-        bisect.insort(self._keys.setdefault(info.zone, []), key)
+        bisect.insort(self._keys.setdefault(self._list_of(info), []), key)
         self._at[info.name] = key
         self._infos[info.name] = info
         self._free_memory[info.name] = info.allocatable.memory - info.requested.memory
@@ -49,15 +51,18 @@ class OpenNodes:
             return
         info = self._infos.pop(name)
         del self._free_memory[name]
-        keys = self._keys[info.zone]
+        keys = self._keys[self._list_of(info)]
         del keys[bisect.bisect_left(keys, key)]
+
+    def _list_of(self, info: NodeInfo) -> tuple[int, str]:
+        return (self.pool_rank.get(info.pool, len(self.pool_rank)), info.zone)
 
     def for_request(self, cpu: int, memory: int, zone: str = "") -> Iterator[NodeInfo]:
         """Nodes (of ``zone``, or every zone) with at least ``cpu`` and ``memory`` free, least
         CPU free first. A snapshot: placing pods while iterating is safe."""
-        zones = [zone] if zone else sorted(self._keys)
-        runs = [self._keys.get(z, [])[bisect.bisect_left(self._keys.get(z, []), (cpu, "")) :] for z in zones]
         infos, free_memory = self._infos, self._free_memory
-        for _, name in heapq.merge(*runs):
-            if free_memory.get(name, -1) >= memory:
-                yield infos[name]
+        for rank in sorted({r for r, _ in self._keys}):
+            lists = [keys for (r, z), keys in sorted(self._keys.items()) if r == rank and (not zone or z == zone)]
+            for _, name in heapq.merge(*(keys[bisect.bisect_left(keys, (cpu, "")) :] for keys in lists)):
+                if free_memory.get(name, -1) >= memory:
+                    yield infos[name]

@@ -151,7 +151,7 @@ class _Run:
             self.devices = DeviceState(snapshot.devices, self._slices_for)
             self.fw.handle.devices = self.devices
         self._claim_keys: dict[tuple[str, ...], tuple] = {}
-        self.open = OpenNodes(Resources())  # new nodes with room left
+        self.open = OpenNodes(Resources(), {v.name: i for i, v in enumerate(self.views)})  # new nodes with room left
         self.zone_load: Counter[str] = Counter()  # nodes per zone, live and decided: new nodes go to the emptiest
 
     def claims_of(self, pod: PodKey) -> tuple[str, ...]:
@@ -373,20 +373,26 @@ class _Run:
         for key in sorted(groups, key=lambda k: (-groups[k][0].rep.priority, rank(groups[k][0].rep), priority_key(groups[k][0].rep))):
             self._place_group(groups[key])
 
-    def _place_group(self, group: list[_Class]) -> None:
+    def _place_group(self, group: list[_Class], zoned: bool = False) -> None:
         """New nodes for one constraint group: each pool in turn takes what it can; what a
-        pool cannot take (no match, no fit, limit, unavailable) moves on to the next."""
+        pool cannot take (no match, no fit, limit, unavailable) moves on to the next.
+        ``zoned``: the zone-level constraints are settled (the pods are pinned)."""
         pending = [c for c in group if c.pods]
         if not pending:
             return
         rep = pending[0].rep  # the group's pods share every constraint
-        if rep.inter_pod and plan.zone_level(rep) and plan.plannable(rep):
+        # Placed pods' anti-affinity to it, by topology key (a new node's hostname holds none).
+        namespaces = self.topology.namespace_labels
+        anti = self.topology.anti_affinity()
+        repelled = {t.topology_key for t, seen in anti.items() if any(seen.values()) and t.selects(rep.namespace, rep.labels, namespaces)}
+        repelled.discard(HOSTNAME)
+        if not zoned and plan.plannable(rep) and ((rep.inter_pod and plan.zone_level(rep)) or repelled == {ZONE}):
             self._place_by_zone(pending)
             return
         # Nodes this run already decided to boot come first: they have room to spare.
         self._fill(group)
         reasons: dict[int, list[tuple[str, bool]]] = defaultdict(list)  # class -> (why, may clear)
-        one_by_one = rep.inter_pod and not plan.static(rep, self.topology.namespace_labels)
+        one_by_one = (rep.inter_pod and not plan.static(rep, self.topology.namespace_labels)) or bool(repelled - {ZONE})
         for cls in group if one_by_one else ():
             cls.pods = [pod for pod in cls.pods if not self._new_node_for(pod, len(cls.pods), reasons[id(cls)])]
         for view in self.views if not one_by_one else ():
@@ -441,7 +447,7 @@ class _Run:
                 by_zone[zone].append(_Class(members))
             cls.pods = [p for p in cls.pods if p.key not in chosen]
         for zone in sorted(by_zone):
-            self._place_group(by_zone[zone])
+            self._place_group(by_zone[zone], zoned=True)
         # Bindings list pods in the order they may be bound: each passes every filter given
         # the ones before it. Zone by zone is not such an order; the plan's is.
         for key in chosen:
@@ -546,6 +552,8 @@ class _Run:
             if queues[i]:
                 limit = why.get(i, "")
                 text = f"pool {view.name}: limit on {limit[6:]} reached" if limit.startswith("limit:") else f"pool {view.name}: no room"
+                if per_node is not None and not one_each:
+                    text += f" ({plan.why_apart(cls.rep)})"
                 reasons[id(cls)].append((text, True))
 
     def _new_node(self, view: PoolView, candidate: Candidate, standby: bool = False, accepted: list[Candidate] | None = None) -> _NewNode:
