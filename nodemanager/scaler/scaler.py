@@ -462,7 +462,7 @@ class _Run:
         constraints allow it there, else a new node of the first pool with an offering the
         constraints accept. The constraints are tested once per zone and capacity type (what
         a new node's domain is), on a node with a fresh hostname; among the groups that pass,
-        the zone with the fewest nodes of the pool so far; the type is the packer's choice
+        the zone with the fewest nodes so far (any pool); the type is the packer's choice
         for the ``kin`` pods of its class that may share the node (one if they keep apart by
         hostname)."""
         if not self._fill_class([pod], None):
@@ -538,8 +538,9 @@ class _Run:
         queues = [deque(c.pods) for c in classes]
         refused: list[list[Pod]] = [[] for _ in classes]
         for fill in fills:
+            zones = self._zone_choices(fill.candidate, available)
             for _ in range(fill.copies):
-                node = self._new_node(view, self._spread(fill.candidate, available), accepted=available)
+                node = self._new_node(view, self._emptiest(zones), accepted=available)
                 for i, k in enumerate(fill.counts):
                     for _ in range(k):
                         pod = queues[i].popleft()
@@ -579,13 +580,16 @@ class _Run:
         del self.new_nodes[name]
         self.open.remove(name)
 
-    def _spread(self, candidate: Candidate, available: list[Candidate]) -> Candidate:
-        """The same type, capacity type and price in the zone with the fewest nodes: where
-        nothing asks for a zone, new nodes spread over the zones instead of piling into the
-        first one."""
+    def _zone_choices(self, candidate: Candidate, available: list[Candidate]) -> list[Candidate]:
+        """The same type and capacity type at no higher price, in every zone offering it."""
         o = candidate.offering
         same = [c for c in available if c.itype is candidate.itype and c.offering.capacity_type is o.capacity_type and c.price <= candidate.price]
-        return min(same, key=lambda c: (self.zone_load[c.offering.zone], c.offering.zone), default=candidate)
+        return same or [candidate]
+
+    def _emptiest(self, choices: list[Candidate]) -> Candidate:
+        """The choice in the zone with the fewest nodes: where nothing asks for a zone, new
+        nodes spread over the zones instead of piling into the first one."""
+        return min(choices, key=lambda c: (self.zone_load[c.offering.zone], c.offering.zone))
 
     # -- 4. gangs -----------------------------------------------------------------------
     def settle_gangs(self) -> None:
