@@ -33,6 +33,7 @@ tests stay deterministic; ``hold_watches`` keeps streams open until new events o
 from __future__ import annotations
 
 import base64
+import bisect
 import json
 import re
 import threading
@@ -61,8 +62,13 @@ KINDS = {
     "persistentvolumeclaims": "PersistentVolumeClaim",
     "persistentvolumes": "PersistentVolume",
     "storageclasses": "StorageClass",
+    "namespaces": "Namespace",
+    "services": "Service",
+    "replicationcontrollers": "ReplicationController",
+    "replicasets": "ReplicaSet",
+    "statefulsets": "StatefulSet",
 }
-CLUSTER_SCOPED = {"nodes", "deviceclasses", "resourceslices", "persistentvolumes", "storageclasses"}
+CLUSTER_SCOPED = {"nodes", "deviceclasses", "resourceslices", "persistentvolumes", "storageclasses", "namespaces"}
 
 
 def rfc3339(t: float) -> str:
@@ -139,6 +145,7 @@ class KubeStub:
         self.rv = 100
         self.store: dict[str, dict[tuple[str, str], dict]] = {kind: {} for kind in KINDS}
         self.history: list[tuple[int, str, str, dict]] = []  # (rv, resource, type, object)
+        self._by_kind: dict[str, list[tuple[int, str, dict]]] = {kind: [] for kind in KINDS}  # the same, by resource: (rv, type, object)
         self.oldest = 0  # a watch from an RV below this gets ERROR 410
         self.hold_watches = False
         self.node_lifecycle = True  # play kube-controller-manager's node lifecycle controller
@@ -184,7 +191,9 @@ class KubeStub:
                 self.store[resource].pop(key, None)
             else:
                 self.store[resource][key] = obj
-            self.history.append((rv, resource, type_, json.loads(json.dumps(obj))))
+            copied = json.loads(json.dumps(obj))
+            self.history.append((rv, resource, type_, copied))
+            self._by_kind[resource].append((rv, type_, copied))
             self.cond.notify_all()
             return obj
 
@@ -341,6 +350,12 @@ class KubeStub:
         meta = doc["metadata"]
         meta.update(self._new_meta(meta["name"], meta.get("namespace", "") if resource not in CLUSTER_SCOPED else ""))
         return self._write(resource, "ADDED", doc)
+
+    def remove(self, resource: str, namespace: str, name: str) -> None:
+        """Any object deleted at once, as a user would with ``kubectl delete``."""
+        found = self.get(resource, namespace, name)
+        if found is not None:
+            self._write(resource, "DELETED", found)
 
     def events_for(self, name: str) -> list[dict]:
         return [e for e in self.items("events") if e["involvedObject"].get("name") == name]
@@ -614,7 +629,9 @@ class KubeStub:
         start = rv
         while True:
             with self.cond:
-                fresh = [(r, t, o) for r, kind, t, o in self.history if r > rv and kind == res and (not ns or o["metadata"].get("namespace") == ns)]
+                events = self._by_kind[res]
+                after = events[bisect.bisect_right(events, rv, key=lambda e: e[0]) :]
+                fresh = [(r, t, o) for r, t, o in after if not ns or o["metadata"].get("namespace") == ns]
                 rv = max(rv, self.history[-1][0]) if self.history else rv
                 if not fresh:
                     if self.drops != drops:
@@ -635,7 +652,8 @@ class KubeStub:
                 yield {"type": type_, "object": obj}
 
     def _last_rv(self, res: str) -> int:
-        return max((r for r, kind, _, _ in self.history if kind == res), default=0)
+        events = self._by_kind[res]
+        return events[-1][0] if events else 0
 
     def _bookmark(self, res: str, rv: int, *, initial_end: bool = False) -> dict:
         meta: dict[str, Any] = {"resourceVersion": str(rv), "creationTimestamp": None}
@@ -648,6 +666,7 @@ class KubeStub:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # a watch writes a line at a time: no 40 ms delayed-ACK stalls
 
             def log_message(self, *args: Any) -> None:
                 return

@@ -213,3 +213,27 @@ def test_pods_with_claims_say_why_when_the_server_has_no_resource_api(stub: Kube
     (event,) = [e for e in stub.events_for("trainer") if e["reason"] == "NotTriggerScaleUp"]
     assert "resource.k8s.io is not served by the API server" in event["message"]
     assert len([c for c in stub.calls if c.group == "resource.k8s.io"]) == 1
+
+
+def test_namespace_labels_and_what_selects_pods_reach_the_scaler(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    """namespaceSelector needs namespaces' labels, default spread the Services, RCs,
+    ReplicaSets and StatefulSets selecting a pod; each is listed and watched, changes too."""
+    config = kube_config(binpack_pool())
+    stub.add("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop", "labels": {"tier": "web"}}})
+    stub.add("services", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "api", "namespace": "shop"}, "spec": {"selector": {"app": "api"}}})
+    rs = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "api-1", "namespace": "shop"},
+        "spec": {"selector": {"matchLabels": {"app": "api"}}},
+    }
+    stub.add("replicasets", rs)
+    made = controller(config, cloud, source(stub, cloud, clock, config), clock)
+    made.pool_loop()
+    cached = made.cache.snapshot()
+    assert cached.namespaces == {"shop": {"tier": "web"}}
+    assert [(type(o).__name__, o.key) for o in cached.pod_selecting] == [("Service", "shop/api"), ("ReplicaSet", "shop/api-1")]
+    stub.add("statefulsets", {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "shop"}, "spec": {"selector": {}}})
+    stub.remove("services", "shop", "api")
+    made.pool_loop()
+    assert [(type(o).__name__, o.key) for o in made.cache.snapshot().pod_selecting] == [("ReplicaSet", "shop/api-1"), ("StatefulSet", "shop/db")]

@@ -109,7 +109,20 @@ def test_two_replicas_one_leader_binds_the_other_reports_it(live_stub: KubeStub,
             assert follower_doc["nodes"] == []
             assert second.cloud.list_instances() == []  # the follower never acted
             watches = [c for c in live_stub.calls if c.verb == "watch"]
-            assert {c.resource for c in watches} == {"pods", "nodes", "leases", "daemonsets", "persistentvolumeclaims", "persistentvolumes", "storageclasses"}
+            assert {c.resource for c in watches} == {
+                "pods",
+                "nodes",
+                "leases",
+                "daemonsets",
+                "persistentvolumeclaims",
+                "persistentvolumes",
+                "storageclasses",
+                "namespaces",
+                "services",
+                "replicationcontrollers",
+                "replicasets",
+                "statefulsets",
+            }
             live_stub.drop_watches()  # every stream dies mid-way; the threads reconnect
             live_stub.create_pod("after-drop", cpu="1", memory="1Gi")
             eventually(kubelets)

@@ -17,6 +17,7 @@ from nodemanager.cache.pod_state import PodOp, PodState, next_state
 from nodemanager.cluster.base import ClusterEvent, ClusterNode, ClusterObject, EventType, NodeEvent, ObjectEvent, PodEvent
 from nodemanager.model import Pod, PodKey, PodPhase, Resources
 from nodemanager.model.daemonset import DaemonSet
+from nodemanager.model.pod_owners import SELECTING_KINDS, Namespace, PodSelecting
 from nodemanager.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass, VolumeContext
 
 DEFAULT_ASSUME_TTL = 15 * 60.0  # seconds (godel-scheduler's PodAssumedTTL)
@@ -46,6 +47,8 @@ class CacheSnapshot:
     generation: int
     daemon_sets: tuple[DaemonSet, ...] = ()
     volumes: VolumeContext | None = None  # None: the cluster has no volume objects
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # labels by namespace
+    pod_selecting: tuple[PodSelecting, ...] = ()  # Services, RCs, ReplicaSets, StatefulSets
 
 
 class ClusterEventsHandler:
@@ -222,7 +225,11 @@ class ClusterEventsHandler:
             placed = tuple(e.pod for _, e in sorted(self._entries.items()))
             waiting = tuple(p for _, p in sorted(self._waiting.items()))
             daemon_sets = tuple(obj for _, obj in sorted(self._objects[DaemonSet].items()) if isinstance(obj, DaemonSet))
-            return CacheSnapshot(waiting + placed, MappingProxyType(dict(self._nodes)), self.generation, daemon_sets, self._volume_context())
+            namespaces = {name: ns.labels for name, ns in self._objects[Namespace].items() if isinstance(ns, Namespace)}
+            selecting = tuple(o for kind in SELECTING_KINDS for _, o in sorted(self._objects[kind].items()) if isinstance(o, PodSelecting))
+            return CacheSnapshot(
+                waiting + placed, MappingProxyType(dict(self._nodes)), self.generation, daemon_sets, self._volume_context(), namespaces, selecting
+            )
 
     def _volume_context(self) -> VolumeContext | None:
         claims, volumes, classes = (dict(self._objects[kind]) for kind in (PersistentVolumeClaim, PersistentVolume, StorageClass))

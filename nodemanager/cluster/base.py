@@ -13,6 +13,7 @@ from nodemanager.dra.model import AllocationResult
 from nodemanager.errors import NodeManagerError
 from nodemanager.model import Pod, PodKey, Resources, Taint
 from nodemanager.model.daemonset import DaemonSet
+from nodemanager.model.pod_owners import Namespace, PodSelecting
 from nodemanager.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from nodemanager.noderesource.model import NodeMetric
 
@@ -49,13 +50,14 @@ class NodeEvent:
     node: ClusterNode
 
 
-ClusterObject = DaemonSet | PersistentVolumeClaim | PersistentVolume | StorageClass
+ClusterObject = DaemonSet | PersistentVolumeClaim | PersistentVolume | StorageClass | Namespace | PodSelecting
 
 
 @dataclass(frozen=True)
 class ObjectEvent:
-    """Another kind the scheduler reads: DaemonSets (what every node runs) and the volume
-    objects (where claims let pods go). ``key`` is "namespace/name" or the name."""
+    """Another kind the scheduler reads: DaemonSets (what every node runs), the volume
+    objects (where claims let pods go), namespaces (their labels) and the objects that
+    select pods (for default spread). ``key`` is "namespace/name" or the name."""
 
     type: EventType
     key: str

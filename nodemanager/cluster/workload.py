@@ -15,6 +15,9 @@ field, and nothing runs.
 
 Besides pods, a workload may hold what the cluster around them has: ``daemonSets``,
 ``persistentVolumeClaims``, ``persistentVolumes`` and ``storageClasses`` (manifests), and
+``namespaces`` (their labels, for ``namespaceSelector``), the ``services``,
+``replicationControllers``, ``replicaSets`` and ``statefulSets`` that select pods (the
+selector default spread constraints count by; pods name theirs in ``ownerReferences``), and
 ``nodeEvents``, what operators do to nodes (taint, untaint, cordon, uncordon):
 
     nodeEvents:
@@ -42,10 +45,12 @@ from nodemanager.errors import InvalidInput, InvalidManifest
 from nodemanager.model import Pod, PodPhase, Taint, TaintEffect
 from nodemanager.model import volumes as kv
 from nodemanager.model.daemonset import DaemonSet
+from nodemanager.model.pod_owners import Namespace, PodSelecting, ReplicaSet, ReplicationController, Service, StatefulSet
 from nodemanager.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 
 _ENTRY_KEYS = {"name", "count", "at", "duration", "pod", "usage"}
-_CLUSTER_KEYS = {"daemonSets", "persistentVolumeClaims", "persistentVolumes", "storageClasses", "nodeEvents"}
+_SELECTING = {"services": Service, "replicationControllers": ReplicationController, "replicaSets": ReplicaSet, "statefulSets": StatefulSet}
+_CLUSTER_KEYS = {"daemonSets", "persistentVolumeClaims", "persistentVolumes", "storageClasses", "nodeEvents", "namespaces", *_SELECTING}
 _TOP_KEYS = {"pods", "deviceClasses", "resourceClaims", "resourceClaimTemplates"} | _CLUSTER_KEYS
 _NODE_EVENT_KEYS = {"at", "nodes", "count", "taint", "untaint", "cordon"}
 
@@ -269,6 +274,8 @@ class ClusterObjects:
     volumes: tuple[PersistentVolume, ...] = ()
     classes: tuple[StorageClass, ...] = ()
     node_actions: tuple[NodeAction, ...] = ()
+    namespaces: tuple[Namespace, ...] = ()
+    pod_selecting: tuple[PodSelecting, ...] = ()  # services, replicationControllers, replicaSets, statefulSets
 
 
 def load_cluster_objects(path: str | Path) -> ClusterObjects:
@@ -276,7 +283,8 @@ def load_cluster_objects(path: str | Path) -> ClusterObjects:
 
 
 def parse_cluster_objects(text: str, source: str = "workload") -> ClusterObjects:
-    """The ``daemonSets``, volume objects and ``nodeEvents`` of a workload file."""
+    """The ``daemonSets``, volume objects, ``nodeEvents``, ``namespaces`` and the objects
+    that select pods of a workload file."""
     doc = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
     if not isinstance(doc, Mapping):
         return ClusterObjects()
@@ -288,6 +296,8 @@ def parse_cluster_objects(text: str, source: str = "workload") -> ClusterObjects
         _each(doc, "persistentVolumes", kv.parse_volume, problems),
         _each(doc, "storageClasses", kv.parse_storage_class, problems),
         _each(doc, "nodeEvents", _node_action, problems),
+        _each(doc, "namespaces", Namespace.from_manifest, problems),
+        tuple(o for key, kind in _SELECTING.items() for o in _each(doc, key, kind.from_manifest, problems)),
     )
     if problems:
         raise WorkloadError(source, problems)

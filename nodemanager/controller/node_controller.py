@@ -246,7 +246,17 @@ class NodeController:
         # A node marked for termination (perhaps draining) takes no more pods and counts
         # against no limit: the scaler sees it as already terminating.
         nodes = tuple(replace(n, state=NodeState.TERMINATING) if n.name in self.marked else self._planning_view(n) for n in self.nodes.values())
-        return ClusterSnapshot(pods, nodes, self.keeper.active(now), dict(self.unneeded_since), devices, cached.daemon_sets, cached.volumes)
+        return ClusterSnapshot(
+            pods,
+            nodes,
+            self.keeper.active(now),
+            dict(self.unneeded_since),
+            devices,
+            cached.daemon_sets,
+            cached.volumes,
+            cached.namespaces,
+            cached.pod_selecting,
+        )
 
     def _compute(self, now: float) -> Decision:
         snapshot = self._snapshot(now)

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from nodemanager.errors import InvalidManifest
+from nodemanager.model.labels import HOSTNAME, ZONE
 from nodemanager.model.manifest import as_list, as_mapping
 from nodemanager.model.selectors import Operator, Requirement
 
@@ -93,6 +94,13 @@ class PodAffinity:
 
 
 NO_AFFINITY = PodAffinity()
+
+#: kube-scheduler's system default constraints (PodTopologySpreadArgs ``defaultingType: System``),
+#: given with the pod's default selector to pods that have no constraints of their own.
+SYSTEM_DEFAULT_SPREAD = (
+    SpreadConstraint(3, HOSTNAME, WhenUnsatisfiable.SCHEDULE_ANYWAY, None),
+    SpreadConstraint(5, ZONE, WhenUnsatisfiable.SCHEDULE_ANYWAY, None),
+)
 
 
 # --- parsing -------------------------------------------------------------------------------
@@ -205,3 +213,34 @@ def parse_pod_affinity(affinity: Any, path: str, namespace: str, labels: Mapping
     anti_required, anti_preferred = _terms(as_mapping(doc.get("podAntiAffinity"), f"{path}.podAntiAffinity"), f"{path}.podAntiAffinity", namespace, labels)
     found = PodAffinity(required, anti_required, preferred, anti_preferred)
     return found if found else NO_AFFINITY
+
+
+def parse_spread_defaults(args: Mapping[str, Any], path: str = "") -> tuple[SpreadConstraint, ...]:
+    """PodTopologySpreadArgs: ``defaultingType`` System (kube's default: the system
+    constraints) or List (``defaultConstraints``, validated as kube-scheduler does)."""
+
+    def at(key: str) -> str:
+        return f"{path}.{key}" if path else key
+
+    unknown = sorted(set(args) - {"defaultingType", "defaultConstraints"})
+    if unknown:
+        raise InvalidManifest(at(unknown[0]), "unknown key (defaultingType, defaultConstraints)")
+    kind = args.get("defaultingType") or "System"
+    listed = as_list(args.get("defaultConstraints"), at("defaultConstraints"))
+    if kind not in ("System", "List"):
+        raise InvalidManifest(at("defaultingType"), f"expected System or List, got {kind!r}")
+    if kind == "System":
+        if listed:
+            raise InvalidManifest(at("defaultingType"), "must be List when defaultConstraints are given (System uses kube-scheduler's own)")
+        return SYSTEM_DEFAULT_SPREAD
+    seen: set[tuple[str, str]] = set()
+    for i, entry in enumerate(listed):
+        where = at(f"defaultConstraints[{i}]")
+        for field in ("labelSelector", "matchLabelKeys"):
+            if as_mapping(entry, where).get(field) is not None:
+                raise InvalidManifest(f"{where}.{field}", "not allowed: the selector of a default constraint is deduced for each pod")
+        pair = (str(entry.get("topologyKey")), str(entry.get("whenUnsatisfiable")))
+        if pair in seen:
+            raise InvalidManifest(where, f"repeats topologyKey {pair[0]!r} with whenUnsatisfiable {pair[1]!r}")
+        seen.add(pair)
+    return parse_spread(listed, at("defaultConstraints"), {})

@@ -53,6 +53,15 @@ class CapacityPolicy(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class OwnerRef:
+    """A pod's controller owner reference (``ownerReferences[]`` with ``controller: true``)."""
+
+    api_version: str
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     namespace: str
     name: str
@@ -74,6 +83,7 @@ class Pod:
     pod_group_min_member: int = 0
     claims: tuple[str, ...] = ()  # resource claims ("namespace/name") the pod needs devices from
     daemon_set: str = ""  # "namespace/name" of the DaemonSet that controls the pod
+    owner: OwnerRef | None = None  # its controller owner reference
     mirror: bool = False  # the mirror of a static pod
     host_ports: tuple[HostPort, ...] = ()  # container ports with a hostPort
     volume_claims: tuple[str, ...] = ()  # PersistentVolumeClaims ("namespace/name") its volumes use
@@ -242,6 +252,7 @@ def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
     namespace = str(meta.get("namespace") or "default")
     annotations = _str_map(meta.get("annotations"), f"{where}.metadata.annotations")
     labels = _str_map(meta.get("labels"), f"{where}.metadata.labels")
+    owner = _controller(meta, f"{where}.metadata.ownerReferences")
 
     policy_text = annotations.get(CAPACITY_TYPE_ANNOTATION, "any")
     try:
@@ -280,7 +291,8 @@ def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
         pod_group=labels.get(POD_GROUP_LABEL, ""),
         pod_group_min_member=int(min_member_text),
         claims=_claims(spec, namespace, str(name), f"{where}.spec.resourceClaims"),
-        daemon_set=_daemon_set(meta, namespace, f"{where}.metadata.ownerReferences"),
+        daemon_set=f"{namespace}/{owner.name}" if owner is not None and owner.kind == "DaemonSet" else "",
+        owner=owner,
         mirror=MIRROR_ANNOTATION in annotations,
         host_ports=_host_ports(spec, f"{where}.spec.containers"),
         volume_claims=_volume_claims(spec, namespace, str(name), f"{where}.spec.volumes"),
@@ -289,12 +301,12 @@ def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
     )
 
 
-def _daemon_set(meta: Mapping[str, Any], namespace: str, where: str) -> str:
+def _controller(meta: Mapping[str, Any], where: str) -> OwnerRef | None:
     for i, ref in enumerate(_list(meta.get("ownerReferences"), where)):
         r = as_mapping(ref, f"{where}[{i}]")
-        if r.get("kind") == "DaemonSet" and r.get("controller"):
-            return f"{namespace}/{r.get('name')}"
-    return ""
+        if r.get("controller"):
+            return OwnerRef(str(r.get("apiVersion") or ""), str(r.get("kind") or ""), str(r.get("name") or ""))
+    return None
 
 
 def _host_ports(spec: Mapping[str, Any], where: str) -> tuple[HostPort, ...]:

@@ -28,6 +28,7 @@ import hashlib
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from cloud.catalog import Catalog
 from nodemanager.config.schema import NodeDefaults, Pool, ProviderConfig
@@ -35,8 +36,9 @@ from nodemanager.dra import ResourceSlice
 from nodemanager.dra.context import instance_slices
 from nodemanager.model import BINDABLE_STATES, LIVE_STATES, CapacityType, NodeName, NodeState, Pod, PodKey, PodPhase, Resources
 from nodemanager.model.daemonset import daemon_overhead
-from nodemanager.model.interpod import NO_AFFINITY
+from nodemanager.model.interpod import NO_AFFINITY, SpreadConstraint, parse_spread_defaults
 from nodemanager.model.labels import HOSTNAME, ZONE
+from nodemanager.model.pod_owners import SpreadDefaults
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, asks_for_batch
 from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scaler import binpack
@@ -68,6 +70,11 @@ class ScalerSettings:
     seed: int = 0
     colocation: Mapping[str, ColocationStrategy] = field(default_factory=dict)  # pools that offer batch resources
 
+    @cached_property
+    def spread_defaults(self) -> tuple[SpreadConstraint, ...]:
+        """The cluster's default spread constraints (PodTopologySpread's plugin args)."""
+        return parse_spread_defaults(self.profile.plugin_args.get("PodTopologySpread", {}))
+
     @classmethod
     def from_config(cls, config: ProviderConfig) -> ScalerSettings:
         colocation = {p.name: s for p in config.pools if (s := config.colocation_for(p)).enable}
@@ -91,7 +98,8 @@ def constraint_key(pod: Pod, node_only: bool = False) -> tuple:
         pod.capacity_policy,
         pod.zone,
         group,
-        *(() if node_only else (pod.spread, pod.pod_affinity, tuple(sorted(pod.labels.items())))),  # labels: what other pods' selectors see
+        # labels and namespace: what other pods' selectors see
+        *(() if node_only else (pod.spread, pod.pod_affinity, pod.namespace, tuple(sorted(pod.labels.items())))),
     )
 
 
@@ -133,7 +141,7 @@ class _Run:
         self.node_state: dict[str, NodeState] = {}
         self.fw.handle.node_infos = self.infos
         self.fw.handle.volumes = snapshot.volumes
-        self.topology = PodTopology(self.infos)
+        self.topology = PodTopology(self.infos, snapshot.namespaces)
         self.fw.handle.topology = self.topology
         # Spread reaches domains with no node yet: the zones the pools offer, a new hostname.
         self.fw.handle.possible_domains = {ZONE: self._possible_zones, HOSTNAME: lambda pod: frozenset({NEW_HOST})}
@@ -202,7 +210,10 @@ class _Run:
         if not self.s.settings.colocation:
             # No pool offers batch resources: batch requests are ordinary cpu and memory.
             pods = {k: as_regular(p) for k, p in pods.items()}
-        waiting = {k: p for k, p in pods.items() if not p.node_name and p.phase is PodPhase.PENDING and k not in self.excluded and not p.of_node}
+        defaults = SpreadDefaults(self.s.settings.spread_defaults, self.snapshot.pod_selecting)
+        waiting = {
+            k: defaults.apply(p) for k, p in pods.items() if not p.node_name and p.phase is PodPhase.PENDING and k not in self.excluded and not p.of_node
+        }
         self.waiting.update(self.excluded)
         volume = self.s.settings.nodes.volume_size
         for node in sorted(self.snapshot.nodes, key=lambda n: n.name):

@@ -9,6 +9,7 @@ from types import MappingProxyType
 from nodemanager.dra.context import DeviceContext
 from nodemanager.model import Node, NodeName, Pod
 from nodemanager.model.daemonset import DaemonSet
+from nodemanager.model.pod_owners import PodSelecting
 from nodemanager.model.volumes import VolumeContext
 from nodemanager.scaler.unavailability import OfferingKey
 
@@ -24,3 +25,5 @@ class ClusterSnapshot:
     devices: DeviceContext | None = None  # device classes, claims and published slices
     daemon_sets: tuple[DaemonSet, ...] = ()  # what every matching node runs
     volumes: VolumeContext | None = None  # claims, volumes and storage classes
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)  # labels by namespace
+    pod_selecting: tuple[PodSelecting, ...] = ()  # Services, RCs, ReplicaSets, StatefulSets (default spread)

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cmp_to_key
 
+from nodemanager.errors import InvalidManifest
 from nodemanager.model import Pod
 from nodemanager.scheduling import interfaces as ifc
 from nodemanager.scheduling.cycle_state import CycleState
@@ -79,7 +80,8 @@ class Framework:
                     try:
                         instances[name] = registry.create(name, self.handle, profile.plugin_args.get(name, {}))
                     except (ValueError, TypeError) as exc:
-                        problems.append(f"pluginArgs.{name}: {exc}")
+                        field = f".{exc.field}: {exc.problem}" if isinstance(exc, InvalidManifest) else f": {exc}"
+                        problems.append(f"pluginArgs.{name}{field}")
                         broken.add(name)
                         continue
                 if not isinstance(instances[name], ifc.EXTENSION_POINTS[point]):

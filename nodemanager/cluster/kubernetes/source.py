@@ -45,6 +45,7 @@ from nodemanager.model import Pod, PodKey
 from nodemanager.model import volumes as kv
 from nodemanager.model.daemonset import DaemonSet
 from nodemanager.model.labels import HOSTNAME
+from nodemanager.model.pod_owners import Namespace, ReplicaSet, ReplicationController, Service, StatefulSet
 from nodemanager.noderesource.model import NodeMetric
 
 log = logging.getLogger("nodemanager.kubernetes")
@@ -68,6 +69,11 @@ OBJECT_PARSERS = {
     "persistentvolumeclaims": kv.parse_claim,
     "persistentvolumes": kv.parse_volume,
     "storageclasses": kv.parse_storage_class,
+    "namespaces": Namespace.from_manifest,
+    "services": Service.from_manifest,
+    "replicationcontrollers": ReplicationController.from_manifest,
+    "replicasets": ReplicaSet.from_manifest,
+    "statefulsets": StatefulSet.from_manifest,
 }
 
 
@@ -108,15 +114,22 @@ class KubernetesCluster:
         self._resource_problem = ""  # why claims cannot be read: said once, asked again now and then
         self._resource_asked = float("-inf")
         coordination = client.CoordinationV1Api(api)
+        apps = client.AppsV1Api(api)
         sized = {"page_size": page_size} if page_size else {}
         self.reflectors = {
             "nodes": Reflector("nodes", self.core.list_node, **sized),
             "leases": Reflector("node leases", partial(coordination.list_namespaced_lease, NODE_LEASE_NAMESPACE), **sized),
             "pods": Reflector("pods", self.core.list_pod_for_all_namespaces, **sized),
-            "daemonsets": Reflector("daemonsets", client.AppsV1Api(api).list_daemon_set_for_all_namespaces, **sized),
+            "daemonsets": Reflector("daemonsets", apps.list_daemon_set_for_all_namespaces, **sized),
             "persistentvolumeclaims": Reflector("persistentvolumeclaims", self.core.list_persistent_volume_claim_for_all_namespaces, **sized),
             "persistentvolumes": Reflector("persistentvolumes", self.core.list_persistent_volume, **sized),
             "storageclasses": Reflector("storageclasses", client.StorageV1Api(api).list_storage_class, **sized),
+            # What inter-pod constraints read: namespace labels, and what selects pods (default spread).
+            "namespaces": Reflector("namespaces", self.core.list_namespace, **sized),
+            "services": Reflector("services", self.core.list_service_for_all_namespaces, **sized),
+            "replicationcontrollers": Reflector("replicationcontrollers", self.core.list_replication_controller_for_all_namespaces, **sized),
+            "replicasets": Reflector("replicasets", apps.list_replica_set_for_all_namespaces, **sized),
+            "statefulsets": Reflector("statefulsets", apps.list_stateful_set_for_all_namespaces, **sized),
         }
         self.threaded = threaded
         self._changes: queue.SimpleQueue[tuple[str, Change]] = queue.SimpleQueue()

@@ -26,10 +26,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from nodemanager.model import Pod
-from nodemanager.model.interpod import AffinityTerm, InclusionPolicy, SpreadConstraint
+from nodemanager.model.interpod import AffinityTerm, InclusionPolicy, SpreadConstraint, parse_spread_defaults
 from nodemanager.model.selectors import HARD_EFFECTS, untolerated
 from nodemanager.scheduling.cycle_state import CycleState
-from nodemanager.scheduling.interfaces import FilterPlugin, PreFilterPlugin, ScorePlugin
+from nodemanager.scheduling.interfaces import FilterPlugin, FrameworkHandle, PreFilterPlugin, ScorePlugin
 from nodemanager.scheduling.nodeinfo import NodeInfo
 from nodemanager.scheduling.status import Status, unresolvable, unschedulable
 from nodemanager.scheduling.topology import PodTopology
@@ -78,7 +78,15 @@ class _Spread:
 
 
 class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
+    """Its args are kube's PodTopologySpreadArgs (``defaultingType``, ``defaultConstraints``).
+    The scaler gives pods with no constraints of their own the defaults before planning
+    (``SpreadDefaults``), since its planner reads them too; here they are only checked."""
+
     name = "PodTopologySpread"
+
+    def __init__(self, handle: FrameworkHandle, args: Mapping[str, object] | None = None) -> None:
+        super().__init__(handle, args)
+        parse_spread_defaults(self.args)
 
     def _prepare(self, pod: Pod, constraints: list[SpreadConstraint]) -> list[_Spread]:
         topology = topology_of(self.handle)

@@ -1,0 +1,101 @@
+"""Inter-pod constraints end to end: ``nodemanager simulate`` on a workload file with a spread
+Deployment, an anti-affine StatefulSet, a self-affine cache and pods spread only by the
+cluster's default constraints (a Service selects them), as a user would write it."""
+
+from __future__ import annotations
+
+import collections
+import json
+from pathlib import Path
+
+from nodemanager.cli import main
+from nodemanager.cluster.workload import parse_cluster_objects, parse_workload
+from nodemanager.config import parse_config
+from nodemanager.simulator import Simulation
+
+ZONE, HOST = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
+
+PROVIDER = """
+controllerId: spread
+cloud: {provider: simulated}
+cluster: {source: simulated, simulated: {registerDelay: 10s}}
+nodes: {idleGrace: 2m}
+pools:
+  - name: general
+    instanceTypes: ["m5.*", "c5.*"]
+    capacityTypes: [on-demand]
+scheduling:
+  pluginArgs:
+    PodTopologySpread:
+      defaultingType: List
+      defaultConstraints:
+        - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}
+"""
+
+WORKLOAD = """
+services:
+  - metadata: {name: api, namespace: shop}
+    spec: {selector: {app: api}}
+pods:
+  - name: web
+    count: 30
+    pod:
+      metadata: {labels: {app: web}}
+      spec:
+        topologySpreadConstraints:
+          - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: web}}}
+        containers: [{name: c, resources: {requests: {cpu: 250m, memory: 512Mi}}}]
+  - name: db
+    count: 4
+    pod:
+      metadata: {labels: {app: db}}
+      spec:
+        affinity:
+          podAntiAffinity:
+            requiredDuringSchedulingIgnoredDuringExecution:
+              - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: db}}}
+        containers: [{name: c, resources: {requests: {cpu: 250m, memory: 512Mi}}}]
+  - name: cache
+    count: 6
+    pod:
+      metadata: {labels: {app: cache}}
+      spec:
+        affinity:
+          podAffinity:
+            requiredDuringSchedulingIgnoredDuringExecution:
+              - {topologyKey: topology.kubernetes.io/zone, labelSelector: {matchLabels: {app: cache}}}
+        containers: [{name: c, resources: {requests: {cpu: 250m, memory: 512Mi}}}]
+  - name: api
+    count: 6
+    pod:
+      metadata: {namespace: shop, labels: {app: api}}
+      spec: {containers: [{name: c, resources: {requests: {cpu: 250m, memory: 512Mi}}}]}
+"""
+
+
+def test_simulate_honours_spread_anti_affinity_affinity_and_cluster_defaults(tmp_path: Path, capsys: object) -> None:
+    provider, workload = tmp_path / "provider.yaml", tmp_path / "workload.yaml"
+    provider.write_text(PROVIDER)
+    workload.write_text(WORKLOAD)
+    assert main(["simulate", "--config", str(provider), "--workload", str(workload), "--json", "--until", "600"]) == 0
+    report = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
+    assert report["pods"]["bound"] == report["pods"]["total"] == 46
+    assert report["unschedulable"] == []
+
+    config, catalog = parse_config(PROVIDER, "provider.yaml", tmp_path)
+    sim = Simulation(config, catalog, parse_workload(WORKLOAD), None, parse_cluster_objects(WORKLOAD))
+    sim.run(until=600)
+    zone_of = {name: n.labels[ZONE] for name, n in sim.cluster.nodes.items()}
+    placed: dict[str, list[str]] = collections.defaultdict(list)
+    for s in sim.cluster.pods.values():
+        placed[s.pod.labels["app"]].append(s.pod.node_name)
+    zones = len(set(zone_of.values()))
+    assert zones >= 3  # the pool's offerings span several zones
+    web = collections.Counter(zone_of[n] for n in placed["web"])
+    assert len(web) >= 3
+    assert max(web.values()) - min(web.values()) <= 1, web  # e.g. 6 in each of 5 zones
+    assert len(set(placed["db"])) == 4  # one node per replica
+    assert len({zone_of[n] for n in placed["cache"]}) == 1  # kept in one zone
+    api = collections.Counter(zone_of[n] for n in placed["api"])
+    assert len(api) >= 3
+    assert max(api.values()) - min(api.values()) <= 1, api  # spread by the default constraint alone
