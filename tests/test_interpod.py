@@ -11,7 +11,7 @@ from builders import binpack_pool, node, scaler
 from cloud.catalog import Catalog
 from nodemanager.config.schema import Pool
 from nodemanager.errors import InvalidManifest
-from nodemanager.model import InstanceType, Pod
+from nodemanager.model import InstanceType, Pod, Taint, TaintEffect
 from nodemanager.model.interpod import InclusionPolicy
 from nodemanager.scaler import ClusterSnapshot
 from nodemanager.scheduling import CycleState, Framework
@@ -121,6 +121,69 @@ def test_spread_example_two_constraints_zone_and_node() -> None:
     nodes = [info("node1", "A", pod("p1", foo)), info("node2", "A", pod("p2", foo)), info("node3", "B", pod("p3", foo)), info("node4", "B")]
     both = {"topologySpreadConstraints": spread(ZONE, 1, foo)["topologySpreadConstraints"] + spread(HOST, 1, foo)["topologySpreadConstraints"]}
     assert feasible(pod("new", foo, **both), nodes) == ["node4"]
+
+
+def _inclusion_nodes(tainted: tuple[str, ...], empty: str = "") -> list[NodeInfo]:
+    """kube's integration cluster for node inclusion policies: node-1, node-2 in zone-1 and
+    node-3, node-4 in zone-2; all but node-3 labelled foo; one foo pod on each but ``empty``."""
+    nodes = []
+    for i, zone in ((1, "zone-1"), (2, "zone-1"), (3, "zone-2"), (4, "zone-2")):
+        name = f"node-{i}"
+        labels = {"node": name, "zone": zone, **({"foo": ""} if i != 3 else {})}
+        made = NodeInfo(name, "p", "s.large", None, zone, CATALOG3["s.large"].allocatable, labels)  # type: ignore[arg-type]
+        made.taints = (Taint("node.kubernetes.io/unschedulable", TaintEffect.NO_SCHEDULE),) if name in tainted else ()
+        if name != empty:
+            made.add_pod(pod(f"p{i}a", {"foo": ""}))
+        nodes.append(made)
+    return nodes
+
+
+def _foo_spread(key: str, **policies: str) -> dict:
+    return {
+        "maxSkew": 1,
+        "topologyKey": key,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchExpressions": [{"key": "foo", "operator": "Exists"}]},
+        **policies,
+    }
+
+
+FOO_AFFINITY = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "foo", "operator": "In", "values": [""]}]}]}
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("spec", "tainted", "candidates"),
+    [
+        # "NodeAffinityPolicy honored with labelSelectors, pods spread across zone as 2/1"
+        ({"nodeSelector": {"foo": ""}, "topologySpreadConstraints": [_foo_spread("zone")]}, (), ["node-4"]),
+        # "NodeAffinityPolicy ignored with nodeAffinity, pods spread across zone as 1/~2~"
+        ({"affinity": FOO_AFFINITY, "topologySpreadConstraints": [_foo_spread("zone", nodeAffinityPolicy="Ignore")]}, (), ["node-1", "node-2"]),
+        # "NodeTaintsPolicy honored, pods spread across zone as 2/1"
+        ({"topologySpreadConstraints": [_foo_spread("zone", nodeTaintsPolicy="Honor")]}, ("node-3",), ["node-4"]),
+        # "NodeTaintsPolicy ignored, pods spread across zone as 2/2"
+        ({"topologySpreadConstraints": [_foo_spread("zone")]}, ("node-3",), ["node-1", "node-2", "node-4"]),
+        # "two node inclusion Constraints, zone: honor/ignore, node: honor/ignore"
+        ({"nodeSelector": {"foo": ""}, "topologySpreadConstraints": [_foo_spread("zone"), _foo_spread("node")]}, ("node-2",), ["node-4"]),
+        # "two node inclusion Constraints, zone: ignore/ignore, node: honor/honor"
+        (
+            {
+                "nodeSelector": {"foo": ""},
+                "topologySpreadConstraints": [_foo_spread("zone", nodeAffinityPolicy="Ignore"), _foo_spread("node", nodeTaintsPolicy="Honor")],
+            },
+            ("node-2",),
+            ["node-1", "node-4"],
+        ),
+    ],
+)
+def test_node_inclusion_policies_table_from_kube_integration_tests(spec: dict, tainted: tuple[str, ...], candidates: list[str]) -> None:
+    """test/integration/scheduler/filters: a spread counts only the pods on nodes eligible for
+    the incoming pod (its node affinity with Honor, its tolerations with Honor)."""
+    empty = "node-2" if spec.get("affinity") else ""  # the 1/~2~ case has no pod on node-2
+    assert feasible(pod("p", {"foo": ""}, **spec), _inclusion_nodes(tainted, empty)) == candidates
 
 
 def test_a_node_without_the_topology_key_is_not_a_candidate() -> None:

@@ -33,6 +33,7 @@ from nodemanager.model import Pod, PodKey
 from nodemanager.model.interpod import AffinityTerm, SpreadConstraint
 from nodemanager.model.labels import HOSTNAME, ZONE
 from nodemanager.scheduling.nodeinfo import NodeInfo
+from nodemanager.scheduling.plugins.interpod import counted_nodes
 from nodemanager.scheduling.topology import PodTopology
 
 _PLANNED_KEYS = (ZONE, HOSTNAME)
@@ -163,7 +164,7 @@ def plan_zones(
     rules: list[_Rule] = []
     for c in _hard_spread(rep):
         if c.topology_key == ZONE and c.selector is not None:
-            counts = Counter(topology.selector_counts(rep.namespace, c.selector, ZONE))
+            counts = Counter(topology.selector_counts(rep.namespace, c.selector, ZONE, counted_nodes(rep, c)))
             rules.append(_Rule("spread", [counts], _self_spread(rep, c), c.max_skew, domains(c), c.min_domains))
     required = rep.pod_affinity.required
     if required:

@@ -10,15 +10,18 @@ scan, then keeps the answer current as the scaler places and removes pods (``add
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from nodemanager.model import Pod
 from nodemanager.model.interpod import AffinityTerm, LabelSelector
 from nodemanager.scheduling.nodeinfo import NodeInfo
 
-# (namespace, selector, topology key): pods of ``namespace`` (any when None) matching it.
-SelectorKey = tuple[str | None, LabelSelector | None, str]
+# Which nodes' pods a count includes (kube counts spread only over nodes eligible for the
+# incoming pod): a key naming the rule, and the rule. None: every node.
+NodeFilter = tuple[Hashable, Callable[[NodeInfo], bool]]
+# (namespace, selector, topology key, filter key): pods of ``namespace`` (any when None) matching it.
+SelectorKey = tuple[str | None, LabelSelector | None, str, Hashable]
 
 
 class PodTopology:
@@ -26,21 +29,26 @@ class PodTopology:
         self.infos = infos
         self.namespace_labels = namespace_labels or {}
         self._selectors: dict[SelectorKey, Counter[str]] = {}
+        self._filters: dict[Hashable, Callable[[NodeInfo], bool]] = {}
         self._terms: dict[tuple[AffinityTerm, ...], list[Counter[str]]] = {}  # pods matching all the terms, per term's key
         self._anti: dict[AffinityTerm, Counter[str]] | None = None  # placed pods' required anti-affinity: term -> domains
         self._memo: dict[Any, Any] = {}  # answers derived from the existing nodes (see ``memo``)
 
     # -- questions ------------------------------------------------------------------------------
-    def selector_counts(self, namespace: str | None, selector: LabelSelector | None, key: str) -> Counter[str]:
-        found = self._selectors.get((namespace, selector, key))
+    def selector_counts(self, namespace: str | None, selector: LabelSelector | None, key: str, only: NodeFilter | None = None) -> Counter[str]:
+        """Pods matching ``selector`` per value of ``key``, on the nodes ``only`` admits."""
+        index = (namespace, selector, key, only[0] if only else None)
+        found = self._selectors.get(index)
         if found is None:
             found = Counter()
+            if only is not None:
+                self._filters[only[0]] = only[1]
             if selector is not None:
                 for info in self.infos.values():
                     value = info.labels.get(key)
-                    if value is not None:
+                    if value is not None and (only is None or only[1](info)):
                         found[value] += sum(1 for p in info.pods.values() if _selected(p, namespace, selector))
-            self._selectors[(namespace, selector, key)] = found
+            self._selectors[index] = found
         return found
 
     def term_counts(self, terms: tuple[AffinityTerm, ...]) -> list[Counter[str]]:
@@ -80,9 +88,9 @@ class PodTopology:
         self._change(pod, info, -1)
 
     def _change(self, pod: Pod, info: NodeInfo, delta: int) -> None:
-        for (namespace, selector, key), counts in self._selectors.items():
+        for (namespace, selector, key, only), counts in self._selectors.items():
             value = info.labels.get(key)
-            if value is not None and selector is not None and _selected(pod, namespace, selector):
+            if value is not None and selector is not None and _selected(pod, namespace, selector) and (only is None or self._filters[only](info)):
                 counts[value] += delta
         for terms, counts in self._terms.items():
             self._count_terms(terms, counts, pod, info, delta)

@@ -32,7 +32,7 @@ from nodemanager.scheduling.cycle_state import CycleState
 from nodemanager.scheduling.interfaces import FilterPlugin, FrameworkHandle, PreFilterPlugin, ScorePlugin
 from nodemanager.scheduling.nodeinfo import NodeInfo
 from nodemanager.scheduling.status import Status, unresolvable, unschedulable
-from nodemanager.scheduling.topology import PodTopology
+from nodemanager.scheduling.topology import NodeFilter, PodTopology
 
 _SPREAD_KEY = "PodTopologySpread/preFilter"
 _SOFT_SPREAD_KEY = "PodTopologySpread/preScore"
@@ -49,6 +49,17 @@ def _eligible(pod: Pod, constraint: SpreadConstraint, node: NodeInfo) -> bool:
     if constraint.node_affinity_policy is InclusionPolicy.HONOR and not pod.accepts_node(node.labels, node.name):
         return False
     return constraint.node_taints_policy is InclusionPolicy.IGNORE or not untolerated(node.taints, pod.tolerations, HARD_EFFECTS)
+
+
+def counted_nodes(pod: Pod, constraint: SpreadConstraint) -> NodeFilter | None:
+    """The nodes whose pods a spread constraint counts: those eligible for the pod (kube's
+    PreFilter skips the others); None when that is every node."""
+    honor_affinity = constraint.node_affinity_policy is InclusionPolicy.HONOR and bool(pod.node_selector or pod.affinity)
+    honor_taints = constraint.node_taints_policy is InclusionPolicy.HONOR
+    if not (honor_affinity or honor_taints):
+        return None
+    key = (honor_affinity and tuple(sorted(pod.node_selector.items())), honor_affinity and pod.affinity, honor_taints and pod.tolerations)
+    return key, lambda node: _eligible(pod, constraint, node)
 
 
 def spread_domains(handle: object, pod: Pod, constraint: SpreadConstraint, topology: PodTopology) -> frozenset[str]:
@@ -92,7 +103,7 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
         topology = topology_of(self.handle)
         out = []
         for c in constraints:
-            counts = topology.selector_counts(pod.namespace, c.selector, c.topology_key)
+            counts = topology.selector_counts(pod.namespace, c.selector, c.topology_key, counted_nodes(pod, c))
             domains = spread_domains(self.handle, pod, c, topology)
             min_match = min((counts.get(d, 0) for d in domains), default=0)
             if len(domains) < c.min_domains:
