@@ -10,11 +10,13 @@ with the number of pods. Pool limits bound every emission.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from nodemanager.model import InstanceType, Resources
-from nodemanager.scaler.lp import Duals, Shape, solve
+from nodemanager.scaler.lp import DualSolver, Shape
 from nodemanager.scaler.pools import Candidate, capacity_of
 
 CANDIDATES_PER_ROUND = 10  # most LP-efficient types tried per round
@@ -115,14 +117,10 @@ def proportional_fill(allocatable: tuple[int, ...], requests: Sequence[tuple[int
     return tuple(b + e for b, e in zip(base, extra, strict=True))
 
 
-def _shapes(candidates: Sequence[Candidate]) -> list[Shape]:
-    return [Shape(c.offering.instance_type, c.allocatable.cpu, c.allocatable.memory, c.price) for c in candidates]
-
-
-def _duals(candidates: Sequence[Candidate], requests: Sequence[Resources], remaining: Sequence[int]) -> Duals:
-    cpu = sum(r.cpu * k for r, k in zip(requests, remaining, strict=True))
-    memory = sum(r.memory * k for r, k in zip(requests, remaining, strict=True))
-    return solve(_shapes(candidates), cpu, memory)
+@lru_cache(maxsize=32)
+def _solver(shapes: tuple[Shape, ...]) -> DualSolver:
+    """One solver per set of types: a pool's types recur across groups and rounds."""
+    return DualSolver(shapes)
 
 
 def pack(
@@ -139,18 +137,28 @@ def pack(
         by_type.setdefault(c.itype.name, c)
     pool = list(by_type.values())
     alloc = {c.itype.name: vectors.of(c.allocatable) for c in pool}
+    shapes = [Shape(c.offering.instance_type, c.allocatable.cpu, c.allocatable.memory, c.price) for c in pool]
     fills: list[Fill] = []
     why: dict[int, str] = {}
     excluded: set[str] = set()
+    solver = _solver(tuple(shapes))
     while any(remaining):
-        usable = [c for c in pool if c.itype.name not in excluded]
-        if not usable:
+        usable_at = [i for i, c in enumerate(pool) if c.itype.name not in excluded]
+        if not usable_at:
             break
-        duals = _duals(usable, requests, remaining)
+        usable = [pool[i] for i in usable_at]
+        if excluded:
+            solver = _solver(tuple(shapes[i] for i in usable_at))
+        demand = zip(requests, remaining, strict=True)
+        duals = solver.solve(*map(sum, zip(*((r.cpu * k, r.memory * k) for r, k in demand), strict=True)))
         value = [duals.value(r.cpu, r.memory) for r in requests]
         first = next(i for i, k in enumerate(remaining) if k)
-        ranked = sorted(usable, key=lambda c: (-(duals.value(c.allocatable.cpu, c.allocatable.memory) / c.price), c.price, c.itype.name))
-        trial = ranked[:CANDIDATES_PER_ROUND]
+        # The types whose allocatable is worth the most per dollar at the dual prices.
+        dc, dm = duals.cpu, duals.memory
+        best_at = heapq.nsmallest(
+            CANDIDATES_PER_ROUND, usable_at, key=lambda i: (-(dc * shapes[i].cpu + dm * shapes[i].memory) / shapes[i].price, shapes[i].price, shapes[i].name)
+        )
+        trial = [pool[i] for i in best_at]
         # Always try the cheapest type that can hold the first (largest) remaining pod.
         holder = next((c for c in usable if greedy_fill(alloc[c.itype.name], [vectors.requests[first]], [1], per_node)[0]), None)
         if holder is not None and holder not in trial:

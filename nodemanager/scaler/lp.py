@@ -47,22 +47,34 @@ def _frontier(shapes: Sequence[Shape]) -> list[Shape]:
     return out
 
 
+class DualSolver:
+    """The LP for one set of types, for any demand: the dual feasible region does not depend
+    on the demand, so its vertices are found once and each ``solve`` is a scan of them."""
+
+    def __init__(self, shapes: Sequence[Shape]) -> None:
+        frontier = _frontier(shapes)
+
+        def feasible(lc: float, lm: float) -> bool:
+            return lc >= 0 and lm >= 0 and all(lc * s.cpu + lm * s.memory <= s.price * (1 + 1e-12) for s in frontier)
+
+        candidates = [(min(s.price / s.cpu for s in frontier), 0.0), (0.0, min(s.price / s.memory for s in frontier))] if frontier else []
+        for i, a in enumerate(frontier):
+            for b in frontier[i + 1 :]:
+                det = a.cpu * b.memory - a.memory * b.cpu
+                if det:
+                    lc = (a.price * b.memory - a.memory * b.price) / det
+                    lm = (a.cpu * b.price - a.price * b.cpu) / det
+                    candidates.append((lc, lm))
+        self.vertices = [(lc, lm) for lc, lm in candidates if feasible(lc, lm)]
+
+    def solve(self, cpu: int, memory: int) -> Duals:
+        """Dual prices and the LP lower bound for covering ``cpu`` and ``memory``."""
+        if not self.vertices or (cpu <= 0 and memory <= 0):
+            return Duals(0.0, 0.0, 0.0)
+        best = max((lc * cpu + lm * memory, lc, lm) for lc, lm in self.vertices)
+        return Duals(best[1], best[2], best[0])
+
+
 def solve(shapes: Sequence[Shape], cpu: int, memory: int) -> Duals:
     """Dual prices and the LP lower bound for covering ``cpu`` and ``memory``."""
-    frontier = _frontier(shapes)
-    if not frontier or (cpu <= 0 and memory <= 0):
-        return Duals(0.0, 0.0, 0.0)
-
-    def feasible(lc: float, lm: float) -> bool:
-        return lc >= 0 and lm >= 0 and all(lc * s.cpu + lm * s.memory <= s.price * (1 + 1e-12) for s in frontier)
-
-    candidates = [(min(s.price / s.cpu for s in frontier), 0.0), (0.0, min(s.price / s.memory for s in frontier))]
-    for i, a in enumerate(frontier):
-        for b in frontier[i + 1 :]:
-            det = a.cpu * b.memory - a.memory * b.cpu
-            if det:
-                lc = (a.price * b.memory - a.memory * b.price) / det
-                lm = (a.cpu * b.price - a.price * b.cpu) / det
-                candidates.append((lc, lm))
-    best = max((lc * cpu + lm * memory, lc, lm) for lc, lm in candidates if feasible(lc, lm))
-    return Duals(best[1], best[2], best[0])
+    return DualSolver(shapes).solve(cpu, memory)

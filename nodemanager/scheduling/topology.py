@@ -33,6 +33,10 @@ class PodTopology:
         self._terms: dict[tuple[AffinityTerm, ...], list[Counter[str]]] = {}  # pods matching all the terms, per term's key
         self._anti: dict[AffinityTerm, Counter[str]] | None = None  # placed pods' required anti-affinity: term -> domains
         self._memo: dict[Any, Any] = {}  # answers derived from the existing nodes (see ``memo``)
+        # Which questions a pod of given namespace and labels counts for, as of ``_asked``
+        # questions: pods of one kind are placed by the thousand.
+        self._asked = 0
+        self._counted_for: dict[tuple, tuple[int, list[SelectorKey], list[tuple[AffinityTerm, ...]]]] = {}
 
     # -- questions ------------------------------------------------------------------------------
     def selector_counts(self, namespace: str | None, selector: LabelSelector | None, key: str, only: NodeFilter | None = None) -> Counter[str]:
@@ -49,6 +53,7 @@ class PodTopology:
                     if value is not None and (only is None or only[1](info)):
                         found[value] += sum(1 for p in info.pods.values() if _selected(p, namespace, selector))
             self._selectors[index] = found
+            self._asked += 1
         return found
 
     def term_counts(self, terms: tuple[AffinityTerm, ...]) -> list[Counter[str]]:
@@ -61,6 +66,7 @@ class PodTopology:
                 for p in info.pods.values():
                     self._count_terms(terms, found, p, info, 1)
             self._terms[terms] = found
+            self._asked += 1
         return found
 
     def anti_affinity(self) -> dict[AffinityTerm, Counter[str]]:
@@ -88,12 +94,22 @@ class PodTopology:
         self._change(pod, info, -1)
 
     def _change(self, pod: Pod, info: NodeInfo, delta: int) -> None:
-        for (namespace, selector, key, only), counts in self._selectors.items():
-            value = info.labels.get(key)
-            if value is not None and selector is not None and _selected(pod, namespace, selector) and (only is None or self._filters[only](info)):
-                counts[value] += delta
-        for terms, counts in self._terms.items():
-            self._count_terms(terms, counts, pod, info, delta)
+        kind = (pod.namespace, tuple(sorted(pod.labels.items())))
+        known = self._counted_for.get(kind)
+        if known is None or known[0] != self._asked:
+            selectors = [k for k in self._selectors if k[1] is not None and _selected(pod, k[0], k[1])]
+            terms = [t for t in self._terms if all(term.selects(pod.namespace, pod.labels, self.namespace_labels) for term in t)]
+            known = self._counted_for[kind] = (self._asked, selectors, terms)
+        labels = info.labels
+        for index in known[1]:
+            value = labels.get(index[2])
+            if value is not None and (index[3] is None or self._filters[index[3]](info)):
+                self._selectors[index][value] += delta
+        for terms in known[2]:
+            for term, counter in zip(terms, self._terms[terms], strict=True):
+                value = labels.get(term.topology_key)
+                if value is not None:
+                    counter[value] += delta
         if self._anti is not None:
             self._count_anti(pod, info, delta)
 
