@@ -71,6 +71,7 @@ class Vectors:
         names = sorted({n for r in requests for n in r.names()} | {"pods"})
         self.names = names
         self.pods_index = names.index("pods")
+        self.cpu_memory = [names.index(n) for n in ("cpu", "memory") if n in names]
         self.requests = [self.of(r, pods=1) for r in requests]
 
     def of(self, resources: Resources, pods: int = 0) -> tuple[int, ...]:
@@ -154,10 +155,8 @@ def pack(
         value = [duals.value(r.cpu, r.memory) for r in requests]
         first = next(i for i, k in enumerate(remaining) if k)
         # The types whose allocatable is worth the most per dollar at the dual prices.
-        dc, dm = duals.cpu, duals.memory
-        best_at = heapq.nsmallest(
-            CANDIDATES_PER_ROUND, usable_at, key=lambda i: (-(dc * shapes[i].cpu + dm * shapes[i].memory) / shapes[i].price, shapes[i].price, shapes[i].name)
-        )
+        worth_of = [-(duals.cpu * s.cpu + duals.memory * s.memory) / s.price for s in shapes]
+        best_at = heapq.nsmallest(CANDIDATES_PER_ROUND, usable_at, key=lambda i: (worth_of[i], shapes[i].price, shapes[i].name))
         trial = [pool[i] for i in best_at]
         # Always try the cheapest type that can hold the first (largest) remaining pod.
         holder = next((c for c in usable if greedy_fill(alloc[c.itype.name], [vectors.requests[first]], [1], per_node)[0]), None)
@@ -185,7 +184,7 @@ def pack(
                     worth = sum(fill) * 1e-9
                 # Value per dollar decides; among near-equals, the fill that leaves less of
                 # either resource idle (what the LP cannot see) wins.
-                used = _utilisation(c, requests, fill)
+                used = _utilisation(alloc[c.itype.name], vectors, fill)
                 key = (-round(worth / c.price, 3), -used, c.price, c.itype.name)
                 if best is None or key < best[:4]:
                     best = (*key, c, fill)
@@ -212,11 +211,13 @@ def pack(
     return fills, remaining, why
 
 
-def _utilisation(candidate: Candidate, requests: Sequence[Resources], fill: Sequence[int]) -> float:
-    alloc = candidate.allocatable
-    cpu = sum(r.cpu * k for r, k in zip(requests, fill, strict=True))
-    memory = sum(r.memory * k for r, k in zip(requests, fill, strict=True))
-    return (cpu / alloc.cpu if alloc.cpu else 0.0) + (memory / alloc.memory if alloc.memory else 0.0)
+def _utilisation(allocatable: tuple[int, ...], vectors: Vectors, fill: Sequence[int]) -> float:
+    """The fractions of the node's CPU and memory the fill uses, summed."""
+    total = 0.0
+    for j in vectors.cpu_memory:
+        if allocatable[j]:
+            total += sum(r[j] * k for r, k in zip(vectors.requests, fill, strict=True) if k) / allocatable[j]
+    return total
 
 
 def right_size(total: Resources, pods: int, candidates: Sequence[Candidate], below: float, accepts: Callable[[Candidate], bool]) -> Candidate | None:
