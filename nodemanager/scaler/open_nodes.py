@@ -24,6 +24,7 @@ class OpenNodes:
         self.smallest = smallest  # component-wise least request waiting: less room is none
         self.pool_rank = pool_rank  # pools in the order pods try them
         self._keys: dict[tuple[int, str], list[tuple[int, str]]] = {}  # (pool rank, zone) -> sorted (free cpu, name)
+        self._memory_keys: dict[tuple[int, str], list[tuple[int, str]]] = {}  # the same by free memory
         self._at: dict[str, tuple[int, str]] = {}  # name -> its key
         self._infos: dict[str, NodeInfo] = {}
         self._free_memory: dict[str, int] = {}
@@ -40,18 +41,22 @@ class OpenNodes:
         if not info.fit_count(self.smallest, 1):
             return
         key = (self._free_cpu(info), info.name)
-        bisect.insort(self._keys.setdefault(self._list_of(info), []), key)
+        where = self._list_of(info)
+        bisect.insort(self._keys.setdefault(where, []), key)
         self._at[info.name] = key
         self._infos[info.name] = info
         self._free_memory[info.name] = info.allocatable.memory - info.requested.memory
+        bisect.insort(self._memory_keys.setdefault(where, []), (self._free_memory[info.name], info.name))
 
     def remove(self, name: str) -> None:
         key = self._at.pop(name, None)
         if key is None:
             return
         info = self._infos.pop(name)
-        del self._free_memory[name]
-        keys = self._keys[self._list_of(info)]
+        where = self._list_of(info)
+        memory_keys = self._memory_keys[where]
+        del memory_keys[bisect.bisect_left(memory_keys, (self._free_memory.pop(name), name))]
+        keys = self._keys[where]
         del keys[bisect.bisect_left(keys, key)]
 
     def _list_of(self, info: NodeInfo) -> tuple[int, str]:
@@ -60,9 +65,17 @@ class OpenNodes:
     def for_request(self, cpu: int, memory: int, zone: str = "") -> Iterator[NodeInfo]:
         """Nodes (of ``zone``, or every zone) with at least ``cpu`` and ``memory`` free, least
         CPU free first. A snapshot: placing pods while iterating is safe."""
-        infos, free_memory = self._infos, self._free_memory
+        infos, free_memory, at = self._infos, self._free_memory, self._at
         for rank in sorted({r for r, _ in self._keys}):
-            lists = [keys for (r, z), keys in sorted(self._keys.items()) if r == rank and (not zone or z == zone)]
-            for _, name in heapq.merge(*(keys[bisect.bisect_left(keys, (cpu, "")) :] for keys in lists)):
+            wheres = [w for w in sorted(self._keys) if w[0] == rank and (not zone or w[1] == zone)]
+            # Where few nodes have the memory (it is the scarce resource), take just those,
+            # in CPU order: the walk in CPU order would step past every node short of it.
+            roomy = [self._memory_keys[w][bisect.bisect_left(self._memory_keys[w], (memory, "")) :] for w in wheres]
+            if sum(map(len, roomy)) * 4 < sum(len(self._keys[w]) for w in wheres):
+                for _, name in sorted(at[name] for tail in roomy for _, name in tail if at[name][0] >= cpu):
+                    if name in infos:
+                        yield infos[name]
+                continue
+            for _, name in heapq.merge(*(keys[bisect.bisect_left(keys, (cpu, "")) :] for keys in (self._keys[w] for w in wheres))):
                 if free_memory.get(name, -1) >= memory:
                     yield infos[name]
