@@ -124,21 +124,44 @@ def _solver(shapes: tuple[Shape, ...]) -> DualSolver:
     return DualSolver(shapes)
 
 
+class TypeTables:
+    """What the packer derives from a list of candidates (one per type, their shapes and
+    allocatable vectors), kept for the candidate lists a computation packs for again and
+    again. Each entry holds its candidates, so the ids in its key stay theirs."""
+
+    def __init__(self) -> None:
+        self._tables: dict[tuple, tuple[Sequence[Candidate], list[Candidate], list[Shape], dict[str, tuple[int, ...]]]] = {}
+
+    def get(self, candidates: Sequence[Candidate], vectors: Vectors) -> tuple[list[Candidate], list[Shape], dict[str, tuple[int, ...]]]:
+        key = (tuple(map(id, candidates)), tuple(vectors.names))
+        found = self._tables.get(key)
+        if found is None:
+            # One candidate per instance type: its cheapest offering (they arrive cheapest first).
+            by_type: dict[str, Candidate] = {}
+            for c in candidates:
+                by_type.setdefault(c.itype.name, c)
+            pool = list(by_type.values())
+            shapes = [Shape(c.offering.instance_type, c.allocatable.cpu, c.allocatable.memory, c.price) for c in pool]
+            found = self._tables[key] = (candidates, pool, shapes, {c.itype.name: vectors.of(c.allocatable) for c in pool})
+        return found[1], found[2], found[3]
+
+
 def pack(
-    requests: Sequence[Resources], counts: Sequence[int], candidates: Sequence[Candidate], budget: Budget, *, per_node: int | None = None
+    requests: Sequence[Resources],
+    counts: Sequence[int],
+    candidates: Sequence[Candidate],
+    budget: Budget,
+    *,
+    per_node: int | None = None,
+    tables: TypeTables | None = None,
 ) -> tuple[list[Fill], list[int], dict[int, str]]:
     """Fills for ``counts[i]`` pods of ``requests[i]`` (largest first), at most ``per_node``
     pods on a node (1 for a cell pool; None: as many as fit), the pods left over per class,
-    and for classes left over why (``"limit:cpu"`` or ``"fit"``)."""
+    and for classes left over why (``"limit:cpu"`` or ``"fit"``). ``tables``: derived
+    figures kept across calls (a computation's own)."""
     vectors = Vectors(requests)
     remaining = list(counts)
-    # One candidate per instance type: its cheapest offering (they arrive cheapest first).
-    by_type: dict[str, Candidate] = {}
-    for c in candidates:
-        by_type.setdefault(c.itype.name, c)
-    pool = list(by_type.values())
-    alloc = {c.itype.name: vectors.of(c.allocatable) for c in pool}
-    shapes = [Shape(c.offering.instance_type, c.allocatable.cpu, c.allocatable.memory, c.price) for c in pool]
+    pool, shapes, alloc = (tables or TypeTables()).get(candidates, vectors)
     fills: list[Fill] = []
     why: dict[int, str] = {}
     excluded: set[str] = set()

@@ -161,6 +161,7 @@ class _Run:
         self._claim_keys: dict[tuple[str, ...], tuple] = {}
         self.open = OpenNodes(Resources(), {v.name: i for i, v in enumerate(self.views)})  # new nodes with room left
         self.zone_load: Counter[str] = Counter()  # nodes per zone, live and decided: new nodes go to the emptiest
+        self.type_tables = binpack.TypeTables()  # the packer's figures per candidate list
 
     def claims_of(self, pod: PodKey) -> tuple[str, ...]:
         node = self.bindings.get(pod)
@@ -545,7 +546,8 @@ class _Run:
         one_each = view.cell or any(c.rep.claims or c.rep.host_ports for c in classes)
         # So do pods that keep apart by hostname, up to what their constraints allow.
         per_node = 1 if one_each else plan.host_cap(classes[0].rep, None, self.topology)
-        fills, _, why = binpack.pack([c.rep.requests for c in classes], [len(c.pods) for c in classes], available, self._budget(view), per_node=per_node)
+        requests, counts = [c.rep.requests for c in classes], [len(c.pods) for c in classes]
+        fills, _, why = binpack.pack(requests, counts, available, self._budget(view), per_node=per_node, tables=self.type_tables)
         queues = [deque(c.pods) for c in classes]
         refused: list[list[Pod]] = [[] for _ in classes]
         for fill in fills:
