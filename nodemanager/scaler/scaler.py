@@ -24,9 +24,11 @@ Decision and comes back in the next snapshot). Steps:
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -841,6 +843,10 @@ class BindingNodeScaler:
         return self.views
 
     def compute(self, snapshot: ClusterSnapshot, now: float) -> Decision:
+        with _collector_paused():
+            return self._compute(snapshot, now)
+
+    def _compute(self, snapshot: ClusterSnapshot, now: float) -> Decision:
         # A gang that fails must not cost anything else: what it held in its turn may have
         # been what a later pod needed. So it is planned again after every other pod (what
         # they leave may hold it), and left out if it fails then too. Each round moves at
@@ -866,6 +872,20 @@ class BindingNodeScaler:
             unneeded_since=unneeded,
             allocations={k: (NodeName(n), r) for k, (n, r) in allocations_of(run.devices).items() if any(k in run.claims_of(p) for p in run.bindings)},
         )
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector paused while one decision is computed: it allocates many
+    objects that live until the decision ends, and each full collection walks them all
+    (8% of a 20,000-pod decision); any cycles it leaves are collected after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _classes(pods: list[Pod], key_of: Callable[[Pod], tuple]) -> list[_Class]:

@@ -10,7 +10,7 @@ scan, then keeps the answer current as the scaler places and removes pods (``add
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
 from nodemanager.model import Pod
@@ -37,6 +37,9 @@ class PodTopology:
         # questions: pods of one kind are placed by the thousand.
         self._asked = 0
         self._counted_for: dict[tuple, tuple[int, list[SelectorKey], list[tuple[AffinityTerm, ...]]]] = {}
+        # Placed pods by kind (namespace and labels, all a selector sees): one of them, and how
+        # many sit on each node. A new question is answered from the kinds, not every pod.
+        self._kinds: dict[tuple, tuple[Pod, Counter[str]]] | None = None
 
     # -- questions ------------------------------------------------------------------------------
     def selector_counts(self, namespace: str | None, selector: LabelSelector | None, key: str, only: NodeFilter | None = None) -> Counter[str]:
@@ -48,10 +51,10 @@ class PodTopology:
             if only is not None:
                 self._filters[only[0]] = only[1]
             if selector is not None:
-                for info in self.infos.values():
+                for info, n in self._placed(lambda p: _selected(p, namespace, selector)):
                     value = info.labels.get(key)
                     if value is not None and (only is None or only[1](info)):
-                        found[value] += sum(1 for p in info.pods.values() if _selected(p, namespace, selector))
+                        found[value] += n
             self._selectors[index] = found
             self._asked += 1
         return found
@@ -62,12 +65,35 @@ class PodTopology:
         found = self._terms.get(terms)
         if found is None:
             found = [Counter() for _ in terms]
-            for info in self.infos.values():
-                for p in info.pods.values():
-                    self._count_terms(terms, found, p, info, 1)
+            for info, n in self._placed(lambda p: all(t.selects(p.namespace, p.labels, self.namespace_labels) for t in terms)):
+                for term, counter in zip(terms, found, strict=True):
+                    value = info.labels.get(term.topology_key)
+                    if value is not None:
+                        counter[value] += n
             self._terms[terms] = found
             self._asked += 1
         return found
+
+    def _placed(self, matches: Callable[[Pod], bool]) -> Iterator[tuple[NodeInfo, int]]:
+        """(node, how many of its pods ``matches``), judged once per kind of pod."""
+        if self._kinds is None:
+            self._kinds = {}
+            for info in self.infos.values():
+                for p in info.pods.values():
+                    self._note(_kind(p), p, info.name, 1)
+        for pod, nodes in self._kinds.values():
+            if matches(pod):
+                for name, n in nodes.items():
+                    info = self.infos.get(name)
+                    if n > 0 and info is not None:
+                        yield info, n
+
+    def _note(self, kind: tuple, pod: Pod, node: str, delta: int) -> None:
+        assert self._kinds is not None
+        entry = self._kinds.get(kind)
+        if entry is None:
+            entry = self._kinds[kind] = (pod, Counter())
+        entry[1][node] += delta
 
     def anti_affinity(self) -> dict[AffinityTerm, Counter[str]]:
         """Placed pods' required anti-affinity terms, each with the domains it applies to
@@ -94,7 +120,9 @@ class PodTopology:
         self._change(pod, info, -1)
 
     def _change(self, pod: Pod, info: NodeInfo, delta: int) -> None:
-        kind = (pod.namespace, tuple(sorted(pod.labels.items())))
+        kind = _kind(pod)
+        if self._kinds is not None:
+            self._note(kind, pod, info.name, delta)
         known = self._counted_for.get(kind)
         if known is None or known[0] != self._asked:
             selectors = [k for k in self._selectors if k[1] is not None and _selected(pod, k[0], k[1])]
@@ -113,19 +141,17 @@ class PodTopology:
         if self._anti is not None:
             self._count_anti(pod, info, delta)
 
-    def _count_terms(self, terms: tuple[AffinityTerm, ...], counts: list[Counter[str]], pod: Pod, info: NodeInfo, delta: int) -> None:
-        if all(t.selects(pod.namespace, pod.labels, self.namespace_labels) for t in terms):
-            for term, counter in zip(terms, counts, strict=True):
-                value = info.labels.get(term.topology_key)
-                if value is not None:
-                    counter[value] += delta
-
     def _count_anti(self, pod: Pod, info: NodeInfo, delta: int) -> None:
         assert self._anti is not None
         for term in pod.pod_affinity.anti_required:
             value = info.labels.get(term.topology_key)
             if value is not None:
                 self._anti.setdefault(term, Counter())[value] += delta
+
+
+def _kind(pod: Pod) -> tuple:
+    """What selectors and terms see of a pod: its namespace and labels."""
+    return (pod.namespace, tuple(sorted(pod.labels.items())))
 
 
 def _selected(pod: Pod, namespace: str | None, selector: LabelSelector) -> bool:
