@@ -111,7 +111,7 @@ def _progress(total_pods: int, arrivals_left: Callable[[], int]) -> Callable[[fl
 def _simulate_command(args: argparse.Namespace) -> int:
     from nodemanager.cluster.workload import load_cluster_objects, load_devices, load_workload
     from nodemanager.durations import parse_duration
-    from nodemanager.simulator import Simulation
+    from nodemanager.simulator import STALL_SECONDS, Simulation
 
     _setup_logging(args.log_level)
     config, catalog = load_config(args.config)
@@ -129,6 +129,14 @@ def _simulate_command(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
     else:
         _print_report(report)
+    if report["ended"] == "stalled":
+        unfinished = report["pods"]["unfinished"]  # type: ignore[index]
+        print(
+            f"error: {len(unfinished)} pod(s) still waiting and nothing left that could place them "
+            f"(no progress for {STALL_SECONDS / 3600:g}h of simulated time); see pods.unfinished",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
     return EXIT_OK
 
 
@@ -146,6 +154,11 @@ def _print_report(r: dict) -> None:  # type: ignore[type-arg]
     print(f"decisions:   {dec['count']}, compute p50 {dec['compute_ms']['p50']:.2f}ms, p99 {dec['compute_ms']['p99']:.2f}ms")
     for item in r["unschedulable"]:
         print(f"unschedulable: {item['pod']}: {item['reason']}")
+    if pods["running"]:
+        print(f"running:     {pods['running']} pod(s) still running at the end (no duration, or cut by --until); the cost covers the time until then")
+    for item in pods["unfinished"]:
+        print(f"unfinished:  {item['pod']}: {item['reason']}")
+    print(f"ended:       {r['ended']}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -161,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim = verbs.add_parser("simulate", help="play a workload against a provider.yaml in virtual time")
     sim.add_argument("--config", required=True, help="provider.yaml whose pools and settings to simulate")
     sim.add_argument("--workload", required=True, help="workload file (YAML or JSON)")
-    sim.add_argument("--until", help="stop after this much simulated time (e.g. 24h); default: when the workload settles")
+    sim.add_argument("--until", help="stop after this much simulated time (e.g. 24h); default: until every pod finished, runs for good or cannot run")
     sim.add_argument("--json", action="store_true", help="print the report as one JSON object")
     sim.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     sim.set_defaults(handler=_simulate_command)

@@ -4,7 +4,8 @@ The same controller, scaler, simulated cloud and cluster as the service, driven 
 ``VirtualClock`` that jumps from one due loop to the next, so a day plays in seconds.
 The report (``--json``; its fields are a documented contract):
 
-    pods         {total, bound, unschedulable, pending_seconds {p50, p95, max}}
+    ended        settled | until | stalled   why the run stopped
+    pods         {total, bound, unschedulable, running, unfinished [{pod, reason}], pending_seconds {p50, p95, max}}
     nodes        {booted, terminated, peak, by_instance_type}
     cost         {usd, lower_bound_usd}
     utilization  {cpu, memory}       requested / allocatable of Ready nodes, time-weighted
@@ -29,14 +30,20 @@ from nodemanager.controller.executor import InlineExecutor
 from nodemanager.controller.node_controller import NodeController
 from nodemanager.controller.virtual import VirtualDriver
 from nodemanager.dra.context import DeviceContext
-from nodemanager.model import PodKey
+from nodemanager.model import NodeState, PodKey
 from nodemanager.model.resources import asks_for_batch
 from nodemanager.scaler import Decision
 from nodemanager.scaler.lp import Shape, solve
 from nodemanager.scaler.pools import pool_views
 from nodemanager.wiring import simulated_cloud
 
-MAX_SIMULATED_SECONDS = 30 * 86400.0  # a workload that never settles stops here
+# With nothing left to happen by itself (no arrival to come, no bound pod with a duration
+# still running, no node booting or stopping), this long without a pod bound or a node
+# started or stopped means the pods still waiting wait for good: the run stops "stalled".
+STALL_SECONDS = 3600.0
+
+
+STABLE_STATES = frozenset({NodeState.AVAILABLE, NodeState.CLAIMED, NodeState.TERMINATED})  # nothing under way
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -92,6 +99,7 @@ class Simulation:
                 shapes.setdefault(cand.itype.name, Shape(cand.itype.name, cand.allocatable.cpu, cand.allocatable.memory, cand.price))
         self._shapes = list(shapes.values())
         self._bound_cache: dict[tuple[int, int], float] = {}
+        self.ended = "until"  # why the last run stopped: settled, until or stalled
 
     def _on_decision(self, decision: Decision, now: float) -> None:
         self.unschedulable.update(decision.unschedulable)
@@ -129,31 +137,63 @@ class Simulation:
         t.lower_bound_usd += self._lower_bound_rate(live_cpu, live_memory) * dt / 3600.0
         t.peak = max(t.peak, self.cloud.live_count())
 
-    def _settled(self) -> bool:
-        if self.cluster.arrivals_left():
-            return False
+    def _waiting(self) -> list[PodKey]:
+        """Workload pods not bound and not reported unschedulable by the last decision."""
         last = self.controller.last_decision
-        # Done when every pod with an end has ended, or can never run.
-        return all(not pod.node_name and last is not None and pod.key in last.unschedulable for pod in self.cluster.unfinished())
+        return [k for k, s in self.cluster.pods.items() if not s.pod.of_node and not s.pod.node_name and (last is None or k not in last.unschedulable)]
+
+    def _in_flight(self) -> bool:
+        """Something will happen without any new decision: a bound pod with a duration
+        still runs, or a node is booting or being stopped."""
+        if any(s.duration is not None and s.pod.node_name for s in self.cluster.pods.values()):
+            return True
+        return any(n.state not in STABLE_STATES for n in self.controller.nodes.values())
+
+    def _settled(self) -> bool:
+        """Every pod has arrived, and each has finished, is bound for good (no duration) or
+        can never run; and the fleet is stable (nothing booting or stopping)."""
+        return not self.cluster.arrivals_left() and not self._waiting() and not self._in_flight()
+
+    def _progress_mark(self) -> tuple:
+        return (len(self.cluster.first_bound), self.cluster.arrivals_left(), len(self.cluster.pods), self.cloud.launched_count(), self.cloud.live_count())
+
+    def _quiet(self) -> bool:
+        """Nothing lives (no pod, no instance): the next thing that can happen is an arrival."""
+        return not self.cluster.pods and not self.cloud.live_count() and not self.controller.nodes
 
     def run(self, until: float | None = None, progress: Callable[[float, float], None] | None = None) -> dict[str, object]:
+        """Play the workload until it settles (then long enough for idle nodes to be
+        stopped), until ``until`` if given, or until it stalls (see ``STALL_SECONDS``)."""
         self.controller.recover()
         driver = VirtualDriver(self.controller, self.clock, self.config.loops.intervals())
         loops = self.config.loops  # after settling: time for idle nodes to be stopped and reaped
         drain = self.config.nodes.idle_grace + 2 * max(loops.pool, loops.heartbeat, loops.reaper) + loops.pool
         settled_at: float | None = None
-        horizon = until if until is not None else MAX_SIMULATED_SECONDS
+        horizon = until if until is not None else math.inf
         last = 0.0
+        mark, changed_at = self._progress_mark(), 0.0
+        self.ended = "until"
         while driver.next_due() <= horizon:
+            upcoming = self.cluster.next_arrival()
+            if upcoming is not None and upcoming > driver.next_due() and self._quiet():
+                driver.skip_to(min(upcoming, horizon))  # an empty cluster until then: nothing to simulate
+                if driver.next_due() > horizon:
+                    break
             now = driver.next_due()
             self._integrate(now - last)
             last = driver.step()
             if progress is not None:
                 progress(now, horizon)
+            if (current := self._progress_mark()) != mark:
+                mark, changed_at = current, now
             if until is None:
                 if settled_at is None and self._settled():
                     settled_at = now
                 if settled_at is not None and now >= settled_at + drain:
+                    self.ended = "settled"
+                    break
+                if settled_at is None and now - changed_at >= STALL_SECONDS and not self.cluster.arrivals_left() and not self._in_flight():
+                    self.ended = "stalled"
                     break
         if until is not None:
             self._integrate(horizon - last)
@@ -173,14 +213,21 @@ class Simulation:
             terminated += ended is not None
         waits = [bound - self._arrived_at.get(key, 0.0) for key, bound in self.cluster.first_bound.items()]
         still_unschedulable = {k: r for k, r in self.unschedulable.items() if k not in self.cluster.first_bound}
+        last = self.controller.last_decision
+        waiting = last.waiting if last is not None else {}
+        unfinished = {k: waiting.get(k) or "not placed yet" for k in self._waiting()}
+        running = sum(1 for s in self.cluster.pods.values() if not s.pod.of_node and s.pod.node_name)
         t = self.tracker
         compute = self.controller.compute_ms
         return {
             "simulated_seconds": round(end, 3),
+            "ended": self.ended,
             "pods": {
                 "total": self.total_pods,
                 "bound": len(self.cluster.first_bound),
                 "unschedulable": len(still_unschedulable),
+                "running": running,  # bound and not finished at the end: pods without a duration run on
+                "unfinished": [{"pod": k, "reason": r} for k, r in sorted(unfinished.items())],
                 "pending_seconds": {"p50": round(percentile(waits, 50), 3), "p95": round(percentile(waits, 95), 3), "max": round(max(waits, default=0.0), 3)},
             },
             "nodes": {"booted": sum(launched.values()), "terminated": terminated, "peak": t.peak, "by_instance_type": dict(sorted(launched.items()))},

@@ -1,0 +1,90 @@
+"""``simulate`` runs to the end: pods that run forever are placed before it stops, a workload
+spanning months is not cut at a hidden cap, and a run that cannot finish says which pods
+wait and why, and exits non-zero."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nodemanager.cli import main
+
+PROVIDER = """
+controllerId: trust
+cloud: {provider: simulated, simulated: {bootDelay: 60s}}
+cluster: {source: simulated, simulated: {registerDelay: 10s}}
+nodes: {idleGrace: 10s, maxBootsPerLoop: 1}
+pools:
+  - name: general
+    instanceTypes: ["m5.large"]
+    capacityTypes: [on-demand]
+    limits: {nodes: %(nodes)s}
+"""
+
+# Each pod needs a node of its own (m5.large: 2 vCPU); no duration: they run forever, as every
+# pod of a `kubectl get pods -o yaml` list does.
+FOREVER = """
+pods:
+  - name: web
+    count: %(count)s
+    at: %(at)s
+    pod: {containers: [{name: c, resources: {requests: {cpu: 1500m, memory: 1Gi}}}]}
+"""
+
+
+def simulate(tmp_path: Path, capsys: pytest.CaptureFixture[str], provider: str, workload: str, *extra: str) -> tuple[int, dict]:
+    (tmp_path / "provider.yaml").write_text(provider)
+    (tmp_path / "workload.yaml").write_text(workload)
+    code = main(["simulate", "--config", str(tmp_path / "provider.yaml"), "--workload", str(tmp_path / "workload.yaml"), "--json", *extra])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_pods_that_run_forever_are_all_placed_before_the_run_stops(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One boot per loop and a 60 s boot: placing 40 pods takes longer than the idle grace
+    the old run waited after "settling" (it counted only pods with a duration)."""
+    code, report = simulate(tmp_path, capsys, PROVIDER % {"nodes": 100}, FOREVER % {"count": 40, "at": 0})
+    assert code == 0
+    assert report["ended"] == "settled"
+    assert report["pods"]["bound"] == report["pods"]["total"] == 40
+    assert report["pods"]["running"] == 40
+    assert report["pods"]["unfinished"] == []
+    assert report["nodes"]["booted"] == 40
+
+
+def test_a_workload_spanning_months_is_not_cut_short(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Pods arriving after day 30 were never seen (a hidden 30-day cap); the empty months
+    before them are skipped, not simulated loop by loop."""
+    late = "  - {name: late, at: 3600h, duration: 1h, pod: {containers: [{name: c, resources: {requests: {cpu: 1500m}}}]}}\n"
+    workload = FOREVER % {"count": 2, "at": "0s"} + late
+    code, report = simulate(tmp_path, capsys, PROVIDER % {"nodes": 100}, workload.replace("count: 2", "count: 2\n    duration: 1h"))
+    assert code == 0
+    assert report["pods"]["bound"] == report["pods"]["total"] == 3
+    assert report["simulated_seconds"] > 3600 * 3600
+
+
+def test_pods_that_can_never_be_placed_end_the_run_with_their_reason_and_a_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A node limit of 2 for 3 pods: the third waits for good (a limit can clear, so it is
+    not "unschedulable"). The run stops once nothing can change, lists it and exits 1."""
+    (tmp_path / "provider.yaml").write_text(PROVIDER % {"nodes": 2})
+    (tmp_path / "workload.yaml").write_text(FOREVER % {"count": 3, "at": 0})
+    code = main(["simulate", "--config", str(tmp_path / "provider.yaml"), "--workload", str(tmp_path / "workload.yaml"), "--json"])
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert code == 1
+    assert report["ended"] == "stalled"
+    assert report["pods"]["bound"] == 2
+    [waiting] = report["pods"]["unfinished"]
+    assert waiting["pod"].startswith("default/web-")
+    assert "limit on nodes" in waiting["reason"]
+    assert "1 pod(s) still waiting" in captured.err
+
+
+def test_an_explicit_until_ends_the_run_there_and_lists_what_still_waits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = simulate(tmp_path, capsys, PROVIDER % {"nodes": 100}, FOREVER % {"count": 10, "at": 0}, "--until", "90s")
+    assert code == 0
+    assert report["ended"] == "until"
+    assert report["simulated_seconds"] == 90
+    assert report["pods"]["bound"] + len(report["pods"]["unfinished"]) == 10
+    assert report["pods"]["unfinished"]
