@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from nodemanager import __version__
+from nodemanager.cluster.workload import DEFAULT_MAX_PODS
 from nodemanager.config import EMBEDDED_DEFAULT, embedded_default_path, load_config
 from nodemanager.errors import ConfigError, InvalidInput, NodeManagerError
 from nodemanager.model import CapacityType, Resources
@@ -115,11 +116,15 @@ def _simulate_command(args: argparse.Namespace) -> int:
 
     _setup_logging(args.log_level)
     config, catalog = load_config(args.config)
-    workload = load_workload(args.workload)
     try:
         until = parse_duration(args.until) if args.until else None
     except ValueError as exc:
         raise InvalidInput(f"--until: {exc}") from None
+    workload = load_workload(args.workload, args.max_pods)
+    late = [a for a in workload if until is not None and a.at > until]
+    if late:
+        first = late[0]
+        raise InvalidInput(f"{args.workload}: {len(late)} pod(s) arrive after --until {args.until}, e.g. {first.pod.key} at {first.at:g}s")
     simulation = Simulation(config, catalog, workload, load_devices(args.workload), load_cluster_objects(args.workload))
     progress = _progress(len(workload), simulation.cluster.arrivals_left) if sys.stderr.isatty() and not args.json else None
     report = simulation.run(until=until, progress=progress)
@@ -176,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--workload", required=True, help="workload file (YAML or JSON)")
     sim.add_argument("--until", help="stop after this much simulated time (e.g. 24h); default: until every pod finished, runs for good or cannot run")
     sim.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    sim.add_argument("--max-pods", type=int, default=DEFAULT_MAX_PODS, help=f"refuse workloads of more pods than this (default {DEFAULT_MAX_PODS:,})")
     sim.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     sim.set_defaults(handler=_simulate_command)
 

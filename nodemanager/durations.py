@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
@@ -32,6 +33,8 @@ def parse_duration(value: object) -> float:
                 raise ValueError(f"expected a duration such as 90s, 5m or 1h, got {value!r}")
     else:
         raise ValueError(f"expected a duration such as 90s, 5m or 1h, got {value!r}")
+    if not math.isfinite(seconds):
+        raise ValueError(f"must be a finite duration, got {value!r}")
     if seconds < 0:
         raise ValueError(f"must not be negative, got {value!r}")
     return seconds

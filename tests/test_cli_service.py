@@ -72,7 +72,7 @@ def test_simulate_human_report(capsys):
 
 def test_bad_workload_exits_2_and_runs_nothing(capsys, tmp_path):
     workload = tmp_path / "w.yaml"
-    workload.write_text("pods: [{name: a, at: later, pod: {containers: []}}, {name: b, count: 0, pod: {}}]\n")
+    workload.write_text("pods: [{name: a, at: later, pod: {containers: [{name: c}]}}, {name: b, count: 0, pod: {}}]\n")
     assert main(["simulate", "--config", str(PROVIDER), "--workload", str(workload), "--json"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""

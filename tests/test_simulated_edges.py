@@ -201,25 +201,25 @@ items:
 
 
 def test_json_workload():
-    assert len(parse_workload('{"pods": [{"name": "a", "pod": {"containers": []}}]}')) == 1
+    assert len(parse_workload('{"pods": [{"name": "a", "pod": {"containers": [{"name": "c"}]}}]}')) == 1
 
 
 @pytest.mark.parametrize(
     ("text", "problems"),
     [
-        ("pods: [{name: a, at: soon, pod: {containers: []}}]", ["pods[0].at: expected a duration such as 90s, 5m or 1h, got 'soon'"]),
-        ("pods: [{name: a, duration: -5s, pod: {containers: []}}]", ["pods[0].duration: must not be negative, got '-5s'"]),
-        ("pods: [{name: a, count: 0, pod: {containers: []}}]", ["pods[0].count: must be an integer >= 1, got 0"]),
-        ("pods: [{pod: {containers: []}}]", ["pods[0].name: required"]),
+        ("pods: [{name: a, at: soon, pod: {containers: [{name: c}]}}]", ["pods[0].at: expected a duration such as 90s, 5m or 1h, got 'soon'"]),
+        ("pods: [{name: a, duration: -5s, pod: {containers: [{name: c}]}}]", ["pods[0].duration: must not be negative, got '-5s'"]),
+        ("pods: [{name: a, count: 0, pod: {containers: [{name: c}]}}]", ["pods[0].count: must be an integer >= 1, got 0"]),
+        ("pods: [{pod: {containers: [{name: c}]}}]", ["pods[0].name: required"]),
         ("pods: [{name: a}]", ["pods[0].pod: expected a Pod manifest or spec"]),
-        ("pods: [{name: a, pod: {containers: []}, colour: red}]", ["pods[0].colour: unknown key"]),
-        ("pods: [{name: a, pod: {containers: []}}, {name: a, pod: {containers: []}}]", ["pods[1].name: duplicate name 'a' (also pods[0])"]),
+        ("pods: [{name: a, pod: {containers: [{name: c}]}, colour: red}]", ["pods[0].colour: unknown key"]),
+        ("pods: [{name: a, pod: {containers: [{name: c}]}}, {name: a, pod: {containers: [{name: c}]}}]", ["pods[1].name: duplicate name 'a' (also pods[0])"]),
         (
             "pods: [{name: a, pod: {containers: [{resources: {requests: {memory: lots}}}]}}]",
             ["pods[0].pod.spec.containers[0].resources.requests.memory: expected a quantity such as 500m, 2Gi or 1.5, got 'lots'"],
         ),
         ("pods: 3", ["expected a mapping with a 'pods' list, or a Kubernetes List of Pods"]),
-        ("pods: [{name: a, pod: {containers: []}}", ["not valid YAML or JSON"]),
+        ("pods: [{name: a, pod: {containers: [{name: c}]}}", ["line 1, column"]),
     ],
 )
 def test_workload_errors_name_entry_and_field(text, problems):
@@ -232,5 +232,5 @@ def test_workload_errors_name_entry_and_field(text, problems):
 
 def test_every_bad_entry_is_reported_at_once():
     with pytest.raises(WorkloadError) as err:
-        parse_workload("pods: [{name: a, at: x, pod: {}}, {name: b, count: -1, pod: {}}, {name: c, pod: {containers: []}}]")
+        parse_workload("pods: [{name: a, at: x, pod: {}}, {name: b, count: -1, pod: {}}, {name: c, pod: {containers: [{name: c}]}}]")
     assert [p.split(":")[0] for p in err.value.problems] == ["pods[0].at", "pods[1].count"]

@@ -30,14 +30,13 @@ selector default spread constraints count by; pods name theirs in ``ownerReferen
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from nodemanager import documents
 from nodemanager.dra.context import DeviceContext
 from nodemanager.dra.model import ResourceClaim, parse_claim, parse_claim_spec, parse_device_class
 from nodemanager.durations import parse_duration
@@ -53,6 +52,10 @@ _SELECTING = {"services": Service, "replicationControllers": ReplicationControll
 _CLUSTER_KEYS = {"daemonSets", "persistentVolumeClaims", "persistentVolumes", "storageClasses", "nodeEvents", "namespaces", *_SELECTING}
 _TOP_KEYS = {"pods", "deviceClasses", "resourceClaims", "resourceClaimTemplates"} | _CLUSTER_KEYS
 _NODE_EVENT_KEYS = {"at", "nodes", "count", "taint", "untaint", "cordon"}
+DEFAULT_MAX_PODS = 1_000_000  # pods in one workload (every count added up); simulate --max-pods raises it
+MAX_SECONDS = 10 * 365 * 86400.0  # the latest arrival and the longest run: ten years
+# A pod's name as the API server checks it (a DNS-1123 subdomain).
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 class WorkloadError(InvalidInput):
@@ -92,22 +95,28 @@ class Arrival:
     claims: tuple[ResourceClaim, ...] = ()  # made for this pod from claim templates
 
 
-def load_workload(path: str | Path) -> list[Arrival]:
-    source = str(path)
+def _read(path: str | Path) -> str:
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise WorkloadError(source, [f"cannot read the file: {exc.strerror or exc}"]) from None
-    return parse_workload(text, source)
+        return documents.read_text(path)
+    except documents.DocumentProblem as exc:
+        raise WorkloadError(str(path), [str(exc)]) from None
 
 
-def parse_workload(text: str, source: str = "workload") -> list[Arrival]:
+def _document(text: str, source: str) -> Any:
     try:
-        doc = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise WorkloadError(source, [f"not valid YAML or JSON: {exc}"]) from None
+        return documents.parse(text)
+    except documents.DocumentProblem as exc:
+        raise WorkloadError(source, [str(exc)]) from None
+
+
+def load_workload(path: str | Path, max_pods: int = DEFAULT_MAX_PODS) -> list[Arrival]:
+    return parse_workload(_read(path), str(path), max_pods)
+
+
+def parse_workload(text: str, source: str = "workload", max_pods: int = DEFAULT_MAX_PODS) -> list[Arrival]:
+    doc = _document(text, source)
     if isinstance(doc, Mapping) and doc.get("kind") == "List":
-        return _from_list(doc, source)
+        return _from_list(doc, source, max_pods)
     if not isinstance(doc, Mapping) or not isinstance(doc.get("pods"), list):
         raise WorkloadError(source, ["expected a mapping with a 'pods' list, or a Kubernetes List of Pods"])
     arrivals: list[Arrival] = []
@@ -120,6 +129,7 @@ def parse_workload(text: str, source: str = "workload") -> list[Arrival]:
             continue
         templates[str(name)] = template
     seen: dict[str, int] = {}
+    total = 0
     for i, entry in enumerate(doc["pods"]):
         where = f"pods[{i}]"
         if not isinstance(entry, Mapping):
@@ -130,6 +140,9 @@ def parse_workload(text: str, source: str = "workload") -> list[Arrival]:
         if not isinstance(name, str) or not name:
             problems.append(f"{where}.name: required")
             continue
+        if not _DNS_SUBDOMAIN.match(name) or len(name) > 240:
+            problems.append(f"{where}.name: {name!r} is not a valid pod name (lowercase letters, digits, '-' and '.', at most 240 characters)")
+            continue
         if name in seen:
             problems.append(f"{where}.name: duplicate name {name!r} (also pods[{seen[name]}])")
         seen.setdefault(name, i)
@@ -137,15 +150,24 @@ def parse_workload(text: str, source: str = "workload") -> list[Arrival]:
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             problems.append(f"{where}.count: must be an integer >= 1, got {count!r}")
             continue
+        if total + count > max_pods:
+            problems.append(f"{where}.count: {count:,} more pods make more than {max_pods:,} in the workload (simulate --max-pods raises the limit)")
+            break
+        total += count
         times: dict[str, float | None] = {"at": 0.0, "duration": None}
         bad_time = False
         for key in times:
             if entry.get(key) is not None:
                 try:
-                    times[key] = parse_duration(entry[key])
+                    seconds = parse_duration(entry[key])
                 except ValueError as exc:
                     problems.append(f"{where}.{key}: {exc}")
                     bad_time = True
+                    continue
+                if seconds > MAX_SECONDS:
+                    problems.append(f"{where}.{key}: must be at most ten years, got {entry[key]!r}")
+                    bad_time = True
+                times[key] = seconds
         if bad_time:
             continue
         at, duration = times["at"] or 0.0, times["duration"]
@@ -158,6 +180,10 @@ def parse_workload(text: str, source: str = "workload") -> list[Arrival]:
             problems.append(f"{where}.pod: expected a Pod manifest or spec")
             continue
         manifest = dict(template) if "spec" in template or "metadata" in template else {"spec": dict(template)}
+        containers = (manifest.get("spec") or {}).get("containers") if isinstance(manifest.get("spec") or {}, Mapping) else None
+        if not isinstance(containers, list) or not containers:
+            problems.append(f"{where}.pod.spec.containers: at least one container is required")
+            continue
         for n in range(count):
             pod_name = name if count == 1 else f"{name}-{n}"
             doc_n = {**manifest, "metadata": {**dict(manifest.get("metadata") or {}), "name": pod_name}}
@@ -237,11 +263,11 @@ def _each(doc: Mapping[str, Any], key: str, parse: Callable[[Any, str], Any], pr
 
 def load_devices(path: str | Path) -> DeviceContext:
     """The device classes and stand-alone resource claims of a workload file."""
-    return parse_devices(Path(path).read_text(), str(path))
+    return parse_devices(_read(path), str(path))
 
 
 def parse_devices(text: str, source: str = "workload") -> DeviceContext:
-    doc = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+    doc = _document(text, source)
     if not isinstance(doc, Mapping):
         return DeviceContext()
     problems: list[str] = []
@@ -279,13 +305,13 @@ class ClusterObjects:
 
 
 def load_cluster_objects(path: str | Path) -> ClusterObjects:
-    return parse_cluster_objects(Path(path).read_text(), str(path))
+    return parse_cluster_objects(_read(path), str(path))
 
 
 def parse_cluster_objects(text: str, source: str = "workload") -> ClusterObjects:
     """The ``daemonSets``, volume objects, ``nodeEvents``, ``namespaces`` and the objects
     that select pods of a workload file."""
-    doc = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+    doc = _document(text, source)
     if not isinstance(doc, Mapping):
         return ClusterObjects()
     problems: list[str] = []
@@ -339,10 +365,15 @@ def _created(pod: Pod, at: float) -> Pod:
     return replace(pod, created_at=at)
 
 
-def _from_list(doc: Mapping[str, Any], source: str) -> list[Arrival]:
+def _from_list(doc: Mapping[str, Any], source: str, max_pods: int) -> list[Arrival]:
     problems: list[str] = []
     arrivals = []
-    for i, item in enumerate(doc.get("items") or []):
+    items = doc.get("items") or []
+    if not isinstance(items, list):
+        raise WorkloadError(source, [f"items: expected a list of Pods, got {type(items).__name__}"])
+    if len(items) > max_pods:
+        raise WorkloadError(source, [f"items: {len(items):,} pods are more than {max_pods:,} (simulate --max-pods raises the limit)"])
+    for i, item in enumerate(items):
         try:
             pod = Pod.from_manifest(item, f"items[{i}]")
         except InvalidInput as exc:

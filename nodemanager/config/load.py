@@ -11,10 +11,10 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from cloud.catalog import Catalog
+from nodemanager import documents
 from nodemanager.config.schema import CloudProvider, ProviderConfig
 from nodemanager.errors import ConfigError
 from nodemanager.model import CapacityType
@@ -35,19 +35,17 @@ def load_config(path: str | Path | None = None) -> tuple[ProviderConfig, Catalog
     source = Path(path) if path is not None else embedded_default_path()
     label = str(path) if path is not None else f"{EMBEDDED_DEFAULT} ({source})"
     try:
-        text = source.read_text()
-    except OSError as exc:
-        raise ConfigError(label, [f"cannot read the file: {exc.strerror or exc}"]) from None
+        text = documents.read_text(source)
+    except documents.DocumentProblem as exc:
+        raise ConfigError(label, [str(exc)]) from None
     return parse_config(text, label, source.parent)
 
 
 def parse_config(text: str, label: str, base_dir: Path) -> tuple[ProviderConfig, Catalog]:
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise ConfigError(label, [f"{where}not valid YAML: {getattr(exc, 'problem', None) or exc}"]) from None
+        raw = documents.parse(text)
+    except documents.DocumentProblem as exc:
+        raise ConfigError(label, [str(exc)]) from None
     if not isinstance(raw, dict):
         raise ConfigError(label, [f"the document must be a mapping of settings, got {type(raw).__name__}"])
     _resolve_paths(raw, base_dir)

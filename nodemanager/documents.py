@@ -1,0 +1,84 @@
+"""Reading the files users hand nodemanager (provider.yaml, workload files), bounded.
+
+A file is read only if it is a regular file, decoded as UTF-8 (a problem names the byte
+offset), and parsed as JSON (when it starts with ``{``) or YAML. YAML aliases are allowed,
+but the document they expand to is measured before anything is built from it: a few hundred
+bytes of nested aliases (a "billion laughs") would otherwise expand to gigabytes. Nesting
+deeper than Python can recurse is refused the same way. Every refusal is a
+``DocumentProblem`` with one line of text; callers name the file.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MAX_EXPANDED_NODES = 5_000_000  # YAML nodes once aliases are expanded (a 100,000-pod List is ~3M)
+MAX_DEPTH = 200  # nesting of mappings and lists
+
+
+class DocumentProblem(ValueError):
+    """Why a file cannot be read as a document (one line, without the file's name)."""
+
+
+def read_text(path: str | Path) -> str:
+    """The file's text: a regular file, UTF-8."""
+    p = Path(path)
+    try:
+        mode = p.stat().st_mode
+        if not stat.S_ISREG(mode):
+            raise DocumentProblem("not a regular file")
+        data = p.read_bytes()
+    except OSError as exc:
+        raise DocumentProblem(f"cannot read the file: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DocumentProblem(f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+
+
+def parse(text: str) -> Any:
+    """The document in ``text``: JSON if it starts with ``{``, else YAML."""
+    try:
+        if text.lstrip().startswith("{"):
+            return json.loads(text)
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _measure(node, {}, 0)
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except RecursionError:
+        raise DocumentProblem(f"nested too deeply (more than {MAX_DEPTH} levels)") from None
+    except json.JSONDecodeError as exc:
+        raise DocumentProblem(f"line {exc.lineno}, column {exc.colno}: not valid JSON: {exc.msg}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise DocumentProblem(f"{where}not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
+
+
+def _measure(node: yaml.Node, sizes: dict[int, int], depth: int) -> int:
+    """How many nodes ``node`` stands for with every alias expanded (each shared node is
+    measured once); refuses documents past the limits."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    if depth > MAX_DEPTH:
+        raise DocumentProblem(f"nested too deeply (more than {MAX_DEPTH} levels)")
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        size += sum(_measure(child, sizes, depth + 1) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size += sum(_measure(k, sizes, depth + 1) + _measure(v, sizes, depth + 1) for k, v in node.value)
+    if size > MAX_EXPANDED_NODES:
+        raise DocumentProblem(f"expands to more than {MAX_EXPANDED_NODES:,} values (YAML aliases repeating aliases?)")
+    sizes[id(node)] = size
+    return size
