@@ -1,7 +1,9 @@
 """Reading the files users hand nodemanager (provider.yaml, workload files), bounded.
 
 A file is read only if it is a regular file, decoded as UTF-8 (a problem names the byte
-offset), and parsed as JSON (when it starts with ``{``) or YAML. YAML aliases are allowed,
+offset), no bigger than its kind allows, and parsed as JSON (when it starts with ``{``) or
+YAML. A key given twice in one mapping is refused (YAML would keep the last silently, so
+the first, perhaps a whole ``pools:`` list, would vanish). YAML aliases are allowed,
 but the document they expand to is measured before anything is built from it: a few hundred
 bytes of nested aliases (a "billion laughs") would otherwise expand to gigabytes. Nesting
 deeper than Python can recurse is refused the same way. Every refusal is a
@@ -19,19 +21,23 @@ import yaml
 
 MAX_EXPANDED_NODES = 5_000_000  # YAML nodes once aliases are expanded (a 100,000-pod List is ~3M)
 MAX_DEPTH = 200  # nesting of mappings and lists
+CONFIG_BYTES = 4 * 2**20  # provider.yaml
+WORKLOAD_BYTES = 1 * 2**30  # a workload file (a List of 1,000,000 pods is about 600 MB)
 
 
 class DocumentProblem(ValueError):
     """Why a file cannot be read as a document (one line, without the file's name)."""
 
 
-def read_text(path: str | Path) -> str:
-    """The file's text: a regular file, UTF-8."""
+def read_text(path: str | Path, max_bytes: int) -> str:
+    """The file's text: a regular file of at most ``max_bytes``, UTF-8."""
     p = Path(path)
     try:
-        mode = p.stat().st_mode
-        if not stat.S_ISREG(mode):
+        found = p.stat()
+        if not stat.S_ISREG(found.st_mode):
             raise DocumentProblem("not a regular file")
+        if found.st_size > max_bytes:
+            raise DocumentProblem(f"{found.st_size:,} bytes is more than the {max_bytes:,} allowed")
         data = p.read_bytes()
     except OSError as exc:
         raise DocumentProblem(f"cannot read the file: {exc.strerror or exc}") from None
@@ -77,6 +83,13 @@ def _measure(node: yaml.Node, sizes: dict[int, int], depth: int) -> int:
     if isinstance(node, yaml.SequenceNode):
         size += sum(_measure(child, sizes, depth + 1) for child in node.value)
     elif isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key, _ in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                line = key.start_mark.line + 1
+                if key.value in seen:
+                    raise DocumentProblem(f"line {line}: key {key.value!r} is given twice in one mapping (first on line {seen[key.value]})")
+                seen[key.value] = line
         size += sum(_measure(k, sizes, depth + 1) + _measure(v, sizes, depth + 1) for k, v in node.value)
     if size > MAX_EXPANDED_NODES:
         raise DocumentProblem(f"expands to more than {MAX_EXPANDED_NODES:,} values (YAML aliases repeating aliases?)")

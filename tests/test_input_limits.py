@@ -40,6 +40,8 @@ def simulate(tmp_path: Path, capsys: pytest.CaptureFixture[str], workload: str |
         (BOMB + f"pods: [{{name: a, pod: {POD}}}]", "expands to more than"),
         ("[" * (MAX_DEPTH + 50) + "]" * (MAX_DEPTH + 50), "nested too deeply"),
         ("kind: List\nitems: 5\n", "items: expected a list of Pods"),
+        (f"pods: [{{name: a, count: 3, pod: {POD}}}, {{name: a-1, pod: {POD}}}]", "pods[1].name: makes pod default/a-1, which pods[0] makes too"),
+        (f"pods: [{{name: a, pod: {POD}}}]\npods: []\n", "line 2: key 'pods' is given twice in one mapping (first on line 1)"),
     ],
 )
 def test_a_damaged_workload_is_refused_naming_the_file_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str], workload: str, needle: str) -> None:
@@ -77,6 +79,10 @@ def test_pods_arriving_after_until_are_refused(tmp_path: Path, capsys: pytest.Ca
         (BOMB + "pools: [{name: a}]\n", "expands to more than"),
         ("pools: [{name: a}]\nnodes: {bootTimeout: .nan}\n", "nodes.bootTimeout"),
         ("pools: [{name: a}]\nloops: {pool: .inf}\n", "loops.pool"),
+        ("pools: [{name: a}]\nstatus: {listen: '127.0.0.1:99999'}\n", "status.listen: port must be 1-65535, got 99999"),
+        ("pools: [{name: a, standby: [{count: 1000000000}]}]\n", "pools[0].standby[0].count: must be <= 10000"),
+        ("pools: [{name: a}]\ncloud: {provider: simulated, simulated: {capacity: {'*': -1}}}\n", "cloud.simulated.capacity.*: must be >= 0"),
+        ("pools: [{name: a}]\nnodes: {}\npools: [{name: b}]\n", "line 3: key 'pools' is given twice"),
     ],
 )
 def test_a_damaged_provider_yaml_is_refused_by_check_config(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, needle: str) -> None:
@@ -87,6 +93,14 @@ def test_a_damaged_provider_yaml_is_refused_by_check_config(tmp_path: Path, caps
     assert "Traceback" not in err
     assert str(path) in err
     assert needle in err
+
+
+def test_a_file_over_the_size_limit_is_refused_without_reading_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "provider.yaml"
+    with path.open("wb") as f:
+        f.truncate(5 * 2**20)  # sparse: 5 MiB of nothing
+    assert main(["check-config", str(path)]) == 2
+    assert "5,242,880 bytes is more than the 4,194,304 allowed" in capsys.readouterr().err
 
 
 def test_a_fifo_is_not_read_as_a_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -97,7 +97,7 @@ class Arrival:
 
 def _read(path: str | Path) -> str:
     try:
-        return documents.read_text(path)
+        return documents.read_text(path, documents.WORKLOAD_BYTES)
     except documents.DocumentProblem as exc:
         raise WorkloadError(str(path), [str(exc)]) from None
 
@@ -129,6 +129,7 @@ def parse_workload(text: str, source: str = "workload", max_pods: int = DEFAULT_
             continue
         templates[str(name)] = template
     seen: dict[str, int] = {}
+    made: dict[str, int] = {}  # pod key -> the entry that makes it
     total = 0
     for i, entry in enumerate(doc["pods"]):
         where = f"pods[{i}]"
@@ -191,6 +192,9 @@ def parse_workload(text: str, source: str = "workload", max_pods: int = DEFAULT_
                 pod = Pod.from_manifest(doc_n, f"{where}.pod")
             except InvalidInput as exc:
                 problems.append(str(exc))
+                break
+            if made.setdefault(pod.key, i) != i:
+                problems.append(f"{where}.name: makes pod {pod.key}, which pods[{made[pod.key]}] makes too")
                 break
             try:
                 claims = _template_claims(doc_n, pod, templates, f"{where}.pod")

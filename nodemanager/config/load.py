@@ -35,7 +35,7 @@ def load_config(path: str | Path | None = None) -> tuple[ProviderConfig, Catalog
     source = Path(path) if path is not None else embedded_default_path()
     label = str(path) if path is not None else f"{EMBEDDED_DEFAULT} ({source})"
     try:
-        text = documents.read_text(source)
+        text = documents.read_text(source, documents.CONFIG_BYTES)
     except documents.DocumentProblem as exc:
         raise ConfigError(label, [str(exc)]) from None
     return parse_config(text, label, source.parent)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, SecretStr, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, SecretStr, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from nodemanager.config.durations import Duration
@@ -36,6 +36,7 @@ CpuQuantity = Annotated[int, _amount_of("cpu"), PlainSerializer(lambda v: format
 ByteQuantity = Annotated[int, _amount_of("memory"), PlainSerializer(lambda v: format_quantity("memory", v), return_type=str)]
 
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+MAX_COUNT = 10_000  # standby nodes per entry, boots per loop: more is a typo, and each is work per loop
 
 
 class Model(BaseModel):
@@ -64,7 +65,7 @@ class SimulatedCloud(Model):
 
     boot_delay: Duration = 30.0  # RunInstances to "running": EC2's usual 20-40 s
     seed: int = 0  # every random choice (failures, interruptions) derives from it
-    capacity: dict[str, int] = Field(default_factory=dict)  # "type/capacity-type/zone" glob -> most live instances
+    capacity: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)  # "type/capacity-type/zone" glob -> most live instances
     throttle_rate: float = Field(default=0.0, ge=0, le=1)  # share of API calls answered "slow down"
     instance_death_per_hour: float = Field(default=0.0, ge=0)  # chance rate of a running instance dying
     spot_interruption_per_hour: float = Field(default=0.0, ge=0)  # ... and of a spot instance being reclaimed
@@ -202,7 +203,7 @@ class NodeDefaults(Model):
     boot_timeout: Duration = 300.0  # an instance not a Ready node by then is terminated
     healthy_timeout: Duration = 90.0  # a Ready node not heard from for this long is replaced
     idle_grace: Duration = 300.0  # an unneeded node is stopped only after being unneeded this long
-    max_boots_per_loop: int = Field(default=10, ge=1)  # bounds the blast radius of one bad decision
+    max_boots_per_loop: int = Field(default=10, ge=1, le=MAX_COUNT)  # bounds the blast radius of one bad decision
     unavailable_offering_ttl: Duration = Field(default=180.0, alias="unavailableOfferingTTL")  # an offering that ran out of capacity is skipped this long
 
 
@@ -224,7 +225,7 @@ class Standby(Model):
     """Nodes kept booted and idle so that pods start without waiting for a boot."""
 
     instance_type: str | None = None  # default: nodes.defaultInstanceType
-    count: int = Field(ge=0)
+    count: int = Field(ge=0, le=MAX_COUNT)
     spot: bool = False
     zone: str | None = None
 
@@ -302,6 +303,14 @@ class Status(Model):
     listen: str = Field(default="127.0.0.1:8080", pattern=r"^(\[[0-9a-fA-F:]+\]|[^:\s]+):[0-9]{1,5}$")  # loopback: opt in to expose it
     bearer_token_file: str | None = None  # guards all but /healthz when set
     bearer_token_env: str | None = None  # name of an environment variable holding the token
+
+    @field_validator("listen")
+    @classmethod
+    def _port_in_range(cls, value: str) -> str:
+        port = int(value.rsplit(":", 1)[1])
+        if not 1 <= port <= 65535:
+            raise ValueError(f"port must be 1-65535, got {port}")
+        return value
 
 
 class CatalogSettings(Model):
