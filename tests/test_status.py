@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -143,3 +144,34 @@ def test_token_from_file_and_environment(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="NM_TOKEN is not set"):
         load_token(Status(bearer_token_env="NM_TOKEN"))
     assert load_token(Status()) is None
+
+
+def test_status_answers_while_a_loop_holds_the_controller(running: Harness) -> None:
+    """In a cloud outage a loop holds the controller through calls that retry for many
+    seconds; /status must still answer, with the last document and how old it is."""
+    before = running.controller.status()
+    server = serve(running)
+    holding, release = threading.Event(), threading.Event()
+
+    def stuck_loop() -> None:
+        with running.controller.lock:
+            holding.set()
+            release.wait(30)
+
+    loop = threading.Thread(target=stuck_loop, daemon=True)
+    loop.start()
+    holding.wait(5)
+    try:
+        code, _, body = get(server, "/status")
+        assert code == 200
+        doc = json.loads(body)
+        assert doc["controller"]["busy"] is True
+        assert doc["controller"]["as_of"] == before["controller"]["now"]
+        assert [n["name"] for n in doc["nodes"]] == [n["name"] for n in before["nodes"]]
+        assert get(server, "/healthz")[0] == 200
+        assert get(server, "/metrics")[0] == 200
+    finally:
+        release.set()
+        loop.join(5)
+        server.stop()
+    assert "busy" not in running.controller.status()["controller"]  # the lock is free again: a fresh document

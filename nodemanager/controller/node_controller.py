@@ -61,6 +61,7 @@ EPHEMERAL_TAINT_KEYS = frozenset(
     }
 )
 TERMINATED_KEPT_FOR = 60.0  # seconds a Terminated record stays visible in /status
+STATUS_WAIT = 0.05  # seconds /status waits for the controller before answering with its last document
 
 
 def boot_token(controller_id: str, node_name: str) -> str:
@@ -93,6 +94,7 @@ class NodeController:
         self.keeper = UnavailabilityKeeper(config.nodes.unavailable_offering_ttl)
         self.dispenser = NodeDispenser(self)
         self.lock = threading.RLock()
+        self._last_status: tuple[float, dict[str, object]] | None = None  # (when, document): answered while the lock is held too long
         self.nodes: dict[str, Node] = {}
         self.marked: dict[str, tuple[str, str]] = {}  # node -> (reason, metric label)
         self.terminated_at: dict[str, float] = {}
@@ -620,7 +622,25 @@ class NodeController:
         self.metrics.unschedulable_pods.set(len(self.last_decision.unschedulable) if self.last_decision else 0)
         self.metrics.cost.set(self.cost_per_hour())
 
-    def status(self) -> dict[str, object]:
-        """The /status document, built under the lock from a consistent state."""
-        with self.lock:
-            return status_document(self)
+    def status(self, wait: float = STATUS_WAIT) -> dict[str, object]:
+        """The /status document, built under the lock from a consistent state. A loop may
+        hold the lock through cloud calls that retry for many seconds (an outage): after
+        ``wait`` seconds the last document built is answered instead, saying how old it is,
+        so the ops endpoint answers when it matters most."""
+        if not self.lock.acquire(timeout=wait):
+            return self._stale_status()
+        try:
+            doc = status_document(self)
+            self._last_status = (self.clock.now(), doc)
+            return doc
+        finally:
+            self.lock.release()
+
+    def _stale_status(self) -> dict[str, object]:
+        busy = {"busy": True, "busy_note": f"a loop has held the controller for over {STATUS_WAIT:g}s (cloud or API calls retrying?)"}
+        if self._last_status is None:
+            return {"controller": {"id": self.cloud.controller_id, "ready": self.ready, "as_of": None, **busy}}
+        as_of, doc = self._last_status
+        controller = doc["controller"]
+        assert isinstance(controller, dict)
+        return {**doc, "controller": {**controller, "as_of": as_of, **busy}}
