@@ -43,7 +43,7 @@ import numpy as np
 from scipy.optimize import linprog
 
 from cloud.catalog import Catalog
-from nodemanager.config.schema import NodeDefaults, Pool
+from nodemanager.config.schema import MAX_BOOTS, NodeDefaults, Pool
 from nodemanager.model import CapacityType, InstanceType, Pod, Resources
 from nodemanager.model.daemonset import DaemonSet
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, ScalerSettings
@@ -162,7 +162,7 @@ def run(workload: str, n: int, seed: int, daemonsets: str = "none") -> dict[str,
         pods = [dataclasses.replace(Pod.from_manifest(s.manifest), created_at=float(i)) for i, s in enumerate(specs)]
     else:
         pods = [Pod("bench", f"p{i}", f"u{i}", Resources({"cpu": c, "memory": m}), created_at=float(i)) for i, (c, m) in enumerate(shapes)]
-    settings = ScalerSettings((pool,), NodeDefaults(default_instance_type=next(iter(catalog)).name, max_boots_per_loop=10**6))
+    settings = ScalerSettings((pool,), NodeDefaults(default_instance_type=next(iter(catalog)).name, max_boots_per_loop=MAX_BOOTS))
     scaler = BindingNodeScaler(settings, catalog)
     daemons = EKS_DAEMONSETS if daemonsets == "eks" else []
     snapshot = ClusterSnapshot(tuple(pods), (), daemon_sets=tuple(daemon_set(*d) for d in daemons))

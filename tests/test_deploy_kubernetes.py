@@ -82,6 +82,10 @@ def test_the_deployment_runs_two_replicas_of_the_configured_service() -> None:
     port = container["ports"][0]
     config = load(provider_yaml(), "configmap provider.yaml")
     assert config.status.listen.endswith(f":{port['containerPort']}")
+    # Reachable through the Service, so a token from a Secret guards it.
+    token = {"name": config.status.bearer_token_env, "valueFrom": {"secretKeyRef": {"name": "nodemanager-status", "key": "token"}}}
+    assert token in container["env"]
+    assert not config.status.allow_unauthenticated
     assert config.cluster.source is ClusterSource.KUBERNETES
     assert config.cluster.kubernetes is not None
     assert config.cluster.kubernetes.leader_election.enabled

@@ -105,11 +105,12 @@ def test_health_readiness_and_unknown_paths(running):
         server.stop()
 
 
-def test_bearer_token_guards_all_but_healthz(running):
+def test_bearer_token_guards_all_but_the_probes(running):
     server = serve(running, token=SECRET)
     try:
         assert get(server, "/healthz")[0] == 200
-        for path in ("/status", "/metrics", "/readyz"):
+        assert get(server, "/readyz")[0] == 200  # a kubelet probe sends no token; it learns only ready or not
+        for path in ("/status", "/metrics"):
             assert get(server, path)[0] == 401
             assert get(server, path, "wrong")[0] == 401
             assert get(server, path, SECRET)[0] == 200
@@ -175,3 +176,56 @@ def test_status_answers_while_a_loop_holds_the_controller(running: Harness) -> N
         loop.join(5)
         server.stop()
     assert "busy" not in running.controller.status()["controller"]  # the lock is free again: a fresh document
+
+
+def test_connections_past_the_limit_get_503_at_once_and_hang_ups_are_debug_logs(running, monkeypatch, caplog, capsys):
+    import socket
+
+    from nodemanager.status import server as status_server
+
+    monkeypatch.setattr(status_server, "MAX_CONNECTIONS", 2)
+    server = serve(running)
+    host, port = server.address
+    idle = [socket.create_connection((host, port), timeout=5) for _ in range(2)]  # half-sent requests hold a slot each
+    try:
+        idle[0].sendall(b"GET /sta")
+        idle[1].sendall(b"GET /sta")
+        with socket.create_connection((host, port), timeout=5) as third:
+            third.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+            assert third.recv(100).startswith(b"HTTP/1.0 503")
+    finally:
+        for s in idle:
+            s.close()
+    try:
+        raise BrokenPipeError(32, "Broken pipe")
+    except BrokenPipeError:
+        with caplog.at_level("DEBUG", logger="nodemanager.status"):
+            server.httpd.handle_error(None, ("127.0.0.1", 5))
+    server.stop()
+    assert any("Broken pipe" in r.getMessage() and r.levelname == "DEBUG" for r in caplog.records)
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("status", "refused"),
+    [
+        ("{listen: '0.0.0.0:8080'}", True),
+        ("{listen: '10.0.0.5:8080'}", True),
+        ("{listen: 'nodemanager.internal:8080'}", True),
+        ("{listen: '0.0.0.0:8080', allowUnauthenticated: true}", False),
+        ("{listen: '0.0.0.0:8080', bearerTokenEnv: TOKEN}", False),
+        ("{listen: '127.0.0.1:8080'}", False),
+        ("{listen: 'localhost:8080'}", False),
+        ("{listen: '[::1]:8080'}", False),
+    ],
+)
+def test_listening_beyond_loopback_needs_a_token_or_an_explicit_opt_out(status: str, refused: bool) -> None:
+    from nodemanager.config import parse_config
+    from nodemanager.errors import ConfigError
+
+    text = f"pools: [{{name: a}}]\nstatus: {status}\n"
+    if refused:
+        with pytest.raises(ConfigError, match=r"status\.listen: .* no token guards it"):
+            parse_config(text, "p.yaml", Path("."))
+    else:
+        parse_config(text, "p.yaml", Path("."))

@@ -146,7 +146,8 @@ def parse_workload(text: str, source: str = "workload", max_pods: int = DEFAULT_
             continue
         if name in seen:
             problems.append(f"{where}.name: duplicate name {name!r} (also pods[{seen[name]}])")
-        seen.setdefault(name, i)
+            continue
+        seen[name] = i
         count = entry.get("count", 1)
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             problems.append(f"{where}.count: must be an integer >= 1, got {count!r}")

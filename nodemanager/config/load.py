@@ -6,6 +6,7 @@ Every problem is reported, each as ``key.path: what is wrong`` (for example
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from importlib.resources import files
 from pathlib import Path
@@ -201,6 +202,22 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
     workload = config.cluster.simulated.workload if config.cluster.simulated else None
     if workload and not Path(workload).is_file():
         problems.append(f"cluster.simulated.workload: no such file {workload!r}")
-    if config.status.bearer_token_file and not Path(config.status.bearer_token_file).is_file():
-        problems.append(f"status.bearerTokenFile: no such file {config.status.bearer_token_file!r}")
+    status = config.status
+    if status.bearer_token_file and not Path(status.bearer_token_file).is_file():
+        problems.append(f"status.bearerTokenFile: no such file {status.bearer_token_file!r}")
+    host = status.listen.rpartition(":")[0].strip("[]")
+    if not _loopback(host) and not (status.bearer_token_file or status.bearer_token_env or status.allow_unauthenticated):
+        problems.append(
+            f"status.listen: {status.listen} is reachable beyond this host and no token guards it (anyone who reaches it reads the "
+            "configuration, nodes and pods): set status.bearerTokenFile or status.bearerTokenEnv, or status.allowUnauthenticated: true"
+        )
     return problems
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name that may resolve anywhere

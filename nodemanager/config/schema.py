@@ -36,7 +36,8 @@ CpuQuantity = Annotated[int, _amount_of("cpu"), PlainSerializer(lambda v: format
 ByteQuantity = Annotated[int, _amount_of("memory"), PlainSerializer(lambda v: format_quantity("memory", v), return_type=str)]
 
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-MAX_COUNT = 10_000  # standby nodes per entry, boots per loop: more is a typo, and each is work per loop
+MAX_COUNT = 10_000  # standby nodes per entry: more is a typo, and each is work per loop
+MAX_BOOTS = 100_000  # boots one decision may start
 
 
 class Model(BaseModel):
@@ -203,7 +204,7 @@ class NodeDefaults(Model):
     boot_timeout: Duration = 300.0  # an instance not a Ready node by then is terminated
     healthy_timeout: Duration = 90.0  # a Ready node not heard from for this long is replaced
     idle_grace: Duration = 300.0  # an unneeded node is stopped only after being unneeded this long
-    max_boots_per_loop: int = Field(default=10, ge=1, le=MAX_COUNT)  # bounds the blast radius of one bad decision
+    max_boots_per_loop: int = Field(default=10, ge=1, le=MAX_BOOTS)  # bounds the blast radius of one bad decision
     unavailable_offering_ttl: Duration = Field(default=180.0, alias="unavailableOfferingTTL")  # an offering that ran out of capacity is skipped this long
 
 
@@ -303,6 +304,7 @@ class Status(Model):
     listen: str = Field(default="127.0.0.1:8080", pattern=r"^(\[[0-9a-fA-F:]+\]|[^:\s]+):[0-9]{1,5}$")  # loopback: opt in to expose it
     bearer_token_file: str | None = None  # guards all but /healthz when set
     bearer_token_env: str | None = None  # name of an environment variable holding the token
+    allow_unauthenticated: bool = False  # listen beyond loopback without a token (anyone who reaches it reads the config)
 
     @field_validator("listen")
     @classmethod

@@ -1,19 +1,24 @@
 """The ops status endpoint: ``/status`` (JSON), ``/metrics``, ``/healthz``, ``/readyz``.
 
 Read-only: it never changes the controller. It listens on 127.0.0.1 unless told
-otherwise; with a bearer token configured, everything but ``/healthz`` requires it.
+otherwise; with a bearer token configured, everything but ``/healthz`` and ``/readyz``
+(what probes ask, which say nothing else) requires it. A client that stalls is dropped after
+``CLIENT_TIMEOUT``; past ``MAX_CONNECTIONS`` at once, a new one gets 503 at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -21,6 +26,10 @@ from nodemanager.config.schema import Status
 from nodemanager.status.metrics import Metrics
 
 log = logging.getLogger("nodemanager.status")
+
+BACKLOG = 128  # connections the kernel queues before they are accepted
+CLIENT_TIMEOUT = 10.0  # seconds a client may take to send its request or read the reply
+MAX_CONNECTIONS = 64  # handled at once
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -60,14 +69,15 @@ class StatusServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = CLIENT_TIMEOUT
+
             def do_GET(self) -> None:
                 server._handle(self)
 
             def log_message(self, format: str, *args: object) -> None:
                 log.debug("%s %s", self.address_string(), format % args)
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = _BoundedServer((host, port), Handler)
         self._thread: threading.Thread | None = None
 
     @property
@@ -97,15 +107,15 @@ class StatusServer:
         path = request.path.split("?", 1)[0]
         if path == "/healthz":
             return _send(request, 200, b"ok\n", "text/plain; charset=utf-8")
+        if path == "/readyz":
+            ready = self.ready()
+            return _send(request, 200 if ready else 503, b"ready\n" if ready else b"not ready\n", "text/plain; charset=utf-8")
         if not self._authorized(request):
             request.send_response(401)
             request.send_header("WWW-Authenticate", 'Bearer realm="nodemanager"')
             request.send_header("Content-Length", "0")
             request.end_headers()
             return None
-        if path == "/readyz":
-            ready = self.ready()
-            return _send(request, 200 if ready else 503, b"ready\n" if ready else b"not ready\n", "text/plain; charset=utf-8")
         if path == "/metrics":
             return _send(request, 200, self.metrics.exposition(), CONTENT_TYPE_LATEST)
         if path == "/status":
@@ -124,3 +134,32 @@ def _send(request: BaseHTTPRequestHandler, code: int, body: bytes, content_type:
     request.send_header("Content-Length", str(len(body)))
     request.end_headers()
     request.wfile.write(body)
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """A thread per connection, at most ``MAX_CONNECTIONS`` at once; a client hanging up
+    is routine, logged at debug level."""
+
+    daemon_threads = True
+    request_queue_size = BACKLOG
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):
+                request.sendall(b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\n\r\n")
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("status client %s: %s", client_address, sys.exc_info()[1])
