@@ -267,3 +267,25 @@ def test_exhausted_subnet_falls_back_to_the_zones_other_subnet_then_reports_the_
     with pytest.raises(ZoneUnavailable) as err:
         cloud.boot(request("n2"))
     assert err.value.zone == "us-east-1a"
+
+
+def test_a_subnet_the_cloud_no_longer_knows_drops_the_cached_subnets_at_once(aws, catalog):
+    """The endpoint was reset (or the subnet deleted): the cached subnet id is stale. The
+    failed boot says so and the next boot looks the subnets up again instead of failing
+    for the cache's whole five minutes."""
+    vpc = aws.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
+    old = aws.create_subnet(VpcId=vpc, CidrBlock="172.31.201.0/24", AvailabilityZone="us-east-1a")["Subnet"]["SubnetId"]
+    aws.create_tags(Resources=[old], Tags=[{"Key": "nodemanager", "Value": "nodes"}])
+    cloud = make_cloud(catalog, subnet_selector={"nodemanager": "nodes"})
+    first = cloud.boot(request("n1"))
+    assert instance_record(aws, first.instance_id)["SubnetId"] == old
+    new = aws.create_subnet(VpcId=vpc, CidrBlock="172.31.202.0/24", AvailabilityZone="us-east-1a")["Subnet"]["SubnetId"]
+    aws.create_tags(Resources=[new], Tags=[{"Key": "nodemanager", "Value": "nodes"}])
+    aws.create_tags(Resources=[old], Tags=[{"Key": "nodemanager", "Value": "retired"}])
+    gone = {old}
+    missing = error_reply("InvalidSubnetID.NotFound", 400, f"The subnet ID '{old}' does not exist")
+    inject(cloud, "RunInstances", lambda p: missing if p.get("SubnetId") in gone else None)
+    with pytest.raises(CloudError, match=r"InvalidSubnetID\.NotFound"):
+        cloud.boot(request("n2"))
+    second = cloud.boot(request("n3"))  # same virtual instant: only a dropped cache explains the new subnet
+    assert instance_record(aws, second.instance_id)["SubnetId"] == new

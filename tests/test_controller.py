@@ -7,6 +7,8 @@ from builders import OD, SPOT, binpack_pool, cell_pool
 from harness import Harness, arrive
 
 from cloud.base import BootRequest
+from cloud.errors import CloudError
+from cloud.simulated import SimulatedCloud
 from nodemanager.config.schema import Limits, Standby
 from nodemanager.controller import NO_BINDING, NOT_YET, boot_token
 from nodemanager.model import CapacityPolicy, NodeState
@@ -276,3 +278,42 @@ def test_restart_at_random_points_during_a_200_pod_scale_up(seed):
     assert live == known  # no instance leaked
     used = set(h.bound().values())
     assert live == used  # and every live node is in use
+
+
+class _BrokenBoots(SimulatedCloud):
+    """A cloud that refuses every boot for a reason no offering explains (its subnet is gone)."""
+
+    def __init__(self, *args: object, **kw: object) -> None:
+        super().__init__(*args, **kw)  # type: ignore[arg-type]
+        self.refused = 0
+        self.broken = True
+
+    def boot(self, request):  # type: ignore[no-untyped-def]
+        if self.broken:
+            self.refused += 1
+            raise CloudError("InvalidSubnetID.NotFound: The subnet ID 'subnet-1' does not exist")
+        return super().boot(request)
+
+
+def test_boots_failing_for_no_offerings_reason_back_off_per_pool_and_resume() -> None:
+    """A cloud that forgot the pool's subnet: without a pause every loop booted again (244
+    failures in 60 s, and a Terminated record each). Now the pool's boots pause 10 s, 20 s,
+    40 s... and the waiting pods and /status say why; one success ends it."""
+    h = Harness(cell_pool(), arrivals=[arrive(f"p{i}", itype="a.large") for i in range(5)], cloud=lambda clock: _BrokenBoots("test", clock, boot_delay=20.0))
+    cloud = h.cloud
+    assert isinstance(cloud, _BrokenBoots)
+    h.run(60)
+    assert 1 <= cloud.refused <= 5 * 3  # one loop's boots, then at most two more rounds in 60 s (10 s, then 20 s, paused)
+    refused = cloud.refused
+    doc = h.controller.status()
+    [pool] = doc["pools"]
+    assert pool["backoff"]["failures"] >= 2
+    assert "InvalidSubnetID.NotFound" in pool["backoff"]["reason"]
+    waiting = {w["pod"]: w["reason"] for w in doc["pods"]["waiting"]}
+    assert any("boots paused until" in r for r in waiting.values()), waiting
+    h.run(600)
+    assert cloud.refused - refused <= 5 * 3  # capped at one round per 5 minutes
+    cloud.broken = False
+    h.run(400)
+    assert len(h.bound()) == 5
+    assert h.controller.status()["pools"][0]["backoff"] is None

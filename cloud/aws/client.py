@@ -29,7 +29,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, stop_when_event_set, wait_exponential_jitter
 
-from cloud.aws.errors import NOT_FOUND, SubnetExhausted, code_of, is_retryable, translate
+from cloud.aws.errors import NOT_FOUND, STALE_VIEW, SubnetExhausted, code_of, is_retryable, translate
 from cloud.aws.pricing import PRICING_REGION, REGION_NAMES, on_demand_prices, spot_prices
 from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState, PriceUpdate, launch_tags
 from cloud.catalog import Catalog
@@ -137,6 +137,10 @@ class AwsCloud:
                     log.warning("%s; trying the zone's other subnets", error)
                     self._exhausted[subnet] = self.clock.now() + EXHAUSTED_SUBNET_SECONDS
                     continue
+                if code_of(exc) in STALE_VIEW:
+                    log.warning("%s: subnets and images will be looked up again", error)
+                    self._subnets = None
+                    self._images.clear()
                 raise error from None
             return self._instance(reply["Instances"][0])
         raise ZoneUnavailable(request.zone, "every subnet there is out of addresses")

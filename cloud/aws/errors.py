@@ -12,6 +12,20 @@ ADDRESSES = frozenset({"InsufficientFreeAddressesInSubnet", "InsufficientAddress
 QUOTA = frozenset({"InstanceLimitExceeded", "MaxSpotInstanceCountExceeded", "VcpuLimitExceeded", "SpotMaxPriceTooLow"})
 THROTTLING = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled", "TooManyRequestsException"})
 NOT_FOUND = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
+# A subnet, image, security group or launch template the cloud no longer knows: what was
+# looked up and cached is stale (the endpoint was reset, someone deleted it).
+STALE_VIEW = frozenset(
+    {
+        "InvalidSubnetID.NotFound",
+        "InvalidSubnet",
+        "InvalidAMIID.NotFound",
+        "InvalidAMIID.Unavailable",
+        "InvalidGroup.NotFound",
+        "InvalidSecurityGroupID.NotFound",
+        "InvalidLaunchTemplateId.NotFound",
+        "InvalidLaunchTemplateName.NotFoundException",
+    }
+)
 
 
 class SubnetExhausted(CloudError):

@@ -33,6 +33,7 @@ from nodemanager.cache import ClusterEventsHandler
 from nodemanager.clock import Clock
 from nodemanager.cluster.base import BindError, ClusterSource
 from nodemanager.config.schema import Pool, ProviderConfig
+from nodemanager.controller.boot_backoff import BootBackoff
 from nodemanager.controller.colocation import ColocationReconciler
 from nodemanager.controller.dispenser import NodeDispenser
 from nodemanager.controller.executor import InlineExecutor
@@ -92,6 +93,7 @@ class NodeController:
         self.cache = cache or ClusterEventsHandler()
         self.scaler = BindingNodeScaler(ScalerSettings.from_config(config), catalog)
         self.keeper = UnavailabilityKeeper(config.nodes.unavailable_offering_ttl)
+        self.backoff = BootBackoff()  # pools whose boots keep failing for no offering's reason
         self.dispenser = NodeDispenser(self)
         self.lock = threading.RLock()
         self._last_status: tuple[float, dict[str, object]] | None = None  # (when, document): answered while the lock is held too long
@@ -232,7 +234,7 @@ class NodeController:
             self._resume_boots()
             # Compute only when an input changed (or an idle grace ran out): the key is what
             # this decision is computed from, so whatever applying it changes counts as new.
-            inputs = (self.cache.generation, self._records_generation, frozenset(self.keeper.active(now)))
+            inputs = (self.cache.generation, self._records_generation, frozenset(self.keeper.active(now)), frozenset(self.backoff.active(now)))
             grace_due = any(now - since >= self.config.nodes.idle_grace for since in self.unneeded_since.values())
             if inputs != self._last_inputs or grace_due:
                 self._last_inputs = inputs
@@ -258,6 +260,7 @@ class NodeController:
             cached.volumes,
             cached.namespaces,
             cached.pod_selecting,
+            {pool: pause.describe() for pool, pause in self.backoff.active(now).items()},
         )
 
     def _compute(self, now: float) -> Decision:
@@ -374,8 +377,11 @@ class NodeController:
                 self._boot_failed(name, "quota", str(exc))
                 return
             except NodeManagerError as exc:  # any other refusal: the node is gone, its pods move on
+                pause = self.backoff.failed(node.pool, now, str(exc))
+                log.warning("pool %s: %s", node.pool, pause.describe())
                 self._boot_failed(name, "cloud_error", str(exc))
                 return
+            self.backoff.succeeded(node.pool)
             if node.state is not NodeState.CREATING:
                 return
             self._update(name, instance_id=InstanceId(instance.instance_id))

@@ -94,4 +94,5 @@ def _pool(c: NodeController, pool: Pool) -> dict[str, object]:
         "standby": {"wanted": wanted, "present": present},
         "limits": pool.limits.model_dump(mode="json"),
         "usage": {"nodes": len(live), "cpu": f"{cpu // 1000}", "memory": f"{memory // 2**30}Gi"},
+        "backoff": None if (pause := c.backoff.get(pool.name)) is None else {"failures": pause.failures, "until": pause.until, "reason": pause.reason},
     }

@@ -137,8 +137,9 @@ class _Run:
         self.now = now
         self.fw = Framework(scaler.settings.profile, scaler.registry, scaler.settings.seed)
         self.fw.handle.now = now
-        self.views = scaler.views_for(snapshot.daemon_sets)
-        self.view_by_name = {v.name: v for v in self.views}
+        every_view = scaler.views_for(snapshot.daemon_sets)
+        self.view_by_name = {v.name: v for v in every_view}  # existing nodes of paused pools too
+        self.views = [v for v in every_view if v.name not in snapshot.paused_pools]  # pools that may boot now
         self.infos: dict[str, NodeInfo] = {}
         self.node_state: dict[str, NodeState] = {}
         self.fw.handle.node_infos = self.infos
@@ -437,7 +438,7 @@ class _Run:
         """Pods of ``group`` left over wait (if a reason may clear) or are unschedulable."""
         for c in group:
             if c.pods:
-                why = reasons[id(c)]
+                why = reasons[id(c)] + [(f"pool {pool}: {note}", True) for pool, note in sorted(self.snapshot.paused_pools.items())]
                 text = "; ".join(dict.fromkeys(r for r, _ in why)) or "no pool accepts the pod"
                 target = self.waiting if any(transient for _, transient in why) else self.unschedulable
                 for pod in c.pods:

@@ -27,3 +27,4 @@ class ClusterSnapshot:
     volumes: VolumeContext | None = None  # claims, volumes and storage classes
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)  # labels by namespace
     pod_selecting: tuple[PodSelecting, ...] = ()  # Services, RCs, ReplicaSets, StatefulSets (default spread)
+    paused_pools: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # pool -> why it boots nothing now
