@@ -13,6 +13,7 @@ and the cluster, so nothing a former term believed is trusted.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -32,6 +33,9 @@ from nodemanager.wiring import build_cloud, build_cluster, build_controller
 
 if TYPE_CHECKING:
     from nodemanager.cluster.kubernetes.leader import LeaderElector
+
+STOP_GRACE = 10.0  # seconds a stop waits for running loops
+EXIT_STUCK = 1  # the exit status when a loop had to be left running
 
 log = logging.getLogger("nodemanager")
 
@@ -148,11 +152,25 @@ class Service:
         self.scheduler.start()
         log.info("loops running: %s", ", ".join(f"{n} every {intervals[n]:g}s" for n in LOOPS))
 
-    def stop(self) -> None:
+    def stop(self, grace: float = STOP_GRACE) -> bool:
+        """Stop the loops, the watches and the endpoint. Cloud retries end as soon as
+        ``stopping`` is set; a loop that still runs after ``grace`` seconds is not waited
+        for (False: the caller should exit at once, and the election lease is not released
+        while a loop may still act: it expires instead)."""
         log.info("stopping")
         self.stopping.set()
-        self.scheduler.shutdown(wait=True)
-        if self.elector is not None:
+        loops_done = threading.Event()
+
+        def shut_down() -> None:
+            self.scheduler.shutdown(wait=True)
+            loops_done.set()
+
+        threading.Thread(target=shut_down, name="stop", daemon=True).start()
+        finished = loops_done.wait(grace)
+        if not finished:
+            stuck = [name for name, timer in self.controller.timers.items() if timer.running] or ["waiting for the controller"]
+            log.error("loop(s) %s still running %gs after the stop was asked; not waiting for them", ", ".join(stuck), grace)
+        elif self.elector is not None:
             self.elector.release()
         stop_cluster = getattr(self.cluster, "stop", None)
         if stop_cluster is not None:
@@ -160,15 +178,19 @@ class Service:
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.server.stop()
         self.stopped.set()
-        log.info("stopped")
+        log.info("stopped" if finished else "stopped, leaving a loop behind")
+        return finished
 
 
 def run_service(config: ProviderConfig, catalog: Catalog, source: str) -> int:
     service = Service(config, catalog, source)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    # SIGHUP stops cleanly too (no reload: restart to load a changed provider.yaml).
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
     service.start()
     stop.wait()
-    service.stop()
+    if not service.stop():
+        logging.shutdown()
+        os._exit(EXIT_STUCK)  # a loop's thread would keep the interpreter from exiting
     return 0

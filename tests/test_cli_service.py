@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -105,8 +106,10 @@ def wait_for(url: str, deadline: float) -> bytes:
 
 
 @pytest.mark.heavy
-def test_run_serves_status_and_stops_cleanly_on_sigterm(tmp_path):
-    """The real-time service in a real process: the one test that uses wall time."""
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_run_serves_status_and_stops_cleanly_on_a_signal(tmp_path, sig):
+    """The real-time service in a real process, stopped by SIGTERM or SIGHUP (a clean stop,
+    not a reload; SIGHUP used to kill it with status 129 and no cleanup)."""
     port = free_port()
     config = PROVIDER.read_text().replace("listen: 127.0.0.1:8080", f"listen: 127.0.0.1:{port}").replace("workload: demo-workload.yaml", f"workload: {DEMO}")
     path = tmp_path / "provider.yaml"
@@ -119,7 +122,7 @@ def test_run_serves_status_and_stops_cleanly_on_sigterm(tmp_path):
         status = json.loads(wait_for(f"{base}/status", time.monotonic() + 5))
         assert status["controller"]["id"] == "demo"
         assert status["controller"]["ready"] is True
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         began = time.monotonic()
         proc.wait(timeout=10)
         assert time.monotonic() - began < 5
@@ -164,3 +167,36 @@ def test_run_reports_a_cloud_failure_at_start_as_an_error(tmp_path, capsys, monk
     err = capsys.readouterr().err
     assert err.startswith("error: ")
     assert "Traceback" not in err
+
+
+@pytest.mark.heavy
+def test_a_stop_does_not_wait_for_a_stuck_loop_beyond_its_grace(tmp_path, caplog):
+    """A loop stuck in work that does not look at the stop (SIGTERM used to log "stopping"
+    and then wait for it forever): the stop gives up after its grace and names the loop."""
+    from nodemanager.config import parse_config
+    from nodemanager.service import Service
+
+    config_text = PROVIDER.read_text().replace("listen: 127.0.0.1:8080", f"listen: 127.0.0.1:{free_port()}")
+    config_text = config_text.replace("workload: demo-workload.yaml", f"workload: {DEMO}")
+    config, catalog = parse_config(config_text, "provider.yaml", tmp_path)
+    service = Service(config, catalog, "test")
+    entered, release = threading.Event(), threading.Event()
+    original = service.controller.heartbeat_loop
+
+    def stuck() -> None:
+        with service.controller.timers["heartbeat"].timing(service.controller.clock):
+            entered.set()
+            release.wait(30)
+        original()
+
+    service.controller.heartbeat_loop = stuck  # type: ignore[method-assign]
+    service.start()
+    try:
+        assert entered.wait(10)
+        began = time.monotonic()
+        with caplog.at_level("ERROR", logger="nodemanager"):
+            assert service.stop(grace=0.5) is False
+        assert time.monotonic() - began < 5
+        assert any("heartbeat still running" in r.getMessage() for r in caplog.records)
+    finally:
+        release.set()

@@ -30,5 +30,9 @@ class LoopTimer:
             self.avg_ms += (self.last_ms - self.avg_ms) / self.count
             self.end = clock.now()
 
+    @property
+    def running(self) -> bool:
+        return self.start is not None and (self.end is None or self.end < self.start)
+
     def as_dict(self) -> dict[str, float | int | None]:
         return {"start": self.start, "end": self.end, "last_ms": round(self.last_ms, 3), "avg_ms": round(self.avg_ms, 3), "count": self.count}
