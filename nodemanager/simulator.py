@@ -31,9 +31,9 @@ from nodemanager.controller.node_controller import NodeController
 from nodemanager.controller.virtual import VirtualDriver
 from nodemanager.dra.context import DeviceContext
 from nodemanager.model import NodeState, PodKey
-from nodemanager.model.resources import asks_for_batch
+from nodemanager.model.resources import AMD_GPU, NVIDIA_GPU, asks_for_batch
 from nodemanager.scaler import Decision
-from nodemanager.scaler.lp import Shape, solve
+from nodemanager.scaler.lp import DualSolver, Shape
 from nodemanager.scaler.pools import pool_views
 from nodemanager.wiring import simulated_cloud
 
@@ -58,11 +58,11 @@ def percentile(values: list[float], q: float) -> float:
 class _Tracker:
     """Integrates what the report needs between two instants."""
 
-    cpu_requested: float = 0.0
+    cpu_requested: float = 0.0  # milli-core-seconds of running pods' requests
     cpu_allocatable: float = 0.0
-    memory_requested: float = 0.0
+    memory_requested: float = 0.0  # byte-seconds
     memory_allocatable: float = 0.0
-    lower_bound_usd: float = 0.0
+    gpu_requested: float = 0.0  # GPU-seconds
     peak: int = 0
 
 
@@ -93,36 +93,47 @@ class Simulation:
         self._batch_pods = {a.pod.key for a in workload if asks_for_batch(a.pod.requests)}
         self.unschedulable: dict[PodKey, str] = {}
         self.tracker = _Tracker()
-        shapes = {}
+        shapes: dict[str, Shape] = {}
+        gpu_prices = []
         for view in pool_views(list(config.pools), catalog, config.nodes.volume_size):
             for cand in view.candidates:
-                shapes.setdefault(cand.itype.name, Shape(cand.itype.name, cand.allocatable.cpu, cand.allocatable.memory, cand.price))
-        self._shapes = list(shapes.values())
-        self._bound_cache: dict[tuple[int, int], float] = {}
+                known = shapes.get(cand.itype.name)
+                if known is None or cand.price < known.price:  # its cheapest offering in any pool
+                    shapes[cand.itype.name] = Shape(cand.itype.name, cand.allocatable.cpu, cand.allocatable.memory, cand.price)
+                if cand.itype.gpu_count:
+                    gpu_prices.append(cand.price / cand.itype.gpu_count)
+        self._solver = DualSolver(list(shapes.values()))
+        self._gpu_price = min(gpu_prices, default=0.0)  # the cheapest GPU-hour any allowed offering sells
         self.ended = "until"  # why the last run stopped: settled, until or stalled
 
     def _on_decision(self, decision: Decision, now: float) -> None:
         self.unschedulable.update(decision.unschedulable)
 
-    def _lower_bound_rate(self, cpu: int, memory: int) -> float:
-        key = (cpu, memory)
-        if key not in self._bound_cache:
-            self._bound_cache[key] = solve(self._shapes, cpu, memory).bound
-        return self._bound_cache[key]
+    def lower_bound_usd(self) -> float:
+        """What no fleet could undercut for the pods that ran, for as long as each ran.
+
+        At every instant the fleet holds its running pods, so it costs at least the LP
+        bound of their requests; the LP bound is convex in the demand, so the integral over
+        time is at least the LP bound of the pods' *total* CPU- and memory-seconds (one dual
+        price for the whole run). GPUs: at least the cheapest GPU-hour on sale for every
+        GPU-hour requested. The larger of the two holds. A pod with a duration contributes
+        the same whenever it ran, so a configuration that placed it later gets the same
+        bound; only pods without one (or cut by --until) count the time they actually ran."""
+        t = self.tracker
+        cpu_memory = self._solver.solve(round(t.cpu_requested), round(t.memory_requested)).bound / 3600.0
+        return max(cpu_memory, self._gpu_price * t.gpu_requested / 3600.0)
 
     def _integrate(self, dt: float) -> None:
         if dt <= 0:
             return
-        live_cpu = live_memory = cpu = memory = 0
+        cpu = memory = gpus = 0
         for sim in self.cluster.pods.values():
-            if sim.pod.of_node:
+            if sim.pod.of_node or not sim.pod.node_name:
                 continue  # a DaemonSet pod is part of its node's cost, not a pod of the workload
             requests = sim.pod.requests
-            live_cpu += requests.cpu
-            live_memory += requests.memory
-            if sim.pod.node_name:
-                cpu += requests.cpu
-                memory += requests.memory
+            cpu += requests.cpu
+            memory += requests.memory
+            gpus += requests.get(NVIDIA_GPU) + requests.get(AMD_GPU)
         alloc_cpu = alloc_memory = 0
         for name in self.cluster.nodes:
             node = self.controller.nodes.get(name)
@@ -134,7 +145,7 @@ class Simulation:
         t.memory_requested += memory * dt
         t.cpu_allocatable += alloc_cpu * dt
         t.memory_allocatable += alloc_memory * dt
-        t.lower_bound_usd += self._lower_bound_rate(live_cpu, live_memory) * dt / 3600.0
+        t.gpu_requested += gpus * dt
         t.peak = max(t.peak, self.cloud.live_count())
 
     def _waiting(self) -> list[PodKey]:
@@ -231,7 +242,7 @@ class Simulation:
                 "pending_seconds": {"p50": round(percentile(waits, 50), 3), "p95": round(percentile(waits, 95), 3), "max": round(max(waits, default=0.0), 3)},
             },
             "nodes": {"booted": sum(launched.values()), "terminated": terminated, "peak": t.peak, "by_instance_type": dict(sorted(launched.items()))},
-            "cost": {"usd": round(cost, 4), "lower_bound_usd": round(t.lower_bound_usd, 4)},
+            "cost": {"usd": round(cost, 4), "lower_bound_usd": math.floor(self.lower_bound_usd() * 10**4) / 10**4},
             "utilization": {
                 "cpu": round(t.cpu_requested / t.cpu_allocatable, 4) if t.cpu_allocatable else 0.0,
                 "memory": round(t.memory_requested / t.memory_allocatable, 4) if t.memory_allocatable else 0.0,

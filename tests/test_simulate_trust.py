@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nodemanager.cli import main
 
@@ -51,6 +53,7 @@ def test_pods_that_run_forever_are_all_placed_before_the_run_stops(tmp_path: Pat
     assert report["pods"]["running"] == 40
     assert report["pods"]["unfinished"] == []
     assert report["nodes"]["booted"] == 40
+    assert report["cost"]["usd"] >= report["cost"]["lower_bound_usd"] > 0  # pods waited long: the old bound counted that
 
 
 def test_a_workload_spanning_months_is_not_cut_short(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -88,3 +91,65 @@ def test_an_explicit_until_ends_the_run_there_and_lists_what_still_waits(tmp_pat
     assert report["simulated_seconds"] == 90
     assert report["pods"]["bound"] + len(report["pods"]["unfinished"]) == 10
     assert report["pods"]["unfinished"]
+
+
+# -- the cost bound -----------------------------------------------------------------------------
+
+BOUND_PROVIDER = """
+controllerId: bound
+cloud: {provider: simulated, simulated: {bootDelay: %(boot)s}}
+cluster: {source: simulated, simulated: {registerDelay: 10s}}
+nodes: {idleGrace: 30s, maxBootsPerLoop: %(boots)s}
+pools:
+  - name: general
+    instanceTypes: ["m5.*", "c5.*", "r5.*"]
+    capacityTypes: [on-demand, spot]
+"""
+
+
+def play(workload: str, boot: str = "30s", boots: int = 10) -> dict:
+    from nodemanager.cluster.workload import parse_cluster_objects, parse_workload
+    from nodemanager.config import parse_config
+    from nodemanager.simulator import Simulation
+
+    config, catalog = parse_config(BOUND_PROVIDER % {"boot": boot, "boots": boots}, "provider.yaml", Path("."))
+    return Simulation(config, catalog, parse_workload(workload), None, parse_cluster_objects(workload)).run()
+
+
+entries = st.lists(
+    st.tuples(
+        st.integers(1, 4),
+        st.sampled_from(["100m", "500m", "1", "3"]),
+        st.sampled_from(["256Mi", "2Gi", "6Gi"]),
+        st.integers(0, 600),
+        st.one_of(st.none(), st.integers(60, 900)),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+def workload_of(drawn: list) -> str:
+    lines = ["pods:"]
+    for i, (count, cpu, memory, at, duration) in enumerate(drawn):
+        run = f", duration: {duration}" if duration is not None else ""
+        pod = f"{{containers: [{{name: c, resources: {{requests: {{cpu: '{cpu}', memory: {memory}}}}}}}]}}"
+        lines.append(f"  - {{name: g{i}, count: {count}, at: {at}{run}, pod: {pod}}}")
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(entries, st.integers(1, 10))
+def test_no_run_costs_less_than_its_bound(drawn: list, boots: int) -> None:
+    report = play(workload_of(drawn), boots=boots)
+    assert report["ended"] == "settled"
+    assert report["cost"]["usd"] >= report["cost"]["lower_bound_usd"] >= 0
+
+
+def test_the_bound_does_not_depend_on_how_fast_pods_were_placed() -> None:
+    """Pods with a duration: a configuration with slow boots places them later, and its
+    bound is the same (the old bound counted pods while they waited, so slower was "fairer")."""
+    workload = workload_of([(4, "1", "2Gi", 0, 1800), (3, "3", "6Gi", 600, 3600), (2, "500m", "256Mi", 900, 600)])
+    fast, slow = play(workload, boot="10s", boots=10), play(workload, boot="3m", boots=1)
+    assert slow["pods"]["pending_seconds"]["max"] > fast["pods"]["pending_seconds"]["max"]
+    assert slow["cost"]["lower_bound_usd"] == pytest.approx(fast["cost"]["lower_bound_usd"], rel=1e-6)
