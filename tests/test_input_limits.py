@@ -40,6 +40,7 @@ def simulate(tmp_path: Path, capsys: pytest.CaptureFixture[str], workload: str |
         (BOMB + f"pods: [{{name: a, pod: {POD}}}]", "expands to more than"),
         ("[" * (MAX_DEPTH + 50) + "]" * (MAX_DEPTH + 50), "nested too deeply"),
         ("kind: List\nitems: 5\n", "items: expected a list of Pods"),
+        ("pods: [{name: a, pod: {metadata: true, spec: {containers: [{name: c}]}}}]", "pods[0].pod.metadata: expected a mapping, got bool"),  # found by fuzzing
         (f"pods: [{{name: a, count: 3, pod: {POD}}}, {{name: a-1, pod: {POD}}}]", "pods[1].name: makes pod default/a-1, which pods[0] makes too"),
         (f"pods: [{{name: a, pod: {POD}}}]\npods: []\n", "line 2: key 'pods' is given twice in one mapping (first on line 1)"),
     ],

@@ -182,7 +182,12 @@ def parse_workload(text: str, source: str = "workload", max_pods: int = DEFAULT_
             problems.append(f"{where}.pod: expected a Pod manifest or spec")
             continue
         manifest = dict(template) if "spec" in template or "metadata" in template else {"spec": dict(template)}
-        containers = (manifest.get("spec") or {}).get("containers") if isinstance(manifest.get("spec") or {}, Mapping) else None
+        for part in ("metadata", "spec"):
+            if not isinstance(manifest.get(part) or {}, Mapping):
+                problems.append(f"{where}.pod.{part}: expected a mapping, got {type(manifest[part]).__name__}")
+        if problems and problems[-1].startswith(f"{where}.pod."):
+            continue
+        containers = (manifest.get("spec") or {}).get("containers")
         if not isinstance(containers, list) or not containers:
             problems.append(f"{where}.pod.spec.containers: at least one container is required")
             continue
