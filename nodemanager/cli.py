@@ -115,7 +115,12 @@ def _simulate_command(args: argparse.Namespace) -> int:
     from nodemanager.simulator import STALL_SECONDS, Simulation
 
     _setup_logging(args.log_level)
-    config, catalog = load_config(args.config)
+    configs = args.compare or ([args.config] if args.config else [])
+    if not configs:
+        raise InvalidInput("simulate: give --config provider.yaml, or --compare a.yaml b.yaml ...")
+    if args.config and args.compare:
+        raise InvalidInput("simulate: give --config or --compare, not both")
+    loaded = [(path, *load_config(path)) for path in configs]  # every config checked before anything runs
     try:
         until = parse_duration(args.until) if args.until else None
     except ValueError as exc:
@@ -125,24 +130,45 @@ def _simulate_command(args: argparse.Namespace) -> int:
     if late:
         first = late[0]
         raise InvalidInput(f"{args.workload}: {len(late)} pod(s) arrive after --until {args.until}, e.g. {first.pod.key} at {first.at:g}s")
-    simulation = Simulation(config, catalog, workload, load_devices(args.workload), load_cluster_objects(args.workload))
-    progress = _progress(len(workload), simulation.cluster.arrivals_left) if sys.stderr.isatty() and not args.json else None
-    report = simulation.run(until=until, progress=progress)
-    if progress is not None:
-        print(file=sys.stderr)
-    if args.json:
-        print(json.dumps(report, indent=2))
+    devices, objects = load_devices(args.workload), load_cluster_objects(args.workload)
+    reports = []
+    for path, config, catalog in loaded:
+        simulation = Simulation(config, catalog, workload, devices, objects)
+        progress = _progress(len(workload), simulation.cluster.arrivals_left) if sys.stderr.isatty() and not args.json else None
+        reports.append((path, simulation.run(until=until, progress=progress)))
+        if progress is not None:
+            print(file=sys.stderr)
+    if args.compare:
+        if args.json:
+            print(json.dumps([{"config": path, "report": report} for path, report in reports], indent=2))
+        else:
+            _print_comparison(reports)
+    elif args.json:
+        print(json.dumps(reports[0][1], indent=2))
     else:
-        _print_report(report)
-    if report["ended"] == "stalled":
+        _print_report(reports[0][1])
+    stalled = [(path, r) for path, r in reports if r["ended"] == "stalled"]
+    for path, report in stalled:
         unfinished = report["pods"]["unfinished"]  # type: ignore[index]
         print(
-            f"error: {len(unfinished)} pod(s) still waiting and nothing left that could place them "
+            f"error: {path}: {len(unfinished)} pod(s) still waiting and nothing left that could place them "
             f"(no progress for {STALL_SECONDS / 3600:g}h of simulated time); see pods.unfinished",
             file=sys.stderr,
         )
-        return EXIT_FAILURE
-    return EXIT_OK
+    return EXIT_FAILURE if stalled else EXIT_OK
+
+
+def _print_comparison(reports: list[tuple[str, dict]]) -> None:  # type: ignore[type-arg]
+    """One row per configuration, the same workload."""
+    header = ("CONFIG", "ENDED", "BOUND", "UNSCHED", "WAITING", "WAIT P50", "WAIT P95", "BOOTED", "PEAK", "COST $", "BOUND $", "RATIO")
+    line = "{:<28} {:<8} {:>6} {:>7} {:>7} {:>9} {:>9} {:>7} {:>5} {:>11} {:>11} {:>6}"
+    print(line.format(*header))
+    for path, r in reports:
+        pods, nodes, cost = r["pods"], r["nodes"], r["cost"]
+        ratio = f"{cost['usd'] / cost['lower_bound_usd']:.2f}" if cost["lower_bound_usd"] else "-"
+        wait = pods["pending_seconds"]
+        row = (path[-28:], r["ended"], pods["bound"], pods["unschedulable"], len(pods["unfinished"]), f"{wait['p50']:.1f}s", f"{wait['p95']:.1f}s")
+        print(line.format(*row, nodes["booted"], nodes["peak"], f"{cost['usd']:.4f}", f"{cost['lower_bound_usd']:.4f}", ratio))
 
 
 def _print_report(r: dict) -> None:  # type: ignore[type-arg]
@@ -177,7 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_run_command)
 
     sim = verbs.add_parser("simulate", help="play a workload against a provider.yaml in virtual time")
-    sim.add_argument("--config", required=True, help="provider.yaml whose pools and settings to simulate")
+    sim.add_argument("--config", help="provider.yaml whose pools and settings to simulate")
+    sim.add_argument("--compare", nargs="+", metavar="CONFIG", help="play the workload against each provider.yaml and print one row per configuration")
     sim.add_argument("--workload", required=True, help="workload file (YAML or JSON)")
     sim.add_argument("--until", help="stop after this much simulated time (e.g. 24h); default: until every pod finished, runs for good or cannot run")
     sim.add_argument("--json", action="store_true", help="print the report as one JSON object")

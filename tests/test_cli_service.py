@@ -200,3 +200,24 @@ def test_a_stop_does_not_wait_for_a_stuck_loop_beyond_its_grace(tmp_path, caplog
         assert any("heartbeat still running" in r.getMessage() for r in caplog.records)
     finally:
         release.set()
+
+
+def test_simulate_compare_plays_one_workload_against_several_configs(tmp_path, capsys):
+    """A platform team's question before deploying: which configuration, for this workload?"""
+    paths = []
+    for name, boots in (("fast.yaml", 10), ("slow.yaml", 1)):
+        text = PROVIDER.read_text().replace("maxBootsPerLoop: 10", f"maxBootsPerLoop: {boots}").replace("workload: demo-workload.yaml", f"workload: {DEMO}")
+        (tmp_path / name).write_text(text)
+        paths.append(str(tmp_path / name))
+    assert main(["simulate", "--workload", str(DEMO), "--compare", *paths, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["config"] for r in rows] == paths
+    fast, slow = (r["report"] for r in rows)
+    assert fast["pods"]["bound"] == slow["pods"]["bound"] == 11
+    assert slow["pods"]["pending_seconds"]["p95"] > fast["pods"]["pending_seconds"]["p95"]  # one boot per loop waits longer
+    assert main(["simulate", "--workload", str(DEMO), "--compare", *paths]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].startswith("CONFIG")
+    assert len(table) == 3
+    assert main(["simulate", "--workload", str(DEMO), "--compare", *paths, "--config", paths[0]]) == 2
+    assert "--config or --compare, not both" in capsys.readouterr().err
