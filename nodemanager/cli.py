@@ -6,13 +6,20 @@ import argparse
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TextIO
+
+from tqdm import tqdm
 
 from nodemanager import __version__
 from nodemanager.cluster.workload import DEFAULT_MAX_PODS
 from nodemanager.config import EMBEDDED_DEFAULT, embedded_default_path, load_config
 from nodemanager.errors import ConfigError, InvalidInput, NodeManagerError
 from nodemanager.model import CapacityType, Resources
+
+if TYPE_CHECKING:
+    from nodemanager.simulator import Simulation
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 _FITS_ALIASES = {"gpu": "nvidia.com/gpu", "mem": "memory"}
@@ -97,16 +104,22 @@ def _run_command(args: argparse.Namespace) -> int:
     return run_service(config, catalog, source)
 
 
-def _progress(total_pods: int, arrivals_left: Callable[[], int]) -> Callable[[float, float], None]:
-    """A one-line progress display for a terminal."""
+def _progress(simulation: Simulation, span: float, stream: TextIO) -> tuple[Callable[[float, float], None], Callable[[], None]]:
+    """A progress bar (tqdm) over simulated time up to ``span``, with the pods bound and the
+    fleet's cost so far; refreshed at most twice a second of wall time. Returns the
+    callback for ``Simulation.run`` and the function that closes the bar."""
+    bar = tqdm(total=max(round(span), 1), file=stream, unit="s", desc="simulated", leave=False, dynamic_ncols=True)
+    total_pods = simulation.total_pods
+    shown = [0.0]
 
     def show(now: float, horizon: float) -> None:
-        arrived = total_pods - arrivals_left()
-        hours, rest = divmod(int(now), 3600)
-        bar = "#" * int(20 * arrived / total_pods) if total_pods else ""
-        print(f"\rsimulated {hours:02d}:{rest // 60:02d}:{rest % 60:02d}  pods arrived {arrived}/{total_pods} [{bar:<20}]", end="", file=sys.stderr)
+        if time.monotonic() - shown[0] < 0.5:
+            return
+        shown[0] = time.monotonic()
+        bar.n = min(round(now), bar.total)
+        bar.set_postfix_str(f"{len(simulation.cluster.first_bound)}/{total_pods} pods bound, ${simulation.fleet()[0]:.2f}")
 
-    return show
+    return show, bar.close
 
 
 def _simulate_command(args: argparse.Namespace) -> int:
@@ -132,12 +145,17 @@ def _simulate_command(args: argparse.Namespace) -> int:
         raise InvalidInput(f"{args.workload}: {len(late)} pod(s) arrive after --until {args.until}, e.g. {first.pod.key} at {first.at:g}s")
     devices, objects = load_devices(args.workload), load_cluster_objects(args.workload)
     reports = []
+    span = until if until is not None else max((a.at for a in workload), default=0.0)
     for path, config, catalog in loaded:
         simulation = Simulation(config, catalog, workload, devices, objects)
-        progress = _progress(len(workload), simulation.cluster.arrivals_left) if sys.stderr.isatty() and not args.json else None
-        reports.append((path, simulation.run(until=until, progress=progress)))
-        if progress is not None:
-            print(file=sys.stderr)
+        if sys.stderr.isatty() and not args.quiet:
+            show, close = _progress(simulation, span, sys.stderr)
+            try:
+                reports.append((path, simulation.run(until=until, progress=show)))
+            finally:
+                close()
+        else:
+            reports.append((path, simulation.run(until=until)))
     if args.compare:
         if args.json:
             print(json.dumps([{"config": path, "report": report} for path, report in reports], indent=2))
@@ -208,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--workload", required=True, help="workload file (YAML or JSON)")
     sim.add_argument("--until", help="stop after this much simulated time (e.g. 24h); default: until every pod finished, runs for good or cannot run")
     sim.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    sim.add_argument("--quiet", action="store_true", help="no progress bar on a terminal")
     sim.add_argument("--max-pods", type=int, default=DEFAULT_MAX_PODS, help=f"refuse workloads of more pods than this (default {DEFAULT_MAX_PODS:,})")
     sim.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     sim.set_defaults(handler=_simulate_command)

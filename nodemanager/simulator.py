@@ -211,10 +211,12 @@ class Simulation:
             self.clock.advance_to(horizon)
         return self.report()
 
-    def report(self) -> dict[str, object]:
+    def fleet(self) -> tuple[float, Counter[str], int]:
+        """The fleet's cost so far (every instance's price × its lifetime until now), boots
+        by instance type, and how many have been terminated."""
         end = self.clock.now()
         cost = 0.0
-        launched = Counter()
+        launched: Counter[str] = Counter()
         terminated = 0
         for instance, ended in self.cloud.all_instances():
             itype = self.catalog.get(instance.instance_type)
@@ -222,6 +224,11 @@ class Simulation:
             cost += price * ((ended if ended is not None else end) - instance.launched_at) / 3600.0
             launched[instance.instance_type] += 1
             terminated += ended is not None
+        return cost, launched, terminated
+
+    def report(self) -> dict[str, object]:
+        end = self.clock.now()
+        cost, launched, terminated = self.fleet()
         waits = [bound - self._arrived_at.get(key, 0.0) for key, bound in self.cluster.first_bound.items()]
         still_unschedulable = {k: r for k, r in self.unschedulable.items() if k not in self.cluster.first_bound}
         last = self.controller.last_decision

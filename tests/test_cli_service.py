@@ -221,3 +221,23 @@ def test_simulate_compare_plays_one_workload_against_several_configs(tmp_path, c
     assert len(table) == 3
     assert main(["simulate", "--workload", str(DEMO), "--compare", *paths, "--config", paths[0]]) == 2
     assert "--config or --compare, not both" in capsys.readouterr().err
+
+
+def test_the_progress_bar_shows_simulated_time_pods_bound_and_cost():
+    import io
+
+    from nodemanager.cli import _progress
+    from nodemanager.cluster.workload import load_cluster_objects, load_workload
+    from nodemanager.config import load_config
+    from nodemanager.simulator import Simulation
+
+    config, catalog = load_config(PROVIDER)
+    workload = load_workload(DEMO)
+    simulation = Simulation(config, catalog, workload, None, load_cluster_objects(DEMO))
+    stream = io.StringIO()
+    show, close = _progress(simulation, 600, stream)
+    simulation.run(until=600, progress=show)
+    close()
+    shown = stream.getvalue()
+    assert "simulated" in shown
+    assert f"/{len(workload)} pods bound, $" in shown
