@@ -317,3 +317,20 @@ def test_boots_failing_for_no_offerings_reason_back_off_per_pool_and_resume() ->
     h.run(400)
     assert len(h.bound()) == 5
     assert h.controller.status()["pools"][0]["backoff"] is None
+
+
+def test_terminated_records_are_kept_a_minute_and_at_most_a_hundred() -> None:
+    """A burst of failed boots left a Terminated record each for a minute: /status grew from
+    36 to 256 nodes. Now only the newest hundred stay."""
+    from dataclasses import replace
+
+    from builders import node
+
+    h = Harness(cell_pool())
+    now = h.clock.now()
+    for i in range(150):
+        h.controller.nodes[f"gone-{i:03d}"] = replace(node(f"gone-{i:03d}"), state=NodeState.TERMINATED)
+        h.controller.terminated_at[f"gone-{i:03d}"] = now - 30 + i * 0.1  # all within the minute
+    h.controller.pool_loop()
+    kept = sorted(n for n, rec in h.controller.nodes.items() if rec.state is NodeState.TERMINATED)
+    assert kept == [f"gone-{i:03d}" for i in range(50, 150)]

@@ -84,6 +84,7 @@ def test_pods_arriving_after_until_are_refused(tmp_path: Path, capsys: pytest.Ca
         ("pools: [{name: a, standby: [{count: 1000000000}]}]\n", "pools[0].standby[0].count: must be <= 10000"),
         ("pools: [{name: a}]\ncloud: {provider: simulated, simulated: {capacity: {'*': -1}}}\n", "cloud.simulated.capacity.*: must be >= 0"),
         ("pools: [{name: a}]\nnodes: {}\npools: [{name: b}]\n", "line 3: key 'pools' is given twice"),
+        ("pools: [{name: a}]\ncolocation: {plugins: ['-BatchResource', Typo]}\n", "colocation.plugins[1]: unknown plugin 'Typo'"),
     ],
 )
 def test_a_damaged_provider_yaml_is_refused_by_check_config(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, needle: str) -> None:

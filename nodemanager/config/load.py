@@ -19,12 +19,14 @@ from nodemanager import documents
 from nodemanager.config.schema import CloudProvider, ProviderConfig
 from nodemanager.errors import ConfigError
 from nodemanager.model import CapacityType
+from nodemanager.noderesource import BatchResource
 from nodemanager.scheduling import Framework, FrameworkConfigError
 
 EMBEDDED_DEFAULT = "embedded default"
 # Keys holding file paths, resolved against the directory of the provider.yaml.
 _PATH_KEYS = (("cluster", "simulated", "workload"), ("cluster", "kubernetes", "kubeconfig"), ("catalog", "file"), ("status", "bearerTokenFile"))
 _SECRET_KEYS = frozenset({"userData"})
+NODE_RESOURCE_PLUGINS = (BatchResource.name,)  # what colocation.plugins may name
 
 
 def embedded_default_path() -> Path:
@@ -202,6 +204,10 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
     workload = config.cluster.simulated.workload if config.cluster.simulated else None
     if workload and not Path(workload).is_file():
         problems.append(f"cluster.simulated.workload: no such file {workload!r}")
+    for i, entry in enumerate(config.colocation.plugins):
+        name = entry.removeprefix("-")
+        if name != "*" and name not in NODE_RESOURCE_PLUGINS:
+            problems.append(f"colocation.plugins[{i}]: unknown plugin {entry!r}; known: *, {', '.join(NODE_RESOURCE_PLUGINS)} (a leading - disables one)")
     status = config.status
     if status.bearer_token_file and not Path(status.bearer_token_file).is_file():
         problems.append(f"status.bearerTokenFile: no such file {status.bearer_token_file!r}")

@@ -62,6 +62,7 @@ EPHEMERAL_TAINT_KEYS = frozenset(
     }
 )
 TERMINATED_KEPT_FOR = 60.0  # seconds a Terminated record stays visible in /status
+TERMINATED_KEPT_MAX = 100  # ... and at most this many of them (the newest)
 STATUS_WAIT = 0.05  # seconds /status waits for the controller before answering with its last document
 
 
@@ -551,8 +552,10 @@ class NodeController:
             self.marked.pop(name, None)
 
     def _purge(self, now: float) -> None:
+        ended = sorted((self.terminated_at.get(n, now), n) for n, node in self.nodes.items() if node.state is NodeState.TERMINATED)
+        crowded = {name for _, name in ended[: max(0, len(ended) - TERMINATED_KEPT_MAX)]}
         for name, node in list(self.nodes.items()):
-            if node.state is NodeState.TERMINATED and now - self.terminated_at.get(name, now) >= TERMINATED_KEPT_FOR:
+            if node.state is NodeState.TERMINATED and (name in crowded or now - self.terminated_at.get(name, now) >= TERMINATED_KEPT_FOR):
                 self.cluster.remove_node(name)  # once more: a dying kubelet may have registered it again
                 del self.nodes[name]
                 self.terminated_at.pop(name, None)
