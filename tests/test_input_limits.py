@@ -118,3 +118,14 @@ def test_aliases_within_the_limit_still_work() -> None:
     assert doc["pools"][1] == {"name": "b", "cpu": 1}
     with pytest.raises(DocumentProblem, match="expands to more than"):
         parse(BOMB)
+
+
+def test_schema_and_scheduling_problems_come_in_one_round(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README promises every problem at once: a bad profile used to show only after
+    every schema error was fixed."""
+    path = tmp_path / "provider.yaml"
+    path.write_text("pools: [{name: a, limits: {nodes: -1}}]\nscheduling: {filter: [NoSuchPlugin]}\n")
+    assert main(["check-config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "pools[0].limits.nodes: must be >= 0" in err
+    assert "scheduling.filter[0]: unknown plugin 'NoSuchPlugin'" in err

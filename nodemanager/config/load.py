@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from cloud.catalog import Catalog
 from nodemanager import documents
-from nodemanager.config.schema import CloudProvider, ProviderConfig
+from nodemanager.config.schema import CloudProvider, ProviderConfig, Scheduling
 from nodemanager.errors import ConfigError
 from nodemanager.model import CapacityType
 from nodemanager.noderesource import BatchResource
@@ -55,7 +55,9 @@ def parse_config(text: str, label: str, base_dir: Path) -> tuple[ProviderConfig,
     try:
         config = ProviderConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(label, format_validation_errors(exc.errors())) from None
+        # Every problem at once: the scheduling profile is checked too when its own keys are
+        # valid (the catalog checks need the whole configuration).
+        raise ConfigError(label, format_validation_errors(exc.errors()) + _profile_problems(raw.get("scheduling"))) from None
     try:
         catalog = _catalog_for(config)
     except (OSError, ValueError, KeyError) as exc:
@@ -197,10 +199,7 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
                 f"catalog.region: the catalog is for {catalog.region} but cloud.aws.region is {aws.region}: "
                 f"make one with `python -m cloud.catalog_gen --region {aws.region} --pricing-api` and set catalog.file"
             )
-    try:
-        Framework(config.scheduling.profile())
-    except FrameworkConfigError as exc:
-        problems += [f"scheduling.{line}" for line in exc.problems]
+    problems += _profile_problems(config.scheduling)
     workload = config.cluster.simulated.workload if config.cluster.simulated else None
     if workload and not Path(workload).is_file():
         problems.append(f"cluster.simulated.workload: no such file {workload!r}")
@@ -218,6 +217,18 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
             "configuration, nodes and pods): set status.bearerTokenFile or status.bearerTokenEnv, or status.allowUnauthenticated: true"
         )
     return problems
+
+
+def _profile_problems(scheduling: object) -> list[str]:
+    """What the scheduling framework refuses in the profile (plugins, their arguments)."""
+    try:
+        settings = scheduling if isinstance(scheduling, Scheduling) else Scheduling.model_validate(scheduling or {})
+        Framework(settings.profile())
+    except ValidationError:
+        return []  # already among the schema's errors
+    except FrameworkConfigError as exc:
+        return [f"scheduling.{line}" for line in exc.problems]
+    return []
 
 
 def _loopback(host: str) -> bool:
