@@ -123,10 +123,6 @@ class SimulatedCloud:
     def live_count(self) -> int:
         return len(self._live)
 
-    def launched_count(self) -> int:
-        """Instances ever launched."""
-        return len(self._records)
-
     def _view(self, record: _Record) -> Instance:
         """The instance as of now; states only move forward, so a copy is made per change."""
         if record.terminated_at is not None:

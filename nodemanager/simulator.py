@@ -37,9 +37,9 @@ from nodemanager.scaler.lp import DualSolver, Shape
 from nodemanager.scaler.pools import pool_views
 from nodemanager.wiring import simulated_cloud
 
-# With nothing left to happen by itself (no arrival to come, no bound pod with a duration
-# still running, no node booting or stopping), this long without a pod bound or a node
-# started or stopped means the pods still waiting wait for good: the run stops "stalled".
+# With no arrival to come and no bound pod with a duration still running, this long without
+# a pod bound or finished means the pods still waiting wait for good (nodes may still be
+# booting and failing, again and again): the run stops "stalled".
 STALL_SECONDS = 3600.0
 
 
@@ -156,9 +156,7 @@ class Simulation:
     def _in_flight(self) -> bool:
         """Something will happen without any new decision: a bound pod with a duration
         still runs, or a node is booting or being stopped."""
-        if any(s.duration is not None and s.pod.node_name for s in self.cluster.pods.values()):
-            return True
-        return any(n.state not in STABLE_STATES for n in self.controller.nodes.values())
+        return self._pods_will_finish() or any(n.state not in STABLE_STATES for n in self.controller.nodes.values())
 
     def _settled(self) -> bool:
         """Every pod has arrived, and each has finished, is bound for good (no duration) or
@@ -166,7 +164,11 @@ class Simulation:
         return not self.cluster.arrivals_left() and not self._waiting() and not self._in_flight()
 
     def _progress_mark(self) -> tuple:
-        return (len(self.cluster.first_bound), self.cluster.arrivals_left(), len(self.cluster.pods), self.cloud.launched_count(), self.cloud.live_count())
+        """Changes whenever a pod arrives, is bound for the first time or finishes."""
+        return (len(self.cluster.first_bound), self.cluster.arrivals_left(), len(self.cluster.pods))
+
+    def _pods_will_finish(self) -> bool:
+        return any(s.duration is not None and s.pod.node_name for s in self.cluster.pods.values())
 
     def _quiet(self) -> bool:
         """Nothing lives (no pod, no instance): the next thing that can happen is an arrival."""
@@ -203,7 +205,7 @@ class Simulation:
                 if settled_at is not None and now >= settled_at + drain:
                     self.ended = "settled"
                     break
-                if settled_at is None and now - changed_at >= STALL_SECONDS and not self.cluster.arrivals_left() and not self._in_flight():
+                if settled_at is None and now - changed_at >= STALL_SECONDS and not self.cluster.arrivals_left() and not self._pods_will_finish():
                     self.ended = "stalled"
                     break
         if until is not None:

@@ -153,3 +153,17 @@ def test_the_bound_does_not_depend_on_how_fast_pods_were_placed() -> None:
     fast, slow = play(workload, boot="10s", boots=10), play(workload, boot="3m", boots=1)
     assert slow["pods"]["pending_seconds"]["max"] > fast["pods"]["pending_seconds"]["max"]
     assert slow["cost"]["lower_bound_usd"] == pytest.approx(fast["cost"]["lower_bound_usd"], rel=1e-6)
+
+
+def test_a_cloud_that_never_has_capacity_ends_the_run_stalled(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Boots fail, offerings expire from the unavailable list and are tried again, forever:
+    that is not progress. The run stops after an hour without a pod placed."""
+    provider = (PROVIDER % {"nodes": 100}).replace("simulated: {bootDelay: 60s}", "simulated: {bootDelay: 60s, capacity: {'*': 0}}")
+    (tmp_path / "provider.yaml").write_text(provider)
+    (tmp_path / "workload.yaml").write_text(FOREVER % {"count": 2, "at": 0})
+    code = main(["simulate", "--config", str(tmp_path / "provider.yaml"), "--workload", str(tmp_path / "workload.yaml"), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert report["ended"] == "stalled"
+    assert report["simulated_seconds"] < 2 * 3600
+    assert len(report["pods"]["unfinished"]) == 2
