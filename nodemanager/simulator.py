@@ -206,7 +206,8 @@ class Simulation:
                     self.ended = "settled"
                     break
                 if settled_at is None and now - changed_at >= STALL_SECONDS and not self.cluster.arrivals_left() and not self._pods_will_finish():
-                    self.ended = "stalled"
+                    # Nothing waits: only nodes never settle (say, standby that cannot boot).
+                    self.ended = "stalled" if self._waiting() else "settled"
                     break
         if until is not None:
             self._integrate(horizon - last)
