@@ -123,7 +123,7 @@ def _progress(simulation: Simulation, span: float, stream: TextIO) -> tuple[Call
 
 
 def _simulate_command(args: argparse.Namespace) -> int:
-    from nodemanager.cluster.workload import load_cluster_objects, load_devices, load_workload
+    from nodemanager.cluster.workload import load_workload_file
     from nodemanager.durations import parse_duration
     from nodemanager.simulator import STALL_SECONDS, Simulation
 
@@ -138,12 +138,13 @@ def _simulate_command(args: argparse.Namespace) -> int:
         until = parse_duration(args.until) if args.until else None
     except ValueError as exc:
         raise InvalidInput(f"--until: {exc}") from None
-    workload = load_workload(args.workload, args.max_pods)
+    loaded_workload = load_workload_file(args.workload, args.max_pods)
+    workload = loaded_workload.arrivals
     late = [a for a in workload if until is not None and a.at > until]
     if late:
         first = late[0]
         raise InvalidInput(f"{args.workload}: {len(late)} pod(s) arrive after --until {args.until}, e.g. {first.pod.key} at {first.at:g}s")
-    devices, objects = load_devices(args.workload), load_cluster_objects(args.workload)
+    devices, objects = loaded_workload.devices, loaded_workload.objects
     reports = []
     span = until if until is not None else max((a.at for a in workload), default=0.0)
     for path, config, catalog in loaded:

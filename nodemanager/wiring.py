@@ -12,7 +12,7 @@ from cloud.simulated import SimulatedCloud
 from nodemanager.clock import Clock
 from nodemanager.cluster.base import ClusterSource
 from nodemanager.cluster.simulated import SimulatedCluster
-from nodemanager.cluster.workload import Arrival, load_cluster_objects, load_devices, load_workload
+from nodemanager.cluster.workload import Arrival, load_workload_file
 from nodemanager.config import schema
 from nodemanager.config.schema import CloudProvider, ProviderConfig
 from nodemanager.controller.node_controller import NodeController
@@ -55,9 +55,10 @@ def build_cluster(
         settings = config.cluster.kubernetes or schema.KubernetesCluster()
         return KubernetesCluster(api_client(settings), cloud, clock, settings, identity=identity)
     sim = config.cluster.simulated or schema.SimulatedCluster()
-    arrivals = workload if workload is not None else (load_workload(sim.workload) if sim.workload else [])
-    devices = load_devices(sim.workload) if sim.workload else None
-    objects = load_cluster_objects(sim.workload) if sim.workload else None
+    loaded = load_workload_file(sim.workload) if sim.workload else None
+    arrivals = workload if workload is not None else (loaded.arrivals if loaded else [])
+    devices = loaded.devices if loaded else None
+    objects = loaded.objects if loaded else None
     return SimulatedCluster(
         clock, cloud, arrivals, register_delay=sim.register_delay, system_usage=(sim.system_cpu, sim.system_memory), devices=devices, objects=objects
     )

@@ -227,13 +227,14 @@ def test_the_progress_bar_shows_simulated_time_pods_bound_and_cost():
     import io
 
     from nodemanager.cli import _progress
-    from nodemanager.cluster.workload import load_cluster_objects, load_workload
+    from nodemanager.cluster.workload import load_workload_file
     from nodemanager.config import load_config
     from nodemanager.simulator import Simulation
 
     config, catalog = load_config(PROVIDER)
-    workload = load_workload(DEMO)
-    simulation = Simulation(config, catalog, workload, None, load_cluster_objects(DEMO))
+    loaded = load_workload_file(DEMO)
+    workload = loaded.arrivals
+    simulation = Simulation(config, catalog, workload, None, loaded.objects)
     stream = io.StringIO()
     show, close = _progress(simulation, 600, stream)
     simulation.run(until=600, progress=show)

@@ -9,7 +9,7 @@ import pytest
 from builders import CATALOG, node, pod, scaler
 from harness import Harness, arrive
 
-from nodemanager.cluster.workload import UsageProfile, load_workload
+from nodemanager.cluster.workload import UsageProfile, load_workload_file
 from nodemanager.config import parse_config
 from nodemanager.config.schema import Colocation, Pool
 from nodemanager.model import NodeState, Resources
@@ -41,7 +41,7 @@ def batch_pod(name, cpu=1000, memory=2 * GI, **kw):
 
 def simulate(enable: bool) -> dict:
     config, catalog = parse_config(CONFIG.format(enable=str(enable).lower()), "t", HERE)
-    return Simulation(config, catalog, load_workload(HERE / "data" / "colocation-workload.yaml")).run()
+    return Simulation(config, catalog, load_workload_file(HERE / "data" / "colocation-workload.yaml").arrivals).run()
 
 
 @pytest.mark.heavy

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cloud.catalog import Catalog
-from nodemanager.cluster.workload import load_devices, load_workload, parse_devices, parse_workload
+from nodemanager.cluster.workload import load_workload_file, parse_devices, parse_workload
 from nodemanager.config import parse_config
 from nodemanager.model import CapacityType, InstanceType, Resources
 from nodemanager.simulator import Simulation
@@ -48,7 +48,8 @@ def any_gpu(t: InstanceType) -> bool:
 def test_each_claim_boots_the_cheapest_type_that_really_satisfies_it(catalog):
     config, _ = parse_config(CONFIG, "t", HERE)
     workload = HERE / "data" / "gpu-workload.yaml"
-    sim = Simulation(config, catalog, load_workload(workload), load_devices(workload))
+    loaded = load_workload_file(workload)
+    sim = Simulation(config, catalog, loaded.arrivals, loaded.devices)
     report = sim.run(until=300)
     assert report["pods"]["bound"] == 3
     node_of = {k: s.pod.node_name for k, s in sim.cluster.pods.items()}

@@ -109,12 +109,11 @@ def _document(text: str, source: str) -> Any:
         raise WorkloadError(source, [str(exc)]) from None
 
 
-def load_workload(path: str | Path, max_pods: int = DEFAULT_MAX_PODS) -> list[Arrival]:
-    return parse_workload(_read(path), str(path), max_pods)
-
-
 def parse_workload(text: str, source: str = "workload", max_pods: int = DEFAULT_MAX_PODS) -> list[Arrival]:
-    doc = _document(text, source)
+    return _arrivals(_document(text, source), source, max_pods)
+
+
+def _arrivals(doc: Any, source: str, max_pods: int) -> list[Arrival]:
     if isinstance(doc, Mapping) and doc.get("kind") == "List":
         return _from_list(doc, source, max_pods)
     if not isinstance(doc, Mapping) or not isinstance(doc.get("pods"), list):
@@ -271,13 +270,11 @@ def _each(doc: Mapping[str, Any], key: str, parse: Callable[[Any, str], Any], pr
     return tuple(out)
 
 
-def load_devices(path: str | Path) -> DeviceContext:
-    """The device classes and stand-alone resource claims of a workload file."""
-    return parse_devices(_read(path), str(path))
-
-
 def parse_devices(text: str, source: str = "workload") -> DeviceContext:
-    doc = _document(text, source)
+    return _devices(_document(text, source), source)
+
+
+def _devices(doc: Any, source: str) -> DeviceContext:
     if not isinstance(doc, Mapping):
         return DeviceContext()
     problems: list[str] = []
@@ -314,14 +311,13 @@ class ClusterObjects:
     pod_selecting: tuple[PodSelecting, ...] = ()  # services, replicationControllers, replicaSets, statefulSets
 
 
-def load_cluster_objects(path: str | Path) -> ClusterObjects:
-    return parse_cluster_objects(_read(path), str(path))
-
-
 def parse_cluster_objects(text: str, source: str = "workload") -> ClusterObjects:
     """The ``daemonSets``, volume objects, ``nodeEvents``, ``namespaces`` and the objects
     that select pods of a workload file."""
-    doc = _document(text, source)
+    return _cluster_objects(_document(text, source), source)
+
+
+def _cluster_objects(doc: Any, source: str) -> ClusterObjects:
     if not isinstance(doc, Mapping):
         return ClusterObjects()
     problems: list[str] = []
@@ -394,3 +390,18 @@ def _from_list(doc: Mapping[str, Any], source: str, max_pods: int) -> list[Arriv
     if problems:
         raise WorkloadError(source, problems)
     return arrivals
+
+
+@dataclass(frozen=True)
+class WorkloadFile:
+    """Everything a workload file holds, read and parsed once."""
+
+    arrivals: list[Arrival]
+    devices: DeviceContext
+    objects: ClusterObjects
+
+
+def load_workload_file(path: str | Path, max_pods: int = DEFAULT_MAX_PODS) -> WorkloadFile:
+    source = str(path)
+    doc = _document(_read(path), source)
+    return WorkloadFile(_arrivals(doc, source, max_pods), _devices(doc, source), _cluster_objects(doc, source))
