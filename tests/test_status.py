@@ -12,8 +12,8 @@ import pytest
 from builders import cell_pool
 from harness import Harness, arrive
 
-from nodemanager.config.schema import Standby, Status
-from nodemanager.status.server import StatusServer, load_token, parse_listen
+from nodemanager.config.schema import Standby, Status, parse_listen
+from nodemanager.status.server import StatusServer, load_token
 
 SECRET = "s3cr3t-token-value"
 

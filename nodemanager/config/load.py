@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from cloud.catalog import Catalog
 from nodemanager import documents
-from nodemanager.config.schema import CloudProvider, ProviderConfig, Scheduling
+from nodemanager.config.schema import CloudProvider, ProviderConfig, Scheduling, parse_listen
 from nodemanager.errors import ConfigError
 from nodemanager.model import CapacityType
 from nodemanager.noderesource import BatchResource
@@ -210,8 +210,7 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
     status = config.status
     if status.bearer_token_file and not Path(status.bearer_token_file).is_file():
         problems.append(f"status.bearerTokenFile: no such file {status.bearer_token_file!r}")
-    host = status.listen.rpartition(":")[0].strip("[]")
-    if not _loopback(host) and not (status.bearer_token_file or status.bearer_token_env or status.allow_unauthenticated):
+    if not _loopback(parse_listen(status.listen)[0]) and not (status.bearer_token_file or status.bearer_token_env or status.allow_unauthenticated):
         problems.append(
             f"status.listen: {status.listen} is reachable beyond this host and no token guards it (anyone who reaches it reads the "
             "configuration, nodes and pods): set status.bearerTokenFile or status.bearerTokenEnv, or status.allowUnauthenticated: true"

@@ -300,6 +300,12 @@ class Loops(Model):
         }
 
 
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``) as its host and port."""
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
 class Status(Model):
     listen: str = Field(default="127.0.0.1:8080", pattern=r"^(\[[0-9a-fA-F:]+\]|[^:\s]+):[0-9]{1,5}$")  # loopback: opt in to expose it
     bearer_token_file: str | None = None  # guards all but /healthz when set
@@ -309,7 +315,7 @@ class Status(Model):
     @field_validator("listen")
     @classmethod
     def _port_in_range(cls, value: str) -> str:
-        port = int(value.rsplit(":", 1)[1])
+        port = parse_listen(value)[1]
         if not 1 <= port <= 65535:
             raise ValueError(f"port must be 1-65535, got {port}")
         return value

@@ -73,8 +73,3 @@ class DualSolver:
             return Duals(0.0, 0.0, 0.0)
         best = max((lc * cpu + lm * memory, lc, lm) for lc, lm in self.vertices)
         return Duals(best[1], best[2], best[0])
-
-
-def solve(shapes: Sequence[Shape], cpu: int, memory: int) -> Duals:
-    """Dual prices and the LP lower bound for covering ``cpu`` and ``memory``."""
-    return DualSolver(shapes).solve(cpu, memory)

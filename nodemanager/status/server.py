@@ -22,7 +22,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from nodemanager.config.schema import Status
+from nodemanager.config.schema import Status, parse_listen
 from nodemanager.status.metrics import Metrics
 
 log = logging.getLogger("nodemanager.status")
@@ -30,11 +30,6 @@ log = logging.getLogger("nodemanager.status")
 BACKLOG = 128  # connections the kernel queues before they are accepted
 CLIENT_TIMEOUT = 10.0  # seconds a client may take to send its request or read the reply
 MAX_CONNECTIONS = 64  # handled at once
-
-
-def parse_listen(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    return host.strip("[]"), int(port)
 
 
 def load_token(settings: Status) -> str | None:
