@@ -1,6 +1,6 @@
 """Scaler benchmark: N pending pods on an empty cluster, one compute().
 
-    python benchmarks/scaler.py --workload {karpenter,karpenter-mix,mixed} --pods N [--daemonsets eks] [--json] [--seed S]
+    python benchmarks/scaler.py --workload {karpenter,karpenter-mix,mixed,distinct} --pods N [--daemonsets eks] [--json] [--seed S]
 
 * karpenter: 400 synthetic instance types (type i: i+1 vCPU, 2(i+1) GiB, 10(i+1) pods,
   price proportional to size, offered in three zones), pods of Karpenter's benchmark sizes.
@@ -12,6 +12,9 @@
 * mixed: the bundled us-east-1 catalog (x86_64, on-demand, every type allowed); pods 50%
   web (100-500m, 128Mi-1Gi), 25% app (1-2 CPU, 2-4Gi), 15% memory-heavy (0.5-1 CPU,
   6-12Gi), 10% CPU-heavy (3-6 CPU, 4-8Gi), in discrete steps as real requests are.
+
+* distinct: the same catalog and pool as mixed, every pod of its own size (CPU 50m to 4,
+  memory 64Mi to 16Gi, uniformly at random), as a snapshot of hand-sized pods is.
 
 * --daemonsets eks: every node also runs EKS's usual DaemonSets (aws-node 25m CPU; kube-proxy
   100m CPU; ebs-csi-node 30m CPU, 120Mi; a log agent 100m CPU, 200Mi, tolerating every
@@ -102,6 +105,10 @@ def mixed_pods(n: int, rng: random.Random) -> list[tuple[int, int]]:
     return out
 
 
+def distinct_pods(n: int, rng: random.Random) -> list[tuple[int, int]]:
+    return [(rng.randint(50, 4000), rng.randint(64 * MI, 16 * GI)) for _ in range(n)]
+
+
 def lp_lower_bound(types: list[InstanceType], cpu: int, memory: int, overhead: tuple[int, int] = (0, 0), min_nodes: int = 0) -> float:
     """Every node pays its DaemonSets' ``overhead`` (CPU, memory) before any pod; there are
     at least ``min_nodes`` nodes (fractionally)."""
@@ -154,7 +161,7 @@ def run(workload: str, n: int, seed: int, daemonsets: str = "none") -> dict[str,
         pool = Pool(name="bench", instance_types=["*"], capacity_types=[CapacityType.ON_DEMAND])
     else:
         catalog = Catalog.bundled()
-        shapes = mixed_pods(n, rng)
+        shapes = (distinct_pods if workload == "distinct" else mixed_pods)(n, rng)
         # Burstable types are left out: their list price holds only below the CPU credit
         # baseline, and pods with sustained requests pay the unlimited-mode surcharge.
         pool = Pool(name="bench", instance_types=["*"], exclude_instance_types=["t*"], architectures=["x86_64"], capacity_types=[CapacityType.ON_DEMAND])
@@ -197,7 +204,7 @@ def run(workload: str, n: int, seed: int, daemonsets: str = "none") -> dict[str,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workload", choices=["karpenter", "karpenter-mix", "mixed"], default="mixed")
+    parser.add_argument("--workload", choices=["karpenter", "karpenter-mix", "mixed", "distinct"], default="mixed")
     parser.add_argument("--pods", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--daemonsets", choices=["none", "eks"], default="none", help="DaemonSets every node runs besides its pods")

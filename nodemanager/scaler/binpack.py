@@ -10,7 +10,10 @@ with the number of pods. Pool limits bound every emission.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
+import math
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -20,6 +23,41 @@ from nodemanager.scaler.lp import DualSolver, Shape
 from nodemanager.scaler.pools import Candidate, capacity_of
 
 CANDIDATES_PER_ROUND = 10  # most LP-efficient types tried per round
+MAX_CLASSES = 64  # the packer's work grows with classes x nodes: more distinct requests are grouped
+GROUPINGS = (16, 32, 48)  # how many groups of similar requests are tried; the cheapest plan wins
+
+
+def frontier(capacities: Sequence[Resources]) -> list[Resources]:
+    """The capacities no other one holds: a request fits one of ``capacities`` exactly when it
+    fits one of these (a few, where a catalog has hundreds of offerings)."""
+    kept: list[Resources] = []
+    for c in sorted(set(capacities), key=lambda c: (-c.cpu, -c.memory, sorted(c.items()))):
+        if not any(c.fits(k) for k in kept):
+            kept.append(c)
+    return kept
+
+
+def similar(requests: Sequence[Resources], counts: Sequence[int], limit: int) -> tuple[list[list[int]], list[Resources]]:
+    """Indices of ``requests`` in at most ``limit`` groups of similar requests (the same
+    resources, each amount within a factor of the others, the factor as small as the limit
+    allows), and each group's typical request: its members' mean, rounded up."""
+    logs = [tuple((n, math.log(v)) for n, v in sorted(r.items()) if v > 0) for r in requests]
+    widest = max((v for amounts in logs for _, v in amounts), default=0.0)
+    step = 0.01
+    while True:
+        scale = math.log1p(step)
+        found: dict[tuple, list[int]] = defaultdict(list)
+        for i, amounts in enumerate(logs):
+            found[tuple((n, int(v / scale)) for n, v in amounts)].append(i)
+        if len(found) <= limit or scale > widest:
+            break  # few enough, or one group per set of resource names
+        step *= 1.5
+    groups = list(found.values())
+    typical = []
+    for members in groups:
+        total, pods = sum((requests[i] * counts[i] for i in members), Resources()), sum(counts[i] for i in members)
+        typical.append(Resources({n: -(-v // pods) for n, v in total.items()}))
+    return groups, typical
 
 
 @dataclass
@@ -146,6 +184,25 @@ class TypeTables:
         return found[1], found[2], found[3]
 
 
+def pack_similar(
+    requests: Sequence[Resources], counts: Sequence[int], candidates: Sequence[Candidate], budget: Budget, tables: TypeTables | None = None
+) -> tuple[list[list[int]], list[Fill]]:
+    """Fills for many distinct requests, planned for groups of similar ones (``similar``):
+    the groups (indices of ``requests``) and their fills, of the grouping whose plan costs
+    least. How many groups plan best varies with the requests, so each of ``GROUPINGS`` is tried."""
+    best: tuple[float, list[list[int]], list[Fill]] | None = None
+    for limit in GROUPINGS:
+        groups, typical = similar(requests, counts, limit)
+        fills, _, _ = pack(typical, [sum(counts[i] for i in g) for g in groups], candidates, dataclasses.replace(budget), tables=tables)
+        cost = sum(f.candidate.price * f.copies for f in fills)
+        if best is None or cost < best[0]:
+            best = (cost, groups, fills)
+        if len(groups) < limit:
+            break  # a finer grouping would be the same one
+    assert best is not None
+    return best[1], best[2]
+
+
 def pack(
     requests: Sequence[Resources],
     counts: Sequence[int],
@@ -247,9 +304,11 @@ def right_size(total: Resources, pods: int, candidates: Sequence[Candidate], bel
     """The cheapest of ``candidates`` (cheapest first) priced under ``below`` that holds
     ``pods`` pods needing ``total`` in all and that ``accepts`` allows."""
     need = total + Resources({"pods": pods})
+    cpu, memory = need.cpu, need.memory
     for c in candidates:
-        if c.price >= below:
+        if c.offering.price >= below:
             return None
-        if need.fits(c.allocatable) and accepts(c):
+        room = c.allocatable
+        if room.cpu >= cpu and room.memory >= memory and need.fits(room) and accepts(c):
             return c
     return None

@@ -24,6 +24,7 @@ Decision and comes back in the next snapshot). Steps:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import hashlib
 from collections import Counter, defaultdict, deque
@@ -420,11 +421,13 @@ class _Run:
                     reasons[id(c)].append((f"pool {view.name}: {why}", transient))
                 continue
             available = [c for c in accepted if not self._blocked(c)]
+            largest = binpack.frontier([a.allocatable for a in accepted])
+            largest_available = binpack.frontier([a.allocatable for a in available]) if len(available) < len(accepted) else largest
             usable = []
             for c in pending:
-                if not any(c.rep.requests.fits(a.allocatable) for a in accepted):
+                if not any(c.rep.requests.fits(a) for a in largest):
                     reasons[id(c)].append((f"pool {view.name}: no instance type can hold {_describe(c.rep.requests)}", False))
-                elif not any(c.rep.requests.fits(a.allocatable) for a in available):
+                elif not any(c.rep.requests.fits(a) for a in largest_available):
                     reasons[id(c)].append((f"pool {view.name}: every fitting offering is marked unavailable after capacity errors", True))
                 else:
                     usable.append(c)
@@ -550,28 +553,69 @@ class _Run:
         # So do pods that keep apart by hostname, up to what their constraints allow.
         per_node = 1 if one_each else plan.host_cap(classes[0].rep, None, self.topology)
         requests, counts = [c.rep.requests for c in classes], [len(c.pods) for c in classes]
+        groups = [[i] for i in range(len(classes))]
+        if len(classes) > binpack.MAX_CLASSES:
+            if per_node is None and self._pack_similar(view, classes, available):
+                if any(c.pods for c in classes):
+                    self._pack(view, [c for c in classes if c.pods], available, reasons)
+                return
+            # Planned for each group's largest request, which every member fits (a limit
+            # reached, or a group's typical pod fits nowhere: the packer still says why).
+            groups = binpack.similar(requests, counts, binpack.MAX_CLASSES)[0]
+            requests = [functools.reduce(Resources.max, (requests[i] for i in g)) for g in groups]
+            counts = [sum(counts[i] for i in g) for g in groups]
         fills, _, why = binpack.pack(requests, counts, available, self._budget(view), per_node=per_node, tables=self.type_tables)
-        queues = [deque(c.pods) for c in classes]
-        refused: list[list[Pod]] = [[] for _ in classes]
+        queues = [deque(p for i in g for p in classes[i].pods) for g in groups]
+        refused: set[PodKey] = set()
         for fill in fills:
             zones = self._zone_choices(fill.candidate, available)
             for _ in range(fill.copies):
                 node = self._new_node(view, self._emptiest(zones), accepted=available)
-                for i, k in enumerate(fill.counts):
+                for g, k in enumerate(fill.counts):
                     for _ in range(k):
-                        pod = queues[i].popleft()
+                        pod = queues[g].popleft()
                         if not self._place(pod, node.info, CycleState()):
-                            refused[i].append(pod)
-        for i, cls in enumerate(classes):
-            cls.pods = refused[i] + list(queues[i])
-            if refused[i]:
-                reasons[id(cls)].append((f"pool {view.name}: rejected at reserve or permit", True))
-            if queues[i]:
-                limit = why.get(i, "")
-                text = f"pool {view.name}: limit on {limit[6:]} reached" if limit.startswith("limit:") else f"pool {view.name}: no room"
-                if per_node is not None and not one_each:
-                    text += f" ({plan.why_apart(cls.rep)})"
-                reasons[id(cls)].append((text, True))
+                            refused.add(pod.key)
+        for g, members in enumerate(groups):
+            left = {p.key for p in queues[g]}
+            for cls in (classes[i] for i in members):
+                cls.pods = [p for p in cls.pods if p.key in refused or p.key in left]
+                if any(p.key in refused for p in cls.pods):
+                    reasons[id(cls)].append((f"pool {view.name}: rejected at reserve or permit", True))
+                if any(p.key in left for p in cls.pods):
+                    limit = why.get(g, "")
+                    text = f"pool {view.name}: limit on {limit[6:]} reached" if limit.startswith("limit:") else f"pool {view.name}: no room"
+                    if per_node is not None and not one_each:
+                        text += f" ({plan.why_apart(cls.rep)})"
+                    reasons[id(cls)].append((text, True))
+
+    def _pack_similar(self, view: PoolView, classes: list[_Class], available: list[Candidate]) -> bool:
+        """Many distinct requests: the packer plans nodes for groups of similar requests (its
+        work grows with classes x nodes, and 10,000 pods of 10,000 sizes are 10,000 classes).
+        Each group's pods, largest first, are dealt to the nodes planned for it back and forth,
+        so every node gets about the group's typical pod; a pod its node cannot hold after all
+        then goes to the tightest node with room. Nodes no pod took are not booted. Whether any
+        pod was placed: the rest go round again."""
+        groups, fills = binpack.pack_similar([c.rep.requests for c in classes], [len(c.pods) for c in classes], available, self._budget(view), self.type_tables)
+        planned: list[tuple[_NewNode, tuple[int, ...]]] = []
+        for fill in fills:
+            zones = self._zone_choices(fill.candidate, available)
+            planned += [(self._new_node(view, self._emptiest(zones), accepted=available), fill.counts) for _ in range(fill.copies)]
+        placed: set[PodKey] = set()
+        for g, members in enumerate(groups):
+            pods = sorted((p for i in members for p in classes[i].pods), key=lambda p: (-p.requests.cpu, -p.requests.memory, p.key))
+            takers = [(node, counts[g]) for node, counts in planned if counts[g]]
+            rows = [[node for node, k in takers if k > r] for r in range(max((k for _, k in takers), default=0))]
+            for pod, node in zip(pods, (node for r, row in enumerate(rows) for node in (row if r % 2 == 0 else row[::-1])), strict=False):
+                if node.info.fit_count(node.info.fit_request(pod), 1) > 0 and self._place(pod, node.info, CycleState()):
+                    placed.add(pod.key)
+        for cls in classes:
+            cls.pods = [p for p in cls.pods if p.key not in placed]
+        self._fill(classes)
+        for node, _ in planned:
+            if not node.info.pods:
+                self._forget(node.info.name)
+        return bool(placed) or not any(c.pods for c in classes)
 
     def _new_node(self, view: PoolView, candidate: Candidate, standby: bool = False, accepted: list[Candidate] | None = None) -> _NewNode:
         i = len(self.new_nodes)
@@ -698,20 +742,20 @@ class _Run:
         self._drop_empty_new_nodes()
 
     def right_size(self) -> None:
-        """Give every new pod-holding node the cheapest type that holds what it ended up with."""
+        """Give every new pod-holding node the cheapest type that holds what it ended up with,
+        in its zone and capacity type: where new nodes went was chosen already (by the pods'
+        constraints or to spread them over the zones)."""
         domain_offerings: dict[tuple[int, str, CapacityType], list[Candidate]] = {}
         for node in self.new_nodes.values():
             if node.standby or not node.info.pods or any(p.claims for p in node.info.pods.values()):
                 continue  # a node chosen for its devices keeps its type
-            accepted = node.accepted
             if any(not plan.plannable(p) for p in node.info.pods.values()):
                 continue  # a constraint on its instance type or a pool label: its type is part of the plan
-            if any(p.inter_pod for p in node.info.pods.values()):  # its domain is part of the plan
-                o = node.candidate.offering
-                key = (id(node.accepted), o.zone, o.capacity_type)
-                if key not in domain_offerings:
-                    domain_offerings[key] = [c for c in accepted if (c.offering.zone, c.offering.capacity_type) == (o.zone, o.capacity_type)]
-                accepted = domain_offerings[key]
+            o = node.candidate.offering
+            key = (id(node.accepted), o.zone, o.capacity_type)
+            if key not in domain_offerings:
+                domain_offerings[key] = [c for c in node.accepted if (c.offering.zone, c.offering.capacity_type) == (o.zone, o.capacity_type)]
+            accepted = domain_offerings[key]
             mixed = len({constraint_key(p) for p in node.info.pods.values()}) > 1  # pods of other groups joined it
             pods = node.info.pods.values()
             # Other pods use up the batch estimate only where batch pods share the node.
