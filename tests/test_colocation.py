@@ -31,6 +31,7 @@ pools:
   - name: general
     instanceTypes: ["m5.*"]
     capacityTypes: [on-demand]
+    disruption: {{consolidationPolicy: WhenEmpty}}  # boots compared for the batch tier alone
 """
 
 

@@ -36,6 +36,7 @@ class ClusterNode:
     labels: Mapping[str, str] = field(default_factory=dict)
     allocatable: Resources = field(default_factory=Resources)
     taints: tuple[Taint, ...] = ()  # spec.taints: the cluster's word on what may land here
+    do_not_disrupt: bool = False  # annotated nodemanager.io/do-not-disrupt: "true"
 
 
 @dataclass(frozen=True)

@@ -254,6 +254,62 @@ class ColocationSettings(Colocation):
     plugins: list[str] = Field(default_factory=lambda: ["*"])  # "*", "Name", "-Name": first explicit match wins
 
 
+class DisruptionReason(StrEnum):
+    """Why a node is disrupted voluntarily (Karpenter's reasons)."""
+
+    EMPTY = "Empty"  # no pods: stopped after nodes.idleGrace
+    UNDERUTILIZED = "Underutilized"  # its pods fit elsewhere, plus at most one cheaper node
+    DRIFTED = "Drifted"
+    EXPIRED = "Expired"
+
+
+class ConsolidationPolicy(StrEnum):
+    WHEN_EMPTY = "WhenEmpty"
+    WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
+
+
+class DisruptionBudget(Model):
+    """At most ``nodes`` of a pool's nodes disrupted at once for ``reasons`` (all if empty);
+    with a ``schedule`` (cron, UTC) only for ``duration`` from each time it fires."""
+
+    nodes: str = Field(default="10%", pattern=r"^(100|[1-9]?[0-9])%$|^[0-9]+$")
+    reasons: list[DisruptionReason] = Field(default_factory=list)
+    schedule: str | None = None
+    duration: Duration | None = Field(default=None, gt=0)
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is not None:
+            from apscheduler.triggers.cron import CronTrigger  # a well-kept cron parser
+
+            try:
+                CronTrigger.from_crontab(value, timezone="UTC")
+            except ValueError as exc:
+                raise ValueError(f"not a cron schedule ({exc})") from None
+        return value
+
+    @model_validator(mode="after")
+    def _window(self) -> DisruptionBudget:
+        if (self.schedule is None) != (self.duration is None):
+            raise ValueError("schedule and duration go together")
+        return self
+
+    def limit(self, nodes: int) -> int:
+        """How many of ``nodes`` this budget lets be disrupted at once (a share rounds up)."""
+        if self.nodes.endswith("%"):
+            return -(-nodes * int(self.nodes[:-1]) // 100)
+        return int(self.nodes)
+
+
+class Disruption(Model):
+    """Voluntary disruption of a pool's nodes (Karpenter's NodePool disruption block)."""
+
+    consolidation_policy: ConsolidationPolicy = ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED
+    consolidate_after: Duration = Field(default=0.0, ge=0)  # a node's pods unchanged this long before it is a candidate
+    budgets: list[DisruptionBudget] = Field(default_factory=lambda: [DisruptionBudget()], max_length=50)
+
+
 class Packing(StrEnum):
     CELL = "cell"  # one pod per node, node stopped when its pod ends
     BINPACK = "binpack"  # many pods per node, cheapest mix of instance types
@@ -276,6 +332,7 @@ class Pool(Model):
     standby: list[Standby] = Field(default_factory=list)
     weight: int = Field(default=0, ge=0, le=100)  # higher is tried first when several pools fit
     colocation: Colocation = Field(default_factory=Colocation)  # merged over the cluster-wide block
+    disruption: Disruption = Field(default_factory=Disruption)
 
 
 class Loops(Model):
@@ -287,6 +344,7 @@ class Loops(Model):
     orphan_gc: Duration = Field(default=60.0, gt=0, alias="orphanGC")
     prices: Duration = Field(default=12 * 3600.0, gt=0)  # live prices, where the cloud has them (Karpenter: 12 h)
     colocation: Duration = Field(default=30.0, gt=0)  # batch resources recalculated (metrics report every 60 s)
+    disruption: Duration = Field(default=10.0, gt=0)  # consolidation looked for (Karpenter: every 10 s)
 
     def intervals(self) -> dict[str, float]:
         """Loop name (as the controller names its loops) -> seconds."""
@@ -297,6 +355,7 @@ class Loops(Model):
             "orphan_gc": self.orphan_gc,
             "prices": self.prices,
             "colocation": self.colocation,
+            "disruption": self.disruption,
         }
 
 

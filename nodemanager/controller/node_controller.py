@@ -36,6 +36,7 @@ from nodemanager.config.schema import Pool, ProviderConfig
 from nodemanager.controller.boot_backoff import BootBackoff
 from nodemanager.controller.colocation import ColocationReconciler
 from nodemanager.controller.dispenser import NodeDispenser
+from nodemanager.controller.disruption import DisruptionController
 from nodemanager.controller.executor import InlineExecutor
 from nodemanager.controller.status_doc import status_document
 from nodemanager.controller.timers import LoopTimer
@@ -49,7 +50,7 @@ from nodemanager.status.metrics import Metrics
 
 log = logging.getLogger("nodemanager.controller")
 
-LOOPS = ("pool", "heartbeat", "reaper", "orphan_gc", "prices", "colocation")
+LOOPS = ("pool", "heartbeat", "reaper", "orphan_gc", "prices", "colocation", "disruption")
 # Taints the cluster puts on a node while it starts (the node lifecycle controller, the
 # cloud controller manager); a node nodemanager booted is planned onto as if they were gone
 # (Karpenter's known ephemeral taints), and bound to once they are.
@@ -116,6 +117,7 @@ class NodeController:
         self._pools = {p.name: p for p in config.pools}
         self.on_decision: Callable[[Decision, float], None] | None = None
         self.colocation = ColocationReconciler(self)
+        self.disruption = DisruptionController(self)
 
     # -- records --------------------------------------------------------------------------
     def pool_config(self, name: str) -> Pool | None:
@@ -244,7 +246,7 @@ class NodeController:
             self._refresh_gauges()
         self.metrics.loop_duration.labels("pool").observe(self.timers["pool"].last_ms / 1000)
 
-    def _snapshot(self, now: float) -> ClusterSnapshot:
+    def snapshot(self, now: float) -> ClusterSnapshot:
         cached = self.cache.snapshot()
         pods = cached.pods
         devices = self.cluster.devices() if any(p.claims for p in pods) else None
@@ -262,10 +264,11 @@ class NodeController:
             cached.namespaces,
             cached.pod_selecting,
             {pool: pause.describe() for pool, pause in self.backoff.active(now).items()},
+            self.disruption.reserved,
         )
 
     def _compute(self, now: float) -> Decision:
-        snapshot = self._snapshot(now)
+        snapshot = self.snapshot(now)
         began = time.perf_counter()
         decision = self.scaler.compute(snapshot, now)
         self.compute_ms.append((time.perf_counter() - began) * 1000)
@@ -285,15 +288,23 @@ class NodeController:
                 self._update(name, bound_pods=pods)
         for spec in decision.start:
             self._create(spec, now)
-        for order in decision.stop:
+        stops, deferred = self.disruption.within_budgets(decision.stop, now)
+        for order in stops:
             self.mark_for_termination(order.name, order.reason, "idle")
         self.unneeded_since = dict(decision.unneeded_since)
+        for order in deferred:  # still idle: stopped as soon as a budget allows
+            self.unneeded_since[order.name] = now - self.config.nodes.idle_grace
         for pod, reason in decision.unschedulable.items():
             self.cluster.record_event("Pod", pod, "NotTriggerScaleUp", reason, warning=True)
-        if decision.stop:
+        if stops:
             self._reap(now)
         for spec in decision.start:
             self._submit_boot(spec.name)
+
+    def boot(self, spec: NodeSpec, now: float) -> None:
+        """Boot one node outside a decision (a consolidation's replacement)."""
+        self._create(spec, now)
+        self._submit_boot(spec.name)
 
     def _create(self, spec: NodeSpec, now: float) -> None:
         log.info(
@@ -603,6 +614,11 @@ class NodeController:
                 self._last_inputs = None  # decide again with the new prices
             log.info("prices refreshed: %d on-demand, %d spot (per zone)", len(update.on_demand), len(update.spot))
         self.metrics.loop_duration.labels("prices").observe(self.timers["prices"].last_ms / 1000)
+
+    def disruption_loop(self) -> None:
+        with self.lock, self.timers["disruption"].timing(self.clock):
+            self.disruption.run(self.clock.now())  # on the cache as the pool loop last synced it
+        self.metrics.loop_duration.labels("disruption").observe(self.timers["disruption"].last_ms / 1000)
 
     def colocation_loop(self) -> None:
         """Recalculate every Ready node's batch resources; write them when NeedSync says so."""

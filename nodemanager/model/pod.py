@@ -31,6 +31,7 @@ POD_GROUP_LABEL = ANNOTATION_PREFIX + "pod-group"
 POD_GROUP_MIN_MEMBER_ANNOTATION = ANNOTATION_PREFIX + "pod-group-min-member"
 DEFAULT_SCHEDULER = "default-scheduler"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"  # a static pod's mirror, run by the kubelet itself
+DO_NOT_DISRUPT_ANNOTATION = ANNOTATION_PREFIX + "do-not-disrupt"  # "true": no voluntary disruption of its node
 
 
 class PodPhase(StrEnum):
@@ -85,6 +86,7 @@ class Pod:
     daemon_set: str = ""  # "namespace/name" of the DaemonSet that controls the pod
     owner: OwnerRef | None = None  # its controller owner reference
     mirror: bool = False  # the mirror of a static pod
+    do_not_disrupt: bool = False  # its node is not consolidated while it runs there
     host_ports: tuple[HostPort, ...] = ()  # container ports with a hostPort
     volume_claims: tuple[str, ...] = ()  # PersistentVolumeClaims ("namespace/name") its volumes use
     spread: tuple[SpreadConstraint, ...] = ()  # topologySpreadConstraints
@@ -294,6 +296,7 @@ def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
         daemon_set=f"{namespace}/{owner.name}" if owner is not None and owner.kind == "DaemonSet" else "",
         owner=owner,
         mirror=MIRROR_ANNOTATION in annotations,
+        do_not_disrupt=annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true",
         host_ports=_host_ports(spec, f"{where}.spec.containers"),
         volume_claims=_volume_claims(spec, namespace, str(name), f"{where}.spec.volumes"),
         spread=parse_spread(spec.get("topologySpreadConstraints"), f"{where}.spec.topologySpreadConstraints", labels),

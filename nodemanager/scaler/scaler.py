@@ -804,7 +804,7 @@ class _Run:
         """Existing nodes nothing needs (no pods, not kept for standby), with since when."""
         out = {}
         for name, info in sorted(self.infos.items()):
-            if name in self.new_nodes or _holds_work(info) or name in self.kept:
+            if name in self.new_nodes or _holds_work(info) or name in self.kept or name in self.snapshot.reserved:
                 continue
             if self.node_state.get(name) in (NodeState.CREATING, NodeState.CREATED, NodeState.AVAILABLE):
                 out[name] = self.snapshot.unneeded_since.get(NodeName(name), self.now)

@@ -28,3 +28,4 @@ class ClusterSnapshot:
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)  # labels by namespace
     pod_selecting: tuple[PodSelecting, ...] = ()  # Services, RCs, ReplicaSets, StatefulSets (default spread)
     paused_pools: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # pool -> why it boots nothing now
+    reserved: frozenset[NodeName] = frozenset()  # nodes booted to replace others: not idle while their pods move

@@ -28,6 +28,10 @@ class Metrics:
         self.boot_failures = Counter("nodemanager_boot_failures_total", "Boots that failed, by reason.", ["reason"], registry=r)
         self.terminations = Counter("nodemanager_terminations_total", "Nodes terminated, by reason.", ["reason"], registry=r)
         self.decisions = Counter("nodemanager_decisions_total", "Scaler computations.", registry=r)
+        self.disruptions = Counter(
+            "nodemanager_disruption_actions_total", "Nodes disrupted voluntarily, by reason and action.", ["reason", "action"], registry=r
+        )
+        self.disruption_candidates = Gauge("nodemanager_disruption_candidates", "Nodes consolidation may disrupt now.", registry=r)
         self.loop_duration = Histogram(
             "nodemanager_loop_duration_seconds", "Time one loop body took.", ["loop"], registry=r, buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10)
         )

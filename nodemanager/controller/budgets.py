@@ -1,0 +1,35 @@
+"""Disruption budgets: how many of a pool's nodes may be disrupted now, for a reason
+(Karpenter's NodePool budgets: the most restrictive active budget wins; a scheduled budget
+is active for ``duration`` after each time its cron schedule fires, in UTC)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from functools import lru_cache
+
+from apscheduler.triggers.cron import CronTrigger
+
+from nodemanager.config.schema import DisruptionBudget, DisruptionReason, Pool
+
+
+@lru_cache(maxsize=256)
+def _trigger(schedule: str) -> CronTrigger:
+    return CronTrigger.from_crontab(schedule, timezone=UTC)
+
+
+def active(budget: DisruptionBudget, now: float) -> bool:
+    """Whether the budget applies at ``now``: always, or within ``duration`` of a firing."""
+    if budget.schedule is None or budget.duration is None:
+        return True
+    fired = _trigger(budget.schedule).get_next_fire_time(None, datetime.fromtimestamp(now - budget.duration, UTC))
+    return fired is not None and fired.timestamp() <= now
+
+
+def allowed(pool: Pool, reason: DisruptionReason, now: float, nodes: int, disrupting: int) -> tuple[int, str]:
+    """How many more of the pool's ``nodes`` may be disrupted for ``reason`` while
+    ``disrupting`` already are, and the budget that says so ("" when none applies)."""
+    limits = [(b.limit(nodes), i) for i, b in enumerate(pool.disruption.budgets) if (not b.reasons or reason in b.reasons) and active(b, now)]
+    if not limits:
+        return max(nodes - disrupting, 0), ""
+    limit, i = min(limits)
+    return max(limit - disrupting, 0), f"pool {pool.name} budget {i} (nodes {pool.disruption.budgets[i].nodes})"

@@ -1,0 +1,261 @@
+"""The disruption controller: consolidation of underutilized nodes, within budgets.
+
+Each pass (every ``loops.disruption``) on a settled cluster (no pod waiting, no node
+booting, none being removed) it lists the candidates, asks the scaler's consolidation
+planner for the best consolidation, and proposes it. A proposal is acted on only after
+``VALIDATION_DELAY`` seconds, if the cluster is still settled and the planner still agrees
+(Karpenter's validation). A replacement is booted and Ready before the nodes it replaces
+are marked; marked nodes are drained (the Eviction API, PodDisruptionBudgets) by the reaper.
+Empty nodes are stopped by the pool loop after ``nodes.idleGrace``, within the Empty budgets.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from nodemanager.config.schema import ConsolidationPolicy, DisruptionReason
+from nodemanager.controller.budgets import allowed
+from nodemanager.model import CapacityType, Node, NodeName, NodeState, PodKey
+from nodemanager.scaler import ClusterSnapshot, StopOrder
+from nodemanager.scaler.consolidation import Consolidation, Planner
+
+if TYPE_CHECKING:
+    from nodemanager.controller.node_controller import NodeController
+
+log = logging.getLogger("nodemanager.disruption")
+
+VALIDATION_DELAY = 15.0  # a proposal waits this long, then must still hold (Karpenter's)
+SINGLE_NODE_TRIES = 10  # single candidates evaluated per pass: each is one computation
+ACTIONS_KEPT = 100  # recent actions in /status
+SETTLED = (NodeState.AVAILABLE, NodeState.CLAIMED)
+
+
+@dataclass
+class _Proposal:
+    consolidation: Consolidation
+    at: float
+
+
+@dataclass
+class _Replacing:
+    consolidation: Consolidation
+    since: float
+    marked: bool = False
+
+
+class DisruptionController:
+    def __init__(self, controller: NodeController) -> None:
+        self.c = controller
+        self.proposal: _Proposal | None = None
+        self.replacing: _Replacing | None = None
+        self.pods_since: dict[str, tuple[frozenset[PodKey], float]] = {}  # node -> (its pods, unchanged since)
+        self.state = "starting"  # what the last pass found, for /status
+        self.blocked: dict[NodeName, str] = {}  # candidates not consolidated, and why
+        self.candidates = 0
+        self.actions: deque[dict[str, object]] = deque(maxlen=ACTIONS_KEPT)
+        self.totals: Counter[str] = Counter()  # nodes, pods, savings by reason (simulation report)
+        self.planner = Planner(lambda s: self.c.scaler.compute(s, self.c.clock.now()), self._price, self._spot_choices)
+
+    # -- what the pool loop asks -----------------------------------------------------------
+    @property
+    def reserved(self) -> frozenset[NodeName]:
+        """The replacement in flight: not idle while the pods it is for are still elsewhere."""
+        r = self.replacing
+        return frozenset({r.consolidation.replacement.name}) if r is not None and r.consolidation.replacement is not None else frozenset()
+
+    def within_budgets(self, stops: tuple[StopOrder, ...], now: float) -> tuple[list[StopOrder], list[StopOrder]]:
+        """Idle stops the Empty budgets allow now, and those that must wait."""
+        room: dict[str, int] = {}
+        ok, deferred = [], []
+        for order in stops:
+            node = self.c.nodes.get(order.name)
+            pool = self.c.pool_config(node.pool) if node is not None else None
+            if pool is None:
+                ok.append(order)
+                continue
+            if pool.name not in room:
+                room[pool.name] = allowed(pool, DisruptionReason.EMPTY, now, *self._counts(pool.name))[0]
+            if room[pool.name] > 0:
+                room[pool.name] -= 1
+                ok.append(order)
+            else:
+                deferred.append(order)
+        if deferred:
+            log.info("%d idle node(s) wait for an Empty disruption budget: %s", len(deferred), ", ".join(o.name for o in deferred[:5]))
+        for order in ok:
+            node = self.c.nodes.get(order.name)
+            self._record(now, DisruptionReason.EMPTY, Consolidation((order.name,), None, self._price(node) if node else 0.0, 0))
+        return ok, deferred
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self, now: float) -> None:
+        c = self.c
+        self._track(now)
+        if self.replacing is not None:
+            self._advance(now)
+            return
+        unsettled = self._unsettled()
+        if unsettled:
+            if self.proposal is not None:
+                log.info("consolidation dropped before acting: %s", unsettled)
+            self.proposal, self.state = None, unsettled
+            return
+        snapshot = c.snapshot(now)
+        candidates = self._candidates(snapshot, now)
+        c.metrics.disruption_candidates.set(len(candidates))
+        if self.proposal is not None:
+            if now - self.proposal.at < VALIDATION_DELAY:
+                return
+            proposed, self.proposal = self.proposal.consolidation, None
+            nodes = [n for n in candidates if n.name in proposed.nodes]
+            again, why = self.planner.consolidate(snapshot, nodes) if len(nodes) == len(proposed.nodes) else (None, "a node is no longer a candidate")
+            if again is None:
+                log.info("consolidation dropped at validation: %s", why)
+                self.state = f"dropped at validation: {why}"
+                return
+            self._act(again, now)
+            return
+        found, self.blocked = self.planner.best(snapshot, candidates, SINGLE_NODE_TRIES)
+        if found is None:
+            self.state = f"nothing to consolidate among {len(candidates)} candidate(s)"
+            return
+        self.proposal = _Proposal(found, now)
+        self.state = f"proposed at {now:.0f}: {found.describe()}"
+        log.info("consolidation proposed (acted on after %gs if it still holds): %s; %s", VALIDATION_DELAY, found.describe(), ", ".join(found.nodes))
+
+    def _unsettled(self) -> str:
+        c = self.c
+        if c.cache.waiting():
+            return "pods are waiting for nodes"
+        if any(n.state in (NodeState.CREATING, NodeState.CREATED) for n in c.nodes.values()):
+            return "nodes are booting"
+        if c.marked:
+            return "nodes are being removed"
+        return ""
+
+    def _track(self, now: float) -> None:
+        """Since when each node has held the same pods (consolidateAfter counts from then)."""
+        on: dict[str, set[PodKey]] = {name: set() for name in self.c.nodes}
+        for pod in self.c.cache.snapshot().pods:
+            if pod.node_name in on and not pod.of_node:
+                on[pod.node_name].add(pod.key)
+        tracked = {}
+        for name, keys in on.items():
+            held, seen = frozenset(keys), self.pods_since.get(name)
+            tracked[name] = seen if seen is not None and seen[0] == held else (held, now)
+        self.pods_since = tracked
+
+    def _counts(self, pool: str) -> tuple[int, int]:
+        """The pool's live nodes, and how many of them are being disrupted."""
+        live = [n for n in self.c.nodes.values() if n.pool == pool and n.state not in (NodeState.TERMINATING, NodeState.TERMINATED)]
+        return len(live), sum(1 for n in live if n.name in self.c.marked)
+
+    def _candidates(self, snapshot: ClusterSnapshot, now: float) -> list[Node]:
+        """Nodes consolidation may disrupt, cheapest to disrupt first (fewest pods, then the
+        dearest), each pool's share cut to what its Underutilized budget allows."""
+        c = self.c
+        blocked_pods = {p.node_name for p in snapshot.pods if p.do_not_disrupt and p.node_name}
+        found: list[tuple[int, float, str, Node]] = []
+        for node in snapshot.nodes:
+            pool = c.pool_config(node.pool)
+            registered = c.cache.node(node.name)
+            held, since = self.pods_since.get(node.name, (frozenset(), now))
+            if (
+                pool is None
+                or pool.disruption.consolidation_policy is not ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED
+                or node.state not in SETTLED
+                or registered is None
+                or not registered.ready
+                or not held
+                or node.name in blocked_pods
+                or registered.do_not_disrupt
+                or registered.unschedulable  # cordoned: an operator has the node
+                or now - since < pool.disruption.consolidate_after
+            ):
+                continue
+            found.append((len(held), -self._price(node), node.name, node))
+        found.sort(key=lambda f: f[:3])
+        room: dict[str, int] = {}
+        out = []
+        for *_, node in found:
+            pool = c.pool_config(node.pool)
+            assert pool is not None
+            if pool.name not in room:
+                room[pool.name] = allowed(pool, DisruptionReason.UNDERUTILIZED, now, *self._counts(pool.name))[0]
+            if room[pool.name] > 0:
+                room[pool.name] -= 1
+                out.append(node)
+        self.candidates = len(out)
+        return out
+
+    # -- acting --------------------------------------------------------------------------
+    def _act(self, consolidation: Consolidation, now: float) -> None:
+        if consolidation.replacement is None:
+            self._mark(consolidation, now)
+            return
+        self.replacing = _Replacing(consolidation, now)
+        self.state = f"booting replacement {consolidation.replacement.name}: {consolidation.describe()}"
+        log.info("consolidation: booting replacement %s before removing %s", consolidation.replacement.name, ", ".join(consolidation.nodes))
+        self.c.boot(consolidation.replacement, now)
+
+    def _advance(self, now: float) -> None:
+        """The replacement in flight: once Ready, the nodes it replaces go; if it failed, the
+        consolidation is abandoned (its pods never moved)."""
+        r = self.replacing
+        assert r is not None
+        assert r.consolidation.replacement is not None
+        name = r.consolidation.replacement.name
+        node = self.c.nodes.get(name)
+        if r.marked:
+            if not any(n in self.c.nodes and self.c.nodes[n].state is not NodeState.TERMINATED for n in r.consolidation.nodes):
+                self.replacing = None  # the replaced nodes are gone: the replacement is an ordinary node now
+            return
+        if node is None or node.state in (NodeState.TERMINATING, NodeState.TERMINATED) or name in self.c.marked:
+            log.warning("consolidation abandoned: replacement %s did not come up", name)
+            self.state = f"abandoned: replacement {name} did not come up"
+            self.replacing = None
+            return
+        if node.state in SETTLED:
+            self._mark(r.consolidation, now)
+            r.marked = True
+
+    def _mark(self, consolidation: Consolidation, now: float) -> None:
+        action = "replace" if consolidation.replacement else "delete"
+        for name in consolidation.nodes:
+            self.c.mark_for_termination(name, f"consolidation ({action}): {consolidation.describe()}", "consolidation")
+        self.state = f"acted at {now:.0f}: {consolidation.describe()}"
+        log.info("consolidation: %s; removing %s", consolidation.describe(), ", ".join(consolidation.nodes))
+        self._record(now, DisruptionReason.UNDERUTILIZED, consolidation)
+
+    def _record(self, now: float, reason: DisruptionReason, done: Consolidation) -> None:
+        action = "replace" if done.replacement else "delete"
+        replacement = done.replacement.instance_type if done.replacement else None
+        entry = {"at": now, "reason": str(reason), "action": action, "nodes": list(done.nodes), "replacement": replacement, "pods": done.pods}
+        self.actions.append({**entry, "savingsPerHour": round(done.savings, 4)})
+        self.totals[f"{reason}.nodes"] += len(done.nodes)
+        self.totals[f"{reason}.pods"] += done.pods
+        self.totals[f"{reason}.savings"] += done.savings
+        self.c.metrics.disruptions.labels(str(reason), action).inc(len(done.nodes))
+
+    # -- prices --------------------------------------------------------------------------
+    def _price(self, node: Node) -> float:
+        itype = self.c.catalog.get(node.instance_type)
+        return (itype.price(node.capacity_type, node.zone) if itype else None) or 0.0
+
+    def _spot_choices(self, node: Node) -> int:
+        """Spot instance types the node's pool may buy for less than the node costs."""
+        price = self._price(node)
+        view = next((v for v in self.c.scaler.views if v.name == node.pool), None)
+        return len({cand.itype.name for cand in view.candidates if cand.offering.capacity_type is CapacityType.SPOT and cand.price < price}) if view else 0
+
+    def status(self) -> dict[str, object]:
+        return {
+            "state": self.state,
+            "candidates": self.candidates,
+            "proposal": self.proposal.consolidation.describe() if self.proposal else None,
+            "blocked": dict(sorted(self.blocked.items())[:20]),
+            "recent": list(self.actions)[-20:],
+        }

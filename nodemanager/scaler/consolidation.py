@@ -1,0 +1,103 @@
+"""Consolidation: would these nodes' pods fit on the other nodes, plus at most one node
+that costs less than they do? The scaler that provisions answers it, on the cluster as it
+would be without them (Karpenter's shape: one scheduler for provisioning and disruption),
+so a consolidation never plans what provisioning would not."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from nodemanager.model import CapacityType, Node, NodeName, NodeState, PodPhase
+from nodemanager.scaler.decision import Decision, NodeSpec
+from nodemanager.scaler.snapshot import ClusterSnapshot
+
+SPOT_TO_SPOT_CHOICES = 15  # cheaper spot types needed before a spot node is replaced by spot (Karpenter's)
+MULTI_NODE_MAX = 100  # candidates multi-node consolidation considers at once (Karpenter's)
+
+
+@dataclass(frozen=True)
+class Consolidation:
+    """Remove ``nodes``; boot ``replacement`` first when there is one."""
+
+    nodes: tuple[NodeName, ...]
+    replacement: NodeSpec | None
+    price: float  # what the nodes cost, per hour
+    pods: int  # pods that move
+
+    @property
+    def savings(self) -> float:
+        return self.price - (self.replacement.price if self.replacement else 0.0)
+
+    def describe(self) -> str:
+        what = f"replace with {self.replacement.instance_type} ({self.replacement.capacity_type})" if self.replacement else "delete"
+        return f"{what}: {len(self.nodes)} node(s), {self.pods} pod(s) move, saves ${self.savings:.4f}/h"
+
+
+class Planner:
+    """Asks the scaler what would become of candidate nodes' pods."""
+
+    def __init__(self, compute: Callable[[ClusterSnapshot], Decision], price_of: Callable[[Node], float], spot_choices: Callable[[Node], int]) -> None:
+        self.compute = compute  # the scaler's compute at this instant
+        self.price_of = price_of
+        self.spot_choices = spot_choices  # spot types of the node's pool cheaper than it
+        self.evaluations = 0
+
+    def consolidate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Consolidation | None, str]:
+        """The consolidation of ``nodes``, or None and why not."""
+        self.evaluations += 1
+        names = {n.name for n in nodes}
+        moving = [dataclasses.replace(p, node_name="", phase=PodPhase.PENDING) for p in snapshot.pods if p.node_name in names and not p.of_node]
+        staying = [p for p in snapshot.pods if p.node_name not in names]
+        what_if = dataclasses.replace(
+            snapshot,
+            pods=tuple(staying + moving),
+            nodes=tuple(dataclasses.replace(n, state=NodeState.TERMINATING) if n.name in names else n for n in snapshot.nodes),
+        )
+        decision = self.compute(what_if)
+        missing = [p.key for p in moving if p.key not in decision.bindings]
+        if missing:
+            why = decision.waiting.get(missing[0]) or decision.unschedulable.get(missing[0]) or "no room"
+            return None, f"{len(missing)} pod(s) would not fit elsewhere ({why})"
+        # The cluster is settled (nothing to boot without the change): whatever the what-if
+        # boots, it boots for this consolidation, standby made up for included.
+        starts = list(decision.start)
+        price = sum(self.price_of(n) for n in nodes)
+        if any(s.standby for s in starts):
+            return None, "its pods would take a standby node"
+        if len(starts) > 1:
+            return None, f"its pods would need {len(starts)} new nodes"
+        replacement = starts[0] if starts else None
+        if replacement is not None:
+            if replacement.price >= price:
+                return None, f"a replacement ({replacement.instance_type}, ${replacement.price:.4f}/h) would not be cheaper than ${price:.4f}/h"
+            same = [n for n in nodes if (n.instance_type, n.capacity_type) == (replacement.instance_type, replacement.capacity_type)]
+            if same:
+                return None, f"the replacement would be the same type as {same[0].name} ({replacement.instance_type})"
+            spot = replacement.capacity_type is CapacityType.SPOT
+            if spot and len(nodes) == 1 and nodes[0].is_spot and self.spot_choices(nodes[0]) < SPOT_TO_SPOT_CHOICES:
+                return None, f"spot to spot needs {SPOT_TO_SPOT_CHOICES} cheaper spot types (has {self.spot_choices(nodes[0])})"
+        return Consolidation(tuple(sorted(names)), replacement, price, len(moving)), ""
+
+    def best(self, snapshot: ClusterSnapshot, candidates: Sequence[Node], single_tries: int) -> tuple[Consolidation | None, dict[NodeName, str]]:
+        """Karpenter's order: the longest prefix of ``candidates`` (cheapest to disrupt first)
+        that consolidates together, found by bisection; else one node at a time, at most
+        ``single_tries`` of them. Also why each single candidate tried did not."""
+        why: dict[NodeName, str] = {}
+        lo, hi, found = 2, min(len(candidates), MULTI_NODE_MAX), None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            result, _ = self.consolidate(snapshot, candidates[:mid])
+            if result is not None and (result.replacement is None or result.savings > 0):
+                found, lo = result, mid + 1
+            else:
+                hi = mid - 1
+        if found is not None:
+            return found, why
+        for node in candidates[:single_tries]:
+            result, reason = self.consolidate(snapshot, [node])
+            if result is not None:
+                return result, why
+            why[node.name] = reason
+        return None, why
