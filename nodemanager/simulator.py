@@ -64,6 +64,7 @@ class _Tracker:
     memory_allocatable: float = 0.0
     gpu_requested: float = 0.0  # GPU-seconds
     peak: int = 0
+    forever: tuple[float, float, float] = (0.0, 0.0, 0.0)  # CPU-, memory- and GPU-seconds of running pods without a duration
 
 
 class Simulation:
@@ -90,6 +91,7 @@ class Simulation:
         self.controller.on_decision = self._on_decision
         self.total_pods = len(workload)
         self._arrived_at = {a.pod.key: a.at for a in workload}
+        self._finite = {a.pod.key: (a.pod.requests, a.duration) for a in workload if a.duration is not None}
         self._batch_pods = {a.pod.key for a in workload if asks_for_batch(a.pod.requests)}
         self.unschedulable: dict[PodKey, str] = {}
         self.tracker = _Tracker()
@@ -119,14 +121,22 @@ class Simulation:
         GPU-hour requested. The larger of the two holds. A pod with a duration contributes
         the same whenever it ran, so a configuration that placed it later gets the same
         bound; only pods without one (or cut by --until) count the time they actually ran."""
-        t = self.tracker
-        cpu_memory = self._solver.solve(round(t.cpu_requested), round(t.memory_requested)).bound / 3600.0
-        return max(cpu_memory, self._gpu_price * t.gpu_requested / 3600.0)
+        cpu, memory, gpus = self.tracker.forever
+        end = self.clock.now()
+        for key in self.cluster.first_bound:
+            if key in self._finite:  # its work once, however often it was evicted and ran again
+                requests, duration = self._finite[key]
+                ran = min(duration, max(end - self._arrived_at[key], 0.0))
+                cpu, memory = cpu + requests.cpu * ran, memory + requests.memory * ran
+                gpus += (requests.get(NVIDIA_GPU) + requests.get(AMD_GPU)) * ran
+        cpu_memory = self._solver.solve(round(cpu), round(memory)).bound / 3600.0
+        return max(cpu_memory, self._gpu_price * gpus / 3600.0)
 
     def _integrate(self, dt: float) -> None:
         if dt <= 0:
             return
         cpu = memory = gpus = 0
+        forever = [0, 0, 0]
         for sim in self.cluster.pods.values():
             if sim.pod.of_node or not sim.pod.node_name:
                 continue  # a DaemonSet pod is part of its node's cost, not a pod of the workload
@@ -134,6 +144,8 @@ class Simulation:
             cpu += requests.cpu
             memory += requests.memory
             gpus += requests.get(NVIDIA_GPU) + requests.get(AMD_GPU)
+            if sim.duration is None:
+                forever = [forever[0] + requests.cpu, forever[1] + requests.memory, forever[2] + requests.get(NVIDIA_GPU) + requests.get(AMD_GPU)]
         alloc_cpu = alloc_memory = 0
         for name in self.cluster.nodes:
             node = self.controller.nodes.get(name)
@@ -146,6 +158,7 @@ class Simulation:
         t.cpu_allocatable += alloc_cpu * dt
         t.memory_allocatable += alloc_memory * dt
         t.gpu_requested += gpus * dt
+        t.forever = (t.forever[0] + forever[0] * dt, t.forever[1] + forever[1] * dt, t.forever[2] + forever[2] * dt)
         t.peak = max(t.peak, self.cloud.live_count())
 
     def _waiting(self) -> list[PodKey]:
@@ -156,7 +169,8 @@ class Simulation:
     def _in_flight(self) -> bool:
         """Something will happen without any new decision: a bound pod with a duration
         still runs, or a node is booting or being stopped."""
-        return self._pods_will_finish() or any(n.state not in STABLE_STATES for n in self.controller.nodes.values())
+        nodes = self.controller.nodes.values()
+        return self._pods_will_finish() or self.controller.disruption.busy or any(n.state not in STABLE_STATES for n in nodes)
 
     def _settled(self) -> bool:
         """Every pod has arrived, and each has finished, is bound for good (no duration) or
@@ -262,6 +276,7 @@ class Simulation:
                 "compute_ms": {"p50": round(percentile(compute, 50), 3), "p99": round(percentile(compute, 99), 3), "max": round(max(compute, default=0.0), 3)},
             },
             "unschedulable": [{"pod": k, "reason": r} for k, r in sorted(still_unschedulable.items())],
+            "disruption": self.controller.disruption.summary(),
             "colocation": {
                 "enabled": self.config.colocation_anywhere,
                 "batch_pods": len(self._batch_pods),

@@ -45,7 +45,14 @@ CREDENTIALS = {"AWS_ACCESS_KEY_ID": "AKIANMTESTE2E", "AWS_SECRET_ACCESS_KEY": SE
 
 
 def status(port: int) -> dict:
-    return json.loads(wait_for(f"http://127.0.0.1:{port}/status", time.monotonic() + 5))
+    """A full document: one answered while a loop held the controller is marked busy and,
+    before any full one was built, holds only the controller section."""
+    deadline = time.monotonic() + 10
+    while True:
+        doc = json.loads(wait_for(f"http://127.0.0.1:{port}/status", deadline))
+        if "nodes" in doc or time.monotonic() > deadline:
+            return doc
+        time.sleep(0.1)
 
 
 def until(predicate, seconds: float, what: str) -> None:

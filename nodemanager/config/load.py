@@ -12,6 +12,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from apscheduler.triggers.cron import CronTrigger
 from pydantic import ValidationError
 
 from cloud.catalog import Catalog
@@ -200,6 +201,13 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
                 f"make one with `python -m cloud.catalog_gen --region {aws.region} --pricing-api` and set catalog.file"
             )
     problems += _profile_problems(config.scheduling)
+    for i, pool in enumerate(config.pools):
+        for k, budget in enumerate(pool.disruption.budgets):
+            if budget.schedule is not None:
+                try:
+                    CronTrigger.from_crontab(budget.schedule, timezone="UTC")  # a well-kept cron parser
+                except ValueError as exc:
+                    problems.append(f"pools[{i}].disruption.budgets[{k}].schedule: not a cron schedule ({exc})")
     workload = config.cluster.simulated.workload if config.cluster.simulated else None
     if workload and not Path(workload).is_file():
         problems.append(f"cluster.simulated.workload: no such file {workload!r}")

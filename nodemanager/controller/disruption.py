@@ -11,6 +11,7 @@ Empty nodes are stopped by the pool loop after ``nodes.idleGrace``, within the E
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter, deque
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ class DisruptionController:
         self.state = "starting"  # what the last pass found, for /status
         self.blocked: dict[NodeName, str] = {}  # candidates not consolidated, and why
         self.candidates = 0
+        self._fruitless: tuple | None = None  # the inputs of the last pass that found nothing
         self.actions: deque[dict[str, object]] = deque(maxlen=ACTIONS_KEPT)
         self.totals: Counter[str] = Counter()  # nodes, pods, savings by reason (simulation report)
         self.planner = Planner(lambda s: self.c.scaler.compute(s, self.c.clock.now()), self._price, self._spot_choices)
@@ -103,7 +105,7 @@ class DisruptionController:
                 log.info("consolidation dropped before acting: %s", unsettled)
             self.proposal, self.state = None, unsettled
             return
-        snapshot = c.snapshot(now)
+        snapshot = self._without_idle(c.snapshot(now))
         candidates = self._candidates(snapshot, now)
         c.metrics.disruption_candidates.set(len(candidates))
         if self.proposal is not None:
@@ -118,13 +120,24 @@ class DisruptionController:
                 return
             self._act(again, now)
             return
+        inputs = (c.cache.generation, c.records_generation, tuple(n.name for n in candidates), frozenset(c.unneeded_since))
+        if inputs == self._fruitless:
+            return  # nothing changed since the last pass found nothing
         found, self.blocked = self.planner.best(snapshot, candidates, SINGLE_NODE_TRIES)
         if found is None:
+            self._fruitless = inputs
             self.state = f"nothing to consolidate among {len(candidates)} candidate(s)"
             return
         self.proposal = _Proposal(found, now)
         self.state = f"proposed at {now:.0f}: {found.describe()}"
         log.info("consolidation proposed (acted on after %gs if it still holds): %s; %s", VALIDATION_DELAY, found.describe(), ", ".join(found.nodes))
+
+    def _without_idle(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
+        """The cluster as consolidation must see it: idle nodes are on their way out (after
+        nodes.idleGrace), so moving pods onto one saves nothing; it only restarts them."""
+        idle = self.c.unneeded_since
+        nodes = tuple(dataclasses.replace(n, state=NodeState.TERMINATING) if n.name in idle else n for n in snapshot.nodes)
+        return dataclasses.replace(snapshot, nodes=nodes)
 
     def _unsettled(self) -> str:
         c = self.c
@@ -250,6 +263,19 @@ class DisruptionController:
         price = self._price(node)
         view = next((v for v in self.c.scaler.views if v.name == node.pool), None)
         return len({cand.itype.name for cand in view.candidates if cand.offering.capacity_type is CapacityType.SPOT and cand.price < price}) if view else 0
+
+    @property
+    def busy(self) -> bool:
+        """A consolidation is proposed or under way."""
+        return self.proposal is not None or self.replacing is not None
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Nodes disrupted, pods moved and $/h saved (when acted), by reason."""
+        reasons = sorted({key.split(".")[0] for key in self.totals})
+        return {
+            r: {"nodes": self.totals[f"{r}.nodes"], "pods": self.totals[f"{r}.pods"], "savings_per_hour": round(self.totals[f"{r}.savings"], 4)}
+            for r in reasons
+        }
 
     def status(self) -> dict[str, object]:
         return {

@@ -112,7 +112,7 @@ class NodeController:
         self.compute_ms: list[float] = []  # every computation's duration (simulation reports)
         self.started_at = clock.now()
         self.ready = False
-        self._records_generation = 0
+        self.records_generation = 0
         self._last_inputs: tuple | None = None
         self._pools = {p.name: p for p in config.pools}
         self.on_decision: Callable[[Decision, float], None] | None = None
@@ -128,7 +128,7 @@ class NodeController:
         if state is NodeState.AVAILABLE and node.ready_at is None:
             node = node.with_changes(ready_at=self.clock.now())
         self.nodes[name] = node
-        self._records_generation += 1
+        self.records_generation += 1
         if state is NodeState.TERMINATED:
             self.terminated_at[name] = self.clock.now()
         return node
@@ -140,7 +140,7 @@ class NodeController:
     def _update(self, name: str, **changes: object) -> None:
         self.nodes[name] = self.nodes[name].with_changes(**changes)
         if set(changes) != {"last_heartbeat"}:  # the scaler never looks at heartbeats
-            self._records_generation += 1
+            self.records_generation += 1
 
     def binding_of(self, pod: PodKey) -> str | None:
         for name, node in self.nodes.items():
@@ -209,7 +209,7 @@ class NodeController:
                     continue
                 self.nodes[instance.node_name] = self._adopt(instance)
                 log.info("adopted instance %s as node %s (%s)", instance.instance_id, instance.node_name, self.nodes[instance.node_name].state)
-            self._records_generation += 1
+            self.records_generation += 1
             self._sync_registrations(now, announce=False)  # adopted nodes registered long ago
             self.ready = True
 
@@ -237,7 +237,7 @@ class NodeController:
             self._resume_boots()
             # Compute only when an input changed (or an idle grace ran out): the key is what
             # this decision is computed from, so whatever applying it changes counts as new.
-            inputs = (self.cache.generation, self._records_generation, frozenset(self.keeper.active(now)), frozenset(self.backoff.active(now)))
+            inputs = (self.cache.generation, self.records_generation, frozenset(self.keeper.active(now)), frozenset(self.backoff.active(now)))
             grace_due = any(now - since >= self.config.nodes.idle_grace for since in self.unneeded_since.values())
             if inputs != self._last_inputs or grace_due:
                 self._last_inputs = inputs
@@ -332,7 +332,7 @@ class NodeController:
             bound_pods=spec.pods,
             created_at=now,
         )
-        self._records_generation += 1
+        self.records_generation += 1
 
     # -- booting ------------------------------------------------------------------------------
     def _resume_boots(self) -> None:
@@ -570,7 +570,7 @@ class NodeController:
                 self.cluster.remove_node(name)  # once more: a dying kubelet may have registered it again
                 del self.nodes[name]
                 self.terminated_at.pop(name, None)
-                self._records_generation += 1
+                self.records_generation += 1
             elif node.state is NodeState.TERMINATING and name not in self.marked:
                 self.marked[name] = ("terminating", "terminating")  # confirm on the next reap
 

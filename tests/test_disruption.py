@@ -1,0 +1,202 @@
+"""Consolidation and disruption budgets: the planner's rules (pure), the budgets' arithmetic
+and cron windows, and the controller on the virtual clock (candidates, validation,
+do-not-disrupt, budgets, replacement before removal)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from builders import OD, SPOT, pod
+from harness import Harness, arrive, binpack_pool
+
+from nodemanager.config import parse_config
+from nodemanager.config.schema import Disruption, DisruptionBudget, DisruptionReason, Pool
+from nodemanager.controller.budgets import active, allowed
+from nodemanager.errors import ConfigError
+from nodemanager.model import Node, NodeName, NodeState, Resources
+from nodemanager.scaler import ClusterSnapshot, Decision, NodeSpec
+from nodemanager.scaler.consolidation import SPOT_TO_SPOT_CHOICES, Planner
+
+HOUR = 3600.0
+
+
+# -- budgets --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("nodes", "of", "limit"), [("10%", 15, 2), ("10%", 10, 1), ("10%", 0, 0), ("0", 50, 0), ("3", 2, 3), ("100%", 7, 7), ("1%", 1, 1)])
+def test_a_budget_share_rounds_up_like_karpenter(nodes: str, of: int, limit: int) -> None:
+    assert DisruptionBudget(nodes=nodes).limit(of) == limit
+
+
+def test_a_scheduled_budget_is_active_for_its_duration_after_each_firing() -> None:
+    budget = DisruptionBudget(nodes="0", schedule="0 9 * * *", duration=8 * HOUR)  # 09:00-17:00 UTC
+    day = 20 * 24 * HOUR  # 1970-01-21, 00:00 UTC
+    assert not active(budget, day + 8.99 * HOUR)
+    assert active(budget, day + 9 * HOUR)
+    assert active(budget, day + 16.99 * HOUR)
+    assert not active(budget, day + 17.01 * HOUR)
+    assert active(DisruptionBudget(nodes="0"), day)  # no schedule: always
+
+
+def test_the_most_restrictive_active_budget_for_the_reason_wins() -> None:
+    budgets = [
+        DisruptionBudget(nodes="50%"),
+        DisruptionBudget(nodes="2", reasons=[DisruptionReason.UNDERUTILIZED]),
+        DisruptionBudget(nodes="0", reasons=[DisruptionReason.EMPTY], schedule="0 0 * * *", duration=HOUR),
+    ]
+    pool = Pool(name="p", disruption=Disruption(budgets=budgets))
+    assert allowed(pool, DisruptionReason.UNDERUTILIZED, 0.0, 10, 0)[0] == 2
+    assert allowed(pool, DisruptionReason.UNDERUTILIZED, 0.0, 10, 1)[0] == 1  # one is being disrupted
+    assert allowed(pool, DisruptionReason.EMPTY, 30.0, 10, 0)[0] == 0  # inside the midnight window
+    assert allowed(pool, DisruptionReason.EMPTY, 2 * HOUR, 10, 0)[0] == 5  # after it: 50%
+    assert allowed(Pool(name="q"), DisruptionReason.EMPTY, 0.0, 30, 0)[0] == 3  # the default: 10%
+
+
+@pytest.mark.parametrize(
+    ("block", "needle"),
+    [
+        ("{budgets: [{nodes: '150%'}]}", "pools[0].disruption.budgets[0].nodes"),
+        ("{budgets: [{nodes: '-1'}]}", "pools[0].disruption.budgets[0].nodes"),
+        ("{budgets: [{nodes: '1', schedule: '0 9 * * *'}]}", "schedule and duration go together"),
+        ("{budgets: [{nodes: '1', schedule: '61 9 * * *', duration: 1h}]}", "not a cron schedule"),
+        ("{budgets: [{nodes: '1', reasons: [Sometimes]}]}", "pools[0].disruption.budgets[0].reasons[0]: expected one of 'Empty'"),
+        ("{consolidationPolicy: Always}", "pools[0].disruption.consolidationPolicy"),
+        ("{consolidateAfter: -5s}", "pools[0].disruption.consolidateAfter"),
+    ],
+)
+def test_a_bad_disruption_block_names_its_field(block: str, needle: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(f"pools: [{{name: a, disruption: {block}}}]\n", "provider.yaml", Path("."))
+    assert needle in str(caught.value)
+
+
+# -- the planner (pure) ---------------------------------------------------------------------
+
+
+def _node(name: str, itype: str = "m.xlarge", capacity=OD) -> Node:
+    return Node(NodeName(name), "general", itype, capacity, "zone-1a", state=NodeState.AVAILABLE)
+
+
+def _spec(itype: str, price: float, capacity=OD, standby: bool = False) -> NodeSpec:
+    return NodeSpec(NodeName("new"), "general", itype, capacity, "zone-1a", price, Resources(), {}, standby=standby)
+
+
+def _planner(decision: Decision, spot_choices: int = 0) -> Planner:
+    prices = {"a.large": 0.10, "m.xlarge": 0.20, "m.4xlarge": 0.80}
+    return Planner(lambda _snapshot: decision, lambda n: prices[n.instance_type], lambda _n: spot_choices)
+
+
+def test_a_replacement_must_be_strictly_cheaper_and_of_another_type() -> None:
+    snapshot = ClusterSnapshot((), (_node("n1"),))
+    ok, _ = _planner(Decision(start=(_spec("a.large", 0.10),))).consolidate(snapshot, [_node("n1")])
+    assert ok is not None
+    assert ok.savings == pytest.approx(0.10)
+    same_price, why = _planner(Decision(start=(_spec("b.large", 0.20),))).consolidate(snapshot, [_node("n1")])
+    assert same_price is None
+    assert "would not be cheaper" in why
+    same_type, why = _planner(Decision(start=(_spec("m.xlarge", 0.15),))).consolidate(snapshot, [_node("n1")])
+    assert same_type is None
+    assert "same type" in why
+    two, why = _planner(Decision(start=(_spec("a.large", 0.05), _spec("a.large", 0.05)))).consolidate(snapshot, [_node("n1")])
+    assert two is None
+    assert "2 new nodes" in why
+    standby, why = _planner(Decision(start=(_spec("a.large", 0.05, standby=True),))).consolidate(snapshot, [_node("n1")])
+    assert standby is None
+    assert "standby" in why
+
+
+def test_spot_is_replaced_by_spot_only_with_many_cheaper_spot_types() -> None:
+    spot_node = _node("n1", capacity=SPOT)
+    snapshot = ClusterSnapshot((), (spot_node,))
+    few, why = _planner(Decision(start=(_spec("a.large", 0.05, SPOT),)), spot_choices=SPOT_TO_SPOT_CHOICES - 1).consolidate(snapshot, [spot_node])
+    assert few is None
+    assert "spot to spot" in why
+    many, _ = _planner(Decision(start=(_spec("a.large", 0.05, SPOT),)), spot_choices=SPOT_TO_SPOT_CHOICES).consolidate(snapshot, [spot_node])
+    assert many is not None
+
+
+def test_pods_that_would_not_fit_elsewhere_keep_their_node() -> None:
+    held = pod("p1", node="n1")
+    snapshot = ClusterSnapshot((held,), (_node("n1"),))
+    result, why = _planner(Decision(waiting={held.key: "no room"})).consolidate(snapshot, [_node("n1")])
+    assert result is None
+    assert why == "1 pod(s) would not fit elsewhere (no room)"
+
+
+# -- the controller on the virtual clock ----------------------------------------------------
+
+
+def _steady_and_finishing() -> list:
+    """Four pods for good and four that finish after 15 minutes, interleaved: once the
+    short ones are gone, the long ones sit one per node."""
+    stay = [arrive(f"p{i}", at=i * 120, cpu="700m", memory="1Gi") for i in range(4)]
+    leave = [arrive(f"q{i}", at=i * 120 + 60, duration=900, cpu="700m", memory="1Gi") for i in range(4)]
+    return stay + leave
+
+
+def _run(pool: Pool, arrivals: list, seconds: float = 3600.0) -> Harness:
+    h = Harness(pool, arrivals=arrivals, idle_grace=30)
+    h.run(seconds)
+    return h
+
+
+def test_underutilized_nodes_are_consolidated_and_every_pod_runs() -> None:
+    h = _run(binpack_pool(), _steady_and_finishing())
+    done = h.controller.disruption.summary()
+    assert done["Underutilized"]["nodes"] >= 1
+    live = [n for n in h.controller.nodes.values() if n.state is not NodeState.TERMINATED]
+    assert len(live) == 2  # 4 x 700m: two a.large hold them
+    assert set(h.bound()) == {f"default/p{i}" for i in range(4)}
+    actions = [a for a in h.controller.disruption.actions if a["reason"] == "Underutilized"]
+    assert all(a["savingsPerHour"] > 0 for a in actions)
+
+
+def test_a_do_not_disrupt_pod_keeps_its_node() -> None:
+    arrivals = [dataclasses.replace(a, pod=dataclasses.replace(a.pod, do_not_disrupt=True)) for a in _steady_and_finishing()]
+    h = _run(binpack_pool(), arrivals)
+    assert "Underutilized" not in h.controller.disruption.summary()
+    assert h.controller.disruption.state.startswith("nothing to consolidate among 0 candidate")
+
+
+def test_a_zero_budget_inside_its_window_blocks_consolidation_and_lets_it_after() -> None:
+    # The harness's clock starts at 1970-01-01 00:16:40 UTC; the window is midnight to 01:00.
+    window = Disruption(budgets=[DisruptionBudget(nodes="0", schedule="0 0 * * *", duration=HOUR)])
+    inside = _run(binpack_pool(disruption=window), _steady_and_finishing(), seconds=2400)
+    assert "Underutilized" not in inside.controller.disruption.summary()
+    inside.run(3600)  # past 01:00
+    assert inside.controller.disruption.summary()["Underutilized"]["nodes"] >= 1
+
+
+def test_with_a_budget_of_one_node_at_most_one_is_disrupted_at_a_time() -> None:
+    one = Disruption(budgets=[DisruptionBudget(nodes="1")])
+    arrivals = [arrive(f"p{i}", at=i * 60, cpu="700m", memory="1Gi") for i in range(6)]
+    arrivals += [arrive(f"q{i}", at=i * 60 + 30, duration=600, cpu="700m", memory="1Gi") for i in range(6)]
+    h = Harness(binpack_pool(disruption=one), arrivals=arrivals, idle_grace=30)
+    most = 0
+    while h.clock.now() < 1000 + 2 * HOUR:
+        h.driver.step()
+        most = max(most, sum(1 for label in h.controller.marked.values() if label[1] in ("consolidation", "idle")))
+    assert most == 1
+    assert h.controller.disruption.summary()["Underutilized"]["nodes"] >= 1
+
+
+def test_a_proposal_is_dropped_when_a_pod_arrives_before_it_is_acted_on() -> None:
+    first = Harness(binpack_pool(), arrivals=_steady_and_finishing(), idle_grace=30)
+    while first.controller.disruption.proposal is None:
+        first.driver.step()
+    proposed_at = first.controller.disruption.proposal.at - 1000.0  # the harness's origin
+    arrivals = [*_steady_and_finishing(), arrive("late", at=proposed_at + 5, cpu="700m", memory="1Gi")]
+    second = Harness(binpack_pool(), arrivals=arrivals, idle_grace=30)
+    second.run(proposed_at + 20)
+    assert second.controller.disruption.proposal is None
+    assert not [a for a in second.controller.disruption.actions if a["reason"] == "Underutilized" and a["at"] <= 1000 + proposed_at + 20]
+
+
+def test_a_steady_cluster_reaches_a_fixed_point_with_no_disruption_for_a_week() -> None:
+    h = _run(binpack_pool(), _steady_and_finishing(), seconds=HOUR)
+    before = len(h.controller.disruption.actions)
+    h.run(7 * 24 * HOUR)
+    assert len(h.controller.disruption.actions) == before
+    assert h.controller.cost_per_hour() == pytest.approx(0.20)
