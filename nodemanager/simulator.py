@@ -84,6 +84,7 @@ class Simulation:
             workload,
             register_delay=sim.register_delay,
             system_usage=(sim.system_cpu, sim.system_memory),
+            resume_evicted=sim.evicted_pods == "resume",
             devices=devices,
             objects=objects,
         )

@@ -60,7 +60,14 @@ def build_cluster(
     devices = loaded.devices if loaded else None
     objects = loaded.objects if loaded else None
     return SimulatedCluster(
-        clock, cloud, arrivals, register_delay=sim.register_delay, system_usage=(sim.system_cpu, sim.system_memory), devices=devices, objects=objects
+        clock,
+        cloud,
+        arrivals,
+        register_delay=sim.register_delay,
+        system_usage=(sim.system_cpu, sim.system_memory),
+        devices=devices,
+        objects=objects,
+        resume_evicted=sim.evicted_pods == "resume",
     )
 
 

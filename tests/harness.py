@@ -32,6 +32,7 @@ class Harness:
         healthy_timeout: float = 90.0,
         max_boots: int = 10,
         catalog: Catalog = CATALOG,
+        resume_evicted: bool = False,
         cloud: Callable[[VirtualClock], CloudClient] | None = None,
         **cloud_kw: object,
     ) -> None:
@@ -51,7 +52,7 @@ class Harness:
         )
         self.clock = VirtualClock(1000.0)
         self.cloud = cloud(self.clock) if cloud else SimulatedCloud("test", self.clock, boot_delay=boot_delay, **cloud_kw)  # type: ignore[arg-type]
-        self.cluster = SimulatedCluster(self.clock, self.cloud, arrivals or [], register_delay=register_delay)
+        self.cluster = SimulatedCluster(self.clock, self.cloud, arrivals or [], register_delay=register_delay, resume_evicted=resume_evicted)
         self.controller = self.new_controller()
 
     def new_controller(self) -> NodeController:

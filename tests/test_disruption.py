@@ -200,3 +200,29 @@ def test_a_steady_cluster_reaches_a_fixed_point_with_no_disruption_for_a_week() 
     h.run(7 * 24 * HOUR)
     assert len(h.controller.disruption.actions) == before
     assert h.controller.cost_per_hour() == pytest.approx(0.20)
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_an_evicted_pod_restarts_its_work_or_resumes_it(resume: bool) -> None:
+    """Its node dies 600 s into a 900 s run (its pod runs on until the node is gone): the
+    pod waits, is placed again, and runs the whole 900 s again (a Job's pod) or what it had
+    left (work that checkpoints)."""
+    h = Harness(binpack_pool(), arrivals=[arrive("job", duration=900, cpu="700m", memory="1Gi")], idle_grace=30, resume_evicted=resume)
+    h.run(60)
+    [first] = h.bound().values()
+    started = h.cluster.first_bound["default/job"]
+    h.run(started + 600 - h.clock.now())
+    h.cluster.silence(first)
+    evicted_at = rebound_at = None
+    while "default/job" in h.cluster.pods:
+        h.driver.step()
+        node = h.cluster.pods["default/job"].pod.node_name if "default/job" in h.cluster.pods else None
+        if evicted_at is None and node == "":
+            evicted_at = h.clock.now()
+        if rebound_at is None and node and node != first:
+            rebound_at = h.clock.now()
+    assert evicted_at is not None
+    assert rebound_at is not None
+    left = 900 - (evicted_at - started) if resume else 900
+    assert 600 < evicted_at - started < 900
+    assert h.clock.now() - rebound_at == pytest.approx(left, abs=10)

@@ -66,8 +66,10 @@ class SimulatedCluster:
         devices: DeviceContext | None = None,
         objects: ClusterObjects | None = None,
         startup_delay: float = STARTUP_DELAY,
+        resume_evicted: bool = False,
     ) -> None:
         objects = objects or ClusterObjects()
+        self.resume_evicted = resume_evicted  # an evicted pod keeps the work it had done
         self.daemon_sets = objects.daemon_sets
         self.namespaces = objects.namespaces
         self.pod_selecting = objects.pod_selecting
@@ -303,6 +305,8 @@ class SimulatedCluster:
                 for claim in sim.pod.claims:  # its devices went with the node
                     if (found := self._claims.get(claim)) is not None:
                         self._claims[claim] = replace(found, allocation=None)
+                if self.resume_evicted and sim.duration is not None and sim.bound_at is not None:
+                    sim.duration = max(sim.duration - (self.clock.now() - sim.bound_at), 0.0)
                 sim.pod = replace(sim.pod, node_name="", phase=PodPhase.PENDING)
                 sim.bound_at = None
                 self._events.append(PodEvent(EventType.MODIFIED, sim.pod))

@@ -121,6 +121,9 @@ class SimulatedCluster(Model):
     register_delay: Duration = 10.0  # running instance to Ready node (kubelet start-up)
     system_cpu: CpuQuantity = 200  # what each node's system daemons use (for batch resources)
     system_memory: ByteQuantity = 512 * 2**20
+    # A pod whose node goes (consolidation, a failure) runs again from the start (a Job's
+    # pod restarted), or resumes where it stopped (work that checkpoints).
+    evicted_pods: Literal["restart", "resume"] = "restart"
 
 
 class LeaderElection(Model):
