@@ -11,7 +11,7 @@ from cloud.catalog import Catalog
 from cloud.simulated import SimulatedCloud
 from nodemanager.clock import VirtualClock
 from nodemanager.cluster.simulated import SimulatedCluster
-from nodemanager.cluster.workload import Arrival
+from nodemanager.cluster.workload import Arrival, ClusterObjects
 from nodemanager.config.schema import Loops, NodeDefaults, Pool, ProviderConfig
 from nodemanager.controller import InlineExecutor, NodeController
 from nodemanager.controller.virtual import VirtualDriver
@@ -33,6 +33,7 @@ class Harness:
         max_boots: int = 10,
         catalog: Catalog = CATALOG,
         resume_evicted: bool = False,
+        objects: ClusterObjects | None = None,
         cloud: Callable[[VirtualClock], CloudClient] | None = None,
         **cloud_kw: object,
     ) -> None:
@@ -52,7 +53,7 @@ class Harness:
         )
         self.clock = VirtualClock(1000.0)
         self.cloud = cloud(self.clock) if cloud else SimulatedCloud("test", self.clock, boot_delay=boot_delay, **cloud_kw)  # type: ignore[arg-type]
-        self.cluster = SimulatedCluster(self.clock, self.cloud, arrivals or [], register_delay=register_delay, resume_evicted=resume_evicted)
+        self.cluster = SimulatedCluster(self.clock, self.cloud, arrivals or [], register_delay=register_delay, resume_evicted=resume_evicted, objects=objects)
         self.controller = self.new_controller()
 
     def new_controller(self) -> NodeController:

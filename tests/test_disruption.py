@@ -11,11 +11,14 @@ import pytest
 from builders import OD, SPOT, pod
 from harness import Harness, arrive, binpack_pool
 
+from nodemanager.cluster.workload import ClusterObjects, WorkloadError, parse_cluster_objects
 from nodemanager.config import parse_config
 from nodemanager.config.schema import Disruption, DisruptionBudget, DisruptionReason, Pool
 from nodemanager.controller.budgets import active, allowed
-from nodemanager.errors import ConfigError
-from nodemanager.model import Node, NodeName, NodeState, Resources
+from nodemanager.errors import ConfigError, InvalidManifest
+from nodemanager.model import Node, NodeName, NodeState, PodPhase, Resources
+from nodemanager.model.interpod import parse_label_selector
+from nodemanager.model.pdb import PodDisruptionBudget
 from nodemanager.scaler import ClusterSnapshot, Decision, NodeSpec
 from nodemanager.scaler.consolidation import SPOT_TO_SPOT_CHOICES, Planner
 
@@ -226,3 +229,85 @@ def test_an_evicted_pod_restarts_its_work_or_resumes_it(resume: bool) -> None:
     left = 900 - (evicted_at - started) if resume else 900
     assert 600 < evicted_at - started < 900
     assert h.clock.now() - rebound_at == pytest.approx(left, abs=10)
+
+
+# -- PodDisruptionBudgets --------------------------------------------------------------------
+
+
+def _pdb(spec: dict, status: dict | None = None, generation: int = 1) -> PodDisruptionBudget:
+    doc = {"metadata": {"name": "b", "namespace": "default", "generation": generation}, "spec": {"selector": {"matchLabels": {"app": "web"}}, **spec}}
+    return PodDisruptionBudget.from_manifest({**doc, **({"status": status} if status is not None else {})})
+
+
+def _web(n: int, running: int) -> list:
+    phase = [PodPhase.RUNNING] * running + [PodPhase.PENDING] * (n - running)
+    return [dataclasses.replace(pod(f"w{i}", node="n1" if i < running else ""), labels={"app": "web"}, phase=phase[i]) for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("spec", "pods", "running", "allowed"),
+    [
+        ({"minAvailable": 2}, 4, 4, 2),  # desiredHealthy 2 of 4 healthy
+        ({"minAvailable": 2}, 4, 2, 0),
+        ({"minAvailable": "50%"}, 5, 5, 2),  # 50% of 5 rounds up to 3
+        ({"maxUnavailable": 1}, 4, 4, 1),
+        ({"maxUnavailable": 1}, 4, 3, 0),  # one is already down
+        ({"maxUnavailable": "30%"}, 10, 10, 3),  # 30% of 10 is 3: desiredHealthy 7
+        ({"maxUnavailable": "25%"}, 3, 3, 1),  # 25% of 3 rounds up to 1
+        ({"minAvailable": 0}, 0, 0, 0),  # no pod expected: nothing allowed
+        ({}, 3, 3, 0),  # neither set: kube expects no pod
+    ],
+)
+def test_disruptions_allowed_follow_kubes_disruption_controller(spec: dict, pods: int, running: int, allowed: int) -> None:
+    assert _pdb(spec).allowed(_web(pods, running)) == allowed
+
+
+def test_the_servers_count_wins_once_it_has_processed_the_budget() -> None:
+    assert _pdb({"minAvailable": 1}, {"observedGeneration": 1, "disruptionsAllowed": 4}).allowed(_web(2, 2)) == 4
+    assert _pdb({"minAvailable": 1}, {"observedGeneration": 1, "disruptionsAllowed": 4}, generation=2).allowed(_web(9, 9)) == 0
+
+
+def test_policy_v1_selectors_an_empty_one_selects_the_namespace_a_missing_one_nothing() -> None:
+    everyone = PodDisruptionBudget.from_manifest({"metadata": {"name": "b"}, "spec": {"selector": {}, "maxUnavailable": 0}})
+    nobody = PodDisruptionBudget.from_manifest({"metadata": {"name": "b"}, "spec": {"maxUnavailable": 0}})
+    other = dataclasses.replace(pod("x"), namespace="other")
+    assert everyone.selects(pod("x"))
+    assert not everyone.selects(other)
+    assert not nobody.selects(pod("x"))
+    with pytest.raises(InvalidManifest, match="minAvailable and maxUnavailable cannot both be set"):
+        PodDisruptionBudget.from_manifest({"metadata": {"name": "b"}, "spec": {"minAvailable": 1, "maxUnavailable": 1}})
+    with pytest.raises(InvalidManifest, match=r"spec.minAvailable: expected a non-negative integer or a percentage"):
+        PodDisruptionBudget.from_manifest({"metadata": {"name": "b"}, "spec": {"minAvailable": "half"}})
+
+
+def _guarded() -> list:
+    """The scenario above, its steady pods labelled app=steady."""
+    label = {"app": "steady"}
+    return [dataclasses.replace(a, pod=dataclasses.replace(a.pod, labels=label)) if a.pod.name.startswith("p") else a for a in _steady_and_finishing()]
+
+
+def test_a_budget_that_allows_no_eviction_blocks_consolidation_and_status_names_it() -> None:
+    budget = PodDisruptionBudget("default", "steady", parse_label_selector({"matchLabels": {"app": "steady"}}, "s"), min_available="100%")
+    h = Harness(binpack_pool(), arrivals=_guarded(), idle_grace=30, objects=ClusterObjects(pdbs=(budget,)))
+    h.run(3600)
+    assert "Underutilized" not in h.controller.disruption.summary()
+    blocked = h.controller.status()["disruption"]["blocked"]
+    assert blocked
+    assert all("PodDisruptionBudget default/steady allows 0 eviction(s) now" in why for why in blocked.values())
+
+
+def test_a_budget_that_allows_one_eviction_lets_nodes_go_one_at_a_time() -> None:
+    budget = PodDisruptionBudget("default", "steady", parse_label_selector({"matchLabels": {"app": "steady"}}, "s"), max_unavailable=1)
+    h = Harness(binpack_pool(), arrivals=_guarded(), idle_grace=30, objects=ClusterObjects(pdbs=(budget,)))
+    h.run(3600)
+    actions = [a for a in h.controller.disruption.actions if a["reason"] == "Underutilized"]
+    assert actions
+    assert all(a["pods"] <= 1 for a in actions)
+    assert set(h.bound()) == {f"default/p{i}" for i in range(4)}
+
+
+def test_a_workload_file_carries_budgets_and_a_bad_one_names_its_field() -> None:
+    (budget,) = parse_cluster_objects("podDisruptionBudgets: [{metadata: {name: b}, spec: {maxUnavailable: 1, selector: {}}}]\npods: []").pdbs
+    assert (budget.key, budget.max_unavailable) == ("default/b", 1)
+    with pytest.raises(WorkloadError, match=r"podDisruptionBudgets\[0\].spec.maxUnavailable: expected a non-negative integer"):
+        parse_cluster_objects("podDisruptionBudgets: [{metadata: {name: b}, spec: {maxUnavailable: -1}}]\npods: []")

@@ -237,3 +237,16 @@ def test_namespace_labels_and_what_selects_pods_reach_the_scaler(stub: KubeStub,
     stub.remove("services", "shop", "api")
     made.pool_loop()
     assert [(type(o).__name__, o.key) for o in made.cache.snapshot().pod_selecting] == [("ReplicaSet", "shop/api-1"), ("StatefulSet", "shop/db")]
+
+
+def test_pod_disruption_budgets_reach_the_cache_with_what_the_server_allows(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    """policy/v1 budgets are listed and watched; disruptionsAllowed is the server's, and a
+    budget the server has not processed yet allows nothing (the Eviction API answers 429)."""
+    config = kube_config(binpack_pool())
+    stub.add_pdb("shop", "api", {"app": "api"}, disruptions_allowed=2)
+    made = controller(config, cloud, source(stub, cloud, clock, config), clock)
+    made.pool_loop()
+    assert [(b.key, b.allowed(())) for b in made.cache.snapshot().pdbs] == [("shop/api", 2)]
+    stub.add_pdb("shop", "db", {"app": "db"}, disruptions_allowed=3, processed=False)
+    made.pool_loop()
+    assert [(b.key, b.allowed(())) for b in made.cache.snapshot().pdbs] == [("shop/api", 2), ("shop/db", 0)]

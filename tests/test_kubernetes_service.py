@@ -122,6 +122,7 @@ def test_two_replicas_one_leader_binds_the_other_reports_it(live_stub: KubeStub,
                 "replicationcontrollers",
                 "replicasets",
                 "statefulsets",
+                "poddisruptionbudgets",
             }
             live_stub.drop_watches()  # every stream dies mid-way; the threads reconnect
             live_stub.create_pod("after-drop", cpu="1", memory="1Gi")

@@ -17,6 +17,7 @@ from nodemanager.cache.pod_state import PodOp, PodState, next_state
 from nodemanager.cluster.base import ClusterEvent, ClusterNode, ClusterObject, EventType, NodeEvent, ObjectEvent, PodEvent
 from nodemanager.model import Pod, PodKey, PodPhase, Resources
 from nodemanager.model.daemonset import DaemonSet
+from nodemanager.model.pdb import PodDisruptionBudget
 from nodemanager.model.pod_owners import SELECTING_KINDS, Namespace, PodSelecting
 from nodemanager.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass, VolumeContext
 
@@ -49,6 +50,7 @@ class CacheSnapshot:
     volumes: VolumeContext | None = None  # None: the cluster has no volume objects
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # labels by namespace
     pod_selecting: tuple[PodSelecting, ...] = ()  # Services, RCs, ReplicaSets, StatefulSets
+    pdbs: tuple[PodDisruptionBudget, ...] = ()
 
 
 class ClusterEventsHandler:
@@ -227,8 +229,9 @@ class ClusterEventsHandler:
             daemon_sets = tuple(obj for _, obj in sorted(self._objects[DaemonSet].items()) if isinstance(obj, DaemonSet))
             namespaces = {name: ns.labels for name, ns in self._objects[Namespace].items() if isinstance(ns, Namespace)}
             selecting = tuple(o for kind in SELECTING_KINDS for _, o in sorted(self._objects[kind].items()) if isinstance(o, PodSelecting))
+            pdbs = tuple(b for _, b in sorted(self._objects[PodDisruptionBudget].items()) if isinstance(b, PodDisruptionBudget))
             return CacheSnapshot(
-                waiting + placed, MappingProxyType(dict(self._nodes)), self.generation, daemon_sets, self._volume_context(), namespaces, selecting
+                waiting + placed, MappingProxyType(dict(self._nodes)), self.generation, daemon_sets, self._volume_context(), namespaces, selecting, pdbs
             )
 
     def _volume_context(self) -> VolumeContext | None:

@@ -13,6 +13,7 @@ from nodemanager.dra.model import AllocationResult
 from nodemanager.errors import NodeManagerError
 from nodemanager.model import Pod, PodKey, Resources, Taint
 from nodemanager.model.daemonset import DaemonSet
+from nodemanager.model.pdb import PodDisruptionBudget
 from nodemanager.model.pod_owners import Namespace, PodSelecting
 from nodemanager.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from nodemanager.noderesource.model import NodeMetric
@@ -51,7 +52,7 @@ class NodeEvent:
     node: ClusterNode
 
 
-ClusterObject = DaemonSet | PersistentVolumeClaim | PersistentVolume | StorageClass | Namespace | PodSelecting
+ClusterObject = DaemonSet | PersistentVolumeClaim | PersistentVolume | StorageClass | Namespace | PodSelecting | PodDisruptionBudget
 
 
 @dataclass(frozen=True)

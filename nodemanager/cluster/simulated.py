@@ -73,6 +73,7 @@ class SimulatedCluster:
         self.daemon_sets = objects.daemon_sets
         self.namespaces = objects.namespaces
         self.pod_selecting = objects.pod_selecting
+        self.pdbs = objects.pdbs
         self._actions = sorted(objects.node_actions, key=lambda a: a.at)
         self._next_action = 0
         self.claims: dict[str, PersistentVolumeClaim] = {c.key: c for c in objects.claims}
@@ -126,7 +127,7 @@ class SimulatedCluster:
         objects: list[tuple[str, ClusterObject]] = [(d.key, d) for d in self.daemon_sets]
         objects += [(k, c) for k, c in sorted(self.claims.items())] + [(k, v) for k, v in sorted(self.volumes.items())]
         objects += sorted(self.classes.items())
-        objects += [(n.key, n) for n in self.namespaces] + [(o.key, o) for o in self.pod_selecting]
+        objects += [(n.key, n) for n in self.namespaces] + [(o.key, o) for o in self.pod_selecting] + [(b.key, b) for b in self.pdbs]
         return [ObjectEvent(EventType.ADDED, key, obj) for key, obj in objects]
 
     def bind(self, pod: PodKey, node: str) -> str:

@@ -17,8 +17,9 @@ Besides pods, a workload may hold what the cluster around them has: ``daemonSets
 ``persistentVolumeClaims``, ``persistentVolumes`` and ``storageClasses`` (manifests), and
 ``namespaces`` (their labels, for ``namespaceSelector``), the ``services``,
 ``replicationControllers``, ``replicaSets`` and ``statefulSets`` that select pods (the
-selector default spread constraints count by; pods name theirs in ``ownerReferences``), and
-``nodeEvents``, what operators do to nodes (taint, untaint, cordon, uncordon):
+selector default spread constraints count by; pods name theirs in ``ownerReferences``), the
+``podDisruptionBudgets`` consolidation respects (a budget without a ``status`` has its
+``disruptionsAllowed`` computed as kube's disruption controller does), and ``nodeEvents``, what operators do to nodes (taint, untaint, cordon, uncordon):
 
     nodeEvents:
       - at: 30m
@@ -44,12 +45,13 @@ from nodemanager.errors import InvalidInput, InvalidManifest
 from nodemanager.model import Pod, PodPhase, Taint, TaintEffect
 from nodemanager.model import volumes as kv
 from nodemanager.model.daemonset import DaemonSet
+from nodemanager.model.pdb import PodDisruptionBudget
 from nodemanager.model.pod_owners import Namespace, PodSelecting, ReplicaSet, ReplicationController, Service, StatefulSet
 from nodemanager.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 
 _ENTRY_KEYS = {"name", "count", "at", "duration", "pod", "usage"}
 _SELECTING = {"services": Service, "replicationControllers": ReplicationController, "replicaSets": ReplicaSet, "statefulSets": StatefulSet}
-_CLUSTER_KEYS = {"daemonSets", "persistentVolumeClaims", "persistentVolumes", "storageClasses", "nodeEvents", "namespaces", *_SELECTING}
+_CLUSTER_KEYS = {"daemonSets", "persistentVolumeClaims", "persistentVolumes", "storageClasses", "nodeEvents", "namespaces", "podDisruptionBudgets", *_SELECTING}
 _TOP_KEYS = {"pods", "deviceClasses", "resourceClaims", "resourceClaimTemplates"} | _CLUSTER_KEYS
 _NODE_EVENT_KEYS = {"at", "nodes", "count", "taint", "untaint", "cordon"}
 DEFAULT_MAX_PODS = 1_000_000  # pods in one workload (every count added up); simulate --max-pods raises it
@@ -309,6 +311,7 @@ class ClusterObjects:
     node_actions: tuple[NodeAction, ...] = ()
     namespaces: tuple[Namespace, ...] = ()
     pod_selecting: tuple[PodSelecting, ...] = ()  # services, replicationControllers, replicaSets, statefulSets
+    pdbs: tuple[PodDisruptionBudget, ...] = ()  # podDisruptionBudgets (policy/v1)
 
 
 def parse_cluster_objects(text: str, source: str = "workload") -> ClusterObjects:
@@ -330,6 +333,7 @@ def _cluster_objects(doc: Any, source: str) -> ClusterObjects:
         _each(doc, "nodeEvents", _node_action, problems),
         _each(doc, "namespaces", Namespace.from_manifest, problems),
         tuple(o for key, kind in _SELECTING.items() for o in _each(doc, key, kind.from_manifest, problems)),
+        _each(doc, "podDisruptionBudgets", PodDisruptionBudget.from_manifest, problems),
     )
     if problems:
         raise WorkloadError(source, problems)

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections import Counter, deque
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nodemanager.config.schema import ConsolidationPolicy, DisruptionReason
 from nodemanager.controller.budgets import allowed
-from nodemanager.model import CapacityType, Node, NodeName, NodeState, PodKey
+from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod, PodKey
+from nodemanager.model.pod import DO_NOT_DISRUPT_ANNOTATION
 from nodemanager.scaler import ClusterSnapshot, StopOrder
 from nodemanager.scaler.consolidation import Consolidation, Planner
 
@@ -106,24 +107,31 @@ class DisruptionController:
             self.proposal, self.state = None, unsettled
             return
         snapshot = self._without_idle(c.snapshot(now))
-        candidates = self._candidates(snapshot, now)
+        candidates, together, blocked = self._candidates(snapshot, now)
         c.metrics.disruption_candidates.set(len(candidates))
         if self.proposal is not None:
             if now - self.proposal.at < VALIDATION_DELAY:
                 return
             proposed, self.proposal = self.proposal.consolidation, None
+            at = {n.name: i for i, n in enumerate(candidates)}
             nodes = [n for n in candidates if n.name in proposed.nodes]
-            again, why = self.planner.consolidate(snapshot, nodes) if len(nodes) == len(proposed.nodes) else (None, "a node is no longer a candidate")
+            if len(nodes) < len(proposed.nodes):
+                again, why = None, "a node is no longer a candidate"
+            elif len(nodes) > 1 and max(at[n.name] for n in nodes) >= together:
+                again, why = None, "PodDisruptionBudgets no longer allow these nodes together"
+            else:
+                again, why = self.planner.consolidate(snapshot, nodes)
             if again is None:
                 log.info("consolidation dropped at validation: %s", why)
                 self.state = f"dropped at validation: {why}"
                 return
             self._act(again, now)
             return
-        inputs = (c.cache.generation, c.records_generation, tuple(n.name for n in candidates), frozenset(c.unneeded_since))
+        inputs = (c.cache.generation, c.records_generation, tuple(n.name for n in candidates), frozenset(c.unneeded_since), together)
         if inputs == self._fruitless:
             return  # nothing changed since the last pass found nothing
-        found, self.blocked = self.planner.best(snapshot, candidates, SINGLE_NODE_TRIES)
+        found, why = self.planner.best(snapshot, candidates, SINGLE_NODE_TRIES, together)
+        self.blocked = {**blocked, **why}
         if found is None:
             self._fruitless = inputs
             self.state = f"nothing to consolidate among {len(candidates)} candidate(s)"
@@ -166,11 +174,17 @@ class DisruptionController:
         live = [n for n in self.c.nodes.values() if n.pool == pool and n.state not in (NodeState.TERMINATING, NodeState.TERMINATED)]
         return len(live), sum(1 for n in live if n.name in self.c.marked)
 
-    def _candidates(self, snapshot: ClusterSnapshot, now: float) -> list[Node]:
+    def _candidates(self, snapshot: ClusterSnapshot, now: float) -> tuple[list[Node], int, dict[NodeName, str]]:
         """Nodes consolidation may disrupt, cheapest to disrupt first (fewest pods, then the
-        dearest), each pool's share cut to what its Underutilized budget allows."""
+        dearest), each pool's share cut to what its Underutilized budget allows; how many of
+        them may go together (their pods within every PodDisruptionBudget); and why nodes
+        that hold pods are not candidates."""
         c = self.c
-        blocked_pods = {p.node_name for p in snapshot.pods if p.do_not_disrupt and p.node_name}
+        held_by: dict[str, list[Pod]] = defaultdict(list)
+        for pod in snapshot.pods:
+            if pod.node_name and not pod.of_node:
+                held_by[pod.node_name].append(pod)
+        blocked: dict[NodeName, str] = {}
         found: list[tuple[int, float, str, Node]] = []
         for node in snapshot.nodes:
             pool = c.pool_config(node.pool)
@@ -183,26 +197,42 @@ class DisruptionController:
                 or registered is None
                 or not registered.ready
                 or not held
-                or node.name in blocked_pods
-                or registered.do_not_disrupt
-                or registered.unschedulable  # cordoned: an operator has the node
                 or now - since < pool.disruption.consolidate_after
             ):
                 continue
-            found.append((len(held), -self._price(node), node.name, node))
+            keep = next((p for p in held_by[node.name] if p.do_not_disrupt), None)
+            if keep is not None or registered.do_not_disrupt:
+                blocked[node.name] = f"{DO_NOT_DISRUPT_ANNOTATION} on {'pod ' + keep.key if keep else 'the node'}"
+            elif registered.unschedulable:
+                blocked[node.name] = "cordoned: an operator has the node"
+            else:
+                found.append((len(held), -self._price(node), node.name, node))
         found.sort(key=lambda f: f[:3])
         room: dict[str, int] = {}
-        out = []
+        allowance = {b.key: b.allowed(snapshot.pods) for b in snapshot.pdbs}
+        used: Counter[str] = Counter()  # evictions the candidates so far would take, by budget
+        out: list[Node] = []
+        together = None  # the first candidate that would overdraw a budget with those before it
         for *_, node in found:
             pool = c.pool_config(node.pool)
             assert pool is not None
             if pool.name not in room:
-                room[pool.name] = allowed(pool, DisruptionReason.UNDERUTILIZED, now, *self._counts(pool.name))[0]
-            if room[pool.name] > 0:
-                room[pool.name] -= 1
-                out.append(node)
+                room[pool.name], why = allowed(pool, DisruptionReason.UNDERUTILIZED, now, *self._counts(pool.name))
+            if room[pool.name] <= 0:
+                blocked[node.name] = f"disruption budget: {why or 'none left'}"
+                continue
+            takes = Counter(b.key for p in held_by[node.name] for b in snapshot.pdbs if b.selects(p))
+            over = next((k for k, n in sorted(takes.items()) if n > allowance[k]), None)
+            if over is not None:
+                blocked[node.name] = f"PodDisruptionBudget {over} allows {allowance[over]} eviction(s) now; {takes[over]} of its pods run here"
+                continue
+            used += takes
+            if together is None and any(used[k] > allowance[k] for k in takes):
+                together = len(out)
+            room[pool.name] -= 1
+            out.append(node)
         self.candidates = len(out)
-        return out
+        return out, len(out) if together is None else together, blocked
 
     # -- acting --------------------------------------------------------------------------
     def _act(self, consolidation: Consolidation, now: float) -> None:

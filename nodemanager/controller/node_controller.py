@@ -265,6 +265,7 @@ class NodeController:
             cached.pod_selecting,
             {pool: pause.describe() for pool, pause in self.backoff.active(now).items()},
             self.disruption.reserved,
+            cached.pdbs,
         )
 
     def _compute(self, now: float) -> Decision:

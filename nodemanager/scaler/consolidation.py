@@ -80,12 +80,15 @@ class Planner:
                 return None, f"spot to spot needs {SPOT_TO_SPOT_CHOICES} cheaper spot types (has {self.spot_choices(nodes[0])})"
         return Consolidation(tuple(sorted(names)), replacement, price, len(moving)), ""
 
-    def best(self, snapshot: ClusterSnapshot, candidates: Sequence[Node], single_tries: int) -> tuple[Consolidation | None, dict[NodeName, str]]:
-        """Karpenter's order: the longest prefix of ``candidates`` (cheapest to disrupt first)
-        that consolidates together, found by bisection; else one node at a time, at most
-        ``single_tries`` of them. Also why each single candidate tried did not."""
+    def best(
+        self, snapshot: ClusterSnapshot, candidates: Sequence[Node], single_tries: int, together: int | None = None
+    ) -> tuple[Consolidation | None, dict[NodeName, str]]:
+        """Karpenter's order: the longest prefix of ``candidates`` (cheapest to disrupt first,
+        at most ``together`` of them) that consolidates together, found by bisection; else
+        one node at a time, at most ``single_tries`` of them. Also why each single candidate
+        tried did not."""
         why: dict[NodeName, str] = {}
-        lo, hi, found = 2, min(len(candidates), MULTI_NODE_MAX), None
+        lo, hi, found = 2, min(len(candidates), MULTI_NODE_MAX, len(candidates) if together is None else together), None
         while lo <= hi:
             mid = (lo + hi) // 2
             result, _ = self.consolidate(snapshot, candidates[:mid])

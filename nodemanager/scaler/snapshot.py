@@ -9,6 +9,7 @@ from types import MappingProxyType
 from nodemanager.dra.context import DeviceContext
 from nodemanager.model import Node, NodeName, Pod
 from nodemanager.model.daemonset import DaemonSet
+from nodemanager.model.pdb import PodDisruptionBudget
 from nodemanager.model.pod_owners import PodSelecting
 from nodemanager.model.volumes import VolumeContext
 from nodemanager.scaler.unavailability import OfferingKey
@@ -29,3 +30,4 @@ class ClusterSnapshot:
     pod_selecting: tuple[PodSelecting, ...] = ()  # Services, RCs, ReplicaSets, StatefulSets (default spread)
     paused_pools: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # pool -> why it boots nothing now
     reserved: frozenset[NodeName] = frozenset()  # nodes booted to replace others: not idle while their pods move
+    pdbs: tuple[PodDisruptionBudget, ...] = ()  # what voluntary disruption may evict now

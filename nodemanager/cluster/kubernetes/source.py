@@ -45,6 +45,7 @@ from nodemanager.model import Pod, PodKey
 from nodemanager.model import volumes as kv
 from nodemanager.model.daemonset import DaemonSet
 from nodemanager.model.labels import HOSTNAME
+from nodemanager.model.pdb import PodDisruptionBudget
 from nodemanager.model.pod_owners import Namespace, ReplicaSet, ReplicationController, Service, StatefulSet
 from nodemanager.noderesource.model import NodeMetric
 
@@ -74,6 +75,7 @@ OBJECT_PARSERS = {
     "replicationcontrollers": ReplicationController.from_manifest,
     "replicasets": ReplicaSet.from_manifest,
     "statefulsets": StatefulSet.from_manifest,
+    "poddisruptionbudgets": PodDisruptionBudget.from_manifest,
 }
 
 
@@ -130,6 +132,8 @@ class KubernetesCluster:
             "replicationcontrollers": Reflector("replicationcontrollers", self.core.list_replication_controller_for_all_namespaces, **sized),
             "replicasets": Reflector("replicasets", apps.list_replica_set_for_all_namespaces, **sized),
             "statefulsets": Reflector("statefulsets", apps.list_stateful_set_for_all_namespaces, **sized),
+            # What voluntary disruption may evict now (the Eviction API has the last word).
+            "poddisruptionbudgets": Reflector("poddisruptionbudgets", client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces, **sized),
         }
         self.threaded = threaded
         self._changes: queue.SimpleQueue[tuple[str, Change]] = queue.SimpleQueue()
