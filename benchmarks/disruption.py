@@ -6,7 +6,7 @@ A cluster of ``--nodes`` Ready m6i.xlarge nodes (bundled us-east-1 catalog) hold
 ``--pods`` pods of web and app shapes, spread evenly, so each node is about half full: consolidation has plenty to find. Timed: the planner's pass as the
 disruption controller runs it (multi-node bisection over the candidates, cheapest to
 disrupt first, then single nodes). Checked independently: every pod of the removed nodes
-is bound by the what-if to a node that is not removed (or to the one replacement), and no
+is bound by the what-if to a node that is not removed (or to a replacement), and no
 node ends over its allocatable.
 """
 
@@ -93,7 +93,7 @@ def run(nodes: int, pods: int, seed: int) -> dict[str, object]:
         )
         result |= {
             "removed_nodes": len(found.nodes),
-            "replacement": found.replacement.instance_type if found.replacement else None,
+            "replacements": [r.instance_type for r in found.replacements],
             "pods_moved": found.pods,
             "savings_per_hour": round(found.savings, 4),
             "misplaced": verify(

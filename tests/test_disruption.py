@@ -311,3 +311,64 @@ def test_a_workload_file_carries_budgets_and_a_bad_one_names_its_field() -> None
     assert (budget.key, budget.max_unavailable) == ("default/b", 1)
     with pytest.raises(WorkloadError, match=r"podDisruptionBudgets\[0\].spec.maxUnavailable: expected a non-negative integer"):
         parse_cluster_objects("podDisruptionBudgets: [{metadata: {name: b}, spec: {maxUnavailable: -1}}]\npods: []")
+
+
+# -- expiration and drift -------------------------------------------------------------------
+
+
+def _one_steady(**kw: object) -> list:
+    return [arrive("p0", cpu="700m", memory="1Gi", **kw)]
+
+
+def test_an_expired_node_is_replaced_before_it_goes_even_with_do_not_disrupt() -> None:
+    arrivals = [dataclasses.replace(a, pod=dataclasses.replace(a.pod, do_not_disrupt=True)) for a in _one_steady()]
+    h = Harness(binpack_pool(disruption=Disruption(expire_after=HOUR)), arrivals=arrivals, idle_grace=30)
+    h.run(600)
+    [first] = h.bound().values()
+    h.run(HOUR)
+    [second] = h.bound().values()
+    assert second != first
+    assert first not in [i.node_name for i in h.cloud.list_instances()]  # terminated
+    assert h.controller.disruption.summary()["Expired"] == {"nodes": 1, "pods": 1, "savings_per_hour": pytest.approx(0.0)}
+    (action,) = [a for a in h.controller.disruption.actions if a["reason"] == "Expired"]
+    assert action["action"] == "replace"  # the new node was Ready before the old one was marked
+
+
+def test_expiration_waits_for_its_budget() -> None:
+    closed = Disruption(expire_after=HOUR, budgets=[DisruptionBudget(nodes="0", reasons=[DisruptionReason.EXPIRED])])
+    h = Harness(binpack_pool(disruption=closed), arrivals=_one_steady(), idle_grace=30)
+    h.run(2 * HOUR)
+    assert "Expired" not in h.controller.disruption.summary()
+    (why,) = h.controller.status()["disruption"]["held"].values()
+    assert why.startswith("expired (older than expireAfter 3600s); waits for pool general budget 0")
+
+
+def test_never_keeps_nodes_for_good() -> None:
+    config, _ = parse_config("pools: [{name: a, disruption: {expireAfter: Never}}]\n", "provider.yaml", Path("."))
+    assert config.pools[0].disruption.expire_after is None
+    assert Pool(name="b").disruption.expire_after == 720 * HOUR
+
+
+def test_a_node_its_pool_no_longer_allows_is_replaced_unless_held() -> None:
+    h = Harness(binpack_pool(instance_types=["a.large"]), arrivals=_one_steady(), idle_grace=30)
+    h.run(600)
+    [first] = h.bound().values()
+    assert h.controller.nodes[first].instance_type == "a.large"
+    h.config = h.config.model_copy(update={"pools": [binpack_pool(instance_types=["m.*"])]})
+    h.new_controller()  # restarted with the new provider.yaml
+    h.run(600)
+    [second] = h.bound().values()
+    assert h.controller.nodes[second].instance_type == "m.xlarge"
+    assert h.controller.disruption.summary()["Drifted"]["nodes"] == 1
+
+
+def test_a_drifted_node_with_a_do_not_disrupt_pod_is_held_and_says_so() -> None:
+    arrivals = [dataclasses.replace(a, pod=dataclasses.replace(a.pod, do_not_disrupt=True)) for a in _one_steady()]
+    h = Harness(binpack_pool(instance_types=["a.large"]), arrivals=arrivals, idle_grace=30)
+    h.run(600)
+    h.config = h.config.model_copy(update={"pools": [binpack_pool(instance_types=["m.*"], labels={"tier": "new"})]})
+    h.new_controller()
+    h.run(600)
+    assert "Drifted" not in h.controller.disruption.summary()
+    (why,) = h.controller.status()["disruption"]["held"].values()
+    assert why == "drifted (instance type a.large is no longer allowed) but nodemanager.io/do-not-disrupt holds it"

@@ -298,6 +298,8 @@ class Disruption(Model):
 
     consolidation_policy: ConsolidationPolicy = ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED
     consolidate_after: Duration = Field(default=0.0, ge=0)  # a node's pods unchanged this long before it is a candidate
+    # Nodes older than this are replaced (Karpenter's default: 30 days); "Never" keeps them.
+    expire_after: Annotated[Duration | None, BeforeValidator(lambda v: None if v == "Never" else v)] = Field(default=720 * 3600.0, gt=0)
     budgets: list[DisruptionBudget] = Field(default_factory=lambda: [DisruptionBudget()], max_length=50)
 
 

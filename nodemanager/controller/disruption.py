@@ -23,6 +23,7 @@ from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod, PodK
 from nodemanager.model.pod import DO_NOT_DISRUPT_ANNOTATION
 from nodemanager.scaler import ClusterSnapshot, StopOrder
 from nodemanager.scaler.consolidation import Consolidation, Planner
+from nodemanager.scaler.drift import drifted
 
 if TYPE_CHECKING:
     from nodemanager.controller.node_controller import NodeController
@@ -44,6 +45,7 @@ class _Proposal:
 @dataclass
 class _Replacing:
     consolidation: Consolidation
+    reason: DisruptionReason
     since: float
     marked: bool = False
 
@@ -56,6 +58,7 @@ class DisruptionController:
         self.pods_since: dict[str, tuple[frozenset[PodKey], float]] = {}  # node -> (its pods, unchanged since)
         self.state = "starting"  # what the last pass found, for /status
         self.blocked: dict[NodeName, str] = {}  # candidates not consolidated, and why
+        self.held: dict[NodeName, str] = {}  # expired or drifted nodes not replaced yet, and why
         self.candidates = 0
         self._fruitless: tuple | None = None  # the inputs of the last pass that found nothing
         self.actions: deque[dict[str, object]] = deque(maxlen=ACTIONS_KEPT)
@@ -65,9 +68,8 @@ class DisruptionController:
     # -- what the pool loop asks -----------------------------------------------------------
     @property
     def reserved(self) -> frozenset[NodeName]:
-        """The replacement in flight: not idle while the pods it is for are still elsewhere."""
-        r = self.replacing
-        return frozenset({r.consolidation.replacement.name}) if r is not None and r.consolidation.replacement is not None else frozenset()
+        """The replacements in flight: not idle while the pods they are for are still elsewhere."""
+        return frozenset(s.name for s in self.replacing.consolidation.replacements) if self.replacing is not None else frozenset()
 
     def within_budgets(self, stops: tuple[StopOrder, ...], now: float) -> tuple[list[StopOrder], list[StopOrder]]:
         """Idle stops the Empty budgets allow now, and those that must wait."""
@@ -90,7 +92,7 @@ class DisruptionController:
             log.info("%d idle node(s) wait for an Empty disruption budget: %s", len(deferred), ", ".join(o.name for o in deferred[:5]))
         for order in ok:
             node = self.c.nodes.get(order.name)
-            self._record(now, DisruptionReason.EMPTY, Consolidation((order.name,), None, self._price(node) if node else 0.0, 0))
+            self._record(now, DisruptionReason.EMPTY, Consolidation((order.name,), (), self._price(node) if node else 0.0, 0))
         return ok, deferred
 
     # -- the loop ------------------------------------------------------------------------
@@ -107,6 +109,8 @@ class DisruptionController:
             self.proposal, self.state = None, unsettled
             return
         snapshot = self._without_idle(c.snapshot(now))
+        if self.proposal is None and self._renew(snapshot, now):
+            return
         candidates, together, blocked = self._candidates(snapshot, now)
         c.metrics.disruption_candidates.set(len(candidates))
         if self.proposal is not None:
@@ -125,7 +129,7 @@ class DisruptionController:
                 log.info("consolidation dropped at validation: %s", why)
                 self.state = f"dropped at validation: {why}"
                 return
-            self._act(again, now)
+            self._act(again, DisruptionReason.UNDERUTILIZED, now)
             return
         inputs = (c.cache.generation, c.records_generation, tuple(n.name for n in candidates), frozenset(c.unneeded_since), together)
         if inputs == self._fruitless:
@@ -139,6 +143,45 @@ class DisruptionController:
         self.proposal = _Proposal(found, now)
         self.state = f"proposed at {now:.0f}: {found.describe()}"
         log.info("consolidation proposed (acted on after %gs if it still holds): %s; %s", VALIDATION_DELAY, found.describe(), ", ".join(found.nodes))
+
+    def _renew(self, snapshot: ClusterSnapshot, now: float) -> bool:
+        """Expired and drifted nodes are replaced first, one at a time, within their pools'
+        Expired and Drifted budgets: the capacity their pods need is booted, then they go.
+        Expiration ignores do-not-disrupt; drift respects it and PodDisruptionBudgets.
+        Whether one was started."""
+        c = self.c
+        self.held = {}
+        allowance = {b.key: b.allowed(snapshot.pods) for b in snapshot.pdbs}
+        for node in sorted(snapshot.nodes, key=lambda n: (n.created_at, n.name)):
+            pool = c.pool_config(node.pool)
+            registered = c.cache.node(node.name)
+            if pool is None or node.state not in SETTLED or registered is None or not registered.ready:
+                continue
+            expire = pool.disruption.expire_after
+            if expire is not None and now - node.created_at >= expire:
+                reason, why = DisruptionReason.EXPIRED, f"older than expireAfter {expire:g}s"
+            elif drift := drifted(node, pool, c.catalog):
+                reason, why = DisruptionReason.DRIFTED, drift
+                held = [p for p in snapshot.pods if p.node_name == node.name and not p.of_node]
+                keep = next((p for p in held if p.do_not_disrupt), None)
+                over = next((b.key for b in snapshot.pdbs if sum(b.selects(p) for p in held) > allowance[b.key]), None)
+                if keep is not None or registered.do_not_disrupt or over is not None:
+                    self.held[node.name] = f"drifted ({why}) but {'PodDisruptionBudget ' + over if over else DO_NOT_DISRUPT_ANNOTATION} holds it"
+                    continue
+            else:
+                continue
+            left, budget = allowed(pool, reason, now, *self._counts(pool.name))
+            if left <= 0:
+                self.held[node.name] = f"{reason.value.lower()} ({why}); waits for {budget}"
+                continue
+            moved, cause = self.planner.relocate(snapshot, [node])
+            if moved is None:
+                self.held[node.name] = f"{reason.value.lower()} ({why}) but {cause}"
+                continue
+            log.info("node %s: %s (%s)", node.name, reason.value.lower(), why)
+            self._act(moved, reason, now)
+            return True
+        return False
 
     def _without_idle(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
         """The cluster as consolidation must see it: idle nodes are on their way out (after
@@ -235,48 +278,56 @@ class DisruptionController:
         return out, len(out) if together is None else together, blocked
 
     # -- acting --------------------------------------------------------------------------
-    def _act(self, consolidation: Consolidation, now: float) -> None:
-        if consolidation.replacement is None:
-            self._mark(consolidation, now)
+    def _act(self, change: Consolidation, reason: DisruptionReason, now: float) -> None:
+        if not change.replacements:
+            self._mark(change, reason, now)
             return
-        self.replacing = _Replacing(consolidation, now)
-        self.state = f"booting replacement {consolidation.replacement.name}: {consolidation.describe()}"
-        log.info("consolidation: booting replacement %s before removing %s", consolidation.replacement.name, ", ".join(consolidation.nodes))
-        self.c.boot(consolidation.replacement, now)
+        self.replacing = _Replacing(change, reason, now)
+        names = ", ".join(r.name for r in change.replacements)
+        self.state = f"booting {names} to replace {', '.join(change.nodes)} ({reason}): {change.describe()}"
+        log.info("%s: booting %s before removing %s", reason, names, ", ".join(change.nodes))
+        for spec in change.replacements:
+            self.c.boot(spec, now)
 
     def _advance(self, now: float) -> None:
-        """The replacement in flight: once Ready, the nodes it replaces go; if it failed, the
-        consolidation is abandoned (its pods never moved)."""
+        """Replacements in flight: once all are Ready, the nodes they replace go; if one
+        failed, the change is abandoned (no pod has moved)."""
         r = self.replacing
         assert r is not None
-        assert r.consolidation.replacement is not None
-        name = r.consolidation.replacement.name
-        node = self.c.nodes.get(name)
         if r.marked:
             if not any(n in self.c.nodes and self.c.nodes[n].state is not NodeState.TERMINATED for n in r.consolidation.nodes):
-                self.replacing = None  # the replaced nodes are gone: the replacement is an ordinary node now
+                self.replacing = None  # the replaced nodes are gone: the replacements are ordinary nodes now
             return
-        if node is None or node.state in (NodeState.TERMINATING, NodeState.TERMINATED) or name in self.c.marked:
-            log.warning("consolidation abandoned: replacement %s did not come up", name)
-            self.state = f"abandoned: replacement {name} did not come up"
-            self.replacing = None
-            return
-        if node.state in SETTLED:
-            self._mark(r.consolidation, now)
+        for spec in r.consolidation.replacements:
+            node = self.c.nodes.get(spec.name)
+            if node is None or node.state in (NodeState.TERMINATING, NodeState.TERMINATED) or spec.name in self.c.marked:
+                log.warning("%s abandoned: replacement %s did not come up", r.reason, spec.name)
+                self.state = f"abandoned: replacement {spec.name} did not come up"
+                self.replacing = None
+                return
+        if all(self.c.nodes[spec.name].state in SETTLED for spec in r.consolidation.replacements):
+            self._mark(r.consolidation, r.reason, now)
             r.marked = True
 
-    def _mark(self, consolidation: Consolidation, now: float) -> None:
-        action = "replace" if consolidation.replacement else "delete"
-        for name in consolidation.nodes:
-            self.c.mark_for_termination(name, f"consolidation ({action}): {consolidation.describe()}", "consolidation")
-        self.state = f"acted at {now:.0f}: {consolidation.describe()}"
-        log.info("consolidation: %s; removing %s", consolidation.describe(), ", ".join(consolidation.nodes))
-        self._record(now, DisruptionReason.UNDERUTILIZED, consolidation)
+    def _mark(self, change: Consolidation, reason: DisruptionReason, now: float) -> None:
+        action = "replace" if change.replacements else "delete"
+        label = "consolidation" if reason is DisruptionReason.UNDERUTILIZED else reason.value.lower()
+        for name in change.nodes:
+            self.c.mark_for_termination(name, f"{label} ({action}): {change.describe()}", label)
+        self.state = f"acted at {now:.0f} ({reason}): {change.describe()}"
+        log.info("%s: %s; removing %s", reason, change.describe(), ", ".join(change.nodes))
+        self._record(now, reason, change)
 
     def _record(self, now: float, reason: DisruptionReason, done: Consolidation) -> None:
-        action = "replace" if done.replacement else "delete"
-        replacement = done.replacement.instance_type if done.replacement else None
-        entry = {"at": now, "reason": str(reason), "action": action, "nodes": list(done.nodes), "replacement": replacement, "pods": done.pods}
+        action = "replace" if done.replacements else "delete"
+        entry = {
+            "at": now,
+            "reason": str(reason),
+            "action": action,
+            "nodes": list(done.nodes),
+            "replacements": [r.instance_type for r in done.replacements],
+            "pods": done.pods,
+        }
         self.actions.append({**entry, "savingsPerHour": round(done.savings, 4)})
         self.totals[f"{reason}.nodes"] += len(done.nodes)
         self.totals[f"{reason}.pods"] += done.pods
@@ -313,5 +364,6 @@ class DisruptionController:
             "candidates": self.candidates,
             "proposal": self.proposal.consolidation.describe() if self.proposal else None,
             "blocked": dict(sorted(self.blocked.items())[:20]),
+            "held": dict(sorted(self.held.items())[:20]),  # expired or drifted, not replaced yet
             "recent": list(self.actions)[-20:],
         }

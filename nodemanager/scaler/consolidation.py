@@ -19,19 +19,19 @@ MULTI_NODE_MAX = 100  # candidates multi-node consolidation considers at once (K
 
 @dataclass(frozen=True)
 class Consolidation:
-    """Remove ``nodes``; boot ``replacement`` first when there is one."""
+    """Remove ``nodes``; boot ``replacements`` first (consolidation: at most one)."""
 
     nodes: tuple[NodeName, ...]
-    replacement: NodeSpec | None
+    replacements: tuple[NodeSpec, ...]
     price: float  # what the nodes cost, per hour
     pods: int  # pods that move
 
     @property
     def savings(self) -> float:
-        return self.price - (self.replacement.price if self.replacement else 0.0)
+        return self.price - sum(r.price for r in self.replacements)
 
     def describe(self) -> str:
-        what = f"replace with {self.replacement.instance_type} ({self.replacement.capacity_type})" if self.replacement else "delete"
+        what = "replace with " + ", ".join(f"{r.instance_type} ({r.capacity_type})" for r in self.replacements) if self.replacements else "delete"
         return f"{what}: {len(self.nodes)} node(s), {self.pods} pod(s) move, saves ${self.savings:.4f}/h"
 
 
@@ -44,8 +44,9 @@ class Planner:
         self.spot_choices = spot_choices  # spot types of the node's pool cheaper than it
         self.evaluations = 0
 
-    def consolidate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Consolidation | None, str]:
-        """The consolidation of ``nodes``, or None and why not."""
+    def relocate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Consolidation | None, str]:
+        """Where ``nodes``' pods would go without them (the other nodes, and the new nodes the
+        scaler would boot for them), or None and why they could not all go."""
         self.evaluations += 1
         names = {n.name for n in nodes}
         moving = [dataclasses.replace(p, node_name="", phase=PodPhase.PENDING) for p in snapshot.pods if p.node_name in names and not p.of_node]
@@ -61,24 +62,29 @@ class Planner:
             why = decision.waiting.get(missing[0]) or decision.unschedulable.get(missing[0]) or "no room"
             return None, f"{len(missing)} pod(s) would not fit elsewhere ({why})"
         # The cluster is settled (nothing to boot without the change): whatever the what-if
-        # boots, it boots for this consolidation, standby made up for included.
-        starts = list(decision.start)
-        price = sum(self.price_of(n) for n in nodes)
-        if any(s.standby for s in starts):
+        # boots, it boots for this change, standby made up for included.
+        if any(s.standby for s in decision.start):
             return None, "its pods would take a standby node"
-        if len(starts) > 1:
-            return None, f"its pods would need {len(starts)} new nodes"
-        replacement = starts[0] if starts else None
-        if replacement is not None:
-            if replacement.price >= price:
-                return None, f"a replacement ({replacement.instance_type}, ${replacement.price:.4f}/h) would not be cheaper than ${price:.4f}/h"
+        return Consolidation(tuple(sorted(names)), tuple(decision.start), sum(self.price_of(n) for n in nodes), len(moving)), ""
+
+    def consolidate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Consolidation | None, str]:
+        """The consolidation of ``nodes``: their pods elsewhere plus at most one node that
+        costs strictly less, never of their type; or None and why not."""
+        moved, why = self.relocate(snapshot, nodes)
+        if moved is None:
+            return None, why
+        if len(moved.replacements) > 1:
+            return None, f"its pods would need {len(moved.replacements)} new nodes"
+        for replacement in moved.replacements:
+            if replacement.price >= moved.price:
+                return None, f"a replacement ({replacement.instance_type}, ${replacement.price:.4f}/h) would not be cheaper than ${moved.price:.4f}/h"
             same = [n for n in nodes if (n.instance_type, n.capacity_type) == (replacement.instance_type, replacement.capacity_type)]
             if same:
                 return None, f"the replacement would be the same type as {same[0].name} ({replacement.instance_type})"
             spot = replacement.capacity_type is CapacityType.SPOT
             if spot and len(nodes) == 1 and nodes[0].is_spot and self.spot_choices(nodes[0]) < SPOT_TO_SPOT_CHOICES:
                 return None, f"spot to spot needs {SPOT_TO_SPOT_CHOICES} cheaper spot types (has {self.spot_choices(nodes[0])})"
-        return Consolidation(tuple(sorted(names)), replacement, price, len(moving)), ""
+        return moved, ""
 
     def best(
         self, snapshot: ClusterSnapshot, candidates: Sequence[Node], single_tries: int, together: int | None = None
@@ -92,7 +98,7 @@ class Planner:
         while lo <= hi:
             mid = (lo + hi) // 2
             result, _ = self.consolidate(snapshot, candidates[:mid])
-            if result is not None and (result.replacement is None or result.savings > 0):
+            if result is not None and result.savings > 0:
                 found, lo = result, mid + 1
             else:
                 hi = mid - 1
