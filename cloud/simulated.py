@@ -17,10 +17,33 @@ from dataclasses import dataclass, replace
 
 from cloud.base import BootRequest, Instance, InstanceState, PriceUpdate, launch_tags
 from cloud.errors import InsufficientCapacity, NotFound, Throttled
+from cloud.interruption import InterruptionKind, event_body
 from nodemanager.clock import Clock
 from nodemanager.model import CapacityType
 
 TERMINATED_VISIBLE_FOR = 3600.0  # EC2 keeps describing terminated instances for about an hour
+SPOT_WARNING = 120.0  # a spot instance is reclaimed two minutes after its interruption warning
+
+
+class SimulatedQueue:
+    """The interruption queue of the simulated cloud: EventBridge's messages, in memory,
+    each received once until deleted (a message not deleted is received again)."""
+
+    def __init__(self) -> None:
+        self._messages: dict[str, str] = {}  # receipt -> body, in arrival order
+        self._receipts = itertools.count(1)
+
+    def send(self, body: str) -> None:
+        self._messages[f"r-{next(self._receipts)}"] = body
+
+    def receive(self, wait: float) -> list[tuple[str, str]]:
+        return list(self._messages.items())[:10]
+
+    def delete(self, receipt: str) -> None:
+        self._messages.pop(receipt, None)
+
+    def __len__(self) -> int:
+        return len(self._messages)
 
 
 @dataclass
@@ -33,7 +56,7 @@ class _Record:
 @dataclass(frozen=True)
 class CloudEvent:
     at: float
-    kind: str  # "launched" | "terminated" | "died" | "spot-interrupted"
+    kind: str  # "launched" | "terminated" | "died" | "spot-warning" | "spot-interrupted"
     instance_id: str
     node_name: str
 
@@ -66,6 +89,8 @@ class SimulatedCloud:
         self._live: dict[str, _Record] = {}  # not terminated: what listings and failures walk
         self._by_token: dict[str, str] = {}
         self._checked_at: float | None = None
+        self._reclaim: dict[str, float] = {}  # spot instance -> when it goes (two minutes after its warning)
+        self.interruptions = SimulatedQueue()
         self.events: list[CloudEvent] = []
         self.boot_calls = 0
 
@@ -154,19 +179,40 @@ class SimulatedCloud:
         return sum(1 for r in self._live.values() if (r.instance.instance_type, r.instance.capacity_type, r.instance.zone) == wanted)
 
     def _inject_failures(self) -> None:
-        """Deaths and spot interruptions since the last look, as Poisson arrivals."""
+        """Deaths and spot interruptions since the last look, as Poisson arrivals. A spot
+        interruption is warned of first (a message on ``interruptions``, as EventBridge
+        sends it) and the instance goes two minutes later."""
         now = self.clock.now()
+        for instance_id, when in sorted(self._reclaim.items()):
+            if when <= now:
+                del self._reclaim[instance_id]
+                if (record := self._live.get(instance_id)) is not None:
+                    self._end(record, when, "spot-interrupted")
         last, self._checked_at = self._checked_at, now
         if last is None or now <= last or not (self.death_per_hour or self.spot_interruption_per_hour):
             return
         hours = (now - last) / 3600.0
         for _, record in sorted(self._live.items()):
-            if self._view(record).state is not InstanceState.RUNNING:
+            if self._view(record).state is not InstanceState.RUNNING or record.instance.instance_id in self._reclaim:
                 continue
             rates = [("died", self.death_per_hour)]
             if record.instance.capacity_type is CapacityType.SPOT:
-                rates.append(("spot-interrupted", self.spot_interruption_per_hour))
+                rates.append(("spot-warning", self.spot_interruption_per_hour))
             for kind, rate in rates:
                 if rate and self._rng.random() < 1 - math.exp(-rate * hours):
-                    self._end(record, now, kind)
+                    if kind == "spot-warning":
+                        self.warn(record.instance.instance_id)
+                    else:
+                        self._end(record, now, kind)
                     break
+
+    def warn(self, instance_id: str) -> None:
+        """Send the spot interruption warning for ``instance_id``: it goes two minutes later."""
+        record = self._live.get(instance_id)
+        if record is None or instance_id in self._reclaim:
+            return
+        now = self.clock.now()
+        self._reclaim[instance_id] = now + SPOT_WARNING
+        self.events.append(CloudEvent(now, "spot-warning", instance_id, record.instance.node_name))
+        body = event_body(f"sim-{instance_id}-{now:.0f}", InterruptionKind.SPOT_INTERRUPTION, instance_id, zone=record.instance.zone)
+        self.interruptions.send(body)

@@ -38,6 +38,7 @@ STOP_GRACE = 10.0  # seconds a stop waits for running loops
 EXIT_STUCK = 1  # the exit status when a loop had to be left running
 
 log = logging.getLogger("nodemanager")
+INTERRUPTION_POLL = 5.0  # seconds an interruption-queue poll may wait for a message
 
 
 class LeaderGate:
@@ -102,7 +103,11 @@ class Service:
         return self.gate.controller
 
     def _new_controller(self) -> NodeController:
-        return build_controller(self.config, self.catalog, self.clock, cloud=self.cloud, cluster=self.cluster, executor=self.executor, metrics=self.metrics)
+        controller = build_controller(
+            self.config, self.catalog, self.clock, cloud=self.cloud, cluster=self.cluster, executor=self.executor, metrics=self.metrics
+        )
+        controller.interruption.wait = INTERRUPTION_POLL  # real time: a long poll, shorter than the stop grace
+        return controller
 
     def _ready(self) -> bool:
         # A follower is ready to take over, unless a misconfiguration means nobody can lead.

@@ -31,6 +31,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_afte
 
 from cloud.aws.errors import NOT_FOUND, STALE_VIEW, SubnetExhausted, code_of, is_retryable, translate
 from cloud.aws.pricing import PRICING_REGION, REGION_NAMES, on_demand_prices, spot_prices
+from cloud.aws.queue import SqsQueue
 from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState, PriceUpdate, launch_tags
 from cloud.catalog import Catalog
 from cloud.errors import CloudError, NotFound, Unsupported, ZoneUnavailable
@@ -94,6 +95,12 @@ class AwsCloud:
         self.ec2 = session.client("ec2", region_name=settings.region, endpoint_url=settings.endpoint_url, config=config)
         # An EC2-compatible endpoint answers for prices too (or fails, and bundled prices stay).
         self.pricing = session.client("pricing", region_name=PRICING_REGION, endpoint_url=settings.endpoint_url, config=config)
+        # The interruption queue, when provider.yaml names one (SQS at the same endpoint).
+        self.interruptions = (
+            SqsQueue(session.client("sqs", region_name=settings.region, endpoint_url=settings.endpoint_url, config=config), settings.interruption_queue)
+            if settings.interruption_queue
+            else None
+        )
         self._images: dict[str, tuple[float, dict[str, Any]]] = {}
         self._subnets: tuple[float, dict[str, list[str]]] | None = None
         self._exhausted: dict[str, float] = {}

@@ -84,6 +84,7 @@ class AwsCloud(Model):
     user_data: SecretStr | None = None  # template; may hold bootstrap tokens, so kept secret
     tags: dict[str, str] = Field(default_factory=dict)
     refresh_prices: bool = True  # Pricing API and spot price history every loops.prices
+    interruption_queue: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,80}(\.fifo)?$")  # SQS queue name fed by EventBridge
 
     @model_validator(mode="before")
     @classmethod
@@ -338,6 +339,7 @@ class Loops(Model):
     prices: Duration = Field(default=12 * 3600.0, gt=0)  # live prices, where the cloud has them (Karpenter: 12 h)
     colocation: Duration = Field(default=30.0, gt=0)  # batch resources recalculated (metrics report every 60 s)
     disruption: Duration = Field(default=10.0, gt=0)  # consolidation looked for (Karpenter: every 10 s)
+    interruption: Duration = Field(default=2.0, gt=0)  # the interruption queue polled (long polls up to 10 s in real time)
 
     def intervals(self) -> dict[str, float]:
         """Loop name (as the controller names its loops) -> seconds."""
@@ -349,6 +351,7 @@ class Loops(Model):
             "prices": self.prices,
             "colocation": self.colocation,
             "disruption": self.disruption,
+            "interruption": self.interruption,
         }
 
 

@@ -38,6 +38,7 @@ from nodemanager.controller.colocation import ColocationReconciler
 from nodemanager.controller.dispenser import NodeDispenser
 from nodemanager.controller.disruption import DisruptionController
 from nodemanager.controller.executor import InlineExecutor
+from nodemanager.controller.interruption import InterruptionController
 from nodemanager.controller.status_doc import status_document
 from nodemanager.controller.timers import LoopTimer
 from nodemanager.errors import NodeManagerError
@@ -50,7 +51,7 @@ from nodemanager.status.metrics import Metrics
 
 log = logging.getLogger("nodemanager.controller")
 
-LOOPS = ("pool", "heartbeat", "reaper", "orphan_gc", "prices", "colocation", "disruption")
+LOOPS = ("pool", "heartbeat", "reaper", "orphan_gc", "prices", "colocation", "disruption", "interruption")
 # Taints the cluster puts on a node while it starts (the node lifecycle controller, the
 # cloud controller manager); a node nodemanager booted is planned onto as if they were gone
 # (Karpenter's known ephemeral taints), and bound to once they are.
@@ -118,6 +119,7 @@ class NodeController:
         self.on_decision: Callable[[Decision, float], None] | None = None
         self.colocation = ColocationReconciler(self)
         self.disruption = DisruptionController(self)
+        self.interruption = InterruptionController(self, getattr(cloud, "interruptions", None))  # the cloud's queue, if it has one
 
     # -- records --------------------------------------------------------------------------
     def pool_config(self, name: str) -> Pool | None:
@@ -620,6 +622,12 @@ class NodeController:
         with self.lock, self.timers["disruption"].timing(self.clock):
             self.disruption.run(self.clock.now())  # on the cache as the pool loop last synced it
         self.metrics.loop_duration.labels("disruption").observe(self.timers["disruption"].last_ms / 1000)
+
+    def interruption_loop(self) -> None:
+        messages = self.interruption.receive()  # a long poll: outside the lock
+        with self.lock, self.timers["interruption"].timing(self.clock):
+            self.interruption.handle(messages, self.clock.now())
+        self.metrics.loop_duration.labels("interruption").observe(self.timers["interruption"].last_ms / 1000)
 
     def colocation_loop(self) -> None:
         """Recalculate every Ready node's batch resources; write them when NeedSync says so."""

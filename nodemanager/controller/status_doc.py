@@ -35,6 +35,7 @@ def status_document(c: NodeController) -> dict[str, object]:
         "pools": [_pool(c, p) for p in c.config.pools],
         "unavailable": c.keeper.dump(now),
         "disruption": c.disruption.status(),
+        "interruption": c.interruption.status(),
         "cost_per_hour": round(c.cost_per_hour(), 6),
         "config": c.config.model_dump(mode="json", by_alias=True),
     }

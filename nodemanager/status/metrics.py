@@ -31,6 +31,7 @@ class Metrics:
         self.disruptions = Counter(
             "nodemanager_disruption_actions_total", "Nodes disrupted voluntarily, by reason and action.", ["reason", "action"], registry=r
         )
+        self.interruptions = Counter("nodemanager_interruptions_total", "The cloud's warnings about our instances, by kind.", ["kind"], registry=r)
         self.disruption_candidates = Gauge("nodemanager_disruption_candidates", "Nodes consolidation may disrupt now.", registry=r)
         self.loop_duration = Histogram(
             "nodemanager_loop_duration_seconds", "Time one loop body took.", ["loop"], registry=r, buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10)

@@ -1,0 +1,114 @@
+"""The interruption controller: the cloud's warnings, acted on before the instance goes.
+
+A spot interruption warning (two minutes' notice), an AWS Health scheduled change or an
+instance stopping or terminating: the node's pods are planned elsewhere at once (the
+scaler's what-if, as for drift), the capacity that needs is booted, and the node is marked
+for termination, so the reaper cordons and drains it through the Eviction API while the
+instance still runs. A spot warning also marks the offering unavailable for
+``nodes.unavailableOfferingTTL``. A rebalance recommendation is recorded as an event only
+(as Karpenter does). Not voluntary: budgets and do-not-disrupt do not apply.
+
+Messages are deleted once handled; a malformed one is logged and deleted; an event
+delivered twice (SQS delivers at least once) is handled once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, deque
+from typing import TYPE_CHECKING
+
+from cloud.errors import CloudError
+from cloud.interruption import Interruption, InterruptionKind, InterruptionQueue, MalformedEvent, parse_event
+from nodemanager.model import CapacityType, Node, NodeState
+
+if TYPE_CHECKING:
+    from nodemanager.controller.node_controller import NodeController
+
+log = logging.getLogger("nodemanager.interruption")
+
+SEEN_KEPT = 10_000  # event ids remembered, to handle a redelivered event once
+RECENT_KEPT = 20
+
+
+class InterruptionController:
+    def __init__(self, controller: NodeController, queue: InterruptionQueue | None) -> None:
+        self.c = controller
+        self.queue = queue
+        self.wait = 0.0  # long-poll seconds: the service waits; virtual time must not
+        self._seen: deque[str] = deque(maxlen=SEEN_KEPT)
+        self._seen_set: set[str] = set()
+        self.counts: Counter[str] = Counter()
+        self.recent: deque[dict[str, object]] = deque(maxlen=RECENT_KEPT)
+
+    def receive(self) -> list[tuple[str, str]]:
+        """The next messages (outside the controller's lock: a long poll waits)."""
+        if self.queue is None:
+            return []
+        try:
+            return self.queue.receive(self.wait)
+        except CloudError as exc:
+            log.warning("reading the interruption queue failed, will retry: %s", exc)
+            return []
+
+    def handle(self, messages: list[tuple[str, str]], now: float) -> None:
+        """Call with the controller's lock held."""
+        by_instance = {n.instance_id: n for n in self.c.nodes.values() if n.instance_id}
+        for receipt, body in messages:
+            self.counts["received"] += 1
+            try:
+                event = parse_event(body)
+            except MalformedEvent as exc:
+                self.counts["malformed"] += 1
+                log.warning("interruption queue: deleting a malformed message (%s): %.200s", exc, body)
+                self._delete(receipt)
+                continue
+            if event is not None and event.id not in self._seen_set:
+                self._remember(event.id)
+                for instance_id in event.instance_ids:
+                    node = by_instance.get(instance_id)
+                    if node is not None:  # another cluster's instance otherwise
+                        self._act(node, event, now)
+            self._delete(receipt)
+
+    def _act(self, node: Node, event: Interruption, now: float) -> None:
+        c = self.c
+        self.counts[event.kind.value] += 1
+        c.metrics.interruptions.labels(event.kind.value).inc()
+        self.recent.append({"at": now, "kind": event.kind.value, "node": node.name, "instance_id": node.instance_id, "detail": event.detail})
+        what = f"{event.kind.value} ({event.detail})" if event.detail else event.kind.value
+        if event.kind is InterruptionKind.REBALANCE:
+            log.info("node %s: %s; noted, not acted on", node.name, what)
+            c.cluster.record_event("Node", node.name, "RebalanceRecommendation", "the cloud recommends moving off this spot instance", warning=True)
+            return
+        if event.kind is InterruptionKind.SPOT_INTERRUPTION and node.capacity_type is CapacityType.SPOT:
+            c.keeper.mark((node.instance_type, CapacityType.SPOT, node.zone), now, "spot interruption warning")
+        if node.name in c.marked or node.state in (NodeState.TERMINATING, NodeState.TERMINATED):
+            return
+        log.warning("node %s (%s): %s; moving its pods now", node.name, node.instance_id, what)
+        c.cluster.record_event("Node", node.name, "Interrupted", f"{what}: draining before the instance goes", warning=True)
+        snapshot = c.snapshot(now)
+        if node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
+            moved, why = c.disruption.planner.relocate(snapshot, [node])
+            if moved is None:
+                log.warning("node %s: its pods have nowhere to go yet (%s); they wait once it is drained", node.name, why)
+            else:
+                for spec in moved.replacements:
+                    c.boot(spec, now)
+        c.mark_for_termination(node.name, what, "interruption")
+
+    def _delete(self, receipt: str) -> None:
+        assert self.queue is not None
+        try:
+            self.queue.delete(receipt)
+        except CloudError as exc:  # received again later: handled once all the same
+            log.warning("deleting an interruption message failed: %s", exc)
+
+    def _remember(self, event_id: str) -> None:
+        if len(self._seen) == self._seen.maxlen:
+            self._seen_set.discard(self._seen[0])
+        self._seen.append(event_id)
+        self._seen_set.add(event_id)
+
+    def status(self) -> dict[str, object]:
+        return {"queue": getattr(self.queue, "name", "simulated") if self.queue is not None else None, "counts": dict(self.counts), "recent": list(self.recent)}
