@@ -1,4 +1,5 @@
-"""deploy/ files: the IAM policy allows exactly what the code calls."""
+"""deploy/ files: the IAM policy allows exactly what the code calls (EC2, pricing, and the
+interruption queue's SQS calls, scoped to that queue)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ _ACTIONS = {
     "describe_instance_types": "ec2:DescribeInstanceTypes",
     "describe_instance_type_offerings": "ec2:DescribeInstanceTypeOfferings",
     "get_products": "pricing:GetProducts",
+    "get_queue_url": "sqs:GetQueueUrl",
+    "receive_message": "sqs:ReceiveMessage",
+    "delete_message": "sqs:DeleteMessage",
 }
 
 
@@ -29,6 +33,7 @@ def called_operations() -> set[str]:
         text = path.read_text()
         found |= set(re.findall(r'_(?:call|checked)\("([a-z_]+)"', text))
         found |= set(re.findall(r'get_paginator\("([a-z_]+)"\)', text))
+        found |= set(re.findall(r"self\.sqs\.([a-z_]+)\(", text))
     return found
 
 

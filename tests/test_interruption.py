@@ -1,0 +1,170 @@
+"""The cloud's warnings: EventBridge message shapes, the simulated cloud's two-minute spot
+warning acted on end to end, malformed and redelivered messages, and the SQS queue on moto
+(in process) under the EC2 provider."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import boto3
+import pytest
+from aws_helpers import aws_cloud, moto_env
+from builders import SPOT
+from harness import Harness, arrive
+
+from cloud.interruption import InterruptionKind, MalformedEvent, event_body, parse_event
+from cloud.simulated import SPOT_WARNING
+from nodemanager.config.schema import Pool
+from nodemanager.model import CapacityType, NodeState
+
+# AWS's documented example (EC2 User Guide, "Spot Instance interruption notices").
+AWS_EXAMPLE = """{
+    "version": "0",
+    "id": "12345678-1234-1234-1234-123456789012",
+    "detail-type": "EC2 Spot Instance Interruption Warning",
+    "source": "aws.ec2",
+    "account": "123456789012",
+    "time": "yyyy-mm-ddThh:mm:ssZ",
+    "region": "us-east-2",
+    "resources": ["arn:aws:ec2:us-east-2a:instance/i-1234567890abcdef0"],
+    "detail": {"instance-id": "i-1234567890abcdef0", "instance-action": "terminate"}
+}"""
+
+
+# -- message shapes ----------------------------------------------------------------------------
+
+
+def test_the_documented_spot_warning_parses() -> None:
+    event = parse_event(AWS_EXAMPLE)
+    assert event is not None
+    assert (event.id, event.kind, event.instance_ids, event.detail) == (
+        "12345678-1234-1234-1234-123456789012",
+        InterruptionKind.SPOT_INTERRUPTION,
+        ("i-1234567890abcdef0",),
+        "terminate",
+    )
+
+
+@pytest.mark.parametrize("kind", list(InterruptionKind))
+def test_every_kind_round_trips_through_its_eventbridge_shape(kind: InterruptionKind) -> None:
+    event = parse_event(event_body("e1", kind, "i-0abc", zone="us-east-1b"))
+    assert event is not None
+    assert (event.kind, event.instance_ids) == (kind, ("i-0abc",))
+
+
+def test_events_nodemanager_does_not_act_on_parse_to_nothing() -> None:
+    running = json.loads(event_body("e1", InterruptionKind.STATE_CHANGE, "i-0abc"))
+    running["detail"]["state"] = "running"
+    assert parse_event(json.dumps(running)) is None
+    other = json.loads(event_body("e2", InterruptionKind.SCHEDULED_CHANGE, "i-0abc"))
+    other["detail"]["service"] = "RDS"
+    assert parse_event(json.dumps(other)) is None
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ("not json", "not JSON"),
+        ("[1, 2]", "no detail"),
+        ('{"id": "x", "detail-type": "Something Else", "detail": {}}', "unexpected detail-type"),
+        ('{"id": "x", "detail-type": "EC2 Spot Instance Interruption Warning", "detail": {}}', "no instance-id"),
+        ('{"detail-type": "EC2 Spot Instance Interruption Warning", "detail": {"instance-id": "i-1"}}', "no event id"),
+    ],
+)
+def test_malformed_messages_say_why(body: str, needle: str) -> None:
+    with pytest.raises(MalformedEvent, match=needle):
+        parse_event(body)
+
+
+# -- end to end on the simulated cloud ---------------------------------------------------------
+
+
+def spot_pool() -> Pool:
+    return Pool(name="general", instance_types=["a.large", "m.*"], capacity_types=[SPOT])
+
+
+def test_a_spot_warning_moves_the_pods_before_the_instance_goes() -> None:
+    h = Harness(spot_pool(), arrivals=[arrive(f"p{i}", cpu="500m", memory="1Gi") for i in range(3)], idle_grace=30)
+    h.run(120)
+    [first] = set(h.bound().values())
+    doomed = h.controller.nodes[first]
+    h.cloud.warn(doomed.instance_id)
+    warned_at = h.clock.now()
+    moved_at = None
+    while h.clock.now() < warned_at + SPOT_WARNING:
+        h.driver.step()
+        if moved_at is None and h.bound() and first not in h.bound().values() and len(h.bound()) == 3:
+            moved_at = h.clock.now()
+    assert moved_at is not None
+    assert moved_at < warned_at + SPOT_WARNING  # every pod runs elsewhere before the reclaim
+    assert len(h.cloud.interruptions) == 0  # handled and deleted
+    assert h.controller.keeper.is_unavailable((doomed.instance_type, CapacityType.SPOT, doomed.zone), h.clock.now())
+    assert h.controller.interruption.counts["SpotInterruption"] == 1
+    h.run(60)
+    assert first not in [i.node_name for i in h.cloud.list_instances()]
+
+
+def test_a_malformed_message_is_deleted_with_a_warning_and_a_redelivered_event_handled_once(caplog: pytest.LogCaptureFixture) -> None:
+    h = Harness(spot_pool(), arrivals=[arrive("p0", cpu="500m", memory="1Gi")], idle_grace=30)
+    h.run(120)
+    [node] = [n for n in h.controller.nodes.values() if n.state is not NodeState.TERMINATED]
+    h.cloud.interruptions.send("{broken")
+    body = event_body("same-event", InterruptionKind.REBALANCE, node.instance_id)
+    h.cloud.interruptions.send(body)
+    h.cloud.interruptions.send(body)  # SQS delivers at least once
+    with caplog.at_level(logging.WARNING, logger="nodemanager.interruption"):
+        h.run(5)
+    assert "deleting a malformed message (not JSON" in caplog.text
+    assert len(h.cloud.interruptions) == 0
+    assert h.controller.interruption.counts["RebalanceRecommendation"] == 1
+    assert h.controller.interruption.counts["received"] == 3
+    assert ("Node", node.name, "RebalanceRecommendation") in [(k, key, r) for k, key, r, _ in h.cluster.recorded]
+    assert node.name not in h.controller.marked  # a recommendation is not acted on
+
+
+# -- SQS on moto ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    with moto_env(monkeypatch):
+        yield
+
+
+def test_the_sqs_queue_receives_and_deletes_on_moto(aws, catalog) -> None:
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    url = sqs.create_queue(QueueName="nodemanager-interruptions")["QueueUrl"]
+    cloud = aws_cloud(catalog, interruption_queue="nodemanager-interruptions")
+    assert cloud.interruptions is not None
+    sqs.send_message(QueueUrl=url, MessageBody=AWS_EXAMPLE)
+    [(receipt, body)] = cloud.interruptions.receive(0)
+    event = parse_event(body)
+    assert event is not None
+    assert event.instance_ids == ("i-1234567890abcdef0",)
+    cloud.interruptions.delete(receipt)
+    assert int(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]["ApproximateNumberOfMessages"]) == 0
+    assert aws_cloud(catalog).interruptions is None  # no queue named: none read
+
+
+def test_a_scheduled_change_on_moto_drains_the_node_through_the_ec2_provider(aws, catalog) -> None:
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    url = sqs.create_queue(QueueName="interruptions")["QueueUrl"]
+    clouds = []
+
+    def factory(clock):
+        clouds.append(aws_cloud(catalog, clock=clock, interruption_queue="interruptions"))
+        return clouds[0]
+
+    pool = Pool(name="general", instance_types=["m5.large", "m5.xlarge"], capacity_types=[CapacityType.ON_DEMAND], zones=["us-east-1a", "us-east-1b"])
+    h = Harness(pool, arrivals=[arrive("p1", cpu="500m")], catalog=catalog, cloud=factory, register_delay=5)
+    h.run(60)
+    [first] = h.bound().values()
+    sqs.send_message(QueueUrl=url, MessageBody=event_body("health-1", InterruptionKind.SCHEDULED_CHANGE, h.controller.nodes[first].instance_id))
+    sqs.send_message(QueueUrl=url, MessageBody="<not an event>")
+    h.run(90)
+    [second] = h.bound().values()
+    assert second != first
+    assert h.controller.interruption.counts["ScheduledChange"] == 1
+    assert h.controller.interruption.counts["malformed"] == 1
+    assert int(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]["ApproximateNumberOfMessages"]) == 0
