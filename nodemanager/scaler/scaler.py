@@ -227,9 +227,12 @@ class _Run:
             self.infos[node.name] = node_node_info(node, self.view_by_name.get(node.pool), self.s.catalog, volume)
             self.node_state[node.name] = node.state
             self.zone_load[self.infos[node.name].zone] += 1
+        placed: dict[str, list[Pod]] = defaultdict(list)
         for pod in sorted(pods.values(), key=lambda p: p.key):
             if pod.node_name and pod.node_name in self.infos:
-                self.infos[pod.node_name].add_pod(pod)
+                placed[pod.node_name].append(pod)
+        for name, on_node in placed.items():
+            self.infos[name].add_pods(on_node)
         daemon_sets = self.snapshot.daemon_sets
         for info in self.infos.values() if daemon_sets else ():
             # DaemonSet pods that will run here but do not yet keep their room.
