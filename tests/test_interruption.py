@@ -1,6 +1,6 @@
 """The cloud's warnings: EventBridge message shapes, the simulated cloud's two-minute spot
-warning acted on end to end, malformed and redelivered messages, and the SQS queue on moto
-(in process) under the EC2 provider."""
+warning acted on end to end, malformed and redelivered messages, and the SQS queue on moto,
+in process and as a server on 127.0.0.1, under the EC2 provider."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import pytest
 from aws_helpers import aws_cloud, moto_env
 from builders import SPOT
 from harness import Harness, arrive
+from moto.server import ThreadedMotoServer
+from test_cli_service import free_port
 
 from cloud.interruption import InterruptionKind, MalformedEvent, event_body, parse_event
 from cloud.simulated import SPOT_WARNING
@@ -168,3 +170,39 @@ def test_a_scheduled_change_on_moto_drains_the_node_through_the_ec2_provider(aws
     assert h.controller.interruption.counts["ScheduledChange"] == 1
     assert h.controller.interruption.counts["malformed"] == 1
     assert int(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]["ApproximateNumberOfMessages"]) == 0
+
+
+@pytest.mark.heavy
+def test_a_spot_warning_over_http_from_a_moto_server_drains_the_node(monkeypatch, catalog) -> None:
+    """The same over HTTP: EC2 and SQS of a moto server on 127.0.0.1, the AWS provider's
+    clients, EventBridge's message shape; the offering is skipped afterwards."""
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        sqs = boto3.client("sqs", region_name="us-east-1", endpoint_url=endpoint)
+        url = sqs.create_queue(QueueName="interruptions")["QueueUrl"]
+        clouds = []
+
+        def factory(clock):
+            clouds.append(aws_cloud(catalog, clock=clock, endpoint_url=endpoint, interruption_queue="interruptions"))
+            return clouds[0]
+
+        pool = Pool(name="general", instance_types=["m5.large", "m5.xlarge"], capacity_types=[CapacityType.SPOT], zones=["us-east-1a", "us-east-1b"])
+        h = Harness(pool, arrivals=[arrive("p1", cpu="500m")], catalog=catalog, cloud=factory, register_delay=5)
+        h.run(60)
+        [first] = h.bound().values()
+        doomed = h.controller.nodes[first]
+        sqs.send_message(QueueUrl=url, MessageBody=event_body("spot-1", InterruptionKind.SPOT_INTERRUPTION, doomed.instance_id, zone=doomed.zone))
+        h.run(60)
+        [second] = h.bound().values()
+        assert second != first
+        assert h.controller.keeper.is_unavailable((doomed.instance_type, CapacityType.SPOT, doomed.zone), h.clock.now())
+        assert (h.controller.nodes[second].instance_type, h.controller.nodes[second].zone) != (doomed.instance_type, doomed.zone)
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
+        assert int(attributes["ApproximateNumberOfMessages"]) == 0
+    finally:
+        server.stop()
