@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_benchmarks import bench
@@ -26,15 +27,21 @@ requests_st = st.lists(
 )
 
 
-def test_many_distinct_requests_are_packed_in_groups_and_every_pod_bound(monkeypatch) -> None:
-    widest = []
+@pytest.fixture
+def widest(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many classes each call of the packer was given."""
+    seen: list[int] = []
     original = binpack.pack
 
     def recording(requests, *args, **kwargs):
-        widest.append(len(requests))
+        seen.append(len(requests))
         return original(requests, *args, **kwargs)
 
     monkeypatch.setattr(binpack, "pack", recording)
+    return seen
+
+
+def test_many_distinct_requests_are_packed_in_groups_and_every_pod_bound(widest: list[int]) -> None:
     result = bench.run("distinct", 400, 42)
     assert result["distinct_pod_shapes"] == 400
     assert result["unplaced"] == 0  # the benchmark's verifier re-adds every pod to its node
@@ -66,15 +73,7 @@ def test_a_request_fits_the_frontier_exactly_when_it_fits_some_capacity(capaciti
         assert any(r.fits(c) for c in largest) == any(r.fits(c) for c in capacities)
 
 
-def test_a_pool_limit_leaves_the_rest_waiting_with_the_limit_named(monkeypatch) -> None:
-    widest = []
-    original = binpack.pack
-
-    def recording(requests, *args, **kwargs):
-        widest.append(len(requests))
-        return original(requests, *args, **kwargs)
-
-    monkeypatch.setattr(binpack, "pack", recording)
+def test_a_pool_limit_leaves_the_rest_waiting_with_the_limit_named(widest: list[int]) -> None:
     catalog = bench.karpenter_catalog()
     pool = Pool(name="small", instance_types=["fake-it-3"], capacity_types=[CapacityType.ON_DEMAND], limits=Limits(nodes=2))
     rng = random.Random(7)

@@ -16,6 +16,15 @@ def as_mapping(value: Any, path: str) -> Mapping[str, Any]:
     return value
 
 
+def named_object(doc: Any, where: str) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
+    """A namespaced object's document, its metadata (with the name it must have) and its spec."""
+    d = as_mapping(doc, where)
+    meta = as_mapping(d.get("metadata"), f"{where}.metadata")
+    if not meta.get("name"):
+        raise InvalidManifest(f"{where}.metadata.name", "required")
+    return d, meta, as_mapping(d.get("spec"), f"{where}.spec")
+
+
 def as_list(value: Any, path: str) -> Sequence[Any]:
     if value is None:
         return ()

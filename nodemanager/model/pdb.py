@@ -21,7 +21,7 @@ from typing import Any
 
 from nodemanager.errors import InvalidManifest
 from nodemanager.model.interpod import LabelSelector, parse_label_selector
-from nodemanager.model.manifest import as_mapping
+from nodemanager.model.manifest import as_mapping, named_object
 from nodemanager.model.pod import Pod, PodPhase
 
 _PERCENT = re.compile(r"^([0-9]+)%$")
@@ -77,11 +77,7 @@ class PodDisruptionBudget:
 
     @classmethod
     def from_manifest(cls, doc: Any, where: str = "poddisruptionbudget") -> PodDisruptionBudget:
-        d = as_mapping(doc, where)
-        meta = as_mapping(d.get("metadata"), f"{where}.metadata")
-        if not meta.get("name"):
-            raise InvalidManifest(f"{where}.metadata.name", "required")
-        spec = as_mapping(d.get("spec"), f"{where}.spec")
+        d, meta, spec = named_object(doc, where)
         minimum = _int_or_percent(spec.get("minAvailable"), f"{where}.spec.minAvailable")
         maximum = _int_or_percent(spec.get("maxUnavailable"), f"{where}.spec.maxUnavailable")
         if minimum is not None and maximum is not None:

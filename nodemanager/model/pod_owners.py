@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from nodemanager.errors import InvalidManifest
 from nodemanager.model.interpod import LabelSelector, SpreadConstraint, parse_label_selector
-from nodemanager.model.manifest import as_mapping
+from nodemanager.model.manifest import as_mapping, named_object
 from nodemanager.model.pod import OwnerRef, Pod
 from nodemanager.model.selectors import Operator, Requirement
 
@@ -59,11 +59,8 @@ class PodSelecting:
 
     @classmethod
     def from_manifest(cls, doc: Any, where: str = "object") -> PodSelecting:
-        d = as_mapping(doc, where)
-        meta = as_mapping(d.get("metadata"), f"{where}.metadata")
-        if not meta.get("name"):
-            raise InvalidManifest(f"{where}.metadata.name", "required")
-        raw = as_mapping(d.get("spec"), f"{where}.spec").get("selector")
+        _, meta, spec = named_object(doc, where)
+        raw = spec.get("selector")
         path = f"{where}.spec.selector"
         if raw is None:
             selector = None
