@@ -12,7 +12,7 @@ IMAGE ?= nodemanager:$(VERSION)
 # with the pip that Python ships.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,bench]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,bench,plot]'
 	touch $(STAMP)
 
 run: $(STAMP)  ## start the service on the embedded default (simulated cloud and cluster)

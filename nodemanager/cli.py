@@ -8,6 +8,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from tqdm import tqdm
@@ -133,6 +134,10 @@ def _simulate_command(args: argparse.Namespace) -> int:
         raise InvalidInput("simulate: give --config provider.yaml, or --compare a.yaml b.yaml ...")
     if args.config and args.compare:
         raise InvalidInput("simulate: give --config or --compare, not both")
+    if args.plot and args.compare:
+        raise InvalidInput("simulate: --plot draws one run; give it with --config")
+    if args.plot and not Path(args.plot).resolve().parent.is_dir():
+        raise InvalidInput(f"--plot: no such directory for {args.plot!r}")
     loaded = [(path, *load_config(path)) for path in configs]  # every config checked before anything runs
     try:
         until = parse_duration(args.until) if args.until else None
@@ -166,6 +171,15 @@ def _simulate_command(args: argparse.Namespace) -> int:
         print(json.dumps(reports[0][1], indent=2))
     else:
         _print_report(reports[0][1])
+    if args.plot:
+        from nodemanager.plot import PlotUnavailable, plot
+
+        try:
+            plot(simulation.timeline, Path(args.plot), f"{Path(args.workload).name} on {Path(args.config).name}")
+        except PlotUnavailable as exc:
+            raise InvalidInput(str(exc)) from None
+        except OSError as exc:
+            raise InvalidInput(f"--plot: cannot write {args.plot!r}: {exc.strerror or exc}") from None
     stalled = [(path, r) for path, r in reports if r["ended"] == "stalled"]
     for path, report in stalled:
         unfinished = report["pods"]["unfinished"]  # type: ignore[index]
@@ -231,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--until", help="stop after this much simulated time (e.g. 24h); default: until every pod finished, runs for good or cannot run")
     sim.add_argument("--json", action="store_true", help="print the report as one JSON object")
     sim.add_argument("--quiet", action="store_true", help="no progress bar on a terminal")
+    sim.add_argument("--plot", metavar="FILE.png", help="draw nodes by instance type, pods waiting and the cost rate against the bound's (needs matplotlib)")
     sim.add_argument("--max-pods", type=int, default=DEFAULT_MAX_PODS, help=f"refuse workloads of more pods than this (default {DEFAULT_MAX_PODS:,})")
     sim.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     sim.set_defaults(handler=_simulate_command)

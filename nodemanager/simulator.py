@@ -35,6 +35,7 @@ from nodemanager.model.resources import AMD_GPU, NVIDIA_GPU, asks_for_batch
 from nodemanager.scaler import Decision
 from nodemanager.scaler.lp import DualSolver, Shape
 from nodemanager.scaler.pools import pool_views
+from nodemanager.timeline import Sample, Timeline
 from nodemanager.wiring import simulated_cloud
 
 # With no arrival to come and no bound pod with a duration still running, this long without
@@ -108,6 +109,7 @@ class Simulation:
         self._solver = DualSolver(list(shapes.values()))
         self._gpu_price = min(gpu_prices, default=0.0)  # the cheapest GPU-hour any allowed offering sells
         self.ended = "until"  # why the last run stopped: settled, until or stalled
+        self.timeline = Timeline()  # what --plot draws
 
     def _on_decision(self, decision: Decision, now: float) -> None:
         self.unschedulable.update(decision.unschedulable)
@@ -162,6 +164,12 @@ class Simulation:
         t.forever = (t.forever[0] + forever[0] * dt, t.forever[1] + forever[1] * dt, t.forever[2] + forever[2] * dt)
         t.peak = max(t.peak, self.cloud.live_count())
 
+    def _sample(self, now: float) -> None:
+        nodes = Counter(n.instance_type for n in self.controller.nodes.values() if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED))
+        running = [s.pod.requests for s in self.cluster.pods.values() if s.pod.node_name and not s.pod.of_node]
+        bound = self._solver.solve(sum(r.cpu for r in running), sum(r.memory for r in running)).bound if running else 0.0
+        self.timeline.add(Sample(now, nodes, len(self._waiting()), self.controller.cost_per_hour(), bound))
+
     def _waiting(self) -> list[PodKey]:
         """Workload pods not bound and not reported unschedulable by the last decision."""
         last = self.controller.last_decision
@@ -210,6 +218,8 @@ class Simulation:
             now = driver.next_due()
             self._integrate(now - last)
             last = driver.step()
+            if self.timeline.due(last):
+                self._sample(last)
             if progress is not None:
                 progress(now, horizon)
             if (current := self._progress_mark()) != mark:
