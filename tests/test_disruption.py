@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from builders import OD, SPOT, pod
 from harness import Harness, arrive, binpack_pool
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nodemanager.cluster.workload import ClusterObjects, WorkloadError, parse_cluster_objects
 from nodemanager.config import parse_config
@@ -197,6 +199,7 @@ def test_a_proposal_is_dropped_when_a_pod_arrives_before_it_is_acted_on() -> Non
     assert not [a for a in second.controller.disruption.actions if a["reason"] == "Underutilized" and a["at"] <= 1000 + proposed_at + 20]
 
 
+@pytest.mark.heavy
 def test_a_steady_cluster_reaches_a_fixed_point_with_no_disruption_for_a_week() -> None:
     h = _run(binpack_pool(), _steady_and_finishing(), seconds=HOUR)
     before = len(h.controller.disruption.actions)
@@ -372,3 +375,39 @@ def test_a_drifted_node_with_a_do_not_disrupt_pod_is_held_and_says_so() -> None:
     assert "Drifted" not in h.controller.disruption.summary()
     (why,) = h.controller.status()["disruption"]["held"].values()
     assert why == "drifted (instance type a.large is no longer allowed) but nodemanager.io/do-not-disrupt holds it"
+
+
+# -- churn ---------------------------------------------------------------------------------
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["250m", "500m", "700m", "1"]), st.sampled_from(["256Mi", "1Gi", "2Gi"]), st.integers(1, 4)), min_size=1, max_size=4),
+    st.integers(0, 4),
+)
+@settings(max_examples=6, deadline=None)
+def test_any_steady_workload_reaches_a_fixed_point(shapes: list[tuple[str, str, int]], short: int) -> None:
+    """Pods that stay (and a few that leave early): once settled, six hours without one more
+    disruption, whatever the sizes (the week-long run above shows one case for longer)."""
+    stay = [arrive(f"s{i}-{k}", at=60.0 * i, cpu=c, memory=m) for i, (c, m, n) in enumerate(shapes) for k in range(n)]
+    leave = [arrive(f"l{k}", at=30.0 * k, duration=900, cpu="700m", memory="1Gi") for k in range(short)]
+    h = Harness(binpack_pool(), arrivals=stay + leave, idle_grace=30)
+    h.run(HOUR)
+    settled = len(h.controller.disruption.actions)
+    h.run(6 * HOUR)
+    assert len(h.controller.disruption.actions) == settled
+    assert len(h.bound()) == len(stay)
+
+
+def test_a_diurnal_workloads_consolidations_each_save_money_and_never_swap_a_type_for_itself() -> None:
+    """Waves of pods that come and go over a day: every consolidation is strictly cheaper,
+    and a replacement is never the type and capacity type of a node it replaces."""
+    arrivals = [arrive(f"base{i}", cpu="500m", memory="1Gi") for i in range(3)]
+    for wave, count in enumerate([2, 6, 10, 8, 4, 1]):
+        arrivals += [arrive(f"w{wave}p{k}", at=wave * 7200 + 30 * k, duration=5400 - 300 * k, cpu="700m", memory="2Gi") for k in range(count)]
+    h = Harness(binpack_pool(), arrivals=arrivals, idle_grace=60)
+    h.run(14 * HOUR)
+    consolidations = [a for a in h.controller.disruption.actions if a["reason"] == "Underutilized"]
+    assert consolidations  # the waves leave nodes part-used
+    for action in consolidations:
+        assert action["savingsPerHour"] > 0
+        assert not set(action["replacements"]) & set(action["types"])

@@ -339,7 +339,7 @@ class Loops(Model):
     prices: Duration = Field(default=12 * 3600.0, gt=0)  # live prices, where the cloud has them (Karpenter: 12 h)
     colocation: Duration = Field(default=30.0, gt=0)  # batch resources recalculated (metrics report every 60 s)
     disruption: Duration = Field(default=10.0, gt=0)  # consolidation looked for (Karpenter: every 10 s)
-    interruption: Duration = Field(default=2.0, gt=0)  # the interruption queue polled (long polls up to 10 s in real time)
+    interruption: Duration = Field(default=5.0, gt=0)  # the interruption queue polled (each poll waits up to 5 s in real time)
 
     def intervals(self) -> dict[str, float]:
         """Loop name (as the controller names its loops) -> seconds."""

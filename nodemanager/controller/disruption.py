@@ -325,7 +325,8 @@ class DisruptionController:
             "reason": str(reason),
             "action": action,
             "nodes": list(done.nodes),
-            "replacements": [r.instance_type for r in done.replacements],
+            "types": [f"{n.instance_type} {n.capacity_type}" for name in done.nodes if (n := self.c.nodes.get(name)) is not None],
+            "replacements": [f"{r.instance_type} {r.capacity_type}" for r in done.replacements],
             "pods": done.pods,
         }
         self.actions.append({**entry, "savingsPerHour": round(done.savings, 4)})

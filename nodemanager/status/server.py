@@ -27,7 +27,7 @@ from nodemanager.status.metrics import Metrics
 
 log = logging.getLogger("nodemanager.status")
 
-BACKLOG = 128  # connections the kernel queues before they are accepted
+BACKLOG = 1024  # connections the kernel queues before they are accepted (past it, a client waits a SYN retry: 1 s)
 CLIENT_TIMEOUT = 10.0  # seconds a client may take to send its request or read the reply
 MAX_CONNECTIONS = 64  # handled at once
 
