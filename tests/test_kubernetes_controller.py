@@ -103,6 +103,24 @@ def test_a_pod_with_a_disruption_budget_holds_its_node_until_the_drain_timeout(s
     assert "DrainTimeout" in reasons
 
 
+def test_a_voluntary_disruption_waits_past_the_drain_timeout_for_a_disruption_budget(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    """Consolidation could keep the node: it never terminates pods a budget protects, it
+    says so each drainTimeout instead (an unhealthy node, above, goes once it times out)."""
+    config = kube_config(binpack_pool(), drain_timeout=120)
+    stub.create_pod("db", cpu="1", memory="1Gi", labels={"app": "db"})
+    made = controller(config, cloud, source(stub, cloud, clock, config), clock)
+    kubelets = Kubelets(stub, cloud, clock)
+    run_loops(made, clock, kubelets, 50)
+    (name,) = [n for n, node in made.nodes.items() if node.state is NodeState.CLAIMED or node.state is NodeState.AVAILABLE]
+    stub.add_pdb("default", "db", {"app": "db"}, disruptions_allowed=0)
+    made.mark_for_termination(name, "test: consolidation", "consolidation")
+    run_loops(made, clock, kubelets, 400)
+    assert live(cloud) == [name]
+    reasons = [e["reason"] for e in stub.events_for("ip-10-0-0-1.ec2.internal")]
+    assert "DrainTimeout" not in reasons
+    assert "DrainBlocked" in reasons
+
+
 def test_provisioner_mode_adds_capacity_and_leaves_binding_to_the_scheduler(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
     config = kube_config(binpack_pool(), mode=KubernetesMode.PROVISIONER)
     stub.create_pod("web", cpu="1", memory="1Gi", scheduler="default-scheduler")

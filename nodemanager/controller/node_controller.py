@@ -51,6 +51,7 @@ from nodemanager.status.metrics import Metrics
 
 log = logging.getLogger("nodemanager.controller")
 
+VOLUNTARY = frozenset({"consolidation", "drifted", "expired"})  # termination labels of disruptions that may wait
 LOOPS = ("pool", "heartbeat", "reaper", "orphan_gc", "prices", "colocation", "disruption", "interruption")
 # Taints the cluster puts on a node while it starts (the node lifecycle controller, the
 # cloud controller manager); a node nodemanager booted is planned onto as if they were gone
@@ -520,7 +521,7 @@ class NodeController:
                 self.set_state(name, NodeState.TERMINATED)
                 self.marked.pop(name, None)
                 continue
-            if node.state is not NodeState.TERMINATING and not self._drained(name, now):
+            if node.state is not NodeState.TERMINATING and not self._drained(name, now, forced=label not in VOLUNTARY):
                 continue
             try:
                 self.cloud.terminate([node.instance_id])
@@ -536,15 +537,21 @@ class NodeController:
             self.cluster.remove_node(name)
             self._confirm_terminated(name)
 
-    def _drained(self, name: str, now: float) -> bool:
+    def _drained(self, name: str, now: float, forced: bool = True) -> bool:
         """Cordon and evict a Ready node's pods before its instance goes; a node that is not
-        Ready (dead, or never came) has nothing that could leave gracefully."""
+        Ready (dead, or never came) has nothing that could leave gracefully. A drain that is
+        not ``forced`` (consolidation, drift, expiry: the node could stay) waits for its pods
+        however long their PodDisruptionBudgets hold them, saying so each drainTimeout."""
         registered = self.cache.node(name)
         if registered is None or not registered.ready:
             return True
         started = self.draining.setdefault(name, now)
         timeout = self.config.cluster.drain_timeout
-        if now - started >= timeout:
+        if not forced and now - started >= timeout:
+            self.draining[name] = now  # said once per drainTimeout
+            log.warning("node %s: pods still on it after %gs of draining; a voluntary disruption waits for them", name, timeout)
+            self.cluster.record_event("Node", name, "DrainBlocked", f"pods still on the node after {timeout:g}s; waiting for them to leave", warning=True)
+        elif now - started >= timeout:
             log.warning("node %s: drain timed out after %gs; terminating with pods still on it", name, timeout)
             self.cluster.record_event("Node", name, "DrainTimeout", f"pods still on the node after {timeout:g}s; terminating anyway", warning=True)
             return True
