@@ -33,7 +33,7 @@ NODE_TYPE = "m6i.2xlarge"  # 8 vCPU: ten of these pods fill about 60% of its CPU
 SHAPES = [(250, 512 * MI), (500, 1024 * MI), (250, 256 * MI), (1000, 2048 * MI)]
 
 
-def cluster(nodes: int, pods: int, seed: int) -> tuple[Catalog, ClusterSnapshot]:
+def cluster(nodes: int, pods: int, seed: int, shapes: list[tuple[int, int]] = SHAPES) -> tuple[Catalog, ClusterSnapshot]:
     catalog = Catalog.bundled()
     itype = catalog[NODE_TYPE]
     zones = sorted(itype.zones)
@@ -47,7 +47,7 @@ def cluster(nodes: int, pods: int, seed: int) -> tuple[Catalog, ClusterSnapshot]
     placed = []
     used = [Resources() for _ in infra]
     for i in range(pods):
-        cpu, memory = rng.choice(SHAPES)
+        cpu, memory = rng.choice(shapes)
         requests = Resources({"cpu": cpu, "memory": memory})
         # round robin, on the next node with room: the cluster starts valid
         at = next(j % nodes for j in range(i, i + nodes) if (used[j % nodes] + requests).fits(itype.allocatable))
