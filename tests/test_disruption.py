@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from nodemanager.cluster.workload import ClusterObjects, WorkloadError, parse_cluster_objects
 from nodemanager.config import parse_config
-from nodemanager.config.schema import Disruption, DisruptionBudget, DisruptionReason, Pool
+from nodemanager.config.schema import Disruption, DisruptionBudget, DisruptionReason, Pool, Standby
 from nodemanager.controller.budgets import active, allowed
 from nodemanager.errors import ConfigError, InvalidManifest
 from nodemanager.model import Node, NodeName, NodeState, PodPhase, Resources
@@ -411,3 +411,15 @@ def test_a_diurnal_workloads_consolidations_each_save_money_and_never_swap_a_typ
     for action in consolidations:
         assert action["savingsPerHour"] > 0
         assert not set(action["replacements"]) & set(action["types"])
+
+
+def test_an_expired_standby_node_is_replaced_by_a_fresh_one() -> None:
+    pool = binpack_pool(disruption=Disruption(expire_after=HOUR), standby=[Standby(instance_type="a.large", count=1)])
+    h = Harness(pool, idle_grace=30)
+    h.run(600)
+    [first] = [n for n, node in h.controller.nodes.items() if node.state is not NodeState.TERMINATED]
+    h.run(HOUR)
+    live = [n for n, node in h.controller.nodes.items() if node.state not in (NodeState.TERMINATING, NodeState.TERMINATED)]
+    assert len(live) == 1
+    assert live != [first]
+    assert h.controller.disruption.summary()["Expired"]["nodes"] == 1

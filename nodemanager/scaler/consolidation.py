@@ -63,8 +63,6 @@ class Planner:
             return None, f"{len(missing)} pod(s) would not fit elsewhere ({why})"
         # The cluster is settled (nothing to boot without the change): whatever the what-if
         # boots, it boots for this change, standby made up for included.
-        if any(s.standby for s in decision.start):
-            return None, "its pods would take a standby node"
         return Consolidation(tuple(sorted(names)), tuple(decision.start), sum(self.price_of(n) for n in nodes), len(moving)), ""
 
     def consolidate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Consolidation | None, str]:
@@ -73,6 +71,8 @@ class Planner:
         moved, why = self.relocate(snapshot, nodes)
         if moved is None:
             return None, why
+        if any(s.standby for s in moved.replacements):
+            return None, "its pods would take a standby node"
         if len(moved.replacements) > 1:
             return None, f"its pods would need {len(moved.replacements)} new nodes"
         for replacement in moved.replacements:
