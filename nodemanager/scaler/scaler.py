@@ -166,6 +166,7 @@ class _Run:
         self.open = OpenNodes(Resources(), {v.name: i for i, v in enumerate(self.views)})  # new nodes with room left
         self.zone_load: Counter[str] = Counter()  # nodes per zone, live and decided: new nodes go to the emptiest
         self.type_tables = binpack.TypeTables()  # the packer's figures per candidate list
+        self._frontiers: dict[tuple[int, ...], tuple[list[Candidate], list[Resources]]] = {}  # offerings' ids -> (them, their frontier)
 
     def claims_of(self, pod: PodKey) -> tuple[str, ...]:
         node = self.bindings.get(pod)
@@ -424,8 +425,8 @@ class _Run:
                     reasons[id(c)].append((f"pool {view.name}: {why}", transient))
                 continue
             available = [c for c in accepted if not self._blocked(c)]
-            largest = binpack.frontier([a.allocatable for a in accepted])
-            largest_available = binpack.frontier([a.allocatable for a in available]) if len(available) < len(accepted) else largest
+            largest = self._frontier(accepted)
+            largest_available = self._frontier(available) if len(available) < len(accepted) else largest
             usable = []
             for c in pending:
                 if not any(c.rep.requests.fits(a) for a in largest):
@@ -439,6 +440,16 @@ class _Run:
             elif usable:
                 self._pack(view, usable, available, reasons)
         self._report(group, reasons)
+
+    def _frontier(self, offerings: list[Candidate]) -> list[Resources]:
+        """``binpack.frontier`` of the offerings' allocatables, once per set of offerings (a
+        pool's accepted offerings are the same for every group with the same constraints);
+        each entry holds its offerings, so the ids in its key stay theirs."""
+        key = tuple(map(id, offerings))
+        found = self._frontiers.get(key)
+        if found is None:
+            found = self._frontiers[key] = (offerings, binpack.frontier([o.allocatable for o in offerings]))
+        return found[1]
 
     def _report(self, group: list[_Class], reasons: dict[int, list[tuple[str, bool]]]) -> None:
         """Pods of ``group`` left over wait (if a reason may clear) or are unschedulable."""
