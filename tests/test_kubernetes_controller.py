@@ -83,7 +83,9 @@ def test_a_bind_refused_by_the_server_is_forgotten_and_retried(stub: KubeStub, c
     assert len([c for c in stub.calls if c.subresource == "binding"]) == 2
 
 
-def test_a_pod_with_a_disruption_budget_holds_its_node_until_the_drain_timeout(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+def _marked_under_a_budget(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock, label: str) -> tuple[NodeController, Kubelets, str]:
+    """A node running a pod whose PodDisruptionBudget allows no eviction, then marked for
+    termination with ``label``."""
     config = kube_config(binpack_pool(), drain_timeout=120)
     stub.create_pod("db", cpu="1", memory="1Gi", labels={"app": "db"})
     made = controller(config, cloud, source(stub, cloud, clock, config), clock)
@@ -91,7 +93,12 @@ def test_a_pod_with_a_disruption_budget_holds_its_node_until_the_drain_timeout(s
     run_loops(made, clock, kubelets, 50)
     (name,) = [n for n, node in made.nodes.items() if node.state is NodeState.CLAIMED or node.state is NodeState.AVAILABLE]
     stub.add_pdb("default", "db", {"app": "db"}, disruptions_allowed=0)
-    made.mark_for_termination(name, "test: replace the node", "unhealthy")
+    made.mark_for_termination(name, f"test: {label}", label)
+    return made, kubelets, name
+
+
+def test_a_pod_with_a_disruption_budget_holds_its_node_until_the_drain_timeout(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    made, kubelets, name = _marked_under_a_budget(stub, cloud, clock, "unhealthy")
     run_loops(made, clock, kubelets, 60)
     assert live(cloud) == [name]  # the budget holds the node
     assert stub.get("pods", "default", "db") is not None
@@ -106,14 +113,7 @@ def test_a_pod_with_a_disruption_budget_holds_its_node_until_the_drain_timeout(s
 def test_a_voluntary_disruption_waits_past_the_drain_timeout_for_a_disruption_budget(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
     """Consolidation could keep the node: it never terminates pods a budget protects, it
     says so each drainTimeout instead (an unhealthy node, above, goes once it times out)."""
-    config = kube_config(binpack_pool(), drain_timeout=120)
-    stub.create_pod("db", cpu="1", memory="1Gi", labels={"app": "db"})
-    made = controller(config, cloud, source(stub, cloud, clock, config), clock)
-    kubelets = Kubelets(stub, cloud, clock)
-    run_loops(made, clock, kubelets, 50)
-    (name,) = [n for n, node in made.nodes.items() if node.state is NodeState.CLAIMED or node.state is NodeState.AVAILABLE]
-    stub.add_pdb("default", "db", {"app": "db"}, disruptions_allowed=0)
-    made.mark_for_termination(name, "test: consolidation", "consolidation")
+    made, kubelets, name = _marked_under_a_budget(stub, cloud, clock, "consolidation")
     run_loops(made, clock, kubelets, 400)
     assert live(cloud) == [name]
     reasons = [e["reason"] for e in stub.events_for("ip-10-0-0-1.ec2.internal")]
