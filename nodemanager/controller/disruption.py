@@ -1,8 +1,10 @@
-"""The disruption controller: consolidation of underutilized nodes, within budgets.
+"""The disruption controller: expired and drifted nodes replaced, underutilized nodes
+consolidated, within budgets.
 
 Each pass (every ``loops.disruption``) on a settled cluster (no pod waiting, no node
-booting, none being removed) it lists the candidates, asks the scaler's consolidation
-planner for the best consolidation, and proposes it. A proposal is acted on only after
+booting, none being removed) it first replaces one expired or drifted node, if any may go;
+otherwise it lists the consolidation candidates, asks the scaler's consolidation planner
+for the best consolidation, and proposes it. A proposal is acted on only after
 ``VALIDATION_DELAY`` seconds, if the cluster is still settled and the planner still agrees
 (Karpenter's validation). A replacement is booted and Ready before the nodes it replaces
 are marked; marked nodes are drained (the Eviction API, PodDisruptionBudgets) by the reaper.
@@ -22,7 +24,7 @@ from nodemanager.controller.budgets import allowed
 from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod, PodKey
 from nodemanager.model.pod import DO_NOT_DISRUPT_ANNOTATION
 from nodemanager.scaler import ClusterSnapshot, StopOrder
-from nodemanager.scaler.consolidation import Consolidation, Planner
+from nodemanager.scaler.consolidation import Command, Planner
 from nodemanager.scaler.drift import drifted
 
 if TYPE_CHECKING:
@@ -38,13 +40,13 @@ SETTLED = (NodeState.AVAILABLE, NodeState.CLAIMED)
 
 @dataclass
 class _Proposal:
-    consolidation: Consolidation
+    command: Command
     at: float
 
 
 @dataclass
 class _Replacing:
-    consolidation: Consolidation
+    command: Command
     reason: DisruptionReason
     since: float
     marked: bool = False
@@ -69,7 +71,7 @@ class DisruptionController:
     @property
     def reserved(self) -> frozenset[NodeName]:
         """The replacements in flight: not idle while the pods they are for are still elsewhere."""
-        return frozenset(s.name for s in self.replacing.consolidation.replacements) if self.replacing is not None else frozenset()
+        return frozenset(s.name for s in self.replacing.command.replacements) if self.replacing is not None else frozenset()
 
     def within_budgets(self, stops: tuple[StopOrder, ...], now: float) -> tuple[list[StopOrder], list[StopOrder]]:
         """Idle stops the Empty budgets allow now, and those that must wait."""
@@ -92,7 +94,7 @@ class DisruptionController:
             log.info("%d idle node(s) wait for an Empty disruption budget: %s", len(deferred), ", ".join(o.name for o in deferred[:5]))
         for order in ok:
             node = self.c.nodes.get(order.name)
-            self._record(now, DisruptionReason.EMPTY, Consolidation((order.name,), (), self._price(node) if node else 0.0, 0))
+            self._record(now, DisruptionReason.EMPTY, Command((order.name,), (), self._price(node) if node else 0.0, 0))
         return ok, deferred
 
     # -- the loop ------------------------------------------------------------------------
@@ -116,7 +118,7 @@ class DisruptionController:
         if self.proposal is not None:
             if now - self.proposal.at < VALIDATION_DELAY:
                 return
-            proposed, self.proposal = self.proposal.consolidation, None
+            proposed, self.proposal = self.proposal.command, None
             at = {n.name: i for i, n in enumerate(candidates)}
             nodes = [n for n in candidates if n.name in proposed.nodes]
             if len(nodes) < len(proposed.nodes):
@@ -278,7 +280,7 @@ class DisruptionController:
         return out, len(out) if together is None else together, blocked
 
     # -- acting --------------------------------------------------------------------------
-    def _act(self, change: Consolidation, reason: DisruptionReason, now: float) -> None:
+    def _act(self, change: Command, reason: DisruptionReason, now: float) -> None:
         if not change.replacements:
             self._mark(change, reason, now)
             return
@@ -295,21 +297,21 @@ class DisruptionController:
         r = self.replacing
         assert r is not None
         if r.marked:
-            if not any(n in self.c.nodes and self.c.nodes[n].state is not NodeState.TERMINATED for n in r.consolidation.nodes):
+            if not any(n in self.c.nodes and self.c.nodes[n].state is not NodeState.TERMINATED for n in r.command.nodes):
                 self.replacing = None  # the replaced nodes are gone: the replacements are ordinary nodes now
             return
-        for spec in r.consolidation.replacements:
+        for spec in r.command.replacements:
             node = self.c.nodes.get(spec.name)
             if node is None or node.state in (NodeState.TERMINATING, NodeState.TERMINATED) or spec.name in self.c.marked:
                 log.warning("%s abandoned: replacement %s did not come up", r.reason, spec.name)
                 self.state = f"abandoned: replacement {spec.name} did not come up"
                 self.replacing = None
                 return
-        if all(self.c.nodes[spec.name].state in SETTLED for spec in r.consolidation.replacements):
-            self._mark(r.consolidation, r.reason, now)
+        if all(self.c.nodes[spec.name].state in SETTLED for spec in r.command.replacements):
+            self._mark(r.command, r.reason, now)
             r.marked = True
 
-    def _mark(self, change: Consolidation, reason: DisruptionReason, now: float) -> None:
+    def _mark(self, change: Command, reason: DisruptionReason, now: float) -> None:
         action = "replace" if change.replacements else "delete"
         label = "consolidation" if reason is DisruptionReason.UNDERUTILIZED else reason.value.lower()
         for name in change.nodes:
@@ -318,7 +320,7 @@ class DisruptionController:
         log.info("%s: %s; removing %s", reason, change.describe(), ", ".join(change.nodes))
         self._record(now, reason, change)
 
-    def _record(self, now: float, reason: DisruptionReason, done: Consolidation) -> None:
+    def _record(self, now: float, reason: DisruptionReason, done: Command) -> None:
         action = "replace" if done.replacements else "delete"
         entry = {
             "at": now,
@@ -348,7 +350,7 @@ class DisruptionController:
 
     @property
     def busy(self) -> bool:
-        """A consolidation is proposed or under way."""
+        """A consolidation is proposed, or replacements are under way."""
         return self.proposal is not None or self.replacing is not None
 
     def summary(self) -> dict[str, dict[str, float]]:
@@ -363,7 +365,7 @@ class DisruptionController:
         return {
             "state": self.state,
             "candidates": self.candidates,
-            "proposal": self.proposal.consolidation.describe() if self.proposal else None,
+            "proposal": self.proposal.command.describe() if self.proposal else None,
             "blocked": dict(sorted(self.blocked.items())[:20]),
             "held": dict(sorted(self.held.items())[:20]),  # expired or drifted, not replaced yet
             "recent": list(self.actions)[-20:],

@@ -1,4 +1,4 @@
-"""Consolidation: would these nodes' pods fit on the other nodes, plus at most one node
+"""Command: would these nodes' pods fit on the other nodes, plus at most one node
 that costs less than they do? The scaler that provisions answers it, on the cluster as it
 would be without them (Karpenter's shape: one scheduler for provisioning and disruption),
 so a consolidation never plans what provisioning would not."""
@@ -18,8 +18,9 @@ MULTI_NODE_MAX = 100  # candidates multi-node consolidation considers at once (K
 
 
 @dataclass(frozen=True)
-class Consolidation:
-    """Remove ``nodes``; boot ``replacements`` first (consolidation: at most one)."""
+class Command:
+    """A disruption to carry out (Karpenter's command): remove ``nodes``, booting
+    ``replacements`` first (a consolidation has at most one)."""
 
     nodes: tuple[NodeName, ...]
     replacements: tuple[NodeSpec, ...]
@@ -44,7 +45,7 @@ class Planner:
         self.spot_choices = spot_choices  # spot types of the node's pool cheaper than it
         self.evaluations = 0
 
-    def relocate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Consolidation | None, str]:
+    def relocate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Command | None, str]:
         """Where ``nodes``' pods would go without them (the other nodes, and the new nodes the
         scaler would boot for them), or None and why they could not all go."""
         self.evaluations += 1
@@ -63,9 +64,9 @@ class Planner:
             return None, f"{len(missing)} pod(s) would not fit elsewhere ({why})"
         # The cluster is settled (nothing to boot without the change): whatever the what-if
         # boots, it boots for this change, standby made up for included.
-        return Consolidation(tuple(sorted(names)), tuple(decision.start), sum(self.price_of(n) for n in nodes), len(moving)), ""
+        return Command(tuple(sorted(names)), tuple(decision.start), sum(self.price_of(n) for n in nodes), len(moving)), ""
 
-    def consolidate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Consolidation | None, str]:
+    def consolidate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Command | None, str]:
         """The consolidation of ``nodes``: their pods elsewhere plus at most one node that
         costs strictly less, never of their type; or None and why not."""
         moved, why = self.relocate(snapshot, nodes)
@@ -88,7 +89,7 @@ class Planner:
 
     def best(
         self, snapshot: ClusterSnapshot, candidates: Sequence[Node], single_tries: int, together: int | None = None
-    ) -> tuple[Consolidation | None, dict[NodeName, str]]:
+    ) -> tuple[Command | None, dict[NodeName, str]]:
         """Karpenter's order: the longest prefix of ``candidates`` (cheapest to disrupt first,
         at most ``together`` of them) that consolidates together, found by bisection; else
         one node at a time, at most ``single_tries`` of them. Also why each single candidate
