@@ -88,9 +88,10 @@ def _spec(itype: str, price: float, capacity=OD, standby: bool = False) -> NodeS
     return NodeSpec(NodeName("new"), "general", itype, capacity, "zone-1a", price, Resources(), {}, standby=standby)
 
 
-def _planner(decision: Decision, spot_choices: int = 0) -> Planner:
+def _planner(decision: Decision, spot_choices: int = 0, biggest: tuple[int, int] = (64_000, 1 << 40)) -> Planner:
+    """A planner whose scaler answers ``decision``; offerings under any price hold ``biggest``."""
     prices = {"a.large": 0.10, "m.xlarge": 0.20, "m.4xlarge": 0.80}
-    return Planner(lambda _snapshot: decision, lambda n: prices[n.instance_type], lambda _n: spot_choices)
+    return Planner(lambda _snapshot: decision, lambda n: prices[n.instance_type], lambda _n: spot_choices, lambda _price: biggest)
 
 
 def test_a_replacement_must_be_strictly_cheaper_and_of_another_type() -> None:
@@ -128,6 +129,22 @@ def test_pods_that_would_not_fit_elsewhere_keep_their_node() -> None:
     result, why = _planner(Decision(waiting={held.key: "no room"})).consolidate(snapshot, [_node("n1")])
     assert result is None
     assert why == "1 pod(s) would not fit elsewhere (no room)"
+
+
+def test_a_consolidation_that_cannot_work_is_not_asked_of_the_scaler() -> None:
+    """No other node has room and nothing cheaper is big enough: the what-if is skipped."""
+    held = pod("p1", cpu="1500m", memory="2Gi", node="n1")
+    asked = []
+    planner = _planner(Decision(), biggest=(1000, 4 << 30))
+    planner.compute = lambda s: asked.append(s) or Decision()
+    result, why = planner.consolidate(ClusterSnapshot((held,), (_node("n1"),)), [_node("n1")])
+    assert result is None
+    assert why == "its pods fit neither on the other nodes nor with them on a cheaper node"
+    assert asked == []
+    roomy = _planner(Decision(), biggest=(2000, 4 << 30))  # a cheaper node big enough: ask
+    roomy.compute = lambda s: asked.append(s) or Decision(bindings={held.key: NodeName("x")})
+    roomy.consolidate(ClusterSnapshot((held,), (_node("n1"),)), [_node("n1")])
+    assert len(asked) == 1
 
 
 # -- the controller on the virtual clock ----------------------------------------------------

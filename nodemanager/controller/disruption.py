@@ -13,13 +13,14 @@ Empty nodes are stopped by the pool loop after ``nodes.idleGrace``, within the E
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import logging
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nodemanager.config.schema import ConsolidationPolicy, DisruptionReason
+from nodemanager.config.schema import ConsolidationPolicy, DisruptionReason, Packing
 from nodemanager.controller.budgets import allowed
 from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod, PodKey
 from nodemanager.model.pod import DO_NOT_DISRUPT_ANNOTATION
@@ -65,7 +66,8 @@ class DisruptionController:
         self._fruitless: tuple | None = None  # the inputs of the last pass that found nothing
         self.actions: deque[dict[str, object]] = deque(maxlen=ACTIONS_KEPT)
         self.totals: Counter[str] = Counter()  # nodes, pods, savings by reason (simulation report)
-        self.planner = Planner(lambda s: self.c.scaler.compute(s, self.c.clock.now()), self._price, self._spot_choices)
+        self.planner = Planner(lambda s: self.c.scaler.compute(s, self.c.clock.now()), self._price, self._spot_choices, self._biggest_below, self._takes_more)
+        self._sizes: tuple[object, list[float], list[tuple[int, int]]] | None = None  # (views, prices, most CPU and memory up to each)
 
     # -- what the pool loop asks -----------------------------------------------------------
     @property
@@ -341,6 +343,27 @@ class DisruptionController:
     def _price(self, node: Node) -> float:
         itype = self.c.catalog.get(node.instance_type)
         return (itype.price(node.capacity_type, node.zone) if itype else None) or 0.0
+
+    def _biggest_below(self, price: float) -> tuple[int, int]:
+        """The most CPU and the most memory (not necessarily of one type) of any offering
+        of any pool that costs less than ``price``."""
+        views = self.c.scaler.views
+        if self._sizes is None or self._sizes[0] is not views:
+            offers = sorted((c.price, c.allocatable.cpu, c.allocatable.memory) for v in views for c in v.candidates)
+            prices, most, cpu, memory = [], [], 0, 0
+            for p, c, m in offers:
+                cpu, memory = max(cpu, c), max(memory, m)
+                prices.append(p)
+                most.append((cpu, memory))
+            self._sizes = (views, prices, most)
+        _, prices, most = self._sizes
+        at = bisect.bisect_left(prices, price)
+        return most[at - 1] if at else (0, 0)
+
+    def _takes_more(self, node: Node) -> bool:
+        """Whether the node may hold another pod: a cell pool's never does."""
+        pool = self.c.pool_config(node.pool)
+        return pool is None or pool.packing is not Packing.CELL
 
     def _spot_choices(self, node: Node) -> int:
         """Spot instance types the node's pool may buy for less than the node costs."""

@@ -39,11 +39,52 @@ class Command:
 class Planner:
     """Asks the scaler what would become of candidate nodes' pods."""
 
-    def __init__(self, compute: Callable[[ClusterSnapshot], Decision], price_of: Callable[[Node], float], spot_choices: Callable[[Node], int]) -> None:
+    def __init__(
+        self,
+        compute: Callable[[ClusterSnapshot], Decision],
+        price_of: Callable[[Node], float],
+        spot_choices: Callable[[Node], int],
+        biggest_below: Callable[[float], tuple[int, int]] = lambda _price: (0, 0),
+        takes_more: Callable[[Node], bool] = lambda _node: True,
+    ) -> None:
         self.compute = compute  # the scaler's compute at this instant
         self.price_of = price_of
         self.spot_choices = spot_choices  # spot types of the node's pool cheaper than it
+        self.biggest_below = biggest_below  # the most CPU and memory any offering under a price has
+        self.takes_more = takes_more  # False for a node that never holds a second pod (a cell pool's)
         self.evaluations = 0
+        self._room: tuple[int, dict[str, tuple[int, int]], dict[str, tuple[int, int]], dict[str, tuple[int, int]]] | None = None
+
+    def _hopeless(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> bool:
+        """A quick test before the what-if: the nodes' pods cannot fit in the room the other
+        nodes have plus the largest node that costs less than they do, or their largest pod
+        fits in neither the roomiest other node nor that node (room counted generously, so a
+        consolidation that may work is never skipped)."""
+        if self._room is None or self._room[0] != id(snapshot):
+            used: dict[str, tuple[int, int]] = {}
+            largest: dict[str, tuple[int, int]] = {}
+            for p in snapshot.pods:
+                if p.node_name and not p.of_node:
+                    cpu, memory = used.get(p.node_name, (0, 0))
+                    used[p.node_name] = (cpu + p.requests.cpu, memory + p.requests.memory)
+                    big_cpu, big_memory = largest.get(p.node_name, (0, 0))
+                    largest[p.node_name] = (max(big_cpu, p.requests.cpu), max(big_memory, p.requests.memory))
+            free = {
+                n.name: (n.allocatable.cpu - used.get(n.name, (0, 0))[0], n.allocatable.memory - used.get(n.name, (0, 0))[1])
+                for n in snapshot.nodes
+                if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED) and self.takes_more(n)
+            }
+            self._room = (id(snapshot), used, free, largest)
+        _, used, free, largest = self._room
+        names = {n.name for n in nodes}
+        big = self.biggest_below(sum(self.price_of(n) for n in nodes))
+        for i in (0, 1):
+            others = [max(f[i], 0) for name, f in free.items() if name not in names]
+            if sum(used.get(name, (0, 0))[i] for name in names) > sum(others) + big[i]:
+                return True
+            if max((largest.get(name, (0, 0))[i] for name in names), default=0) > max(max(others, default=0), big[i]):
+                return True
+        return False
 
     def relocate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Command | None, str]:
         """Where ``nodes``' pods would go without them (the other nodes, and the new nodes the
@@ -69,6 +110,8 @@ class Planner:
     def consolidate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Command | None, str]:
         """The consolidation of ``nodes``: their pods elsewhere plus at most one node that
         costs strictly less, never of their type; or None and why not."""
+        if self._hopeless(snapshot, nodes):
+            return None, "its pods fit neither on the other nodes nor with them on a cheaper node"
         moved, why = self.relocate(snapshot, nodes)
         if moved is None:
             return None, why
