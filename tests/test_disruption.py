@@ -440,3 +440,10 @@ def test_an_expired_standby_node_is_replaced_by_a_fresh_one() -> None:
     assert len(live) == 1
     assert live != [first]
     assert h.controller.disruption.summary()["Expired"]["nodes"] == 1
+
+
+def test_a_pod_no_pool_can_ever_hold_does_not_block_consolidation() -> None:
+    never = arrive("huge", cpu="500", memory="1Gi")  # 500 CPUs: unschedulable, and waiting for good
+    h = _run(binpack_pool(), [*_steady_and_finishing(), never])
+    assert "default/huge" in h.controller.last_decision.unschedulable
+    assert h.controller.disruption.summary()["Underutilized"]["nodes"] >= 1

@@ -196,7 +196,8 @@ class DisruptionController:
 
     def _unsettled(self) -> str:
         c = self.c
-        if c.cache.waiting():
+        never = c.last_decision.unschedulable if c.last_decision is not None else {}
+        if any(p.key not in never for p in c.cache.waiting()):  # a pod no pool can ever hold blocks nothing
             return "pods are waiting for nodes"
         if any(n.state in (NodeState.CREATING, NodeState.CREATED) for n in c.nodes.values()):
             return "nodes are booting"
@@ -255,7 +256,7 @@ class DisruptionController:
             else:
                 found.append((len(held), -self._price(node), node.name, node))
         found.sort(key=lambda f: f[:3])
-        room: dict[str, int] = {}
+        room: dict[str, tuple[int, str]] = {}  # pool -> (how many more may go, the budget that says so)
         allowance = {b.key: b.allowed(snapshot.pods) for b in snapshot.pdbs}
         used: Counter[str] = Counter()  # evictions the candidates so far would take, by budget
         out: list[Node] = []
@@ -264,9 +265,10 @@ class DisruptionController:
             pool = c.pool_config(node.pool)
             assert pool is not None
             if pool.name not in room:
-                room[pool.name], why = allowed(pool, DisruptionReason.UNDERUTILIZED, now, *self._counts(pool.name))
-            if room[pool.name] <= 0:
-                blocked[node.name] = f"disruption budget: {why or 'none left'}"
+                room[pool.name] = allowed(pool, DisruptionReason.UNDERUTILIZED, now, *self._counts(pool.name))
+            left, budget = room[pool.name]
+            if left <= 0:
+                blocked[node.name] = f"disruption budget: {budget or 'none left'}"
                 continue
             takes = Counter(b.key for p in held_by[node.name] for b in snapshot.pdbs if b.selects(p))
             over = next((k for k, n in sorted(takes.items()) if n > allowance[k]), None)
@@ -276,7 +278,7 @@ class DisruptionController:
             used += takes
             if together is None and any(used[k] > allowance[k] for k in takes):
                 together = len(out)
-            room[pool.name] -= 1
+            room[pool.name] = (left - 1, budget)
             out.append(node)
         self.candidates = len(out)
         return out, len(out) if together is None else together, blocked
