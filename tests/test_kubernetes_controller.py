@@ -268,3 +268,12 @@ def test_pod_disruption_budgets_reach_the_cache_with_what_the_server_allows(stub
     stub.add_pdb("shop", "db", {"app": "db"}, disruptions_allowed=3, processed=False)
     made.pool_loop()
     assert [(b.key, b.allowed(())) for b in made.cache.snapshot().pdbs] == [("shop/api", 2), ("shop/db", 0)]
+
+
+def test_a_drain_a_budget_holds_for_long_does_not_stop_other_disruption(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    made, kubelets, name = _marked_under_a_budget(stub, cloud, clock, "consolidation")
+    run_loops(made, clock, kubelets, 60)
+    assert made.disruption.unsettled() == "nodes are being removed"  # draining, within drainTimeout
+    run_loops(made, clock, kubelets, 120)
+    assert name in made.drain_blocked
+    assert made.disruption.unsettled() == ""  # held by its budget: the rest of the cluster may go on

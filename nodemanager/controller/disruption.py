@@ -106,7 +106,7 @@ class DisruptionController:
         if self.replacing is not None:
             self._advance(now)
             return
-        unsettled = self._unsettled()
+        unsettled = self.unsettled()
         if unsettled:
             if self.proposal is not None:
                 log.info("consolidation dropped before acting: %s", unsettled)
@@ -194,14 +194,15 @@ class DisruptionController:
         nodes = tuple(dataclasses.replace(n, state=NodeState.TERMINATING) if n.name in idle else n for n in snapshot.nodes)
         return dataclasses.replace(snapshot, nodes=nodes)
 
-    def _unsettled(self) -> str:
+    def unsettled(self) -> str:
+        """Why disruption waits now ("" when the cluster is settled)."""
         c = self.c
         never = c.last_decision.unschedulable if c.last_decision is not None else {}
         if any(p.key not in never for p in c.cache.waiting()):  # a pod no pool can ever hold blocks nothing
             return "pods are waiting for nodes"
         if any(n.state in (NodeState.CREATING, NodeState.CREATED) for n in c.nodes.values()):
             return "nodes are booting"
-        if c.marked:
+        if set(c.marked) - c.drain_blocked:  # a drain a budget holds for long blocks nothing else
             return "nodes are being removed"
         return ""
 

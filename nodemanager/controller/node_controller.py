@@ -106,6 +106,7 @@ class NodeController:
         self.terminated_at: dict[str, float] = {}
         self.booting: set[str] = set()  # nodes whose boot call is in flight
         self.draining: dict[str, float] = {}  # node -> when its drain began
+        self.drain_blocked: set[str] = set()  # voluntary drains waiting past drainTimeout on PodDisruptionBudgets
         self.unneeded_since: dict[NodeName, float] = {}
         self.orphan_suspects: set[str] = set()
         self._bind_waits: dict[PodKey, str] = {}  # pod -> why its bind waits (said once)
@@ -549,6 +550,7 @@ class NodeController:
         timeout = self.config.cluster.drain_timeout
         if not forced and now - started >= timeout:
             self.draining[name] = now  # said once per drainTimeout
+            self.drain_blocked.add(name)
             log.warning("node %s: pods still on it after %gs of draining; a voluntary disruption waits for them", name, timeout)
             self.cluster.record_event("Node", name, "DrainBlocked", f"pods still on the node after {timeout:g}s; waiting for them to leave", warning=True)
         elif now - started >= timeout:
@@ -580,6 +582,7 @@ class NodeController:
                 self.cluster.remove_node(name)  # once more: a dying kubelet may have registered it again
                 del self.nodes[name]
                 self.terminated_at.pop(name, None)
+                self.drain_blocked.discard(name)
                 self.records_generation += 1
             elif node.state is NodeState.TERMINATING and name not in self.marked:
                 self.marked[name] = ("terminating", "terminating")  # confirm on the next reap
