@@ -91,15 +91,15 @@ class Pod:
     volume_claims: tuple[str, ...] = ()  # PersistentVolumeClaims ("namespace/name") its volumes use
     spread: tuple[SpreadConstraint, ...] = ()  # topologySpreadConstraints
     pod_affinity: PodAffinity = NO_AFFINITY  # podAffinity and podAntiAffinity
+    key: PodKey = field(init=False, repr=False, compare=False)  # "namespace/name", asked for everywhere: made once
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", PodKey(f"{self.namespace}/{self.name}"))
 
     @property
     def inter_pod(self) -> bool:
         """Where it may go depends on where other pods of its kind go: placed one at a time."""
         return any(c.hard for c in self.spread) or bool(self.pod_affinity.required or self.pod_affinity.anti_required)
-
-    @property
-    def key(self) -> PodKey:
-        return PodKey(f"{self.namespace}/{self.name}")
 
     @property
     def is_terminal(self) -> bool:
