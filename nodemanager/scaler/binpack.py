@@ -11,7 +11,7 @@ with the number of pods. Pool limits bound every emission.
 from __future__ import annotations
 
 import dataclasses
-import heapq
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -169,6 +169,18 @@ class TypeTables:
 
     def __init__(self) -> None:
         self._tables: dict[tuple, tuple[Sequence[Candidate], list[Candidate], list[Shape], dict[str, tuple[int, ...]]]] = {}
+        self._rankings: dict[tuple[int, float, float], list[int]] = {}
+
+    def ranking(self, shapes: list[Shape], cpu_price: float, memory_price: float) -> list[int]:
+        """``shapes``' indices, the most allocatable per dollar at these dual prices first
+        (then the cheaper, then by name). The duals are one of the LP's few vertices, so a
+        ranking is asked for again and again; ``shapes`` is a list these tables hold."""
+        key = (id(shapes), cpu_price, memory_price)
+        found = self._rankings.get(key)
+        if found is None:
+            worth = [-(cpu_price * s.cpu + memory_price * s.memory) / s.price for s in shapes]
+            found = self._rankings[key] = sorted(range(len(shapes)), key=lambda i: (worth[i], shapes[i].price, shapes[i].name))
+        return found
 
     def get(self, candidates: Sequence[Candidate], vectors: Vectors) -> tuple[list[Candidate], list[Shape], dict[str, tuple[int, ...]]]:
         key = (tuple(map(id, candidates)), tuple(vectors.names))
@@ -218,7 +230,8 @@ def pack(
     figures kept across calls (a computation's own)."""
     vectors = Vectors(requests)
     remaining = list(counts)
-    pool, shapes, alloc = (tables or TypeTables()).get(candidates, vectors)
+    tables = tables or TypeTables()
+    pool, shapes, alloc = tables.get(candidates, vectors)
     fills: list[Fill] = []
     why: dict[int, str] = {}
     excluded: set[str] = set()
@@ -235,8 +248,8 @@ def pack(
         value = [duals.value(r.cpu, r.memory) for r in requests]
         first = next(i for i, k in enumerate(remaining) if k)
         # The types whose allocatable is worth the most per dollar at the dual prices.
-        worth_of = [-(duals.cpu * s.cpu + duals.memory * s.memory) / s.price for s in shapes]
-        best_at = heapq.nsmallest(CANDIDATES_PER_ROUND, usable_at, key=lambda i: (worth_of[i], shapes[i].price, shapes[i].name))
+        ranked = tables.ranking(shapes, duals.cpu, duals.memory)
+        best_at = list(itertools.islice((i for i in ranked if pool[i].itype.name not in excluded), CANDIDATES_PER_ROUND))
         trial = [pool[i] for i in best_at]
         # Always try the cheapest type that can hold the first (largest) remaining pod.
         holder = next((c for c in usable if greedy_fill(alloc[c.itype.name], [vectors.requests[first]], [1], per_node)[0]), None)
