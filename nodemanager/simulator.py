@@ -22,9 +22,7 @@ from dataclasses import dataclass
 
 from cloud.catalog import Catalog
 from nodemanager.clock import VirtualClock
-from nodemanager.cluster.simulated import SimulatedCluster
 from nodemanager.cluster.workload import Arrival, ClusterObjects
-from nodemanager.config import schema
 from nodemanager.config.schema import ProviderConfig
 from nodemanager.controller.executor import InlineExecutor
 from nodemanager.controller.node_controller import NodeController
@@ -36,7 +34,7 @@ from nodemanager.scaler import Decision
 from nodemanager.scaler.lp import DualSolver, Shape
 from nodemanager.scaler.pools import pool_views
 from nodemanager.timeline import Sample, Timeline
-from nodemanager.wiring import simulated_cloud
+from nodemanager.wiring import simulated_cloud, simulated_cluster
 
 # With no arrival to come and no bound pod with a duration still running, this long without
 # a pod bound or finished means the pods still waiting wait for good (nodes may still be
@@ -63,7 +61,6 @@ class _Tracker:
     cpu_allocatable: float = 0.0
     memory_requested: float = 0.0  # byte-seconds
     memory_allocatable: float = 0.0
-    gpu_requested: float = 0.0  # GPU-seconds
     peak: int = 0
     forever: tuple[float, float, float] = (0.0, 0.0, 0.0)  # CPU-, memory- and GPU-seconds of running pods without a duration
 
@@ -77,18 +74,7 @@ class Simulation:
         self.clock = VirtualClock(0.0)
         # Offline whatever provider.yaml says: the cloud and the cluster are always simulated.
         self.cloud = simulated_cloud(config, self.clock)
-        sim = config.cluster.simulated
-        sim = sim or schema.SimulatedCluster()
-        self.cluster = SimulatedCluster(
-            self.clock,
-            self.cloud,
-            workload,
-            register_delay=sim.register_delay,
-            system_usage=(sim.system_cpu, sim.system_memory),
-            resume_evicted=sim.evicted_pods == "resume",
-            devices=devices,
-            objects=objects,
-        )
+        self.cluster = simulated_cluster(config, self.clock, self.cloud, workload, devices=devices, objects=objects)
         self.controller = NodeController(config, catalog, self.cloud, self.cluster, self.clock, executor=InlineExecutor())
         self.controller.on_decision = self._on_decision
         self.total_pods = len(workload)
@@ -138,17 +124,18 @@ class Simulation:
     def _integrate(self, dt: float) -> None:
         if dt <= 0:
             return
-        cpu = memory = gpus = 0
-        forever = [0, 0, 0]
+        cpu = memory = 0
+        forever = [0, 0, 0]  # CPU, memory and GPUs of the running pods without a duration
         for sim in self.cluster.pods.values():
             if sim.pod.of_node or not sim.pod.node_name:
                 continue  # a DaemonSet pod is part of its node's cost, not a pod of the workload
             requests = sim.pod.requests
             cpu += requests.cpu
             memory += requests.memory
-            gpus += requests.get(NVIDIA_GPU) + requests.get(AMD_GPU)
             if sim.duration is None:
-                forever = [forever[0] + requests.cpu, forever[1] + requests.memory, forever[2] + requests.get(NVIDIA_GPU) + requests.get(AMD_GPU)]
+                forever[0] += requests.cpu
+                forever[1] += requests.memory
+                forever[2] += requests.get(NVIDIA_GPU) + requests.get(AMD_GPU)
         alloc_cpu = alloc_memory = 0
         for name in self.cluster.nodes:
             node = self.controller.nodes.get(name)
@@ -160,7 +147,6 @@ class Simulation:
         t.memory_requested += memory * dt
         t.cpu_allocatable += alloc_cpu * dt
         t.memory_allocatable += alloc_memory * dt
-        t.gpu_requested += gpus * dt
         t.forever = (t.forever[0] + forever[0] * dt, t.forever[1] + forever[1] * dt, t.forever[2] + forever[2] * dt)
         t.peak = max(t.peak, self.cloud.live_count())
 

@@ -12,10 +12,11 @@ from cloud.simulated import SimulatedCloud
 from nodemanager.clock import Clock
 from nodemanager.cluster.base import ClusterSource
 from nodemanager.cluster.simulated import SimulatedCluster
-from nodemanager.cluster.workload import Arrival, load_workload_file
+from nodemanager.cluster.workload import Arrival, ClusterObjects, load_workload_file
 from nodemanager.config import schema
 from nodemanager.config.schema import CloudProvider, ProviderConfig
 from nodemanager.controller.node_controller import NodeController
+from nodemanager.dra.context import DeviceContext
 from nodemanager.errors import ConfigError
 from nodemanager.status.metrics import Metrics
 
@@ -57,8 +58,20 @@ def build_cluster(
     sim = config.cluster.simulated or schema.SimulatedCluster()
     loaded = load_workload_file(sim.workload) if sim.workload else None
     arrivals = workload if workload is not None else (loaded.arrivals if loaded else [])
-    devices = loaded.devices if loaded else None
-    objects = loaded.objects if loaded else None
+    return simulated_cluster(config, clock, cloud, arrivals, devices=loaded.devices if loaded else None, objects=loaded.objects if loaded else None)
+
+
+def simulated_cluster(
+    config: ProviderConfig,
+    clock: Clock,
+    cloud: CloudClient,
+    arrivals: list[Arrival],
+    *,
+    devices: DeviceContext | None = None,
+    objects: ClusterObjects | None = None,
+) -> SimulatedCluster:
+    """The in-memory cluster with the file's ``cluster.simulated`` settings (or their defaults)."""
+    sim = config.cluster.simulated or schema.SimulatedCluster()
     return SimulatedCluster(
         clock,
         cloud,
