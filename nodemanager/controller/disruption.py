@@ -17,6 +17,7 @@ import bisect
 import dataclasses
 import logging
 from collections import Counter, defaultdict, deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,10 @@ VALIDATION_DELAY = 15.0  # a proposal waits this long, then must still hold (Kar
 SINGLE_NODE_TRIES = 10  # single candidates evaluated per pass: each is one computation
 ACTIONS_KEPT = 100  # recent actions in /status
 SETTLED = (NodeState.AVAILABLE, NodeState.CLAIMED)
+# The termination label (metrics, drains) of each voluntary disruption: a drain of these may
+# wait for PodDisruptionBudgets however long they hold.
+LABELS = {DisruptionReason.UNDERUTILIZED: "consolidation", DisruptionReason.DRIFTED: "drifted", DisruptionReason.EXPIRED: "expired"}
+VOLUNTARY = frozenset(LABELS.values())
 
 
 @dataclass
@@ -102,7 +107,8 @@ class DisruptionController:
     # -- the loop ------------------------------------------------------------------------
     def run(self, now: float) -> None:
         c = self.c
-        self._track(now)
+        cached = c.cache.snapshot()
+        self._track(cached.pods, now)
         if self.replacing is not None:
             self._advance(now)
             return
@@ -112,7 +118,7 @@ class DisruptionController:
                 log.info("consolidation dropped before acting: %s", unsettled)
             self.proposal, self.state = None, unsettled
             return
-        snapshot = self._without_idle(c.snapshot(now))
+        snapshot = self._without_idle(c.snapshot(now, cached))
         if self.proposal is None and self._renew(snapshot, now):
             return
         candidates, together, blocked = self._candidates(snapshot, now)
@@ -206,10 +212,10 @@ class DisruptionController:
             return "nodes are being removed"
         return ""
 
-    def _track(self, now: float) -> None:
+    def _track(self, pods: Iterable[Pod], now: float) -> None:
         """Since when each node has held the same pods (consolidateAfter counts from then)."""
         on: dict[str, set[PodKey]] = {name: set() for name in self.c.nodes}
-        for pod in self.c.cache.snapshot().pods:
+        for pod in pods:
             if pod.node_name in on and not pod.of_node:
                 on[pod.node_name].add(pod.key)
         tracked = {}
@@ -318,7 +324,7 @@ class DisruptionController:
 
     def _mark(self, change: Command, reason: DisruptionReason, now: float) -> None:
         action = "replace" if change.replacements else "delete"
-        label = "consolidation" if reason is DisruptionReason.UNDERUTILIZED else reason.value.lower()
+        label = LABELS[reason]
         for name in change.nodes:
             self.c.mark_for_termination(name, f"{label} ({action}): {change.describe()}", label)
         self.state = f"acted at {now:.0f} ({reason}): {change.describe()}"

@@ -87,9 +87,8 @@ class InterruptionController:
             return
         log.warning("node %s (%s): %s; moving its pods now", node.name, node.instance_id, what)
         c.cluster.record_event("Node", node.name, "Interrupted", f"{what}: draining before the instance goes", warning=True)
-        snapshot = c.snapshot(now)
         if node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
-            moved, why = c.disruption.planner.relocate(snapshot, [node])
+            moved, why = c.disruption.planner.relocate(c.snapshot(now), [node])
             if moved is None:
                 log.warning("node %s: its pods have nowhere to go yet (%s); they wait once it is drained", node.name, why)
             else:

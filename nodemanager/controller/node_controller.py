@@ -29,14 +29,14 @@ from dataclasses import replace
 from cloud.base import BootRequest, CloudClient, Instance, InstanceState
 from cloud.catalog import Catalog
 from cloud.errors import CloudError, InsufficientCapacity, NotFound, OfferingError, QuotaExceeded, Throttled, ZoneUnavailable
-from nodemanager.cache import ClusterEventsHandler
+from nodemanager.cache import CacheSnapshot, ClusterEventsHandler
 from nodemanager.clock import Clock
 from nodemanager.cluster.base import BindError, ClusterSource
 from nodemanager.config.schema import Pool, ProviderConfig
 from nodemanager.controller.boot_backoff import BootBackoff
 from nodemanager.controller.colocation import ColocationReconciler
 from nodemanager.controller.dispenser import NodeDispenser
-from nodemanager.controller.disruption import DisruptionController
+from nodemanager.controller.disruption import VOLUNTARY, DisruptionController
 from nodemanager.controller.executor import InlineExecutor
 from nodemanager.controller.interruption import InterruptionController
 from nodemanager.controller.status_doc import status_document
@@ -51,7 +51,6 @@ from nodemanager.status.metrics import Metrics
 
 log = logging.getLogger("nodemanager.controller")
 
-VOLUNTARY = frozenset({"consolidation", "drifted", "expired"})  # termination labels of disruptions that may wait
 LOOPS = ("pool", "heartbeat", "reaper", "orphan_gc", "prices", "colocation", "disruption", "interruption")
 # Taints the cluster puts on a node while it starts (the node lifecycle controller, the
 # cloud controller manager); a node nodemanager booted is planned onto as if they were gone
@@ -250,8 +249,10 @@ class NodeController:
             self._refresh_gauges()
         self.metrics.loop_duration.labels("pool").observe(self.timers["pool"].last_ms / 1000)
 
-    def snapshot(self, now: float) -> ClusterSnapshot:
-        cached = self.cache.snapshot()
+    def snapshot(self, now: float, cached: CacheSnapshot | None = None) -> ClusterSnapshot:
+        """What the scaler decides from now: the cache's view (``cached``, if the caller has
+        just taken it) and the node records."""
+        cached = cached or self.cache.snapshot()
         pods = cached.pods
         devices = self.cluster.devices() if any(p.claims for p in pods) else None
         # A node marked for termination (perhaps draining) takes no more pods and counts

@@ -1,4 +1,4 @@
-"""Command: would these nodes' pods fit on the other nodes, plus at most one node
+"""Consolidation: would these nodes' pods fit on the other nodes, plus at most one node
 that costs less than they do? The scaler that provisions answers it, on the cluster as it
 would be without them (Karpenter's shape: one scheduler for provisioning and disruption),
 so a consolidation never plans what provisioning would not."""
@@ -53,14 +53,15 @@ class Planner:
         self.biggest_below = biggest_below  # the most CPU and memory any offering under a price has
         self.takes_more = takes_more  # False for a node that never holds a second pod (a cell pool's)
         self.evaluations = 0
-        self._room: tuple[int, dict[str, tuple[int, int]], dict[str, tuple[int, int]], dict[str, tuple[int, int]]] | None = None
+        # The last snapshot's room, kept with it: an id could be reused once a snapshot is freed.
+        self._room: tuple[ClusterSnapshot, dict[str, tuple[int, int]], dict[str, tuple[int, int]], dict[str, tuple[int, int]]] | None = None
 
     def _hopeless(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> bool:
         """A quick test before the what-if: the nodes' pods cannot fit in the room the other
         nodes have plus the largest node that costs less than they do, or their largest pod
         fits in neither the roomiest other node nor that node (room counted generously, so a
         consolidation that may work is never skipped)."""
-        if self._room is None or self._room[0] != id(snapshot):
+        if self._room is None or self._room[0] is not snapshot:
             used: dict[str, tuple[int, int]] = {}
             largest: dict[str, tuple[int, int]] = {}
             for p in snapshot.pods:
@@ -74,7 +75,7 @@ class Planner:
                 for n in snapshot.nodes
                 if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED) and self.takes_more(n)
             }
-            self._room = (id(snapshot), used, free, largest)
+            self._room = (snapshot, used, free, largest)
         _, used, free, largest = self._room
         names = {n.name for n in nodes}
         big = self.biggest_below(sum(self.price_of(n) for n in nodes))
