@@ -581,15 +581,12 @@ class _Run:
         fills, _, why = binpack.pack(requests, counts, available, self._budget(view), per_node=per_node, tables=self.type_tables)
         queues = [deque(p for i in g for p in classes[i].pods) for g in groups]
         refused: set[PodKey] = set()
-        for fill in fills:
-            zones = self._zone_choices(fill.candidate, available)
-            for _ in range(fill.copies):
-                node = self._new_node(view, self._emptiest(zones), accepted=available)
-                for g, k in enumerate(fill.counts):
-                    for _ in range(k):
-                        pod = queues[g].popleft()
-                        if not self._place(pod, node.info, CycleState()):
-                            refused.add(pod.key)
+        for node, fill in self._new_nodes_for(view, fills, available):
+            for g, k in enumerate(fill.counts):
+                for _ in range(k):
+                    pod = queues[g].popleft()
+                    if not self._place(pod, node.info, CycleState()):
+                        refused.add(pod.key)
         for g, members in enumerate(groups):
             left = {p.key for p in queues[g]}
             for cls in (classes[i] for i in members):
@@ -611,10 +608,7 @@ class _Run:
         then goes to the tightest node with room. Nodes no pod took are not booted. Whether any
         pod was placed: the rest go round again."""
         groups, fills = binpack.pack_similar([c.rep.requests for c in classes], [len(c.pods) for c in classes], available, self._budget(view), self.type_tables)
-        planned: list[tuple[_NewNode, tuple[int, ...]]] = []
-        for fill in fills:
-            zones = self._zone_choices(fill.candidate, available)
-            planned += [(self._new_node(view, self._emptiest(zones), accepted=available), fill.counts) for _ in range(fill.copies)]
+        planned = [(node, fill.counts) for node, fill in self._new_nodes_for(view, fills, available)]
         placed: set[PodKey] = set()
         for g, members in enumerate(groups):
             pods = sorted((p for i in members for p in classes[i].pods), key=lambda p: (-p.requests.cpu, -p.requests.memory, p.key))
@@ -630,6 +624,14 @@ class _Run:
             if not node.info.pods:
                 self._forget(node.info.name)
         return bool(placed) or not any(c.pods for c in classes)
+
+    def _new_nodes_for(self, view: PoolView, fills: list[binpack.Fill], available: list[Candidate]) -> Iterator[tuple[_NewNode, binpack.Fill]]:
+        """A new node for each copy of each fill, in turn, each in the emptiest zone that
+        offers its type at no higher price."""
+        for fill in fills:
+            zones = self._zone_choices(fill.candidate, available)
+            for _ in range(fill.copies):
+                yield self._new_node(view, self._emptiest(zones), accepted=available), fill
 
     def _new_node(self, view: PoolView, candidate: Candidate, standby: bool = False, accepted: list[Candidate] | None = None) -> _NewNode:
         i = len(self.new_nodes)
