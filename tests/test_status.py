@@ -229,3 +229,35 @@ def test_listening_beyond_loopback_needs_a_token_or_an_explicit_opt_out(status: 
             parse_config(text, "p.yaml", Path("."))
     else:
         parse_config(text, "p.yaml", Path("."))
+
+
+def test_concurrent_status_requests_share_one_build_and_none_is_older_than_max_age() -> None:
+    """A flood of /status requests costs one build of the document, not one each; past
+    ``max_age`` the next request builds a fresh one."""
+    from nodemanager.status.server import SharedBuild
+
+    started, release, builds = threading.Event(), threading.Event(), []
+
+    def build() -> tuple[int, bytes]:
+        builds.append(len(builds))
+        started.set()
+        release.wait(5)
+        return 200, str(len(builds)).encode()
+
+    shared = SharedBuild(build, max_age=3600)
+    replies: list[tuple[int, bytes]] = []
+    first = threading.Thread(target=lambda: replies.append(shared.get()))
+    first.start()
+    started.wait(5)
+    waiting = [threading.Thread(target=lambda: replies.append(shared.get())) for _ in range(20)]
+    for t in waiting:
+        t.start()
+    release.set()
+    for t in [first, *waiting]:
+        t.join(5)
+    assert replies == [(200, b"1")] * 21
+    assert len(builds) == 1
+    assert shared.get() == (200, b"1")  # within max_age: the same reply
+
+    fresh = SharedBuild(build, max_age=0)
+    assert [fresh.get(), fresh.get()] == [(200, b"2"), (200, b"3")]  # past max_age: rebuilt each time

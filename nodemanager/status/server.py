@@ -4,6 +4,7 @@ Read-only: it never changes the controller. It listens on 127.0.0.1 unless told
 otherwise; with a bearer token configured, everything but ``/healthz`` and ``/readyz``
 (what probes ask, which say nothing else) requires it. A client that stalls is dropped after
 ``CLIENT_TIMEOUT``; past ``MAX_CONNECTIONS`` at once, a new one gets 503 at once.
+``/status`` replies are built at most once a second and shared (``SharedBuild``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -30,6 +32,7 @@ log = logging.getLogger("nodemanager.status")
 BACKLOG = 1024  # connections the kernel queues before they are accepted (past it, a client waits a SYN retry: 1 s)
 CLIENT_TIMEOUT = 10.0  # seconds a client may take to send its request or read the reply
 MAX_CONNECTIONS = 64  # handled at once
+STATUS_MAX_AGE = 1.0  # seconds a /status reply is answered again before it is rebuilt
 
 
 def load_token(settings: Status) -> str | None:
@@ -55,8 +58,10 @@ class StatusServer:
         ready: Callable[[], bool],
         metrics: Metrics,
         token: str | None = None,
+        *,
+        max_age: float = STATUS_MAX_AGE,
     ) -> None:
-        self.status = status
+        self.status = SharedBuild(lambda: _status_reply(status), max_age)
         self.ready = ready
         self.metrics = metrics
         self.token = token
@@ -114,13 +119,51 @@ class StatusServer:
         if path == "/metrics":
             return _send(request, 200, self.metrics.exposition(), CONTENT_TYPE_LATEST)
         if path == "/status":
-            try:
-                body = json.dumps(self.status(), indent=2, sort_keys=True, default=str).encode()
-            except Exception:
-                log.exception("building /status failed")
-                return _send(request, 500, b'{"error": "building the status document failed; see the logs"}\n', "application/json")
-            return _send(request, 200, body + b"\n", "application/json")
+            return _send(request, *self.status.get(), "application/json")
         return _send(request, 404, b"not found: try /status, /metrics, /healthz or /readyz\n", "text/plain; charset=utf-8")
+
+
+def _status_reply(status: Callable[[], dict[str, object]]) -> tuple[int, bytes]:
+    try:
+        return 200, json.dumps(status(), indent=2, sort_keys=True, default=str).encode() + b"\n"
+    except Exception:
+        log.exception("building /status failed")
+        return 500, b'{"error": "building the status document failed; see the logs"}\n'
+
+
+class SharedBuild:
+    """The status reply, built at most once per ``max_age`` seconds.
+
+    A request within ``max_age`` of the last build's start gets that build's reply; one that
+    arrives while a build runs waits for it. A flood of requests costs one build a second,
+    not one each (serializing the document is most of a request's cost), and every reply is
+    at most ``max_age`` older than its request."""
+
+    def __init__(self, build: Callable[[], tuple[int, bytes]], max_age: float) -> None:
+        self._build = build  # never raises: a failure is an answer too
+        self._max_age = max_age
+        self._changed = threading.Condition()
+        self._building = False
+        self._result: tuple[float, tuple[int, bytes]] | None = None  # when its build started, the reply
+
+    def get(self) -> tuple[int, bytes]:
+        with self._changed:
+            while True:
+                if self._result is not None and time.monotonic() - self._result[0] < self._max_age:
+                    return self._result[1]
+                if self._building:
+                    self._changed.wait()
+                    continue
+                self._building, started = True, time.monotonic()
+                self._changed.release()
+                try:
+                    reply = self._build()
+                finally:
+                    self._changed.acquire()
+                    self._building = False
+                    self._changed.notify_all()
+                self._result = (started, reply)
+                return reply
 
 
 def _send(request: BaseHTTPRequestHandler, code: int, body: bytes, content_type: str) -> None:
