@@ -4,7 +4,8 @@ CloudError                       (a NodeManagerError)
 ├── InsufficientCapacity         this offering (type, capacity type, zone) is out: try another
 ├── Unsupported                  the offering does not exist there: never retry it there
 ├── QuotaExceeded                an account limit: nothing of this kind boots until it is raised
-├── Throttled                    the API asked us to slow down; retries were exhausted
+├── Throttled                    the API asked us to slow down or did not answer; retries were exhausted
+│   └── DeadlinePassed           the loop pass ran out of time before this call: made again next pass
 └── NotFound                     the instance is not (or no longer) there
 """
 
@@ -52,6 +53,11 @@ class QuotaExceeded(CloudError):
 
 class Throttled(CloudError):
     pass
+
+
+class DeadlinePassed(Throttled):
+    def __init__(self, operation: str) -> None:
+        super().__init__(f"{operation} not called: the loop pass ran past its deadline (tried again next pass)")
 
 
 class NotFound(CloudError):

@@ -12,6 +12,7 @@ and the cluster, so nothing a former term believed is trusted.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -27,6 +28,7 @@ from cloud.catalog import Catalog
 from nodemanager.clock import RealClock
 from nodemanager.config.schema import ClusterSource, ProviderConfig
 from nodemanager.controller.node_controller import LOOPS, NodeController
+from nodemanager.deadline import pass_deadline
 from nodemanager.status.metrics import Metrics
 from nodemanager.status.server import StatusServer, load_token
 from nodemanager.wiring import build_cloud, build_cluster, build_controller
@@ -38,6 +40,9 @@ STOP_GRACE = 10.0  # seconds a stop waits for running loops
 EXIT_STUCK = 1  # the exit status when a loop had to be left running
 
 log = logging.getLogger("nodemanager")
+# Loops whose passes hold the controller: their cloud and API calls get the pass deadline
+# (the price refresh holds it only to swap the catalog in).
+HOLD_CONTROLLER = frozenset(LOOPS) - {"prices"}
 INTERRUPTION_POLL = 5.0  # seconds an interruption-queue poll may wait for a message
 
 
@@ -125,10 +130,13 @@ class Service:
         return doc
 
     def _guarded(self, name: str):  # type: ignore[no-untyped-def]
+        deadline = self.config.loops.pass_deadline if name in HOLD_CONTROLLER else None
+
         def run() -> None:
             try:
                 if self.gate.acting():
-                    getattr(self.controller, f"{name}_loop")()
+                    with pass_deadline(self.clock, deadline) if deadline else contextlib.nullcontext():
+                        getattr(self.controller, f"{name}_loop")()
                 elif name == "pool":
                     self.cluster.poll()  # a follower keeps its view current (and its queue short) for a quick takeover
             except Exception:

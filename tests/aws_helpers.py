@@ -38,15 +38,24 @@ def aws_cloud(
     boot_image: BootImageSpec = IMAGE_SPEC,
     **settings: Any,
 ) -> AwsCloud:
+    """Retries never sleep for real: each wait is recorded in ``sleeps`` and, on a virtual
+    clock, moves it on."""
     recorded = sleeps if sleeps is not None else []
+    clock = clock or VirtualClock(1000.0)
+
+    def sleep(seconds: float) -> None:
+        recorded.append(seconds)
+        if isinstance(clock, VirtualClock):
+            clock.advance(seconds)
+
     return AwsCloud(
         AwsSettings(region=REGION, **settings),
         controller_id,
         catalog,
-        clock or VirtualClock(1000.0),
+        clock,
         boot_image=boot_image,
         retry=RetryPolicy(attempts=6, max_seconds=60, initial=0.5, cap=8),
-        sleep=recorded.append,  # virtual: retries never sleep for real
+        sleep=sleep,
     )
 
 

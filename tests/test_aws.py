@@ -13,8 +13,10 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from cloud.aws.client import USER_DATA_LIMIT, render_user_data
 from cloud.aws.errors import SubnetExhausted, is_retryable, translate
 from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, TAINTS_TAG, BootRequest, InstanceState
-from cloud.errors import CloudError, InsufficientCapacity, NotFound, QuotaExceeded, Throttled, Unsupported, ZoneUnavailable
+from cloud.errors import CloudError, DeadlinePassed, InsufficientCapacity, NotFound, QuotaExceeded, Throttled, Unsupported, ZoneUnavailable
+from nodemanager.clock import VirtualClock
 from nodemanager.config.schema import BootImageSpec
+from nodemanager.deadline import pass_deadline
 from nodemanager.model import CapacityType, Taint, TaintEffect
 
 OD, SPOT = CapacityType.ON_DEMAND, CapacityType.SPOT
@@ -233,6 +235,34 @@ def test_throttled_calls_are_retried_with_backoff_then_give_up(aws, catalog):
     assert len(sleeps) == 5
     assert all(0 < s <= 8.5 for s in sleeps)
     assert sleeps[-1] > sleeps[0]  # exponential, with jitter
+
+
+def test_a_pass_deadline_ends_retries_and_refuses_new_calls(aws, catalog):
+    """Through an outage each call retries for up to half a minute: under a loop pass's
+    deadline no wait ends past it, and once it has passed no call is made at all."""
+    clock, sleeps = VirtualClock(1000.0), []
+    cloud = make_cloud(catalog, clock=clock, sleeps=sleeps)
+    calls = inject(cloud, "TerminateInstances", lambda p: error_reply("InternalError", 503))
+    with pass_deadline(clock, 5.0):
+        with pytest.raises(Throttled, match="retries exhausted") as first:
+            cloud.terminate(["i-1"])
+        assert not isinstance(first.value, DeadlinePassed)
+        assert 1 < len(calls) < 6  # retried, but fewer times than without a deadline
+        assert clock.now() <= 1005.0  # no wait ended past the deadline
+        clock.advance(5.0)
+        with pytest.raises(DeadlinePassed, match="terminate_instances not called"):
+            cloud.terminate(["i-2"])
+    assert all("i-2" not in str(c) for c in calls)  # nothing was sent for i-2
+    calls.clear()
+    with pytest.raises(Throttled):
+        cloud.terminate(["i-3"])  # outside a pass: the whole retry policy
+    assert len(calls) == 6
+
+
+def test_a_dropped_connection_is_reported_as_an_unreachable_endpoint():
+    error = translate(EndpointConnectionError(endpoint_url="http://127.0.0.1:1"))
+    assert isinstance(error, Throttled)
+    assert str(error).startswith("cloud endpoint unreachable: Could not connect")
 
 
 def test_capacity_errors_are_not_retried(aws, catalog):

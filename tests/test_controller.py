@@ -7,7 +7,7 @@ from builders import OD, SPOT, binpack_pool, cell_pool
 from harness import Harness, arrive
 
 from cloud.base import BootRequest
-from cloud.errors import CloudError
+from cloud.errors import CloudError, Throttled
 from cloud.simulated import SimulatedCloud
 from nodemanager.config.schema import Limits, Standby
 from nodemanager.controller import NO_BINDING, NOT_YET, boot_token
@@ -334,3 +334,43 @@ def test_terminated_records_are_kept_a_minute_and_at_most_a_hundred() -> None:
     h.controller.pool_loop()
     kept = sorted(n for n, rec in h.controller.nodes.items() if rec.state is NodeState.TERMINATED)
     assert kept == [f"gone-{i:03d}" for i in range(50, 150)]
+
+
+class _Unreachable(SimulatedCloud):
+    """A cloud whose endpoint stops answering: every terminate fails once retries run out."""
+
+    def __init__(self, *args: object, **kw: object) -> None:
+        super().__init__(*args, **kw)  # type: ignore[arg-type]
+        self.down = False
+        self.terminate_calls = 0
+
+    def terminate(self, instance_ids):  # type: ignore[no-untyped-def]
+        self.terminate_calls += 1
+        if self.down:
+            raise Throttled("cloud endpoint unreachable: Could not connect to the endpoint URL (retries exhausted)")
+        return super().terminate(instance_ids)
+
+
+def test_an_unreachable_cloud_costs_a_reaper_pass_one_call_and_one_warning(caplog) -> None:
+    """Through an outage each call spends its retries: a pass that tried every marked node
+    held the controller for minutes and logged a warning per node. Now the first call that
+    finds the cloud unreachable ends the pass's terminations, with one warning."""
+    jobs = [arrive(f"p{i}", itype="a.large", duration=30) for i in range(4)]
+    h = Harness(cell_pool(), arrivals=jobs, cloud=lambda clock: _Unreachable("test", clock, boot_delay=20.0))
+    cloud = h.cloud
+    assert isinstance(cloud, _Unreachable)
+    h.run(45)  # four cell nodes, their jobs running
+    cloud.down = True
+    h.run(30)  # the jobs end: the nodes are marked for termination
+    assert len(h.controller.marked) == 4
+    cloud.terminate_calls = 0
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="nodemanager"):
+        h.controller.reaper_loop()
+    assert cloud.terminate_calls == 1
+    assert [r.getMessage() for r in caplog.records if "terminat" in r.getMessage()] == [
+        "terminations wait for the next pass: cloud endpoint unreachable: Could not connect to the endpoint URL (retries exhausted)"
+    ]
+    cloud.down = False
+    h.run(30)
+    assert h.live_instances() == []  # the endpoint is back: every node goes within a pass

@@ -27,17 +27,18 @@ from typing import Any
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, stop_when_event_set, wait_exponential_jitter
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, stop_when_event_set, wait_exponential_jitter
 
 from cloud.aws.errors import NOT_FOUND, STALE_VIEW, SubnetExhausted, code_of, is_retryable, translate
 from cloud.aws.pricing import PRICING_REGION, REGION_NAMES, on_demand_prices, spot_prices
 from cloud.aws.queue import SqsQueue
 from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState, PriceUpdate, launch_tags
 from cloud.catalog import Catalog
-from cloud.errors import CloudError, NotFound, Unsupported, ZoneUnavailable
+from cloud.errors import CloudError, DeadlinePassed, NotFound, Unsupported, ZoneUnavailable
 from nodemanager.clock import Clock
 from nodemanager.config.schema import AwsCloud as AwsSettings
 from nodemanager.config.schema import BootImageSpec
+from nodemanager.deadline import remaining
 from nodemanager.model import CapacityType
 
 log = logging.getLogger("nodemanager.cloud.aws")
@@ -107,14 +108,26 @@ class AwsCloud:
 
     # -- calls --------------------------------------------------------------------------------
     def _retrying(self, what: str) -> Retrying:
-        """Retries only where retrying is safe (throttling, 5xx, dropped connections)."""
+        """Retries only where retrying is safe (throttling, 5xx, dropped connections), and
+        within the loop pass's deadline: no call once it has passed, no wait that ends past it."""
+
+        def not_past_deadline(_: RetryCallState) -> None:
+            left = remaining()
+            if left is not None and left <= 0:
+                raise DeadlinePassed(what)
+
+        def past_deadline(state: RetryCallState) -> bool:
+            left = remaining()
+            return left is not None and left < state.upcoming_sleep
+
         return Retrying(
             retry=retry_if_exception(is_retryable),
             wait=wait_exponential_jitter(multiplier=self.retry.initial, max=self.retry.cap, jitter=self.retry.initial),
-            stop=stop_after_attempt(self.retry.attempts) | stop_after_delay(self.retry.max_seconds) | stop_when_event_set(self.stop),
+            stop=stop_after_attempt(self.retry.attempts) | stop_after_delay(self.retry.max_seconds) | stop_when_event_set(self.stop) | past_deadline,
             sleep=self.sleep,
             reraise=True,
-            before_sleep=lambda state: log.info("%s throttled or failed transiently (attempt %d), retrying", what, state.attempt_number),
+            before=not_past_deadline,
+            before_sleep=lambda state: log.debug("%s throttled or failed transiently (attempt %d), retrying", what, state.attempt_number),
         )
 
     def _call(self, operation: str, **params: Any) -> Any:

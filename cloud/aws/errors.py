@@ -68,7 +68,7 @@ def translate(
     if code in NOT_FOUND:
         return NotFound(message)
     if is_retryable(exc):
-        return Throttled(f"{code or type(exc).__name__}: {message} (retries exhausted)")
+        return Throttled(f"{code or 'cloud endpoint unreachable'}: {message} (retries exhausted)")
     if isinstance(exc, BotoCoreError | ClientError):
         return CloudError(f"{code or type(exc).__name__}: {message}")
     return CloudError(str(exc))

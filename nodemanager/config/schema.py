@@ -340,6 +340,10 @@ class Loops(Model):
     colocation: Duration = Field(default=30.0, gt=0)  # batch resources recalculated (metrics report every 60 s)
     disruption: Duration = Field(default=10.0, gt=0)  # consolidation looked for (Karpenter: every 10 s)
     interruption: Duration = Field(default=5.0, gt=0)  # the interruption queue polled (each poll waits up to 5 s in real time)
+    # A pass of a loop that holds the controller stops retrying cloud calls, and makes no new
+    # one, once it has run this long (nodemanager.deadline); the price refresh runs outside
+    # the controller, bounded by its own retries.
+    pass_deadline: Duration = Field(default=30.0, gt=0, le=3600, alias="passDeadline")
 
     def intervals(self) -> dict[str, float]:
         """Loop name (as the controller names its loops) -> seconds."""

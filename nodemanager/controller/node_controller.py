@@ -527,6 +527,9 @@ class NodeController:
                 continue
             try:
                 self.cloud.terminate([node.instance_id])
+            except Throttled as exc:  # the cloud does not answer: the other nodes wait for the next pass as well
+                log.warning("terminations wait for the next pass: %s", exc)
+                return
             except CloudError as exc:
                 log.warning("terminating %s (%s) failed, will retry: %s", name, node.instance_id, exc)
                 continue

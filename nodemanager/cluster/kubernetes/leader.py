@@ -28,6 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from nodemanager.clock import Clock
 from nodemanager.cluster.kubernetes.source import NETWORK_ERRORS, api_message
 from nodemanager.config.schema import LeaderElection
+from nodemanager.deadline import API_CONNECT
 
 log = logging.getLogger("nodemanager.leader")
 
@@ -75,6 +76,11 @@ class LeaderElector:
         self._released = False
         self.problem: str | None = None  # a misconfiguration no retry can fix (said once, shown in /status)
 
+    @property
+    def _options(self) -> dict[str, Any]:
+        """A Lease call's reply unparsed, waited for no longer than a renewal may take (client-go bounds it the same way)."""
+        return {"_preload_content": False, "_request_timeout": (API_CONNECT, self.settings.renew_deadline)}
+
     def leading(self) -> bool:
         """True while this replica may act: its last renewal began under renew_deadline ago."""
         return self._renewed_at is not None and self.clock.now() - self._renewed_at < self.settings.renew_deadline
@@ -112,7 +118,7 @@ class LeaderElector:
     def _try(self, now: float) -> bool:
         ns, name = self.settings.namespace, self.settings.lease_name
         try:
-            lease = self.api.read_namespaced_lease(name, ns, _preload_content=False)
+            lease = self.api.read_namespaced_lease(name, ns, **self._options)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -139,7 +145,7 @@ class LeaderElector:
         if not mine:
             renewed.update(acquireTime=micro_time(now), leaseTransitions=self.transitions + 1)
         try:
-            reply = _json(self.api.replace_namespaced_lease(name, ns, self._lease(renewed, observed.resource_version), _preload_content=False))
+            reply = _json(self.api.replace_namespaced_lease(name, ns, self._lease(renewed, observed.resource_version), **self._options))
         except ApiException as exc:
             if exc.status == 409:
                 log.info("leader election: lease %s/%s changed under us; trying again", ns, name)
@@ -161,7 +167,7 @@ class LeaderElector:
             "leaseTransitions": 0,
         }
         try:
-            reply = _json(self.api.create_namespaced_lease(ns, self._lease(spec), _preload_content=False))
+            reply = _json(self.api.create_namespaced_lease(ns, self._lease(spec), **self._options))
         except ApiException as exc:
             if exc.status == 409:  # another replica created it first
                 return False
@@ -203,7 +209,7 @@ class LeaderElector:
         now = micro_time(self.clock.now())
         spec = {"holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now, "acquireTime": now, "leaseTransitions": self.transitions}
         try:
-            self.api.replace_namespaced_lease(name, ns, self._lease(spec, self._observed.resource_version), _preload_content=False)
+            self.api.replace_namespaced_lease(name, ns, self._lease(spec, self._observed.resource_version), **self._options)
             log.info("leader election: released lease %s/%s", ns, name)
         except NETWORK_ERRORS as exc:
             log.warning("leader election: could not release the lease (it runs out by itself): %s", api_message(exc))

@@ -38,6 +38,7 @@ from nodemanager.cluster.kubernetes.reflector import Change, Reflector
 from nodemanager.cluster.metrics_api import read_metrics
 from nodemanager.config.schema import KubernetesCluster as Settings
 from nodemanager.config.schema import KubernetesMode
+from nodemanager.deadline import api_timeout
 from nodemanager.dra.context import DeviceContext
 from nodemanager.dra.model import AllocationResult, allocation_document, parse_claim, parse_device_class, parse_slice
 from nodemanager.errors import NodeManagerError
@@ -362,7 +363,7 @@ class KubernetesCluster:
         try:
             # The client fails to read the 201 Status as a Binding after the bind is done;
             # an unparsed reply avoids that.
-            self.core.create_namespaced_pod_binding(name, namespace, body, _preload_content=False)
+            self.core.create_namespaced_pod_binding(name, namespace, body, _preload_content=False, _request_timeout=api_timeout())
         except NETWORK_ERRORS as exc:
             raise BindError(pod, node, api_message(exc)) from None
         return kube
@@ -372,7 +373,7 @@ class KubernetesCluster:
         if kube is None:
             return
         try:
-            self.core.delete_node(kube, _preload_content=False)
+            self.core.delete_node(kube, _preload_content=False, _request_timeout=api_timeout())
             log.info("deleted Node %s (node %s)", kube, name)
         except ApiException as exc:
             if exc.status != 404:
@@ -391,7 +392,7 @@ class KubernetesCluster:
             return DrainStatus(done=True)
         if not (doc.get("spec") or {}).get("unschedulable"):
             try:
-                self.core.patch_node(kube, {"spec": {"unschedulable": True}}, _preload_content=False)
+                self.core.patch_node(kube, {"spec": {"unschedulable": True}}, _preload_content=False, _request_timeout=api_timeout())
                 log.info("cordoned Node %s (node %s)", kube, name)
             except NETWORK_ERRORS as exc:
                 return DrainStatus(done=False, blocked=(f"cordon failed: {api_message(exc)}",))
@@ -409,7 +410,7 @@ class KubernetesCluster:
             namespace, pod_name = key.split("/", 1)
             eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod_name, "namespace": namespace}}
             try:
-                self.core.create_namespaced_pod_eviction(pod_name, namespace, eviction, _preload_content=False)
+                self.core.create_namespaced_pod_eviction(pod_name, namespace, eviction, _preload_content=False, _request_timeout=api_timeout())
             except ApiException as exc:
                 if exc.status != 404:
                     blocked.append(f"{key}: {api_message(exc)}")
@@ -433,7 +434,7 @@ class KubernetesCluster:
             return  # nothing missing, or patched already and the watch has not caught up
         self._labelled[kube] = asked
         try:
-            self.core.patch_node(kube, {"metadata": {"labels": missing}}, _preload_content=False)
+            self.core.patch_node(kube, {"metadata": {"labels": missing}}, _preload_content=False, _request_timeout=api_timeout())
             log.info("labelled Node %s: %s", kube, ", ".join(f"{k}={v}" for k, v in sorted(missing.items())))
         except NETWORK_ERRORS as exc:
             log.warning("labelling Node %s failed (tried again next time): %s", kube, api_message(exc))
@@ -475,7 +476,7 @@ class KubernetesCluster:
 
     def _send_event(self, namespace: str, body: dict) -> None:
         try:
-            self.core.create_namespaced_event(namespace, body, _preload_content=False)
+            self.core.create_namespaced_event(namespace, body, _preload_content=False, _request_timeout=api_timeout())
         except NETWORK_ERRORS as exc:
             level = logging.DEBUG if self._event_failures else logging.WARNING  # warn once, not per event
             self._event_failures += 1
@@ -575,7 +576,7 @@ class KubernetesCluster:
             log.warning("writing the allocation of claim %s skipped: resource.k8s.io is not known to be served", claim)
             return
         try:
-            self.resource.patch_namespaced_resource_claim_status(name, namespace, status, _preload_content=False)
+            self.resource.patch_namespaced_resource_claim_status(name, namespace, status, _preload_content=False, _request_timeout=api_timeout())
             log.info("claim %s allocated on %s: %s", claim, node, ", ".join(f"{d.driver}/{d.pool}/{d.device}" for d in result.devices))
         except NETWORK_ERRORS as exc:
             log.warning("writing the allocation of claim %s failed: %s", claim, api_message(exc))
