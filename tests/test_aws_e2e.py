@@ -119,3 +119,32 @@ def test_run_against_an_ec2_endpoint_survives_sigkill(tmp_path):
                 proc.kill()
                 proc.wait()
         server.stop()
+
+
+@pytest.mark.heavy
+def test_a_cloud_outage_and_a_reset_endpoint_on_a_moto_server():
+    """The EC2 endpoint down, then back, then reset to nothing (benchmarks/outage.py, with a
+    short outage): /status answers every probe, the log has a line per pass rather than per
+    retry or node, the pool converges after each, and the reset's failed boots pause the pool
+    once instead of storming."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("bench_outage", Path(__file__).resolve().parent.parent / "benchmarks" / "outage.py")
+    assert spec is not None
+    assert spec.loader is not None
+    outage = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(outage)
+    result = outage.run(down=8.0)
+    for phase in ("outage_probes", "reset_probes"):
+        assert set(result[phase]["answers"]) == {"200"}, result[phase]
+    assert result["instances_after_outage"] == {"live": outage.PODS, "names_launched_twice": []}
+    assert result["instances_after_reset"] == {"live": outage.PODS, "names_launched_twice": []}
+    assert result["converged_after_return_s"] is not None
+    assert result["converged_after_reset_s"] is not None
+    log = result["log"]
+    assert log["outage"]["unreachable"] == log["outage"]["warnings"] <= 4  # a line per pass whose retries ran out, none per retry
+    assert log["reset"]["boot_failures"] <= 2 * outage.PODS  # one round failed (the stale subnets), paused, then booted
+    assert result["most_node_records"] <= 3 * outage.PODS
+    assert result["tracebacks"] == 0
+    assert result["exit_status"] == 0

@@ -298,7 +298,7 @@ class _BrokenBoots(SimulatedCloud):
 def test_boots_failing_for_no_offerings_reason_back_off_per_pool_and_resume() -> None:
     """A cloud that forgot the pool's subnet: without a pause every loop booted again (244
     failures in 60 s, and a Terminated record each). Now the pool's boots pause 10 s, 20 s,
-    40 s... and the waiting pods and /status say why; one success ends it."""
+    40 s... per round of boots, and the waiting pods and /status say why; one success ends it."""
     h = Harness(cell_pool(), arrivals=[arrive(f"p{i}", itype="a.large") for i in range(5)], cloud=lambda clock: _BrokenBoots("test", clock, boot_delay=20.0))
     cloud = h.cloud
     assert isinstance(cloud, _BrokenBoots)
@@ -312,11 +312,25 @@ def test_boots_failing_for_no_offerings_reason_back_off_per_pool_and_resume() ->
     waiting = {w["pod"]: w["reason"] for w in doc["pods"]["waiting"]}
     assert any("boots paused until" in r for r in waiting.values()), waiting
     h.run(600)
-    assert cloud.refused - refused <= 5 * 3  # capped at one round per 5 minutes
+    assert cloud.refused - refused <= 5 * 4  # rounds near 70, 150, 310 and 610 s: doubled each round, at most 5 minutes apart
     cloud.broken = False
     h.run(400)
     assert len(h.bound()) == 5
     assert h.controller.status()["pools"][0]["backoff"] is None
+
+
+def test_boots_of_one_round_failing_together_pause_the_pool_once() -> None:
+    """Four boots in flight when the cloud forgot its subnets failed one after another: each
+    doubled the pause (10, 20, 40, 80 s), so the pool waited 80 s for one forgotten subnet."""
+    from nodemanager.controller.boot_backoff import BootBackoff
+
+    backoff = BootBackoff()
+    pauses = [backoff.failed("general", 100.0 + i * 0.01, f"subnet {i} gone") for i in range(4)]
+    assert [(p.failures, p.until) for p in pauses] == [(1, 110.0)] * 4
+    assert pauses[-1].reason == "subnet 3 gone"
+    assert backoff.failed("general", 111.0, "again").until == 131.0  # the next round, after the pause: doubled
+    backoff.succeeded("general")
+    assert backoff.failed("general", 200.0, "once more").until == 210.0
 
 
 def test_terminated_records_are_kept_a_minute_and_at_most_a_hundred() -> None:
@@ -346,9 +360,16 @@ class _Unreachable(SimulatedCloud):
 
     def terminate(self, instance_ids):  # type: ignore[no-untyped-def]
         self.terminate_calls += 1
+        self._reach()
+        return super().terminate(instance_ids)
+
+    def list_instances(self):  # type: ignore[no-untyped-def]
+        self._reach()
+        return super().list_instances()
+
+    def _reach(self) -> None:
         if self.down:
             raise Throttled("cloud endpoint unreachable: Could not connect to the endpoint URL (retries exhausted)")
-        return super().terminate(instance_ids)
 
 
 def test_an_unreachable_cloud_costs_a_reaper_pass_one_call_and_one_warning(caplog) -> None:
@@ -374,3 +395,34 @@ def test_an_unreachable_cloud_costs_a_reaper_pass_one_call_and_one_warning(caplo
     cloud.down = False
     h.run(30)
     assert h.live_instances() == []  # the endpoint is back: every node goes within a pass
+
+
+def test_nodes_are_not_replaced_for_an_outage_of_the_cloud_api() -> None:
+    """The simulated cluster's kubelets stopped heartbeating when the cloud could not be
+    listed, so every healthy node was replaced after an EC2 outage. Kubelets do not need EC2."""
+    h = Harness(cell_pool(), arrivals=[arrive(f"p{i}", itype="a.large") for i in range(2)], cloud=lambda clock: _Unreachable("test", clock, boot_delay=20.0))
+    cloud = h.cloud
+    assert isinstance(cloud, _Unreachable)
+    h.run(45)
+    before = dict(h.bound())
+    assert len(before) == 2
+    cloud.down = True
+    h.run(300)  # over three times the healthy timeout
+    cloud.down = False
+    h.run(30)
+    assert h.bound() == before
+    assert all(n.state is not S.TERMINATED for n in h.controller.nodes.values())
+
+
+def test_a_node_is_not_judged_by_heartbeats_the_cluster_could_not_yet_deliver() -> None:
+    """Through a cloud outage other loops held the controller for their retries and the pool
+    loop (which reads the cluster) ran rarely: the heartbeat check saw old heartbeats and
+    replaced healthy nodes. Silence counts only up to the cache's last sync with the cluster."""
+    h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large")])
+    h.run(45)
+    [name] = h.controller.nodes
+    h.clock.advance(200)  # over twice the healthy timeout without a pool pass
+    h.controller.heartbeat_loop()
+    assert name not in h.controller.marked
+    h.run(30)  # the pool loop reads the heartbeats sent meanwhile
+    assert h.controller.nodes[name].state is S.CLAIMED

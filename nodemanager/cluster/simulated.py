@@ -272,8 +272,10 @@ class SimulatedCluster:
     def _sync_nodes(self, now: float) -> None:
         try:
             instances = self.cloud.list_instances()
-        except CloudError:
-            return  # a throttled look changes nothing; the next poll catches up
+        except CloudError:  # the cloud cannot be seen (throttled, an outage); the kubelets still run
+            for name in sorted(self.nodes):
+                self._heartbeat(name, now)
+            return
         alive = {i.node_name: i for i in instances if i.state is InstanceState.RUNNING}
         for name in sorted(set(self.nodes) - set(alive)):
             self.remove_node(name)
@@ -292,10 +294,15 @@ class SimulatedCluster:
                     if startup:
                         self._startup[name] = (now + self.startup_delay, startup)
                     self._events.append(NodeEvent(EventType.ADDED, node))
-            elif now - node.last_heartbeat >= self.heartbeat_interval and name not in self._silenced:
-                node = replace(node, last_heartbeat=now)
-                self.nodes[name] = node
-                self._events.append(NodeEvent(EventType.MODIFIED, node))
+            else:
+                self._heartbeat(name, now)
+
+    def _heartbeat(self, name: str, now: float) -> None:
+        node = self.nodes[name]
+        if now - node.last_heartbeat >= self.heartbeat_interval and name not in self._silenced:
+            node = replace(node, last_heartbeat=now)
+            self.nodes[name] = node
+            self._events.append(NodeEvent(EventType.MODIFIED, node))
 
     def _orphan_pods(self, node: str) -> None:
         for key, sim in list(self.pods.items()):

@@ -6,6 +6,7 @@ Every problem is reported, each as ``key.path: what is wrong`` (for example
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from importlib.resources import files
@@ -28,6 +29,7 @@ EMBEDDED_DEFAULT = "embedded default"
 _PATH_KEYS = (("cluster", "simulated", "workload"), ("cluster", "kubernetes", "kubeconfig"), ("catalog", "file"), ("status", "bearerTokenFile"))
 _SECRET_KEYS = frozenset({"userData"})
 NODE_RESOURCE_PLUGINS = (BatchResource.name,)  # what colocation.plugins may name
+REPAIR_ROUNDS = 4  # times refused keys are taken out to check the rest against the catalog
 
 
 def embedded_default_path() -> Path:
@@ -56,9 +58,10 @@ def parse_config(text: str, label: str, base_dir: Path) -> tuple[ProviderConfig,
     try:
         config = ProviderConfig.model_validate(raw)
     except ValidationError as exc:
-        # Every problem at once: the scheduling profile is checked too when its own keys are
-        # valid (the catalog checks need the whole configuration).
-        raise ConfigError(label, format_validation_errors(exc.errors()) + _profile_problems(raw.get("scheduling"))) from None
+        # Every problem at once: the scheduling profile and the catalog checks too, as far
+        # as the keys they read are valid.
+        problems = format_validation_errors(exc.errors()) + _profile_problems(raw.get("scheduling")) + _problems_beyond_schema(raw, exc.errors())
+        raise ConfigError(label, list(dict.fromkeys(problems))) from None
     try:
         catalog = _catalog_for(config)
     except (OSError, ValueError, KeyError) as exc:
@@ -67,6 +70,41 @@ def parse_config(text: str, label: str, base_dir: Path) -> tuple[ProviderConfig,
     if problems:
         raise ConfigError(label, problems)
     return config, catalog
+
+
+def _problems_beyond_schema(raw: dict[str, Any], errors: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The checks against the catalog, on the file with the keys the schema refused taken
+    out (their defaults instead), so that one round reports every problem. What these checks
+    find inside an object that had a key taken out is left out: it may come from a default.
+    A required key missing, or a file that still fails after a few rounds of this: nothing."""
+    repaired, suspect = copy.deepcopy(raw), set()
+    for _ in range(REPAIR_ROUNDS):
+        for error in errors:
+            loc = _user_loc(error["loc"])
+            items = [k for k, part in enumerate(loc) if isinstance(part, int)]
+            if items:  # in an item of a list: the whole list goes (an item taken out would renumber the rest)
+                loc = loc[: items[-1]]
+            elif error["type"] == "missing":
+                return []
+            if not loc:
+                return []
+            parent: Any = repaired
+            for part in loc[:-1]:
+                parent = parent.get(part) if isinstance(parent, dict) else parent[part] if isinstance(parent, list) and part < len(parent) else None
+            if isinstance(parent, dict):
+                parent.pop(loc[-1], None)
+            if len(loc) > 1:
+                suspect.add(key_path(loc[:-1]))
+        try:
+            config = ProviderConfig.model_validate(repaired)
+            catalog = _catalog_for(config)
+        except ValidationError as exc:
+            errors = exc.errors()
+            continue
+        except (OSError, ValueError, KeyError):
+            return []
+        return [p for p in check_against_catalog(config, catalog) if not any(p.startswith((f"{s}.", f"{s}:", f"{s}[")) for s in suspect)]
+    return []
 
 
 def _catalog_for(config: ProviderConfig) -> Catalog:
@@ -137,12 +175,17 @@ def _message(error: Mapping[str, Any]) -> str:
     return simple.get(kind, f"{error.get('msg', kind)}{got}")
 
 
+def _user_loc(loc: Sequence[int | str]) -> list[int | str]:
+    """A pydantic error location as the user's key path: unions ("int | None") add the
+    member's type to it, which users never wrote."""
+    return [p for p in loc if isinstance(p, int) or (not any(c in p for c in "[(]") and p not in ("int", "str", "float", "bool"))]
+
+
 def format_validation_errors(errors: Iterable[Mapping[str, Any]]) -> list[str]:
     """pydantic errors as ``key.path: message`` lines, secrets never echoed."""
     lines: list[str] = []
     for error in errors:
-        # Unions ("int | None") add the member's type to the location; users never wrote it.
-        loc = [p for p in error["loc"] if isinstance(p, int) or (not any(c in p for c in "[(]") and p not in ("int", "str", "float", "bool"))]
+        loc = _user_loc(error["loc"])
         path = key_path(loc)
         message = _message(error)
         if _SECRET_KEYS & {p for p in loc if isinstance(p, str)} or error["type"] == "extra_forbidden":

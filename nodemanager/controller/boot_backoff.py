@@ -10,7 +10,7 @@ most ``CAP_SECONDS``; one boot that succeeds ends it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 BASE_SECONDS = 10.0
 CAP_SECONDS = 300.0
@@ -18,12 +18,12 @@ CAP_SECONDS = 300.0
 
 @dataclass(frozen=True)
 class Pause:
-    failures: int  # consecutive failed boots
+    failures: int  # consecutive rounds of boots that failed
     until: float
     reason: str  # the last failure
 
     def describe(self) -> str:
-        return f"boots paused until {self.until:.0f} after {self.failures} failed boot(s) in a row (last: {self.reason})"
+        return f"boots paused until {self.until:.0f} after {self.failures} failed round(s) of boots in a row (last: {self.reason})"
 
 
 class BootBackoff:
@@ -31,8 +31,14 @@ class BootBackoff:
         self._pauses: dict[str, Pause] = {}
 
     def failed(self, pool: str, now: float, reason: str) -> Pause:
-        failures = (self._pauses[pool].failures if pool in self._pauses else 0) + 1
-        pause = Pause(failures, now + min(CAP_SECONDS, BASE_SECONDS * 2 ** (failures - 1)), reason)
+        """A boot failed. One that fails while the pool is paused was started before the
+        pause (boots of one round fail together): it does not make the pause longer."""
+        last = self._pauses.get(pool)
+        if last is not None and now < last.until:
+            pause = replace(last, reason=reason)
+        else:
+            failures = (last.failures if last else 0) + 1
+            pause = Pause(failures, now + min(CAP_SECONDS, BASE_SECONDS * 2 ** (failures - 1)), reason)
         self._pauses[pool] = pause
         return pause
 

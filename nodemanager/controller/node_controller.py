@@ -114,6 +114,9 @@ class NodeController:
         self.compute_ms: list[float] = []  # every computation's duration (simulation reports)
         self.started_at = clock.now()
         self.ready = False
+        # When the cache last caught up with the cluster: a heartbeat is missed only if the
+        # cluster could have told us of it (a pass starved by a cloud outage reads none).
+        self.synced_at = clock.now()
         self.records_generation = 0
         self._last_inputs: tuple | None = None
         self._pools = {p.name: p for p in config.pools}
@@ -206,7 +209,7 @@ class NodeController:
         """Rebuild node records from the cloud (tags) and the cluster after a (re)start."""
         with self.lock:
             self.cache.apply(self.cluster.list())
-            now = self.clock.now()
+            now = self.synced_at = self.clock.now()
             for instance in self.cloud.list_instances():
                 if instance.node_name in self.nodes or not instance.alive:
                     continue
@@ -419,6 +422,7 @@ class NodeController:
     def _sync(self, now: float) -> None:
         try:
             events = self.cluster.poll()
+            self.synced_at = now
         except Exception:
             log.exception("cluster poll failed; using the last known state")
             events = []
@@ -498,8 +502,8 @@ class NodeController:
                     self.cluster.label_node(name, node.labels)  # again, in case it failed at registration
                     if registered is None:
                         self.mark_for_termination(name, "node left the cluster", "unhealthy")
-                    elif now - registered.last_heartbeat > healthy:
-                        self.mark_for_termination(name, f"no heartbeat for {now - registered.last_heartbeat:.0f}s (healthy timeout {healthy:g}s)", "unhealthy")
+                    elif (silent := min(now, self.synced_at) - registered.last_heartbeat) > healthy:
+                        self.mark_for_termination(name, f"no heartbeat for {silent:.0f}s (healthy timeout {healthy:g}s)", "unhealthy")
                 elif node.state in (NodeState.CREATING, NodeState.CREATED) and now - node.created_at > boot:
                     self.mark_for_termination(name, f"not Ready {now - node.created_at:.0f}s after boot (boot timeout {boot:g}s)", "boot_timeout")
         self.metrics.loop_duration.labels("heartbeat").observe(self.timers["heartbeat"].last_ms / 1000)
