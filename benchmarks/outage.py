@@ -21,6 +21,7 @@ launched twice.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import logging
@@ -121,8 +122,7 @@ def all_bound(prober: Prober) -> bool:
 def run(down: float) -> dict[str, object]:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
     ec2_port, status_port = free_port(), free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=ec2_port)
-    server.start()
+    server = moto_server(ec2_port)
     ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=f"http://127.0.0.1:{ec2_port}", aws_access_key_id="x", aws_secret_access_key="x")
     work = Path(tempfile.mkdtemp(prefix="nm-outage-"))
     warm = 15.0  # seconds after the start the endpoint goes down
@@ -145,8 +145,7 @@ def run(down: float) -> dict[str, object]:
         server.stop()
         outage_began = time.monotonic()
         time.sleep(down)
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=ec2_port)  # the same state: moto keeps it in this process
-        server.start()
+        server = moto_server(ec2_port)  # the same state: moto keeps it in this process
         returned = time.monotonic()
         marks["returned"] = _lines(log_path)
         result["outage_probes"] = _probe_figures([p for p in prober.probes if outage_began <= p[0] < returned])
@@ -181,6 +180,13 @@ def run(down: float) -> dict[str, object]:
     result["log"] = {phase: _log_figures(text) for phase, text in phases.items()}
     result["tracebacks"] = sum("Traceback" in line for line in lines)
     return result
+
+
+def moto_server(port: int) -> ThreadedMotoServer:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    with contextlib.redirect_stdout(sys.stderr):  # it announces itself on stdout, where the figures go
+        server.start()
+    return server
 
 
 def _answers(port: int) -> bool:

@@ -426,3 +426,25 @@ def test_a_node_is_not_judged_by_heartbeats_the_cluster_could_not_yet_deliver() 
     assert name not in h.controller.marked
     h.run(30)  # the pool loop reads the heartbeats sent meanwhile
     assert h.controller.nodes[name].state is S.CLAIMED
+
+
+def test_orphan_gc_calls_the_cloud_without_holding_the_controller() -> None:
+    """Its listing and terminations retry through an outage: under the lock they held every
+    other loop back for as long."""
+    import threading
+
+    held: list[bool] = []
+    lock: list[object] = []  # the controller's, once it is built (recovery lists under it, as it must)
+
+    class Watching(SimulatedCloud):
+        def list_instances(self):  # type: ignore[no-untyped-def]
+            if lock:
+                probe = threading.Thread(target=lambda: held.append(not lock[0].acquire(timeout=0.5)) or lock[0].release())  # type: ignore[attr-defined]
+                probe.start()
+                probe.join()
+            return super().list_instances()
+
+    h = Harness(cell_pool(), cloud=lambda clock: Watching("test", clock, boot_delay=20.0))
+    lock.append(h.controller.lock)
+    h.controller.orphan_gc_loop()
+    assert held == [False]  # another thread took the lock while the listing ran

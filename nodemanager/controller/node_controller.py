@@ -596,17 +596,21 @@ class NodeController:
                 self.marked[name] = ("terminating", "terminating")  # confirm on the next reap
 
     def orphan_gc_loop(self) -> None:
-        with self.lock, self.timers["orphan_gc"].timing(self.clock):
+        """Terminate instances tagged as ours that no record knows, on the second pass that
+        finds them. The cloud is called outside the controller's lock."""
+        with self.timers["orphan_gc"].timing(self.clock):
             try:
                 instances = self.cloud.list_instances()
             except CloudError as exc:
                 log.warning("orphan GC skipped: %s", exc)
                 return
-            known = {n.instance_id for n in self.nodes.values() if n.instance_id and n.state is not NodeState.TERMINATED}
-            unknown = {i.instance_id for i in instances if i.alive and i.instance_id not in known}
-            # Two strikes: an instance launched between the listing and our records is not
-            # an orphan; one unknown on two passes in a row is.
-            doomed = sorted(unknown & self.orphan_suspects)
+            with self.lock:
+                known = {n.instance_id for n in self.nodes.values() if n.instance_id and n.state is not NodeState.TERMINATED}
+                unknown = {i.instance_id for i in instances if i.alive and i.instance_id not in known}
+                # Two strikes: an instance launched between the listing and our records is not
+                # an orphan; one unknown on two passes in a row is.
+                doomed = sorted(unknown & self.orphan_suspects)
+                self.orphan_suspects = unknown - set(doomed)
             if doomed:
                 log.warning("terminating %d orphaned instance(s): %s", len(doomed), ", ".join(doomed))
                 try:
@@ -614,8 +618,8 @@ class NodeController:
                     self.metrics.terminations.labels("orphan").inc(len(doomed))
                 except CloudError as exc:
                     log.warning("orphan termination failed, will retry: %s", exc)
-                    unknown |= set(doomed)
-            self.orphan_suspects = unknown - set(doomed) if doomed else unknown
+                    with self.lock:
+                        self.orphan_suspects |= set(doomed)
         self.metrics.loop_duration.labels("orphan_gc").observe(self.timers["orphan_gc"].last_ms / 1000)
 
     def prices_loop(self) -> None:
