@@ -145,6 +145,34 @@ def test_prefilter_extensions():
     assert fw.run_pre_filter_extension_remove_pod(CycleState(), P, pod("other"), info("n")).code is Code.ERROR
 
 
+def test_prefilter_skip_leaves_out_that_plugins_filter_and_extensions_for_the_pod():
+    """kube's SkipFilterPlugins: a PreFilter that returns Skip has nothing to check for this
+    pod, so its Filter and its PreFilter extensions are not run (the others are)."""
+
+    class Ext(ifc.PreFilterExtensions):
+        def add_pod(self, state, p, added, node):
+            CALLS.append(f"{added.name} added")
+
+    skipping = make(
+        "Skipping",
+        ifc.PreFilterPlugin,
+        ifc.FilterPlugin,
+        pre_filter=rec("pre", Status(Code.SKIP)),
+        filter=rec("filter", Status(Code.UNSCHEDULABLE, "never asked")),
+        pre_filter_extensions=lambda self: Ext(),
+    )
+    other = make("Other", ifc.FilterPlugin, filter=rec("filter"))
+    fw = framework(prof(pre_filter=("Skipping",), filter=("Skipping", "Other")), skipping, other)
+    state = CycleState()
+    assert fw.run_pre_filter_plugins(state, P).is_success()
+    assert state.skip_filter == {"Skipping"}
+    assert fw.run_filter_plugins(state, P, info("n1")).is_success()
+    assert fw.run_pre_filter_extension_add_pod(state, P, pod("q"), info("n1")).is_success()
+    assert CALLS == ["Skipping.pre", "Other.filter"]
+    assert state.clone().skip_filter == {"Skipping"}
+    assert fw.run_filter_plugins(CycleState(), P, info("n1")).code is Code.UNSCHEDULABLE  # no PreFilter ran: nothing skipped
+
+
 def test_filter_stops_at_first_failure_and_unschedulable_excludes_only_that_node():
     first = make("First", ifc.FilterPlugin, filter=rec("filter", lambda self, s, p, n: Status(Code.UNSCHEDULABLE, "full") if n.name == "n1" else None))
     second = make("Second", ifc.FilterPlugin, filter=rec("filter"))

@@ -204,6 +204,30 @@ def test_anti_affinity_both_ways_and_the_first_of_a_self_affine_group() -> None:
     assert feasible(pod("cache-1", {"app": "cache"}, **cache), placed) == ["n1"]
 
 
+def _skipped(incoming: Pod, nodes: list[NodeInfo]) -> set[str]:
+    fw = Framework(DEFAULT_PROFILE, default_registry())
+    fw.handle.node_infos = {n.name: n for n in nodes}
+    state = CycleState()
+    assert fw.run_pre_filter_plugins(state, incoming).is_success()
+    return set(state.skip_filter)
+
+
+def test_prefilter_skips_the_filters_with_nothing_to_check_as_kube_does() -> None:
+    """PodTopologySpread skips with no DoNotSchedule constraint, InterPodAffinity with no
+    required terms of its own and no placed pod's required anti-affinity matching it,
+    VolumeBinding with no claims (their PreFilters in kube-scheduler)."""
+    plain = pod("plain", {"app": "db"})
+    assert _skipped(plain, [info("n1", "A")]) == {"PodTopologySpread", "InterPodAffinity", "VolumeBinding"}
+    assert "PodTopologySpread" not in _skipped(pod("s", {"app": "web"}, **spread(ZONE)), [info("n1", "A")])
+    soft = {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {}}]}
+    assert "PodTopologySpread" in _skipped(pod("soft", {"app": "web"}, **soft), [info("n1", "A")])  # scored, not filtered
+    assert "InterPodAffinity" not in _skipped(pod("a", {"app": "db"}, **pod_affinity("podAffinity", ZONE, {"app": "x"})), [info("n1", "A")])
+    assert "InterPodAffinity" not in _skipped(pod("aa", {"app": "db"}, **pod_affinity("podAntiAffinity", HOST, {"app": "x"})), [info("n1", "A")])
+    guard = pod("guard", {"app": "guard"}, **pod_affinity("podAntiAffinity", HOST, {"app": "web"}))
+    assert "InterPodAffinity" not in _skipped(pod("plain-web", {"app": "web"}), [info("n1", "A", guard)])  # symmetry
+    assert "InterPodAffinity" in _skipped(pod("plain-db", {"app": "db"}), [info("n1", "A", guard)])
+
+
 # -- the scaler ---------------------------------------------------------------------------------
 
 

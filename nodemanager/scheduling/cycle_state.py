@@ -7,12 +7,15 @@ from typing import Any
 
 
 class CycleState:
-    """A key/value store; ``clone`` deep-copies values that know how (``clone()``), else copies."""
+    """A key/value store; ``clone`` deep-copies values that know how (``clone()``), else copies.
+    ``skip_filter`` names the plugins whose PreFilter returned Skip (kube's SkipFilterPlugins):
+    their Filter and PreFilter extensions are not run for this pod."""
 
-    __slots__ = ("_data",)
+    __slots__ = ("_data", "skip_filter")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
+        self.skip_filter: frozenset[str] = frozenset()
 
     def read(self, key: str) -> Any:
         """The value under ``key``; raises KeyError naming the key when absent."""
@@ -36,4 +39,5 @@ class CycleState:
     def clone(self) -> CycleState:
         out = CycleState()
         out._data = {k: v.clone() if hasattr(v, "clone") else copy.copy(v) for k, v in self._data.items()}
+        out.skip_filter = self.skip_filter
         return out

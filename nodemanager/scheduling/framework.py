@@ -119,13 +119,19 @@ class Framework:
 
     # -- filtering ----------------------------------------------------------------------
     def run_pre_filter_plugins(self, state: CycleState, pod: Pod) -> Status:
+        """Every PreFilter; one that returns Skip has its Filter left out for this pod."""
+        skipped = set()
         for plugin in self._pre_filter:
             status = plugin.pre_filter(state, pod) or SUCCESS
             if status.is_success():
                 continue
+            if status.code is Code.SKIP:
+                skipped.add(plugin.name)
+                continue
             if status.is_unschedulable():
                 return Status(status.code, f'rejected by "{plugin.name}" at prefilter: {status.message}', plugin.name)
             return error(f'error while running "{plugin.name}" prefilter plugin for pod "{pod.key}": {status.message}', plugin.name)
+        state.skip_filter = frozenset(skipped)
         return Status()
 
     def run_pre_filter_extension_add_pod(self, state: CycleState, pod: Pod, added: Pod, node: NodeInfo) -> Status:
@@ -137,7 +143,7 @@ class Framework:
     def _run_extensions(self, state: CycleState, pod: Pod, other: Pod, node: NodeInfo, *, add: bool) -> Status:
         for plugin in self._pre_filter:
             ext = plugin.pre_filter_extensions()
-            if ext is None:
+            if ext is None or plugin.name in state.skip_filter:
                 continue
             status = (ext.add_pod(state, pod, other, node) if add else ext.remove_pod(state, pod, other, node)) or SUCCESS
             if not status.is_success():
@@ -145,9 +151,12 @@ class Framework:
         return Status()
 
     def run_filter_plugins(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
+        skipped = state.skip_filter
         for plugin in self._filter:
-            status = plugin.filter(state, pod, node) or SUCCESS
-            if status.is_success():
+            if skipped and plugin.name in skipped:
+                continue
+            status = plugin.filter(state, pod, node)
+            if status is None or status.code is Code.SUCCESS:
                 continue
             if status.is_unschedulable():
                 return Status(status.code, status.message, status.plugin or plugin.name)

@@ -12,7 +12,7 @@ class Code(IntEnum):
     UNSCHEDULABLE = 2  # this node will not do; preemption might help
     UNSCHEDULABLE_AND_UNRESOLVABLE = 3  # this node will never do
     WAIT = 4  # Permit only
-    SKIP = 5  # Bind only: "not mine, ask the next plugin"
+    SKIP = 5  # Bind: "not mine, ask the next plugin"; PreFilter: "my Filter has nothing to check for this pod"
 
 
 @dataclass(frozen=True, slots=True)
