@@ -64,6 +64,36 @@ def test_similar_groups_every_request_once_within_the_limit(requests: list[Resou
             assert rep.get(name) * pods >= total > (rep.get(name) - 1) * pods  # the mean, rounded up
 
 
+def _finest_within(requests: list[Resources], limit: int) -> list[list[int]]:
+    """The grouping ``similar`` is defined to give, computed the plain way: at each factor
+    in turn (from 1%, growing by half), group by every resource's log-bin; the first within
+    the limit (or one group per set of resource names)."""
+    import math
+    from collections import defaultdict
+
+    logs = [tuple((n, math.log(v)) for n, v in sorted(r.items()) if v > 0) for r in requests]
+    widest = max((v for amounts in logs for _, v in amounts), default=0.0)
+    step = 0.01
+    while True:
+        scale = math.log1p(step)
+        found: dict[tuple, list[int]] = defaultdict(list)
+        for i, amounts in enumerate(logs):
+            found[tuple((n, int(v / scale)) for n, v in amounts)].append(i)
+        if len(found) <= limit or scale > widest:
+            return list(found.values())
+        step *= 1.5
+
+
+@given(requests_st, st.lists(st.integers(1, 64), min_size=1, max_size=3, unique=True))
+@settings(max_examples=60, deadline=None)
+def test_one_sweep_gives_each_limit_the_grouping_a_sweep_of_its_own_would(requests: list[Resources], limits: list[int]) -> None:
+    """``similar_groupings`` sweeps once for several limits and skips the factors at which
+    one resource alone has too many bins: the groupings are those of the plain definition."""
+    counts = [1] * len(requests)
+    got = binpack.similar_groupings(requests, counts, sorted(limits, reverse=True))
+    assert [groups for groups, _ in got] == [_finest_within(requests, limit) for limit in sorted(limits, reverse=True)]
+
+
 @given(requests_st, requests_st)
 @settings(max_examples=60, deadline=None)
 def test_a_request_fits_the_frontier_exactly_when_it_fits_some_capacity(capacities: list[Resources], requests: list[Resources]) -> None:

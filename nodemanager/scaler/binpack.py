@@ -41,23 +41,44 @@ def similar(requests: Sequence[Resources], counts: Sequence[int], limit: int) ->
     """Indices of ``requests`` in at most ``limit`` groups of similar requests (the same
     resources, each amount within a factor of the others, the factor as small as the limit
     allows), and each group's typical request: its members' mean, rounded up."""
-    logs = [tuple((n, math.log(v)) for n, v in sorted(r.items()) if v > 0) for r in requests]
-    widest = max((v for amounts in logs for _, v in amounts), default=0.0)
+    return similar_groupings(requests, counts, (limit,))[0]
+
+
+def similar_groupings(requests: Sequence[Resources], counts: Sequence[int], limits: Sequence[int]) -> list[tuple[list[list[int]], list[Resources]]]:
+    """``similar`` for each of ``limits``, from one sweep over the factors (each grouping is
+    the finest within its limit; the factor grows by half each step)."""
+    amounts = [sorted((n, v) for n, v in r.items() if v > 0) for r in requests]
+    names = [tuple(n for n, _ in a) for a in amounts]  # requests group only with ones of the same resources
+    logs = [[math.log(v) for _, v in a] for a in amounts]
+    widest = max((v for values in logs for v in values), default=0.0)
+    columns: dict[str, list[float]] = defaultdict(list)  # each resource's amounts: requests in different bins of one never group
+    for request_names, values in zip(names, logs, strict=True):
+        for n, v in zip(request_names, values, strict=True):
+            columns[n].append(v)
+    found_for: dict[int, list[list[int]]] = {}
     step = 0.01
-    while True:
+    while len(found_for) < len(limits):
         scale = math.log1p(step)
+        wanted = max(limit for limit in limits if limit not in found_for)
+        if scale <= widest and any(len({int(v / scale) for v in column}) > wanted for column in columns.values()):
+            step *= 1.5  # too many groups by one resource alone: no grouping of this step is kept
+            continue
         found: dict[tuple, list[int]] = defaultdict(list)
-        for i, amounts in enumerate(logs):
-            found[tuple((n, int(v / scale)) for n, v in amounts)].append(i)
-        if len(found) <= limit or scale > widest:
-            break  # few enough, or one group per set of resource names
+        for i, values in enumerate(logs):
+            found[(names[i], *[int(v / scale) for v in values])].append(i)
+        for limit in limits:
+            if limit not in found_for and (len(found) <= limit or scale > widest):
+                found_for[limit] = list(found.values())  # few enough, or one group per set of resource names
         step *= 1.5
-    groups = list(found.values())
-    typical = []
-    for members in groups:
-        total, pods = sum((requests[i] * counts[i] for i in members), Resources()), sum(counts[i] for i in members)
-        typical.append(Resources({n: -(-v // pods) for n, v in total.items()}))
-    return groups, typical
+    out = []
+    for limit in limits:
+        groups = found_for[limit]
+        typical = []
+        for members in groups:
+            total, pods = sum((requests[i] * counts[i] for i in members), Resources()), sum(counts[i] for i in members)
+            typical.append(Resources({n: -(-v // pods) for n, v in total.items()}))
+        out.append((groups, typical))
+    return out
 
 
 @dataclass
@@ -203,8 +224,7 @@ def pack_similar(
     the groups (indices of ``requests``) and their fills, of the grouping whose plan costs
     least. How many groups plan best varies with the requests, so each of ``GROUPINGS`` is tried."""
     best: tuple[float, list[list[int]], list[Fill]] | None = None
-    for limit in GROUPINGS:
-        groups, typical = similar(requests, counts, limit)
+    for limit, (groups, typical) in zip(GROUPINGS, similar_groupings(requests, counts, GROUPINGS), strict=True):
         fills, _, _ = pack(typical, [sum(counts[i] for i in g) for g in groups], candidates, dataclasses.replace(budget), tables=tables)
         cost = sum(f.candidate.price * f.copies for f in fills)
         if best is None or cost < best[0]:
