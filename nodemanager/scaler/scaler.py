@@ -47,8 +47,10 @@ from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scaler import binpack
 from nodemanager.scaler import interpod_plan as plan
 from nodemanager.scaler.decision import Decision, NodeSpec, StopOrder
+from nodemanager.scaler.deferred import DeferredNode, DeferredPlan, plain
 from nodemanager.scaler.open_nodes import OpenNodes
 from nodemanager.scaler.pools import Candidate, PoolView, node_node_info, offering_node_info, pool_views
+from nodemanager.scaler.room import RoomIndex
 from nodemanager.scaler.snapshot import ClusterSnapshot
 from nodemanager.scaler.unavailability import ANY_TYPE
 from nodemanager.scheduling import CycleState, Framework, NodeInfo, Profile, Registry
@@ -133,6 +135,7 @@ class _Run:
         self.s = scaler
         self.excluded = excluded  # gang members that cannot all be placed: left out entirely
         self.last = last  # members of gangs that failed in their turn: planned after the rest
+        self.to_new: dict[PodKey, tuple] = {}  # the pods left for new nodes -> their class key and requests
         self.failed: dict[PodKey, str] = {}  # gang members found to fail in this run
         self.snapshot = snapshot
         self.now = now
@@ -283,15 +286,19 @@ class _Run:
         or (None) on the nodes this run decided to boot that have room, tightest first."""
         if candidates is not None and not candidates:
             return
+        room = RoomIndex(candidates) if candidates is not None else None
         namespaces = self.topology.namespace_labels
         for cls in classes:
             if not cls.pods:
                 continue
+            nodes = room.with_room_for(cls.rep) if room is not None else None
+            if nodes is not None and not nodes:
+                continue
             if cls.rep.inter_pod and not plan.static(cls.rep, namespaces):
                 # Where it may go depends on where the others went: one at a time.
-                cls.pods = [pod for pod in cls.pods if self._fill_class([pod], candidates)]
+                cls.pods = [pod for pod in cls.pods if self._fill_class([pod], nodes)]
             else:
-                cls.pods = self._fill_class(cls.pods, candidates)
+                cls.pods = self._fill_class(cls.pods, nodes)
 
     def _fill_class(self, pods: list[Pod], candidates: list[NodeInfo] | None) -> list[Pod]:
         """Identical pods onto ``candidates`` (see ``_fill``); returns those left over. The
@@ -733,6 +740,7 @@ class _Run:
             key=lambda n: (n.standby, min((priority_key(p) for p in n.info.pods.values()), default=()), n.info.name),
         )
         started, dropped = ordered[:cap], ordered[cap:]
+        self.s.deferred = self._deferral(started, dropped)
         for node in dropped:
             for key in list(node.info.pods):
                 self._unplace(key)
@@ -740,6 +748,43 @@ class _Run:
             self._forget(node.info.name)
         self._drop_incomplete_gangs()
         return [n for n in started if n.info.name in self.new_nodes]
+
+    def _deferral(self, started: list[_NewNode], dropped: list[_NewNode]) -> DeferredPlan | None:
+        """The dropped nodes, to be started by the next computations, if they can be."""
+        later = [n for n in dropped if not n.standby]
+        if not later or self.last or not all(plain(p) for n in later for p in n.info.pods.values()):
+            return None
+        now_bound = {k for n in started for k in n.info.pods}
+        nodes = tuple(DeferredNode(n.view.name, n.candidate, tuple(n.accepted), tuple(n.info.pods)) for n in later)
+        pending = {k: v for k, v in self.to_new.items() if k not in now_bound}
+        return DeferredPlan(nodes, pending, self.s.views, tuple(v.name for v in self.views), frozenset(self.unavailable))
+
+    def reuse_deferred(self, classes: list[_Class]) -> None:
+        """Place the pods the last capped plan left for later on the nodes it planned for them,
+        if nothing they were planned from has changed; else (or if a pod does not fit after
+        all) leave everything to ``place_on_new``."""
+        deferred = self.s.deferred
+        views = {v.name: v for v in self.views}
+        if deferred is None or not deferred.matches(self.to_new, self.s.views, tuple(views), frozenset(self.unavailable)):
+            return
+        pending = {p.key: p for c in classes for p in c.pods}
+        made: list[_NewNode] = []
+        for planned in deferred.nodes:
+            keys = [k for k in planned.pods if k in pending]
+            if not keys:
+                continue  # its pods found room on nodes started since
+            node = self._new_node(views[planned.pool], planned.candidate, accepted=list(planned.accepted))
+            made.append(node)
+            for key in keys:
+                pod = pending[key]
+                if not (node.info.fit_count(node.info.fit_request(pod), 1) > 0 and self._place(pod, node.info, CycleState())):
+                    for undone in made:
+                        for placed in list(undone.info.pods):
+                            self._unplace(placed)
+                        self._forget(undone.info.name)
+                    return
+        for cls in classes:
+            cls.pods = [p for p in cls.pods if p.key not in self.bindings]
 
     def _drop_incomplete_gangs(self) -> None:
         """A gang that the cap left below its minimum fails as a whole."""
@@ -806,6 +851,8 @@ class _Run:
         self.place_on_existing(then)
         self.claim_standby()
         self.mark_expired()
+        self.to_new = {p.key: (self.key(p), p.requests) for c in classes + then for p in c.pods}
+        self.reuse_deferred(classes)
         self.place_on_new(classes)
         self.place_on_new(then)
         self.settle_gangs()
@@ -893,6 +940,9 @@ class BindingNodeScaler:
         # (pool, pod constraints) -> accepted offerings: the same answer every time, so it
         # is kept across computations (a cache of a pure function, not carried state).
         self.probe_memo: dict[tuple, tuple[tuple[Candidate, ...], str, bool]] = {}
+        # The nodes the last capped plan left for later, reused while what they were planned
+        # from stays the same (checked in full before each use; see ``deferred``).
+        self.deferred: DeferredPlan | None = None
 
     def views_for(self, daemon_sets: tuple) -> list[PoolView]:
         """The pools' offerings net of these DaemonSets (rebuilt only when they change)."""
