@@ -1,0 +1,97 @@
+"""The boot cap's deferred nodes (scaler/deferred.py) and the existing-node room index
+(scaler/room.py): later computations take what a capped plan left for them instead of
+planning everything again, and every decision stays valid."""
+
+from __future__ import annotations
+
+import random
+
+from builders import binpack_pool, pod, scaler
+from hypothesis import given
+from hypothesis import strategies as st
+from test_scaler_properties import NOW, SETTINGS, apply, final_node_infos, scenarios
+
+from nodemanager.model import Resources
+from nodemanager.model.daemonset import daemon_overhead
+from nodemanager.scaler import ClusterSnapshot, binpack
+from nodemanager.scaler.room import RoomIndex
+from nodemanager.scheduling import NodeInfo
+
+
+def _distinct(n: int, seed: int = 3) -> tuple:
+    rng = random.Random(seed)
+    return tuple(pod(f"p{i:03d}", cpu=f"{rng.randint(100, 1500)}m", memory=f"{rng.randint(64, 2048)}Mi") for i in range(n))
+
+
+def test_later_computations_start_what_the_capped_plan_left_without_packing_again(monkeypatch) -> None:
+    calls: list[int] = []
+    original = binpack.pack
+    monkeypatch.setattr(binpack, "pack", lambda *a, **kw: calls.append(1) or original(*a, **kw))
+    s = scaler(binpack_pool(), max_boots=2)
+    snap = ClusterSnapshot(_distinct(60), ())
+    first = s.compute(snap, NOW)
+    assert len(first.start) == 2
+    assert s.deferred is not None
+    planned = sorted((n.candidate.itype.name, len(n.pods)) for n in s.deferred.nodes)
+    assert any("boot slot" in why for why in first.waiting.values())
+    packed = len(calls)
+    snap, started = apply(snap, first), []
+    while True:
+        d = s.compute(snap, NOW)
+        if not d.start:
+            break
+        started += [(spec.instance_type, len(spec.pods)) for spec in d.start]
+        snap = apply(snap, d)
+    assert len(calls) == packed  # nothing was packed again
+    assert sorted(started) == planned  # the deferred nodes, as planned
+    assert not any(p.key not in d.bindings and not p.node_name for p in snap.pods)  # every pod has its node
+
+
+def test_a_change_since_the_capped_plan_means_planning_again(monkeypatch) -> None:
+    calls: list[int] = []
+    original = binpack.pack
+    monkeypatch.setattr(binpack, "pack", lambda *a, **kw: calls.append(1) or original(*a, **kw))
+    s = scaler(binpack_pool(), max_boots=2)
+    snap = ClusterSnapshot(_distinct(60), ())
+    first = s.compute(snap, NOW)
+    packed = len(calls)
+    later = apply(snap, first)
+    arrived = ClusterSnapshot((*later.pods, pod("new", cpu="700m")), later.nodes, later.unavailable, later.unneeded_since)
+    s.compute(arrived, NOW)
+    assert len(calls) > packed  # a pod the plan did not know: planned again
+
+
+@SETTINGS
+@given(scenarios())
+def test_decisions_taken_from_deferred_nodes_stay_valid(scenario) -> None:
+    """With a cap of 2, each decision of a chain (applied one after another) binds only pods
+    that fit their node; the chain ends with the pods a fresh scaler would also place."""
+    the_pools, snap = scenario
+    s = scaler(*the_pools, max_boots=2)
+    for _ in range(40):
+        d = s.compute(snap, NOW)
+        infos = final_node_infos(the_pools, snap, d)
+        for name, info in infos.items():
+            if any(k in d.bindings for k in info.pods):
+                running = frozenset(p.daemon_set for p in info.pods.values() if p.daemon_set)
+                daemons = daemon_overhead(snap.daemon_sets, info.labels, info.taints, running)
+                assert (info.requested + daemons + Resources({"pods": len(info.pods)})).fits(info.allocatable), name
+        if not d.start:
+            break
+        snap = apply(snap, d)
+    assert not d.start
+    fresh = scaler(*the_pools, max_boots=2).compute(snap, NOW)
+    assert set(fresh.bindings) == set(d.bindings)
+    assert not fresh.start
+
+
+@given(st.lists(st.tuples(st.integers(0, 8000), st.integers(0, 8000)), min_size=1, max_size=30), st.integers(0, 9000))
+def test_the_room_index_offers_every_node_with_the_cpu_free(nodes: list[tuple[int, int]], cpu: int) -> None:
+    infos = []
+    for i, (alloc, used) in enumerate(nodes):
+        info = NodeInfo(f"n{i}", "p", "m.large", None, "z", Resources({"cpu": alloc, "memory": 1 << 30, "pods": 110}), {})  # type: ignore[arg-type]
+        info.add_pod(pod(f"used{i}", cpu=f"{min(used, alloc)}m", memory="1Mi"))
+        infos.append(info)
+    wanted = pod("w", cpu=f"{cpu}m", memory="1Mi")
+    offered = RoomIndex(infos).with_room_for(wanted)
+    assert {i.name for i in offered} == {i.name for i in infos if i.allocatable.cpu - i.requested.cpu >= wanted.requests.cpu or cpu == 0}
