@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import random
 
-from builders import binpack_pool, pod, scaler
+import pytest
+from builders import ZONES, binpack_pool, node, pod, scaler
 from hypothesis import given
 from hypothesis import strategies as st
 from test_scaler_properties import NOW, SETTINGS, apply, final_node_infos, scenarios
 
-from nodemanager.model import Resources
+from nodemanager.model import NodeState, PodPhase, Resources
 from nodemanager.model.daemonset import daemon_overhead
 from nodemanager.scaler import ClusterSnapshot, binpack
 from nodemanager.scaler.room import RoomIndex
 from nodemanager.scheduling import NodeInfo
+from nodemanager.scheduling.sampling import feasible_nodes_to_find
 
 
 def _distinct(n: int, seed: int = 3) -> tuple:
@@ -95,3 +97,24 @@ def test_the_room_index_offers_every_node_with_the_cpu_free(nodes: list[tuple[in
     wanted = pod("w", cpu=f"{cpu}m", memory="1Mi")
     offered = RoomIndex(infos).with_room_for(wanted)
     assert {i.name for i in offered} == {i.name for i in infos if i.allocatable.cpu - i.requested.cpu >= wanted.requests.cpu or cpu == 0}
+
+
+@pytest.mark.parametrize(("nodes", "want"), [(10, 10), (99, 99), (100, 100), (1000, 420), (6000, 300)])
+def test_feasible_nodes_to_find_as_kube_scheduler(nodes: int, want: int) -> None:
+    """kube-scheduler's TestNumFeasibleNodesToFind, with percentageOfNodesToScore unset."""
+    assert feasible_nodes_to_find(nodes) == want
+
+
+def test_a_large_cluster_is_searched_in_samples_yet_every_ready_node_with_room_is_used() -> None:
+    """250 Ready nodes with room for one more pod each: a search stops at 120 feasible nodes,
+    as kube-scheduler's does, and goes on from there while pods are left, so no node boots
+    while an existing one has room; nodes still booting take nothing while Ready ones can."""
+    ready = [node(f"r{i:03d}", pool="general", zone=ZONES[i % len(ZONES)]) for i in range(250)]
+    booting = [node(f"b{i}", pool="general", state=NodeState.CREATED) for i in range(5)]
+    # a.large: 2 CPU; 1.5 CPU running on each Ready node leaves room for one 400m pod
+    running = tuple(pod(f"run-{n.name}", cpu="1500m", node=n.name, phase=PodPhase.RUNNING) for n in ready)
+    waiting = tuple(pod(f"w{i:03d}", cpu="400m") for i in range(250))
+    s = scaler(binpack_pool())
+    d = s.compute(ClusterSnapshot(running + waiting, tuple(ready + booting)), NOW)
+    assert d.start == ()
+    assert sorted(d.bindings.values()) == sorted(n.name for n in ready)  # one each, every Ready node

@@ -59,6 +59,7 @@ from nodemanager.scheduling.plugins.dynamic_resources import DeviceState, alloca
 from nodemanager.scheduling.plugins.interpod import spread_domains
 from nodemanager.scheduling.plugins.queue_sort import priority_key
 from nodemanager.scheduling.profile import DEFAULT_PROFILE
+from nodemanager.scheduling.sampling import feasible_nodes_to_find
 from nodemanager.scheduling.status import Code
 from nodemanager.scheduling.topology import PodTopology
 
@@ -136,6 +137,7 @@ class _Run:
         self.excluded = excluded  # gang members that cannot all be placed: left out entirely
         self.last = last  # members of gangs that failed in their turn: planned after the rest
         self.to_new: dict[PodKey, tuple] = {}  # the pods left for new nodes -> their class key and requests
+        self.next_start: dict[int, int] = {}  # per readiness rank: where the next search of existing nodes begins
         self.failed: dict[PodKey, str] = {}  # gang members found to fail in this run
         self.snapshot = snapshot
         self.now = now
@@ -316,10 +318,7 @@ class _Run:
             zone = pod.node_selector.get(ZONE) or pod.zone
             order: Iterable[NodeInfo] = (i for i in self.open.for_request(pod.requests.cpu, pod.requests.memory, zone) if passes(i))
         else:
-            feasible = [i for i in candidates if passes(i)]
-            scores, status = self.fw.run_score_plugins(state, pod, feasible) if len(feasible) > 1 else ({}, None)
-            totals = {i.name: sum(s[i.name] for s in scores.values()) for i in feasible} if status is None or status.is_success() else {}
-            order = sorted(feasible, key=lambda i: (self._rank(i.name), -totals.get(i.name, 0), i.name))
+            order = self._sampled(state, pod, candidates, passes)
         left = deque(pods)
         refused: list[Pod] = []
         for info in order:
@@ -333,6 +332,30 @@ class _Run:
             if not left:
                 break
         return refused + list(left)
+
+    def _sampled(self, state: CycleState, pod: Pod, candidates: list[NodeInfo], passes: Callable[[NodeInfo], bool]) -> Iterator[NodeInfo]:
+        """Existing nodes for ``pod``'s class, best first: Ready nodes before booting ones,
+        and within each, as kube-scheduler searches a large cluster: filter from where the
+        last search stopped until ``feasible_nodes_to_find`` nodes pass, score those, offer
+        them by score; if pods are left, the search goes on from there."""
+        ranks: dict[int, list[NodeInfo]] = defaultdict(list)
+        for info in candidates:
+            ranks[self._rank(info.name)].append(info)
+        for rank in sorted(ranks):
+            nodes = ranks[rank]
+            want, count = feasible_nodes_to_find(len(nodes)), len(nodes)
+            start, seen = self.next_start.get(rank, 0) % count, 0
+            while seen < count:
+                feasible = []
+                while seen < count and len(feasible) < want:
+                    info = nodes[(start + seen) % count]
+                    seen += 1
+                    if passes(info):
+                        feasible.append(info)
+                self.next_start[rank] = start + seen
+                scores, status = self.fw.run_score_plugins(state, pod, feasible) if len(feasible) > 1 else ({}, None)
+                totals = {i.name: sum(s[i.name] for s in scores.values()) for i in feasible} if status is None or status.is_success() else {}
+                yield from sorted(feasible, key=lambda i: (-totals.get(i.name, 0), i.name))
 
     # -- 3. new nodes -------------------------------------------------------------------
     def _probe(self, view: PoolView, pod: Pod) -> tuple[list[Candidate], str, bool]:
