@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import replace
 from functools import lru_cache
@@ -22,6 +23,10 @@ from nodemanager.model.instance_type import DEFAULT_VOLUME_BYTES
 DATA_DIR = Path(__file__).parent / "data"
 DEFAULT_REGION = "us-east-1"
 DEFAULT_SPOT_PRICE_FRACTION = 0.4
+# Families on AWS's "Previous Generation Instances" list for years (Xen-based, no ENA or
+# NVMe): a catalog entry without ``current_generation`` is current unless its family is here.
+# A catalog made live from DescribeInstanceTypes may carry EC2's own flag instead.
+PREVIOUS_GENERATION_FAMILIES = frozenset({"t1", "m1", "m2", "m3", "c1", "c3", "cc1", "cc2", "cg1", "cr1", "g2", "hi1", "hs1", "i2", "r3"})
 
 OfferingKey = tuple[str, CapacityType, str]
 
@@ -91,19 +96,38 @@ class Catalog:
     def __getitem__(self, name: str) -> InstanceType:
         return self._types[name]
 
-    def _match_uncached(self, patterns: tuple[str, ...], architectures: tuple[str, ...], exclude: tuple[str, ...]) -> frozenset[str]:
-        return frozenset(
-            n
-            for n, t in self._types.items()
-            if any(fnmatch.fnmatchcase(n, p) for p in patterns)
-            and not any(fnmatch.fnmatchcase(n, p) for p in exclude)
-            and (not architectures or set(t.architectures) & set(architectures))
-        )
+    def _match_uncached(
+        self, patterns: tuple[str, ...], architectures: tuple[str, ...], exclude: tuple[str, ...], generation: str, burstable: bool
+    ) -> frozenset[str]:
+        out = set()
+        for n, t in self._types.items():
+            matched = [p for p in patterns if fnmatch.fnmatchcase(n, p)]
+            if not matched or any(fnmatch.fnmatchcase(n, p) for p in exclude):
+                continue
+            if architectures and not set(t.architectures) & set(architectures):
+                continue
+            if not any(_names(p, n) for p in matched):  # a pattern like "*" or "*.large": the type's kind must fit
+                if (generation == "current" and not t.current_generation) or (generation == "previous" and t.current_generation):
+                    continue
+                if t.burstable and not burstable:
+                    continue
+            out.add(n)
+        return frozenset(out)
 
-    def matching(self, patterns: Collection[str], architectures: Collection[str] = (), exclude: Collection[str] = ()) -> frozenset[str]:
+    def matching(
+        self,
+        patterns: Collection[str],
+        architectures: Collection[str] = (),
+        exclude: Collection[str] = (),
+        *,
+        generation: str = "any",
+        burstable: bool = True,
+    ) -> frozenset[str]:
         """Names matched by any of the exact names or globs (``c5*``, ``m5.*``), of any of
-        ``architectures`` when given, and matched by none of ``exclude``."""
-        return self._match(tuple(sorted(patterns)), tuple(sorted(architectures)), tuple(sorted(exclude)))
+        ``architectures`` when given, and matched by none of ``exclude``. A type that no
+        pattern names (see ``_names``) must also be of ``generation`` (current, previous or
+        any) and, unless ``burstable``, not burstable."""
+        return self._match(tuple(sorted(patterns)), tuple(sorted(architectures)), tuple(sorted(exclude)), generation, burstable)
 
     # -- the cheapest-fit query ---------------------------------------------------------
     def ranked(
@@ -148,6 +172,14 @@ class Catalog:
         return next((o for o, _ in ranked), None)
 
 
+def _names(pattern: str, name: str) -> bool:
+    """Whether ``pattern`` names the type rather than sweeps it in: it begins with the type's
+    name or a prefix of it (``m1.small``, ``t3.*``, ``t*``); one that begins with a wildcard
+    (``*``, ``*.large``) names nothing."""
+    literal = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
+    return bool(literal) and name.startswith(literal)
+
+
 def _instance_type(entry: dict[str, Any], spot_price_fraction: float) -> InstanceType:
     price = float(entry["on_demand_price"])
     return InstanceType(
@@ -162,4 +194,5 @@ def _instance_type(entry: dict[str, Any], spot_price_fraction: float) -> Instanc
         max_pods=int(entry.get("max_pods", 110)),
         burstable=bool(entry.get("burstable", False)),
         bare_metal=bool(entry.get("bare_metal", False)),
+        current_generation=bool(entry.get("current_generation", entry["name"].split(".", 1)[0] not in PREVIOUS_GENERATION_FAMILIES)),
     )

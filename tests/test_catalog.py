@@ -105,3 +105,65 @@ def test_generator_builds_from_ec2_apis_and_prices(tmp_path):
 def test_unknown_region_is_a_clear_error():
     with pytest.raises(FileNotFoundError, match="no bundled catalog for region 'mars-1'"):
         Catalog.bundled("mars-1")
+
+
+@pytest.mark.parametrize(
+    ("patterns", "kw", "inside", "outside"),
+    [
+        (["*"], {"generation": "current"}, {"m6i.large", "t3.micro"}, {"m1.small", "m3.large", "t1.micro"}),
+        (["m1.small", "*"], {"generation": "current"}, {"m1.small", "m6i.large"}, {"m3.large"}),  # named: allowed
+        (["m3.*"], {"generation": "current"}, {"m3.large"}, {"m6i.large"}),  # a glob that begins with the family names it
+        (["*.large"], {"generation": "current"}, {"m6i.large"}, {"m3.large"}),  # one that begins with a wildcard does not
+        (["*"], {"generation": "previous"}, {"m1.small", "r3.large"}, {"m6i.large"}),
+        (["*"], {"generation": "any"}, {"m1.small", "m6i.large"}, set()),
+        (["*"], {"burstable": False}, {"m6i.large"}, {"t3.micro", "t3a.large"}),
+        (["t3.*", "m6i.*"], {"burstable": False}, {"t3.micro", "m6i.large"}, {"t3a.large"}),
+    ],
+)
+def test_generation_and_burstable_filters_leave_named_types_alone(patterns, kw, inside, outside) -> None:
+    """Types a glob sweeps in must be of the pool's generation and, in bin-pack pools, not
+    burstable; a pattern that names a type (its name or a prefix of it) allows it."""
+    names = Catalog.bundled().matching(patterns, **kw)
+    assert inside <= names
+    assert not outside & names
+
+
+def test_a_catalog_entry_may_say_its_generation_else_its_family_decides(tmp_path) -> None:
+    path = tmp_path / "catalog.json"
+    entry = {"vcpu": 2, "memory_mib": 4096, "on_demand_price": 0.1, "zones": ["z-1a"]}
+    path.write_text(
+        '{"region": "z-1", "instance_types": ['
+        + ", ".join(
+            json.dumps({**entry, "name": n, **extra})
+            for n, extra in [("m1.small", {}), ("m6i.large", {}), ("m6i.xlarge", {"current_generation": False}), ("m3.large", {"current_generation": True})]
+        )
+        + "]}"
+    )
+    catalog = Catalog.from_file(path)
+    assert {t.name: t.current_generation for t in catalog} == {"m1.small": False, "m6i.large": True, "m6i.xlarge": False, "m3.large": True}
+
+
+def test_a_bin_pack_pool_over_the_whole_catalog_buys_neither_previous_generation_nor_burstable_types() -> None:
+    """With the whole catalog, 1,000 small pods once got 22 m1.small (previous generation:
+    often no current image or network driver) and burstable types whose price holds only
+    under the CPU-credit baseline."""
+    import random
+
+    from nodemanager.config.schema import InstanceGeneration, NodeDefaults, Pool
+    from nodemanager.model import Pod
+    from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, ScalerSettings
+
+    catalog = Catalog.bundled()
+    rng = random.Random(7)
+    shapes = [Resources({"cpu": rng.choice([50, 100, 250]), "memory": rng.choice([64, 128, 512]) << 20}) for _ in range(300)]
+    pods = tuple(Pod("default", f"p{i}", f"u{i}", r) for i, r in enumerate(shapes))
+
+    def bought(pool: Pool) -> set[str]:
+        scaler = BindingNodeScaler(ScalerSettings((pool,), NodeDefaults(default_instance_type="m6i.large", max_boots_per_loop=1000)), catalog)
+        return {spec.instance_type for spec in scaler.compute(ClusterSnapshot(pods, ()), 0.0).start}
+
+    types = bought(Pool(name="general"))
+    assert types
+    assert all(catalog[t].current_generation and not catalog[t].burstable for t in types), types
+    anything = bought(Pool(name="general", instance_generation=InstanceGeneration.ANY, packing="cell"))
+    assert any(not catalog[t].current_generation or catalog[t].burstable for t in anything)  # what the filters keep out

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from cloud.catalog import Catalog
 from nodemanager import documents
-from nodemanager.config.schema import CloudProvider, ProviderConfig, Scheduling, parse_listen
+from nodemanager.config.schema import CloudProvider, Packing, ProviderConfig, Scheduling, parse_listen
 from nodemanager.errors import ConfigError
 from nodemanager.model import CapacityType
 from nodemanager.noderesource import BatchResource
@@ -212,9 +212,13 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
         for j, pattern in enumerate(pool.instance_types):
             if not catalog.matching([pattern]):
                 problems.append(f"{where}.instanceTypes[{j}]: {pattern!r} matches no instance type in the {catalog.region} catalog")
-        allowed = catalog.matching(pool.instance_types, pool.architectures, pool.exclude_instance_types)
+        allowed = catalog.matching(**pool.type_query())
         if catalog.matching(pool.instance_types) and not allowed:
-            problems.append(f"{where}: no instance type is left after instanceTypes, excludeInstanceTypes and architectures {pool.architectures}")
+            note = "" if pool.packing is Packing.CELL else " (burstable types a glob sweeps in are left out of bin-pack pools: name them)"
+            problems.append(
+                f"{where}: no instance type is left after instanceTypes, excludeInstanceTypes, architectures {pool.architectures} "
+                f"and instanceGeneration {pool.instance_generation.value}{note}"
+            )
         for j, zone in enumerate(pool.zones):
             if zone not in catalog.zones:
                 problems.append(f"{where}.zones[{j}]: unknown zone {zone!r}; {catalog.region} has {list(catalog.zones)}")

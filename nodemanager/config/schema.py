@@ -8,7 +8,7 @@ never appear in ``repr`` or in dumps.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, SecretStr, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -309,12 +309,21 @@ class Packing(StrEnum):
     BINPACK = "binpack"  # many pods per node, cheapest mix of instance types
 
 
+class InstanceGeneration(StrEnum):
+    CURRENT = "current"
+    PREVIOUS = "previous"
+    ANY = "any"
+
+
 class Pool(Model):
     name: str = Field(max_length=63, pattern=_DNS_LABEL)
     packing: Packing = Packing.BINPACK
     instance_types: list[str] = Field(default_factory=lambda: ["*"], min_length=1)  # names or globs
     exclude_instance_types: list[str] = Field(default_factory=list)  # names or globs never bought, e.g. "t*" (burstable)
     architectures: list[Literal["x86_64", "arm64"]] = Field(default_factory=lambda: ["x86_64"], min_length=1)  # images are rarely multi-arch
+    # Types a pattern sweeps in (``*``, ``*.large``) must be of this generation; a pattern that
+    # names a type (``m1.small``, ``m3.*``) allows it whatever its generation.
+    instance_generation: InstanceGeneration = InstanceGeneration.CURRENT
     capacity_types: list[CapacityType] = Field(default_factory=lambda: [CapacityType.ON_DEMAND], min_length=1)
     zones: list[str] = Field(default_factory=list)  # empty: every zone of the region
     labels: dict[str, str] = Field(default_factory=dict)  # set on the pool's nodes; pods select pools with them
@@ -327,6 +336,18 @@ class Pool(Model):
     weight: int = Field(default=0, ge=0, le=100)  # higher is tried first when several pools fit
     colocation: Colocation = Field(default_factory=Colocation)  # merged over the cluster-wide block
     disruption: Disruption = Field(default_factory=Disruption)
+
+    def type_query(self) -> dict[str, Any]:
+        """``Catalog.matching``'s arguments for the types this pool may boot. Burstable types
+        a pattern only sweeps in stay out of bin-pack pools: their list price holds only
+        under the CPU-credit baseline, and packed pods use the CPU they ask for."""
+        return {
+            "patterns": self.instance_types,
+            "architectures": self.architectures,
+            "exclude": self.exclude_instance_types,
+            "generation": self.instance_generation.value,
+            "burstable": self.packing is Packing.CELL,
+        }
 
 
 class Loops(Model):

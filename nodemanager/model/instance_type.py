@@ -86,6 +86,7 @@ class InstanceType:
     max_pods: int = KUBELET_MAX_PODS
     burstable: bool = False
     bare_metal: bool = False
+    current_generation: bool = True  # EC2's CurrentGeneration: previous ones often lack current images and network drivers
     offerings: tuple[Offering, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:

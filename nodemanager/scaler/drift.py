@@ -1,5 +1,5 @@
 """Drift: a node its pool would no longer boot (Karpenter's static drift). Compared with
-what the pool says now: instance type (names, globs, exclusions, architectures), capacity
+what the pool says now: instance type (names, globs, exclusions, architectures, generation), capacity
 type, zone, and the labels and taints the pool puts on its nodes. The boot image is not
 compared: node records do not carry it."""
 
@@ -12,7 +12,7 @@ from nodemanager.model import Node, Taint
 
 def drifted(node: Node, pool: Pool, catalog: Catalog) -> str:
     """Why ``node`` no longer matches ``pool`` ("" when it does)."""
-    if node.instance_type not in catalog.matching(pool.instance_types, pool.architectures, pool.exclude_instance_types):
+    if node.instance_type not in catalog.matching(**pool.type_query()):
         return f"instance type {node.instance_type} is no longer allowed"
     if node.capacity_type not in pool.capacity_types:
         return f"capacity type {node.capacity_type} is no longer allowed"

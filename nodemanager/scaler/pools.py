@@ -82,9 +82,7 @@ def pool_views(
         taints = tuple(Taint(t.key, TaintEffect(t.effect), t.value) for t in pool.taints)
         capacity = set(pool.capacity_types)
         zones = set(pool.zones)
-        ranked = catalog.ranked(
-            Resources(), allowed=pool.instance_types, architectures=pool.architectures, volume_bytes=volume_bytes, exclude_types=pool.exclude_instance_types
-        )
+        ranked = catalog.ranked(Resources(), allowed=sorted(catalog.matching(**pool.type_query())), volume_bytes=volume_bytes)
         batch = colocation.get(pool.name)
         candidates = []
         for o, t in ranked:
