@@ -1,6 +1,6 @@
 """Scaler benchmark: N pending pods on an empty cluster, one compute().
 
-    python benchmarks/scaler.py --workload {karpenter,karpenter-mix,mixed,distinct} --pods N [--daemonsets eks] [--json] [--seed S]
+    python benchmarks/scaler.py --workload {karpenter,karpenter-mix,mixed,distinct} --pods N [--types families10] [--daemonsets eks] [--json] [--seed S]
 
 * karpenter: 400 synthetic instance types (type i: i+1 vCPU, 2(i+1) GiB, 10(i+1) pods,
   price proportional to size, offered in three zones), pods of Karpenter's benchmark sizes.
@@ -15,6 +15,9 @@
 
 * distinct: the same catalog and pool as mixed, every pod of its own size (CPU 50m to 4,
   memory 64Mi to 16Gi, uniformly at random), as a snapshot of hand-sized pods is.
+
+* --types families10: mixed and distinct on every size of ten m/c/r families (m5, m6i, m6a,
+  c5, c6i, c6a, r5, r6i, r6a, m7i: 101 types, metal included) instead of the whole catalog.
 
 * --daemonsets eks: every node also runs EKS's usual DaemonSets (aws-node 25m CPU; kube-proxy
   100m CPU; ebs-csi-node 30m CPU, 120Mi; a log agent 100m CPU, 200Mi, tolerating every
@@ -147,7 +150,10 @@ def verify(pods: list[Pod], decision, catalog: Catalog, daemons: list[tuple[str,
     return bad + (len(pods) - len(decision.bindings))
 
 
-def run(workload: str, n: int, seed: int, daemonsets: str = "none") -> dict[str, object]:
+FAMILIES10 = ("m5", "m6i", "m6a", "m7i", "c5", "c6i", "c6a", "r5", "r6i", "r6a")  # 101 types
+
+
+def run(workload: str, n: int, seed: int, daemonsets: str = "none", types: str = "all") -> dict[str, object]:
     rng = random.Random(seed)
     specs: list[karpenter_mix.Spec] = []
     if workload == "karpenter-mix":
@@ -164,7 +170,8 @@ def run(workload: str, n: int, seed: int, daemonsets: str = "none") -> dict[str,
         shapes = (distinct_pods if workload == "distinct" else mixed_pods)(n, rng)
         # Burstable types are left out: their list price holds only below the CPU credit
         # baseline, and pods with sustained requests pay the unlimited-mode surcharge.
-        pool = Pool(name="bench", instance_types=["*"], exclude_instance_types=["t*"], architectures=["x86_64"], capacity_types=[CapacityType.ON_DEMAND])
+        patterns = [f"{family}.*" for family in FAMILIES10] if types == "families10" else ["*"]
+        pool = Pool(name="bench", instance_types=patterns, exclude_instance_types=["t*"], architectures=["x86_64"], capacity_types=[CapacityType.ON_DEMAND])
     if specs:
         pods = [dataclasses.replace(Pod.from_manifest(s.manifest), created_at=float(i)) for i, s in enumerate(specs)]
     else:
@@ -208,9 +215,10 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--daemonsets", choices=["none", "eks"], default="none", help="DaemonSets every node runs besides its pods")
+    parser.add_argument("--types", choices=["all", "families10"], default="all", help="the instance types mixed and distinct may use")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = run(args.workload, args.pods, args.seed, args.daemonsets)
+    result = run(args.workload, args.pods, args.seed, args.daemonsets, args.types)
     if args.json:
         print(json.dumps(result))
     else:

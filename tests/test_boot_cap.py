@@ -4,6 +4,7 @@ planning everything again, and every decision stays valid."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -118,3 +119,30 @@ def test_a_large_cluster_is_searched_in_samples_yet_every_ready_node_with_room_i
     d = s.compute(ClusterSnapshot(running + waiting, tuple(ready + booting)), NOW)
     assert d.start == ()
     assert sorted(d.bindings.values()) == sorted(n.name for n in ready)  # one each, every Ready node
+
+
+@pytest.mark.parametrize("tolerates", [True, False])
+def test_an_unconstrained_pod_is_probed_on_one_offering_with_the_same_answer_as_on_all(monkeypatch, tolerates: bool) -> None:
+    """A pod that tells no offering apart (no selector, affinity, pins, volumes, claims or
+    ports) gets from one offering the answer every offering of its pool would give."""
+    from nodemanager.config.schema import Taint as PoolTaint
+    from nodemanager.model import Toleration
+    from nodemanager.scaler import scaler as scaler_module
+
+    pool = binpack_pool(instance_types=["*"], taints=[PoolTaint(key="team", value="a", effect="NoSchedule")], labels={"team": "a"})
+    incoming = pod("plain", cpu="300m")
+    if tolerates:
+        incoming = dataclasses.replace(incoming, tolerations=(Toleration(key="team", operator="Equal", value="a", effect="NoSchedule"),))
+
+    def answer() -> tuple:
+        s = scaler(pool)
+        s.compute(ClusterSnapshot((incoming,), ()), NOW)
+        [(accepted, why, transient)] = s.probe_memo.values()
+        return tuple(c.offering for c in accepted), why, transient
+
+    fast = answer()
+    monkeypatch.setattr(scaler_module, "_offering_blind", lambda pod: False)
+    slow = answer()
+    assert fast[0] == slow[0]
+    assert bool(fast[0]) is tolerates
+    assert (fast[1] == slow[1]) or tolerates  # refused: the same reason

@@ -37,7 +37,7 @@ from cloud.catalog import Catalog
 from nodemanager.config.schema import NodeDefaults, Pool, ProviderConfig
 from nodemanager.dra import ResourceSlice
 from nodemanager.dra.context import instance_slices
-from nodemanager.model import BINDABLE_STATES, LIVE_STATES, CapacityType, NodeName, NodeState, Pod, PodKey, PodPhase, Resources
+from nodemanager.model import BINDABLE_STATES, LIVE_STATES, CapacityPolicy, CapacityType, NodeName, NodeState, Pod, PodKey, PodPhase, Resources
 from nodemanager.model.daemonset import daemon_overhead
 from nodemanager.model.interpod import NO_AFFINITY, SpreadConstraint, parse_spread_defaults
 from nodemanager.model.labels import HOSTNAME, ZONE
@@ -379,6 +379,9 @@ class _Run:
         status = self.fw.run_pre_filter_plugins(state, probe)
         if not status.is_success():
             return (), status.message, status.code is Code.UNSCHEDULABLE
+        if view.candidates and _offering_blind(probe):  # every offering answers as the first does
+            status = self.fw.run_filter_plugins(state, probe, offering_node_info(view, view.candidates[0], NEW_HOST))
+            return (view.candidates, "", False) if status.is_success() else ((), status.message, False)
         accepted: list[Candidate] = []
         reasons: dict[str, int] = defaultdict(int)
         for cand in view.candidates:
@@ -924,6 +927,23 @@ def smallest_request(pods: Iterable[Pod]) -> Resources:
     much room takes none of them."""
     requests = [p.requests for p in pods]
     return Resources({"cpu": min((r.cpu for r in requests), default=0), "memory": min((r.memory for r in requests), default=0)})
+
+
+def _offering_blind(pod: Pod) -> bool:
+    """Whether the filters decide alike on every offering of a pool for this pod (with no
+    requests): nothing in it tells types, zones or capacity types apart (a pool's offerings
+    share its labels and taints; only the well-known type, zone and capacity labels differ)."""
+    return not (
+        pod.node_selector
+        or pod.affinity
+        or pod.instance_type
+        or pod.zone
+        or pod.capacity_policy is not CapacityPolicy.ANY
+        or pod.volume_claims
+        or pod.claims
+        or pod.host_ports
+        or pod.node_name
+    )
 
 
 def node_level(pod: Pod) -> Pod:
