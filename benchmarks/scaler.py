@@ -23,7 +23,7 @@
   100m CPU; ebs-csi-node 30m CPU, 120Mi; a log agent 100m CPU, 200Mi, tolerating every
   taint), so each node the scaler plans must hold them besides its pods.
 
-Reported: the scaler's time, the fleet it boots and its cost against the LP lower bound
+Reported: the scaler's time, the process's peak resident memory, the fleet it boots and its cost against the LP lower bound
 (scipy's linprog: the cheapest fractional mix of the allowed types covering the pods'
 total CPU and memory, each type offering what its DaemonSets leave); ``unplaced`` comes
 from an independent verifier that re-adds every pod's request, and every DaemonSet pod's,
@@ -36,6 +36,7 @@ import argparse
 import dataclasses
 import json
 import random
+import resource
 import sys
 import time
 from collections import defaultdict
@@ -194,6 +195,7 @@ def run(workload: str, n: int, seed: int, daemonsets: str = "none", types: str =
         "daemonsets": daemonsets,
         "instance_types": len(allowed),
         "seconds": round(seconds, 3),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),  # the whole process, setup and verifier included
         "pods_per_second": round(n / seconds, 1),
         "nodes": len(decision.start),
         "cost_per_hour": round(cost, 4),

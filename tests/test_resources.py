@@ -53,3 +53,8 @@ def test_sum_fits_both_and_subtraction_inverts(a, b):
 def test_fit_is_transitive(a, b, c):
     if a.fits(b) and b.fits(c):
         assert a.fits(c)
+
+
+@given(vectors, vectors, vectors)
+def test_fits_within_is_fits_of_the_difference(request, capacity, used):
+    assert request.fits_within(capacity, used) == request.fits(capacity - used)

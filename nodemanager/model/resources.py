@@ -118,6 +118,11 @@ class Resources:
         cap = capacity._amounts
         return all(v <= cap.get(k, 0) for k, v in self._amounts.items())
 
+    def fits_within(self, capacity: Resources, used: Resources) -> bool:
+        """``self.fits(capacity - used)`` without making the difference."""
+        cap, taken = capacity._amounts, used._amounts
+        return all(v <= cap.get(k, 0) - taken.get(k, 0) for k, v in self._amounts.items())
+
     def copies_within(self, capacity: Resources, used: Resources) -> int | None:
         """How many copies of this vector fit in ``capacity - used`` (None: it asks for nothing)."""
         cap, taken = capacity._amounts, used._amounts

@@ -27,7 +27,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin):
         requests: Resources = node.fit_request(pod) if node.batch_estimate else (state.get(_STATE_KEY) or pod.requests)
         if len(node.pods) + 1 > node.allocatable.pods:
             return unschedulable("Too many pods", self.name)
-        if requests.fits(node.free):
+        if requests.fits_within(node.allocatable, node.requested):
             return None
         missing = [n for n in requests.shortfall(node.free) if n != PODS]
         return unschedulable(", ".join(f"Insufficient {n}" for n in missing), self.name)
