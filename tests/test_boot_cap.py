@@ -26,10 +26,16 @@ def _distinct(n: int, seed: int = 3) -> tuple:
     return tuple(pod(f"p{i:03d}", cpu=f"{rng.randint(100, 1500)}m", memory=f"{rng.randint(64, 2048)}Mi") for i in range(n))
 
 
-def test_later_computations_start_what_the_capped_plan_left_without_packing_again(monkeypatch) -> None:
-    calls: list[int] = []
+@pytest.fixture
+def calls(monkeypatch) -> list[int]:
+    """One entry per call of the packer."""
+    made: list[int] = []
     original = binpack.pack
-    monkeypatch.setattr(binpack, "pack", lambda *a, **kw: calls.append(1) or original(*a, **kw))
+    monkeypatch.setattr(binpack, "pack", lambda *a, **kw: made.append(1) or original(*a, **kw))
+    return made
+
+
+def test_later_computations_start_what_the_capped_plan_left_without_packing_again(calls: list[int]) -> None:
     s = scaler(binpack_pool(), max_boots=2)
     snap = ClusterSnapshot(_distinct(60), ())
     first = s.compute(snap, NOW)
@@ -50,10 +56,7 @@ def test_later_computations_start_what_the_capped_plan_left_without_packing_agai
     assert not any(p.key not in d.bindings and not p.node_name for p in snap.pods)  # every pod has its node
 
 
-def test_a_change_since_the_capped_plan_means_planning_again(monkeypatch) -> None:
-    calls: list[int] = []
-    original = binpack.pack
-    monkeypatch.setattr(binpack, "pack", lambda *a, **kw: calls.append(1) or original(*a, **kw))
+def test_a_change_since_the_capped_plan_means_planning_again(calls: list[int]) -> None:
     s = scaler(binpack_pool(), max_boots=2)
     snap = ClusterSnapshot(_distinct(60), ())
     first = s.compute(snap, NOW)
@@ -146,3 +149,23 @@ def test_an_unconstrained_pod_is_probed_on_one_offering_with_the_same_answer_as_
     assert fast[0] == slow[0]
     assert bool(fast[0]) is tolerates
     assert (fast[1] == slow[1]) or tolerates  # refused: the same reason
+
+
+def test_deferred_nodes_never_take_a_pool_past_its_limit() -> None:
+    """A node booted outside the plan meanwhile (an interruption's replacement) uses the
+    pool's limit: the deferred nodes that no longer fit it are planned again, not started."""
+    from nodemanager.config.schema import Limits
+
+    s = scaler(binpack_pool(limits=Limits(nodes=4)), max_boots=1)
+    snap = ClusterSnapshot(_distinct(60), ())
+    first = s.compute(snap, NOW)
+    assert len(first.start) == 1
+    assert s.deferred is not None
+    later = apply(snap, first)
+    replacement = node("replacement", "m.xlarge", pool="general")
+    later = ClusterSnapshot(later.pods, (*later.nodes, replacement), later.unavailable, later.unneeded_since)
+    for _ in range(6):
+        d = s.compute(later, NOW)
+        later = apply(later, d)
+    live = [n for n in later.nodes if n.pool == "general"]
+    assert len(live) <= 4

@@ -379,9 +379,11 @@ class _Run:
         status = self.fw.run_pre_filter_plugins(state, probe)
         if not status.is_success():
             return (), status.message, status.code is Code.UNSCHEDULABLE
-        if view.candidates and _offering_blind(probe):  # every offering answers as the first does
-            status = self.fw.run_filter_plugins(state, probe, offering_node_info(view, view.candidates[0], NEW_HOST))
-            return (view.candidates, "", False) if status.is_success() else ((), status.message, False)
+        with_room = tuple(c for c in view.candidates if c.allocatable.pods >= 1)  # the one thing an empty request checks
+        if with_room and _offering_blind(probe):  # every offering with a pod slot answers as the first does
+            status = self.fw.run_filter_plugins(state, probe, offering_node_info(view, with_room[0], NEW_HOST))
+            if status.is_success():
+                return with_room, "", False
         accepted: list[Candidate] = []
         reasons: dict[str, int] = defaultdict(int)
         for cand in view.candidates:
@@ -795,22 +797,31 @@ class _Run:
             return
         pending = {p.key: p for c in classes for p in c.pods}
         made: list[_NewNode] = []
+        budgets = {name: self._budget(view) for name, view in views.items()}
         for planned in deferred.nodes:
             keys = [k for k in planned.pods if k in pending]
             if not keys:
                 continue  # its pods found room on nodes started since
+            budget = budgets[planned.pool]
+            if budget.copies(planned.candidate.itype) == 0:  # the pool's limit was reached meanwhile (a replacement booted)
+                self._undo(made)
+                return
+            budget.spend(planned.candidate.itype)
             node = self._new_node(views[planned.pool], planned.candidate, accepted=list(planned.accepted))
             made.append(node)
             for key in keys:
                 pod = pending[key]
                 if not (node.info.fit_count(node.info.fit_request(pod), 1) > 0 and self._place(pod, node.info, CycleState())):
-                    for undone in made:
-                        for placed in list(undone.info.pods):
-                            self._unplace(placed)
-                        self._forget(undone.info.name)
+                    self._undo(made)
                     return
         for cls in classes:
             cls.pods = [p for p in cls.pods if p.key not in self.bindings]
+
+    def _undo(self, made: list[_NewNode]) -> None:
+        for node in made:
+            for placed in list(node.info.pods):
+                self._unplace(placed)
+            self._forget(node.info.name)
 
     def _drop_incomplete_gangs(self) -> None:
         """A gang that the cap left below its minimum fails as a whole."""
