@@ -136,7 +136,7 @@ class _Run:
         self.s = scaler
         self.excluded = excluded  # gang members that cannot all be placed: left out entirely
         self.last = last  # members of gangs that failed in their turn: planned after the rest
-        self.to_new: dict[PodKey, tuple] = {}  # the pods left for new nodes -> their class key and requests
+        self.left_for_new: list[Pod] = []  # the pods existing nodes did not take
         self.next_start: dict[int, int] = {}  # per readiness rank: where the next search of existing nodes begins
         self.failed: dict[PodKey, str] = {}  # gang members found to fail in this run
         self.snapshot = snapshot
@@ -784,8 +784,13 @@ class _Run:
             return None
         now_bound = {k for n in started for k in n.info.pods}
         nodes = tuple(DeferredNode(n.view.name, n.candidate, tuple(n.accepted), tuple(n.info.pods)) for n in later)
-        pending = {k: v for k, v in self.to_new.items() if k not in now_bound}
+        pending = {k: v for k, v in self._class_keys().items() if k not in now_bound}
         return DeferredPlan(nodes, pending, self.s.views, tuple(v.name for v in self.views), frozenset(self.unavailable))
+
+    def _class_keys(self) -> dict[PodKey, tuple]:
+        """The pods left for new nodes -> their class key and requests (made only when a
+        deferral is stored or checked)."""
+        return {p.key: (self.key(p), p.requests) for p in self.left_for_new}
 
     def reuse_deferred(self, classes: list[_Class]) -> None:
         """Place the pods the last capped plan left for later on the nodes it planned for them,
@@ -793,7 +798,7 @@ class _Run:
         all) leave everything to ``place_on_new``."""
         deferred = self.s.deferred
         views = {v.name: v for v in self.views}
-        if deferred is None or not deferred.matches(self.to_new, self.s.views, tuple(views), frozenset(self.unavailable)):
+        if deferred is None or not deferred.matches(self._class_keys(), self.s.views, tuple(views), frozenset(self.unavailable)):
             return
         pending = {p.key: p for c in classes for p in c.pods}
         made: list[_NewNode] = []
@@ -888,7 +893,7 @@ class _Run:
         self.place_on_existing(then)
         self.claim_standby()
         self.mark_expired()
-        self.to_new = {p.key: (self.key(p), p.requests) for c in classes + then for p in c.pods}
+        self.left_for_new = [p for c in classes + then for p in c.pods]
         self.reuse_deferred(classes)
         self.place_on_new(classes)
         self.place_on_new(then)
