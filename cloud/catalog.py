@@ -93,6 +93,12 @@ class Catalog:
     def get(self, name: str) -> InstanceType | None:
         return self._types.get(name)
 
+    def hourly(self, instance_type: str, capacity_type: CapacityType, zone: str) -> float:
+        """What a running instance of this offering costs an hour (0 for a type the catalog
+        does not know: it is not counted)."""
+        itype = self._types.get(instance_type)
+        return (itype.price(capacity_type, zone) if itype else None) or 0.0
+
     def __getitem__(self, name: str) -> InstanceType:
         return self._types[name]
 

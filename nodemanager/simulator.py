@@ -233,8 +233,7 @@ class Simulation:
         launched: Counter[str] = Counter()
         terminated = 0
         for instance, ended in self.cloud.all_instances():
-            itype = self.catalog.get(instance.instance_type)
-            price = (itype.price(instance.capacity_type, instance.zone) if itype else None) or 0.0
+            price = self.catalog.hourly(instance.instance_type, instance.capacity_type, instance.zone)
             cost += price * ((ended if ended is not None else end) - instance.launched_at) / 3600.0
             launched[instance.instance_type] += 1
             terminated += ended is not None

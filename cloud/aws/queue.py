@@ -4,14 +4,11 @@ deleted once handled (or found malformed), so the queue holds only what is still
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cloud.aws.errors import translate
-
-log = logging.getLogger("nodemanager.cloud.aws")
 
 MAX_WAIT = 20  # SQS's longest poll
 
@@ -22,24 +19,22 @@ class SqsQueue:
         self.name = name
         self._url: str | None = None
 
+    def _call(self, operation: str, **params: Any) -> Any:
+        """One SQS call; a failure is the project's CloudError (the loop polls again at its next interval)."""
+        try:
+            return getattr(self.sqs, operation)(**params)
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc) from None
+
     def _queue_url(self) -> str:
         if self._url is None:
-            try:
-                self._url = self.sqs.get_queue_url(QueueName=self.name)["QueueUrl"]
-            except (ClientError, BotoCoreError) as exc:
-                raise translate(exc) from None
+            self._url = self._call("get_queue_url", QueueName=self.name)["QueueUrl"]
         return self._url
 
     def receive(self, wait: float) -> list[tuple[str, str]]:
         """Raises CloudError (the loop logs it and polls again at its next interval)."""
-        try:
-            reply = self.sqs.receive_message(QueueUrl=self._queue_url(), MaxNumberOfMessages=10, WaitTimeSeconds=int(min(max(wait, 0), MAX_WAIT)))
-        except (ClientError, BotoCoreError) as exc:
-            raise translate(exc) from None
+        reply = self._call("receive_message", QueueUrl=self._queue_url(), MaxNumberOfMessages=10, WaitTimeSeconds=int(min(max(wait, 0), MAX_WAIT)))
         return [(m["ReceiptHandle"], m.get("Body", "")) for m in reply.get("Messages", [])]
 
     def delete(self, receipt: str) -> None:
-        try:
-            self.sqs.delete_message(QueueUrl=self._queue_url(), ReceiptHandle=receipt)
-        except (ClientError, BotoCoreError) as exc:
-            raise translate(exc) from None
+        self._call("delete_message", QueueUrl=self._queue_url(), ReceiptHandle=receipt)

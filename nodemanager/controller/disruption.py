@@ -350,8 +350,7 @@ class DisruptionController:
 
     # -- prices --------------------------------------------------------------------------
     def _price(self, node: Node) -> float:
-        itype = self.c.catalog.get(node.instance_type)
-        return (itype.price(node.capacity_type, node.zone) if itype else None) or 0.0
+        return self.c.catalog.hourly(node.instance_type, node.capacity_type, node.zone)
 
     def _biggest_below(self, price: float) -> tuple[int, int]:
         """The most CPU and the most memory (not necessarily of one type) of any offering

@@ -36,8 +36,7 @@ class InterruptionController:
         self.c = controller
         self.queue = queue
         self.wait = 0.0  # long-poll seconds: the service waits; virtual time must not
-        self._seen: deque[str] = deque(maxlen=SEEN_KEPT)
-        self._seen_set: set[str] = set()
+        self._seen: dict[str, None] = {}  # event ids, oldest first
         self.counts: Counter[str] = Counter()
         self.recent: deque[dict[str, object]] = deque(maxlen=RECENT_KEPT)
 
@@ -63,7 +62,7 @@ class InterruptionController:
                 log.warning("interruption queue: deleting a malformed message (%s): %.200s", exc, body)
                 self._delete(receipt)
                 continue
-            if event is not None and event.id not in self._seen_set:
+            if event is not None and event.id not in self._seen:
                 self._remember(event.id)
                 for instance_id in event.instance_ids:
                     node = by_instance.get(instance_id)
@@ -104,10 +103,9 @@ class InterruptionController:
             log.warning("deleting an interruption message failed: %s", exc)
 
     def _remember(self, event_id: str) -> None:
-        if len(self._seen) == self._seen.maxlen:
-            self._seen_set.discard(self._seen[0])
-        self._seen.append(event_id)
-        self._seen_set.add(event_id)
+        if len(self._seen) >= SEEN_KEPT:
+            del self._seen[next(iter(self._seen))]
+        self._seen[event_id] = None
 
     def status(self) -> dict[str, object]:
         return {"queue": getattr(self.queue, "name", "simulated") if self.queue is not None else None, "counts": dict(self.counts), "recent": list(self.recent)}

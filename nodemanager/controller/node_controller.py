@@ -659,13 +659,7 @@ class NodeController:
 
     # -- reading ----------------------------------------------------------------------------
     def cost_per_hour(self) -> float:
-        total = 0.0
-        for node in self.nodes.values():
-            if node.state in LIVE_STATES:
-                itype = self.catalog.get(node.instance_type)
-                price = itype.price(node.capacity_type, node.zone) if itype else None
-                total += price or 0.0
-        return total
+        return sum(self.catalog.hourly(n.instance_type, n.capacity_type, n.zone) for n in self.nodes.values() if n.state in LIVE_STATES)
 
     def _refresh_gauges(self) -> None:
         self.metrics.nodes.clear()
