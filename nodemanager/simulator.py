@@ -29,7 +29,7 @@ from nodemanager.controller.node_controller import NodeController
 from nodemanager.controller.virtual import VirtualDriver
 from nodemanager.dra.context import DeviceContext
 from nodemanager.model import NodeState, PodKey
-from nodemanager.model.resources import AMD_GPU, NVIDIA_GPU, asks_for_batch
+from nodemanager.model.resources import GPU_RESOURCES, Resources, asks_for_batch
 from nodemanager.scaler import Decision
 from nodemanager.scaler.lp import DualSolver, Shape
 from nodemanager.scaler.pools import pool_views
@@ -117,7 +117,7 @@ class Simulation:
                 requests, duration = self._finite[key]
                 ran = min(duration, max(end - self._arrived_at[key], 0.0))
                 cpu, memory = cpu + requests.cpu * ran, memory + requests.memory * ran
-                gpus += (requests.get(NVIDIA_GPU) + requests.get(AMD_GPU)) * ran
+                gpus += _gpus(requests) * ran
         cpu_memory = self._solver.solve(round(cpu), round(memory)).bound / 3600.0
         return max(cpu_memory, self._gpu_price * gpus / 3600.0)
 
@@ -135,7 +135,7 @@ class Simulation:
             if sim.duration is None:
                 forever[0] += requests.cpu
                 forever[1] += requests.memory
-                forever[2] += requests.get(NVIDIA_GPU) + requests.get(AMD_GPU)
+                forever[2] += _gpus(requests)
         alloc_cpu = alloc_memory = 0
         for name in self.cluster.nodes:
             node = self.controller.nodes.get(name)
@@ -279,3 +279,7 @@ class Simulation:
                 "batch_bound": sum(1 for k in self._batch_pods if k in self.cluster.first_bound),
             },
         }
+
+
+def _gpus(requests: Resources) -> int:
+    return sum(requests.get(name) for name in GPU_RESOURCES)

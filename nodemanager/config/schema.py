@@ -16,6 +16,7 @@ from pydantic.alias_generators import to_camel
 from nodemanager.config.durations import Duration
 from nodemanager.errors import InvalidQuantity
 from nodemanager.model import CapacityType, TaintEffect, format_quantity, resource_amount
+from nodemanager.model.pdb import scaled
 from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scheduling.profile import DEFAULT_PROFILE, Profile
 
@@ -289,9 +290,7 @@ class DisruptionBudget(Model):
 
     def limit(self, nodes: int) -> int:
         """How many of ``nodes`` this budget lets be disrupted at once (a share rounds up)."""
-        if self.nodes.endswith("%"):
-            return -(-nodes * int(self.nodes[:-1]) // 100)
-        return int(self.nodes)
+        return scaled(self.nodes if self.nodes.endswith("%") else int(self.nodes), nodes)
 
 
 class Disruption(Model):
@@ -364,7 +363,7 @@ class Loops(Model):
     # A pass of a loop that holds the controller stops retrying cloud calls, and makes no new
     # one, once it has run this long (nodemanager.deadline); the price refresh runs outside
     # the controller, bounded by its own retries.
-    pass_deadline: Duration = Field(default=30.0, gt=0, le=3600, alias="passDeadline")
+    pass_deadline: Duration = Field(default=30.0, gt=0, le=3600)
 
     def intervals(self) -> dict[str, float]:
         """Loop name (as the controller names its loops) -> seconds."""

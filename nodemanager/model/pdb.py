@@ -38,7 +38,7 @@ def _int_or_percent(value: Any, path: str) -> int | str | None:
 
 
 def scaled(value: int | str, total: int) -> int:
-    """intstr.GetScaledValueFromIntOrPercent with roundUp."""
+    """intstr.GetScaledValueFromIntOrPercent with roundUp (PodDisruptionBudgets, disruption budgets)."""
     if isinstance(value, int):
         return value
     return -(-total * int(value[:-1]) // 100)

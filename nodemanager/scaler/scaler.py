@@ -337,7 +337,8 @@ class _Run:
         """Existing nodes for ``pod``'s class, best first: Ready nodes before booting ones,
         and within each, as kube-scheduler searches a large cluster: filter from where the
         last search stopped until ``feasible_nodes_to_find`` nodes pass, score those, offer
-        them by score; if pods are left, the search goes on from there."""
+        them by score; if pods are left, the search goes on from there. (``candidates`` are
+        the nodes that had the class's CPU free, most free first; kube walks its node list.)"""
         ranks: dict[int, list[NodeInfo]] = defaultdict(list)
         for info in candidates:
             ranks[self._rank(info.name)].append(info)
