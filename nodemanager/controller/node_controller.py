@@ -180,6 +180,8 @@ class NodeController:
             return node
         passing = set(self._startup_taints(node.pool))
         taints = tuple(t for t in registered.taints if t not in passing and t.key not in EPHEMERAL_TAINT_KEYS)
+        if taints == node.taints and registered.unschedulable == node.unschedulable:
+            return node
         return replace(node, taints=taints, unschedulable=registered.unschedulable)
 
     def _log_wait(self, pod: PodKey, node: str, why: str) -> None:

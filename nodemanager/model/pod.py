@@ -92,9 +92,18 @@ class Pod:
     spread: tuple[SpreadConstraint, ...] = ()  # topologySpreadConstraints
     pod_affinity: PodAffinity = NO_AFFINITY  # podAffinity and podAntiAffinity
     key: PodKey = field(init=False, repr=False, compare=False)  # "namespace/name", asked for everywhere: made once
+    _kind: tuple | None = field(default=None, init=False, repr=False, compare=False)  # see ``kind``
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", PodKey(f"{self.namespace}/{self.name}"))
+
+    @property
+    def kind(self) -> tuple:
+        """Its namespace and labels as a hashable key (all a label selector sees of it), made
+        on first use: pods of one kind are grouped and counted by the thousand."""
+        if self._kind is None:
+            object.__setattr__(self, "_kind", (self.namespace, tuple(sorted(self.labels.items()))))
+        return self._kind  # type: ignore[return-value]
 
     @property
     def inter_pod(self) -> bool:

@@ -130,7 +130,7 @@ class SpreadDefaults:
     def apply(self, pod: Pod) -> Pod:
         if pod.spread or not self.constraints or pod.namespace not in self._by_namespace:
             return pod
-        memo_key = (pod.namespace, tuple(sorted(pod.labels.items())), pod.owner)
+        memo_key = (pod.kind, pod.owner)
         found = self._memo.get(memo_key)
         if found is None:
             selector = default_selector(pod.labels, pod.owner, self._by_namespace[pod.namespace])

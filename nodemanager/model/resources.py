@@ -7,7 +7,7 @@ hash equal (pods with equal requests fall into one equivalence class by hash).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from nodemanager.errors import InvalidManifest
 from nodemanager.model.quantity import format_quantity, resource_amount
@@ -86,6 +86,15 @@ class Resources:
         for k, v in other._amounts.items():
             out[k] = out.get(k, 0) + v
         return Resources(out)
+
+    @classmethod
+    def total(cls, vectors: Iterable[Resources], start: Resources | None = None) -> Resources:
+        """``start`` plus every vector: one sum, not one new vector per addition."""
+        out = dict(start._amounts) if start is not None else {}
+        for vector in vectors:
+            for k, v in vector._amounts.items():
+                out[k] = out.get(k, 0) + v
+        return cls(out)
 
     def __sub__(self, other: Resources) -> Resources:
         out = dict(self._amounts)
@@ -173,4 +182,5 @@ ZERO = Resources()
 
 def asks_for_batch(requests: Resources) -> bool:
     """Whether the requests name reclaimed batch capacity: such a pod is a batch pod."""
-    return any(requests[name] for name in BATCH_RESOURCES)
+    amounts = requests._amounts  # zero amounts are never stored
+    return BATCH_CPU in amounts or BATCH_MEMORY in amounts

@@ -23,6 +23,7 @@ from nodemanager.scaler.lp import DualSolver, Shape
 from nodemanager.scaler.pools import Candidate, capacity_of
 
 CANDIDATES_PER_ROUND = 10  # most LP-efficient types tried per round
+TABLES_KEPT = 256  # candidate lists whose tables a TypeTables keeps
 MAX_CLASSES = 64  # the packer's work grows with classes x nodes: more distinct requests are grouped
 GROUPINGS = (16, 32, 48)  # how many groups of similar requests are tried; the cheapest plan wins
 
@@ -185,8 +186,10 @@ def _solver(shapes: tuple[Shape, ...]) -> DualSolver:
 
 class TypeTables:
     """What the packer derives from a list of candidates (one per type, their shapes and
-    allocatable vectors), kept for the candidate lists a computation packs for again and
-    again. Each entry holds its candidates, so the ids in its key stay theirs."""
+    allocatable vectors), kept for the candidate lists packed for again and again (within
+    a computation and across them: a scaler keeps one while its catalog and prices hold).
+    Each entry holds its candidates, so the ids in its key stay theirs. At most
+    ``TABLES_KEPT`` lists are kept; past that the tables start again."""
 
     def __init__(self) -> None:
         self._tables: dict[tuple, tuple[Sequence[Candidate], list[Candidate], list[Shape], dict[str, tuple[int, ...]]]] = {}
@@ -207,6 +210,9 @@ class TypeTables:
         key = (tuple(map(id, candidates)), tuple(vectors.names))
         found = self._tables.get(key)
         if found is None:
+            if len(self._tables) >= TABLES_KEPT:
+                self._tables.clear()
+                self._rankings.clear()
             # One candidate per instance type: its cheapest offering (they arrive cheapest first).
             by_type: dict[str, Candidate] = {}
             for c in candidates:

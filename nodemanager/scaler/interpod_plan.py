@@ -107,11 +107,13 @@ def pinned(pod: Pod, zone: str) -> Pod:
     """The pod with its zone decided: a node selector on the zone replaces its zone spread
     and zone affinity (zone anti-affinity stays: placed pods' terms repel later pods)."""
     a = pod.pod_affinity
+    if any(t.topology_key == ZONE for t in a.required):
+        a = dataclasses.replace(a, required=tuple(t for t in a.required if t.topology_key != ZONE))
     return dataclasses.replace(
         pod,
         node_selector={**pod.node_selector, ZONE: zone},
         spread=tuple(c for c in pod.spread if not (c.hard and c.topology_key == ZONE)),
-        pod_affinity=dataclasses.replace(a, required=tuple(t for t in a.required if t.topology_key != ZONE)),
+        pod_affinity=a,
     )
 
 

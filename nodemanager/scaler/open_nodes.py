@@ -28,8 +28,10 @@ class OpenNodes:
         self._at: dict[str, tuple[int, str]] = {}  # name -> its key
         self._infos: dict[str, NodeInfo] = {}
         self._free_memory: dict[str, int] = {}
+        self._moved: dict[str, NodeInfo] = {}  # updated since the last look: placed again then
 
     def __len__(self) -> int:
+        self._settle()
         return len(self._infos)
 
     def _free_cpu(self, info: NodeInfo) -> int:
@@ -37,7 +39,15 @@ class OpenNodes:
 
     def update(self, info: NodeInfo) -> None:
         """Add ``info`` or move it after its pods changed (dropped once it has no room)."""
-        self.remove(info.name)
+        self._moved[info.name] = info
+
+    def _settle(self) -> None:
+        for info in self._moved.values():
+            self._place(info)
+        self._moved.clear()
+
+    def _place(self, info: NodeInfo) -> None:
+        self._drop(info.name)
         if not info.fit_count(self.smallest, 1):
             return
         key = (self._free_cpu(info), info.name)
@@ -49,6 +59,10 @@ class OpenNodes:
         bisect.insort(self._memory_keys.setdefault(where, []), (self._free_memory[info.name], info.name))
 
     def remove(self, name: str) -> None:
+        self._moved.pop(name, None)
+        self._drop(name)
+
+    def _drop(self, name: str) -> None:
         key = self._at.pop(name, None)
         if key is None:
             return
@@ -65,6 +79,7 @@ class OpenNodes:
     def for_request(self, cpu: int, memory: int, zone: str = "") -> Iterator[NodeInfo]:
         """Nodes (of ``zone``, or every zone) with at least ``cpu`` and ``memory`` free, least
         CPU free first. A snapshot: placing pods while iterating is safe."""
+        self._settle()
         infos, free_memory, at = self._infos, self._free_memory, self._at
         for rank in sorted({r for r, _ in self._keys}):
             wheres = [w for w in sorted(self._keys) if w[0] == rank and (not zone or w[1] == zone)]

@@ -38,7 +38,6 @@ from nodemanager.config.schema import NodeDefaults, Pool, ProviderConfig
 from nodemanager.dra import ResourceSlice
 from nodemanager.dra.context import instance_slices
 from nodemanager.model import BINDABLE_STATES, LIVE_STATES, CapacityPolicy, CapacityType, NodeName, NodeState, Pod, PodKey, PodPhase, Resources
-from nodemanager.model.daemonset import daemon_overhead
 from nodemanager.model.interpod import NO_AFFINITY, SpreadConstraint, parse_spread_defaults
 from nodemanager.model.labels import HOSTNAME, ZONE
 from nodemanager.model.pod_owners import SpreadDefaults
@@ -49,7 +48,8 @@ from nodemanager.scaler import interpod_plan as plan
 from nodemanager.scaler.decision import Decision, NodeSpec, StopOrder
 from nodemanager.scaler.deferred import DeferredNode, DeferredPlan, plain
 from nodemanager.scaler.open_nodes import OpenNodes
-from nodemanager.scaler.pools import Candidate, PoolView, node_node_info, offering_node_info, pool_views
+from nodemanager.scaler.pictures import NodePictures
+from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info, pool_views
 from nodemanager.scaler.room import RoomIndex
 from nodemanager.scaler.snapshot import ClusterSnapshot
 from nodemanager.scaler.unavailability import ANY_TYPE
@@ -105,7 +105,7 @@ def constraint_key(pod: Pod, node_only: bool = False) -> tuple:
         pod.zone,
         group,
         # labels and namespace: what other pods' selectors see
-        *(() if node_only else (pod.spread, pod.pod_affinity, pod.namespace, tuple(sorted(pod.labels.items())))),
+        *(() if node_only else (pod.spread, pod.pod_affinity, pod.kind)),
     )
 
 
@@ -170,8 +170,8 @@ class _Run:
         self._claim_keys: dict[tuple[str, ...], tuple] = {}
         self.open = OpenNodes(Resources(), {v.name: i for i, v in enumerate(self.views)})  # new nodes with room left
         self.zone_load: Counter[str] = Counter()  # nodes per zone, live and decided: new nodes go to the emptiest
-        self.type_tables = binpack.TypeTables()  # the packer's figures per candidate list
-        self._frontiers: dict[tuple[int, ...], tuple[list[Candidate], list[Resources]]] = {}  # offerings' ids -> (them, their frontier)
+        self.type_tables = scaler.type_tables  # the packer's figures per candidate list
+        self._frontiers = scaler.frontiers
 
     def claims_of(self, pod: PodKey) -> tuple[str, ...]:
         node = self.bindings.get(pod)
@@ -226,24 +226,17 @@ class _Run:
             k: defaults.apply(p) for k, p in pods.items() if not p.node_name and p.phase is PodPhase.PENDING and k not in self.excluded and not p.of_node
         }
         self.waiting.update(self.excluded)
-        volume = self.s.settings.nodes.volume_size
+        placed: dict[str, list[Pod]] = defaultdict(list)
+        for pod in sorted((p for p in pods.values() if p.node_name), key=lambda p: p.key):
+            placed[pod.node_name].append(pod)
+        pictures = self.s.pictures_for(self.snapshot.daemon_sets)
+        pictures.forget_all_but(self.snapshot.nodes)
         for node in sorted(self.snapshot.nodes, key=lambda n: n.name):
             if node.state not in LIVE_STATES:
                 continue
-            self.infos[node.name] = node_node_info(node, self.view_by_name.get(node.pool), self.s.catalog, volume)
+            info = self.infos[node.name] = pictures.info(node, self.view_by_name.get(node.pool), placed.get(node.name, ()))
             self.node_state[node.name] = node.state
-            self.zone_load[self.infos[node.name].zone] += 1
-        placed: dict[str, list[Pod]] = defaultdict(list)
-        for pod in sorted(pods.values(), key=lambda p: p.key):
-            if pod.node_name and pod.node_name in self.infos:
-                placed[pod.node_name].append(pod)
-        for name, on_node in placed.items():
-            self.infos[name].add_pods(on_node)
-        daemon_sets = self.snapshot.daemon_sets
-        for info in self.infos.values() if daemon_sets else ():
-            # DaemonSet pods that will run here but do not yet keep their room.
-            present = frozenset(p.daemon_set for p in info.pods.values() if p.daemon_set)
-            info.allocatable = info.allocatable - daemon_overhead(daemon_sets, info.labels, info.taints, present)
+            self.zone_load[info.zone] += 1
         # Earlier bindings are kept while their pod still waits and still passes every
         # filter on that node (it may have been resized, tainted or filled meanwhile).
         carried = [(pod, n.name) for n in self.snapshot.nodes if n.name in self.infos for k in n.bound_pods if (pod := waiting.get(k)) is not None]
@@ -460,7 +453,7 @@ class _Run:
                 for c in pending:
                     reasons[id(c)].append((f"pool {view.name}: {why}", transient))
                 continue
-            available = [c for c in accepted if not self._blocked(c)]
+            available = [c for c in accepted if not self._blocked(c)] if self.unavailable else accepted
             largest = self._frontier(accepted)
             largest_available = self._frontier(available) if len(available) < len(accepted) else largest
             usable = []
@@ -479,11 +472,14 @@ class _Run:
 
     def _frontier(self, offerings: list[Candidate]) -> list[Resources]:
         """``binpack.frontier`` of the offerings' allocatables, once per set of offerings (a
-        pool's accepted offerings are the same for every group with the same constraints);
-        each entry holds its offerings, so the ids in its key stay theirs."""
+        pool's accepted offerings are the same for every group with the same constraints, and
+        the scaler keeps them across computations); each entry holds its offerings, so the
+        ids in its key stay theirs."""
         key = tuple(map(id, offerings))
         found = self._frontiers.get(key)
         if found is None:
+            if len(self._frontiers) >= PROBE_MEMO_SIZE:
+                self._frontiers.clear()
             found = self._frontiers[key] = (offerings, binpack.frontier([o.allocatable for o in offerings]))
         return found[1]
 
@@ -1000,6 +996,11 @@ class BindingNodeScaler:
         # (pool, pod constraints) -> accepted offerings: the same answer every time, so it
         # is kept across computations (a cache of a pure function, not carried state).
         self.probe_memo: dict[tuple, tuple[tuple[Candidate, ...], str, bool]] = {}
+        # What the packer derives from a list of offerings, and the largest allocatables of
+        # one, are pure functions of the offerings (their prices included) too.
+        self.type_tables = binpack.TypeTables()
+        self.frontiers: dict[tuple[int, ...], tuple[list[Candidate], list[Resources]]] = {}  # offerings' ids -> (them, their frontier)
+        self._pictures = NodePictures(catalog, settings.nodes.volume_size, ())
         # The nodes the last capped plan left for later, reused while what they were planned
         # from stays the same (checked in full before each use; see ``deferred``).
         self.deferred: DeferredPlan | None = None
@@ -1011,7 +1012,15 @@ class BindingNodeScaler:
             self.views = pool_views(list(settings.pools), self.catalog, settings.nodes.volume_size, settings.colocation, daemon_sets)
             self._views_daemon_sets = daemon_sets
             self.probe_memo.clear()
+            self.type_tables = binpack.TypeTables()
+            self.frontiers.clear()
         return self.views
+
+    def pictures_for(self, daemon_sets: tuple) -> NodePictures:
+        """The existing nodes' pictures, kept across computations while the DaemonSets stay."""
+        if daemon_sets != self._pictures.daemon_sets:
+            self._pictures = NodePictures(self.catalog, self.settings.nodes.volume_size, daemon_sets)
+        return self._pictures
 
     def compute(self, snapshot: ClusterSnapshot, now: float) -> Decision:
         with _collector_paused():

@@ -77,17 +77,16 @@ class NodeInfo:
     def add_pods(self, pods: Iterable[Pod]) -> None:
         """Many pods at once, as ``add_pod`` each: one sum of their requests, not one per pod
         (a computation adds every running pod of the cluster to its node)."""
-        amounts = dict(self.requested.items())
+        counted = []
         for pod in pods:
             if pod.key in self.pods:
                 raise ValueError(f"pod {pod.key} is already on node {self.name}")
             self.pods[pod.key] = pod
-            for name, value in self._counted(pod).items():
-                amounts[name] = amounts.get(name, 0) + value
+            counted.append(self._counted(pod))
             cpu, memory = nonzero_request(pod)
             self.nonzero_cpu += cpu
             self.nonzero_memory += memory
-        self.requested = Resources(amounts)
+        self.requested = Resources.total(counted, self.requested)
         self.generation += 1
 
     def remove_pod(self, key: PodKey) -> Pod:

@@ -80,7 +80,7 @@ class PodTopology:
             self._kinds = {}
             for info in self.infos.values():
                 for p in info.pods.values():
-                    self._note(_kind(p), p, info.name, 1)
+                    self._note(p.kind, p, info.name, 1)
         for pod, nodes in self._kinds.values():
             if matches(pod):
                 for name, n in nodes.items():
@@ -120,7 +120,7 @@ class PodTopology:
         self._change(pod, info, -1)
 
     def _change(self, pod: Pod, info: NodeInfo, delta: int) -> None:
-        kind = _kind(pod)
+        kind = pod.kind
         if self._kinds is not None:
             self._note(kind, pod, info.name, delta)
         known = self._counted_for.get(kind)
@@ -147,11 +147,6 @@ class PodTopology:
             value = info.labels.get(term.topology_key)
             if value is not None:
                 self._anti.setdefault(term, Counter())[value] += delta
-
-
-def _kind(pod: Pod) -> tuple:
-    """What selectors and terms see of a pod: its namespace and labels."""
-    return (pod.namespace, tuple(sorted(pod.labels.items())))
 
 
 def _selected(pod: Pod, namespace: str | None, selector: LabelSelector) -> bool:

@@ -1,0 +1,76 @@
+"""``NodePictures``: each existing node as a computation starts from it, kept between
+computations.
+
+Every computation begins with a picture of each live node: its labels, taints and
+allocatable (less the DaemonSet pods that will run there but do not yet), and the pods
+placed on it with their requests summed. On a cluster of hundreds of nodes that picture
+was most of a decision's work, and the disruption controller asks many what-ifs of the
+same cluster. Between computations most nodes are unchanged: the same node record and the
+same pod objects. Such a node's picture is copied from the one kept; any other is built
+again. Pods are compared by identity (they are immutable: a change makes a new object);
+node records by what a picture is made of (a heartbeat alone makes a new record).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cloud.catalog import Catalog
+from nodemanager.model import Node, NodeState, Pod
+from nodemanager.model.daemonset import daemon_overhead
+from nodemanager.scaler.pools import PoolView, node_node_info
+from nodemanager.scheduling.nodeinfo import NodeInfo
+
+
+class NodePictures:
+    def __init__(self, catalog: Catalog, volume_bytes: int, daemon_sets: tuple) -> None:
+        self.catalog = catalog
+        self.volume_bytes = volume_bytes
+        self.daemon_sets = daemon_sets  # the DaemonSets every picture allows for
+        # node name -> (the record, its pool's view, its pods, the picture as built)
+        self._kept: dict[str, tuple[Node, PoolView | None, tuple[Pod, ...], NodeInfo]] = {}
+
+    def info(self, node: Node, view: PoolView | None, pods: Sequence[Pod]) -> NodeInfo:
+        """A picture of ``node`` holding ``pods`` (in key order), the computation's own to change."""
+        kept = self._kept.get(node.name)
+        if kept is not None and kept[1] is view and _same_node(kept[0], node) and _same_pods(kept[2], pods):
+            return kept[3].clone()
+        info = node_node_info(node, view, self.catalog, self.volume_bytes)
+        if pods:
+            info.add_pods(pods)
+        if self.daemon_sets:
+            # DaemonSet pods that will run here but do not yet keep their room.
+            present = frozenset(p.daemon_set for p in pods if p.daemon_set)
+            info.allocatable = info.allocatable - daemon_overhead(self.daemon_sets, info.labels, info.taints, present)
+        self._kept[node.name] = (node, view, tuple(pods), info.clone())
+        return info
+
+    def forget_all_but(self, nodes: Sequence[Node]) -> None:
+        """Forget the nodes gone from the cluster, once they are many (each call is a pass
+        over the nodes)."""
+        if len(self._kept) > 2 * len(nodes) + 16:
+            names = {n.name for n in nodes}
+            self._kept = {name: kept for name, kept in self._kept.items() if name in names}
+
+
+_BOOTING = (NodeState.CREATING, NodeState.CREATED)
+
+
+def _same_node(a: Node, b: Node) -> bool:
+    """Whether the two records make the same picture (every field ``node_node_info`` reads)."""
+    return a is b or (
+        a.name == b.name
+        and a.pool == b.pool
+        and a.instance_type == b.instance_type
+        and a.capacity_type is b.capacity_type
+        and a.zone == b.zone
+        and a.allocatable == b.allocatable
+        and a.labels == b.labels
+        and a.taints == b.taints
+        and a.unschedulable == b.unschedulable
+        and (a.state in _BOOTING) == (b.state in _BOOTING)
+    )
+
+
+def _same_pods(a: Sequence[Pod], b: Sequence[Pod]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))

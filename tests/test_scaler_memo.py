@@ -1,0 +1,96 @@
+"""What a scaler keeps between computations (node pictures, the packer's tables, offering
+frontiers) never changes a decision: a scaler that has computed before decides exactly as
+a fresh one on every snapshot of a changing cluster (hypothesis)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from builders import CATALOG, OD, SPOT, ZONES, binpack_pool, cell_pool, node, pod, scaler
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nodemanager.model import NodeState, PodPhase, Taint, TaintEffect
+from nodemanager.model.daemonset import DaemonSet
+from nodemanager.scaler import ClusterSnapshot
+from nodemanager.scaler.pictures import NodePictures
+from nodemanager.scaler.pools import node_node_info, pool_views
+
+POOLS = (cell_pool(), binpack_pool())
+CONTAINERS = [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]
+DAEMON = DaemonSet.from_manifest({"metadata": {"name": "proxy", "namespace": "kube-system"}, "spec": {"template": {"spec": {"containers": CONTAINERS}}}})
+TAINT = Taint("dedicated", TaintEffect.NO_SCHEDULE, "db")
+
+steps = st.lists(
+    st.tuples(
+        st.sampled_from(["arrive", "bind", "finish", "heartbeat", "taint", "cordon", "claim", "daemons", "offering"]),
+        st.integers(0, 7),
+        st.sampled_from(["100m", "500m", "1", "3"]),
+    ),
+    min_size=1,
+    max_size=14,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps)
+def test_a_scaler_that_computed_before_decides_as_a_fresh_one(changes: list[tuple[str, int, str]]) -> None:
+    kept = scaler(*POOLS)
+    nodes = {
+        f"n{i}": dataclasses.replace(node(f"n{i}", itype, pool=pool, zone=ZONES[i % 2]), last_heartbeat=0.0)
+        for i, (itype, pool) in enumerate([("a.large", "cells"), ("m.xlarge", "general"), ("m.4xlarge", "general"), ("b.large", "cells")])
+    }
+    pods = {f"p{i}": pod(f"p{i}", "500m", node=f"n{i % 4}", phase=PodPhase.RUNNING) for i in range(6)}
+    daemon_sets: tuple[DaemonSet, ...] = ()
+    unavailable: dict = {}
+    for now, (change, i, cpu) in enumerate(changes, start=1):
+        names = sorted(nodes)
+        target = names[i % len(names)]
+        if change == "arrive":
+            pods[f"q{now}"] = pod(f"q{now}", cpu, created=float(now))
+        elif change == "bind":
+            pods[f"b{now}"] = pod(f"b{now}", "100m", node=target, phase=PodPhase.RUNNING)
+        elif change == "finish" and pods:
+            pods.pop(sorted(pods)[i % len(pods)])
+        elif change == "heartbeat":
+            nodes[target] = dataclasses.replace(nodes[target], last_heartbeat=float(now))
+        elif change == "taint":
+            nodes[target] = dataclasses.replace(nodes[target], taints=() if nodes[target].taints else (TAINT,))
+        elif change == "cordon":
+            nodes[target] = dataclasses.replace(nodes[target], unschedulable=not nodes[target].unschedulable)
+        elif change == "claim":
+            nodes[target] = dataclasses.replace(nodes[target], state=NodeState.CLAIMED if nodes[target].state is NodeState.AVAILABLE else NodeState.AVAILABLE)
+        elif change == "daemons":
+            daemon_sets = () if daemon_sets else (DAEMON,)
+        elif change == "offering":
+            key = ("m.xlarge", SPOT if i % 2 else OD, ZONES[i % 2])
+            unavailable = {} if unavailable else {key: 1e9}
+        snapshot = ClusterSnapshot(tuple(pods.values()), tuple(nodes.values()), unavailable, daemon_sets=daemon_sets)
+        assert kept.compute(snapshot, float(now)) == scaler(*POOLS).compute(snapshot, float(now)), f"after {changes[:now]}"
+
+
+def test_a_picture_is_the_computations_own_and_made_again_when_the_node_changes() -> None:
+    view = pool_views(list(POOLS), CATALOG, 0, {})[0]
+    record = node("n0", "a.large", pool="cells")
+    placed = [pod("p0", "500m", node="n0", phase=PodPhase.RUNNING)]
+    pictures = NodePictures(CATALOG, 0, ())
+    first = pictures.info(record, view, placed)
+    first.add_pod(pod("extra", "1", node="n0"))  # what a computation does with its picture
+    again = pictures.info(dataclasses.replace(record, last_heartbeat=5.0), view, placed)
+    assert set(again.pods) == {"default/p0"}
+    assert again.requested.cpu == 500
+    tainted = pictures.info(dataclasses.replace(record, taints=(TAINT,)), view, placed)
+    assert tainted.taints == (TAINT,)
+    built = node_node_info(dataclasses.replace(record, taints=(TAINT,)), view, CATALOG, 0)
+    built.add_pods(placed)
+    assert tainted == built
+
+
+def test_pictures_of_nodes_gone_are_forgotten() -> None:
+    view = pool_views(list(POOLS), CATALOG, 0, {})[0]
+    pictures = NodePictures(CATALOG, 0, ())
+    records = [node(f"n{i}", pool="cells") for i in range(40)]
+    for record in records:
+        pictures.info(record, view, [])
+    pictures.forget_all_but(records[:5])
+    assert len(pictures._kept) == 5
