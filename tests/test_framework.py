@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from builders import pod
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nodemanager.model import CapacityType, Resources, Taint, TaintEffect
 from nodemanager.scheduling import Code, CycleState, Framework, FrameworkConfigError, NodeInfo, Profile, Registry, Status, default_registry
@@ -383,6 +387,20 @@ def test_priority_sort_order():
         pod("old-high", priority=10, created=2),
     ]
     assert [p.name for p in fw.sort_pods(pods)] == ["old-high", "new-high", "specific", "old-low"]
+
+
+def test_a_queue_sort_plugin_without_a_key_sorts_by_its_less():
+    by_name = make("ByName", ifc.QueueSortPlugin, less=lambda self, a, b: a.name < b.name)
+    fw = framework(prof(queue_sort=("ByName",)), by_name)
+    assert [p.name for p in fw.sort_pods([pod("c"), pod("a", priority=10), pod("b")])] == ["a", "b", "c"]
+
+
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3), st.sampled_from(["", "a.large", "a.*"])), max_size=12))
+def test_priority_sort_key_orders_as_its_less(specs):
+    pods = [pod(f"p{i}", priority=prio, created=float(created), itype=itype) for i, (prio, created, itype) in enumerate(specs)]
+    plugin = Framework()._queue_sort
+    by_key = sorted(pods, key=plugin.sort_key)
+    assert all(not plugin.less(b, a) for a, b in itertools.pairwise(by_key))
 
 
 def score_of(plugin: str, p, node) -> int:

@@ -856,12 +856,14 @@ class _Run:
             if key not in domain_offerings:
                 domain_offerings[key] = [c for c in node.accepted if (c.offering.zone, c.offering.capacity_type) == (o.zone, o.capacity_type)]
             accepted = domain_offerings[key]
-            mixed = len({constraint_key(p) for p in node.info.pods.values()}) > 1  # pods of other groups joined it
             pods = node.info.pods.values()
-            # Other pods use up the batch estimate only where batch pods share the node.
-            with_batch = node.view.batch is not None and any(asks_for_batch(p.requests) for p in pods)
-            need = sum((counted_requests(p.requests, with_batch) for p in pods), Resources())
-            best = binpack.right_size(need, len(node.info.pods), accepted, node.candidate.price, lambda c, n=node, m=mixed: not m or self._accepts(n, c))
+            if node.view.batch is None:
+                need = node.info.requested  # each pod counted as its requests
+            else:
+                # Other pods use up the batch estimate only where batch pods share the node.
+                with_batch = any(asks_for_batch(p.requests) for p in pods)
+                need = Resources.total(counted_requests(p.requests, with_batch) for p in pods)
+            best = binpack.right_size(need, len(node.info.pods), accepted, node.candidate.price, functools.partial(self._accepts, node))
             if best is not None:
                 budget = self._budget(node.view)
                 budget.spend(node.candidate.itype, -1)
@@ -875,7 +877,10 @@ class _Run:
 
     def _accepts(self, node: _NewNode, cand: Candidate) -> bool:
         """The node's pods accept it as ``cand`` (their inter-pod constraints hold already:
-        the node keeps its zone, capacity type and name)."""
+        the node keeps its zone, capacity type and name). Pods of one group accept every
+        offering the node was chosen among; pods of other groups that joined it are asked."""
+        if len({constraint_key(p) for p in node.info.pods.values()}) == 1:
+            return True
         probe_info = offering_node_info(node.view, cand, NEW_HOST)
         state = CycleState()
         return all(self.fw.run_filter_plugins(state, node_level(p), probe_info).is_success() for p in _distinct(node.info.pods.values()))

@@ -115,6 +115,9 @@ class Framework:
         return self._queue_sort.less(a, b)
 
     def sort_pods(self, pods: Iterable[Pod]) -> list[Pod]:
+        pods = list(pods)
+        if pods and self._queue_sort.sort_key(pods[0]) is not None:
+            return sorted(pods, key=self._queue_sort.sort_key)
         return sorted(pods, key=cmp_to_key(lambda a, b: -1 if self.less(a, b) else (1 if self.less(b, a) else 0)))
 
     # -- filtering ----------------------------------------------------------------------

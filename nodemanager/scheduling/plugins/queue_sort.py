@@ -16,3 +16,6 @@ class PrioritySort(QueueSortPlugin):
 
     def less(self, a: Pod, b: Pod) -> bool:
         return priority_key(a) < priority_key(b)
+
+    def sort_key(self, pod: Pod) -> tuple[int, int, float, str]:
+        return priority_key(pod)
