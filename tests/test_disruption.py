@@ -22,7 +22,7 @@ from nodemanager.model import Node, NodeName, NodeState, PodPhase, Resources
 from nodemanager.model.interpod import parse_label_selector
 from nodemanager.model.pdb import PodDisruptionBudget
 from nodemanager.scaler import ClusterSnapshot, Decision, NodeSpec
-from nodemanager.scaler.consolidation import SPOT_TO_SPOT_CHOICES, Planner
+from nodemanager.scaler.consolidation import SPOT_TO_SPOT_CHOICES, Planner, maximal
 
 HOUR = 3600.0
 
@@ -91,7 +91,7 @@ def _spec(itype: str, price: float, capacity=OD, standby: bool = False) -> NodeS
 def _planner(decision: Decision, spot_choices: int = 0, biggest: tuple[int, int] = (64_000, 1 << 40)) -> Planner:
     """A planner whose scaler answers ``decision``; offerings under any price hold ``biggest``."""
     prices = {"a.large": 0.10, "m.xlarge": 0.20, "m.4xlarge": 0.80}
-    return Planner(lambda _snapshot: decision, lambda n: prices[n.instance_type], lambda _n: spot_choices, lambda _price: biggest)
+    return Planner(lambda _snapshot: decision, lambda n: prices[n.instance_type], lambda _n: spot_choices, lambda _price: [biggest])
 
 
 def test_a_replacement_must_be_strictly_cheaper_and_of_another_type() -> None:
@@ -145,6 +145,55 @@ def test_a_consolidation_that_cannot_work_is_not_asked_of_the_scaler() -> None:
     roomy.compute = lambda s: asked.append(s) or Decision(bindings={held.key: NodeName("x")})
     roomy.consolidate(ClusterSnapshot((held,), (_node("n1"),)), [_node("n1")])
     assert len(asked) == 1
+
+
+def test_pods_no_other_node_has_room_for_must_fit_one_cheaper_node_or_nothing_is_asked() -> None:
+    """The other nodes have room for both pods only in total; each needs a node of its own
+    size, and the cheaper offerings hold one of them, never both: the what-if is skipped."""
+    pods = (pod("p1", cpu="1500m", memory="1Gi", node="n1"), pod("p2", cpu="1500m", memory="1Gi", node="n1"))
+    others = [dataclasses.replace(_node(f"o{i}"), allocatable=Resources.parse({"cpu": "4", "memory": "16Gi"})) for i in range(2)]
+    fillers = tuple(pod(f"f{i}", cpu="3", memory="1Gi", node=f"o{i}") for i in range(2))  # 1 CPU left on each
+    snapshot = ClusterSnapshot(pods + fillers, (_node("n1"), *others))
+    asked = []
+    tight = Planner(lambda s: asked.append(s) or Decision(), lambda n: 0.20, lambda _n: 0, lambda _price: [(2000, 8 << 30)])
+    result, why = tight.consolidate(snapshot, [_node("n1")])
+    assert result is None
+    assert why == "its pods fit neither on the other nodes nor with them on a cheaper node"
+    assert asked == []
+    roomy = Planner(lambda s: asked.append(s) or Decision(), lambda n: 0.20, lambda _n: 0, lambda _price: [(2000, 8 << 30), (3000, 2 << 30)])
+    roomy.consolidate(snapshot, [_node("n1")])
+    assert len(asked) == 1  # a cheaper node could hold both: ask the scaler
+
+
+CELL_TYPES = ["a.large", "b.large", "m.xlarge", "m.4xlarge"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(CELL_TYPES), st.lists(st.sampled_from(["250m", "700m", "1500m", "3", "6"]), max_size=4)), min_size=2, max_size=4),
+    st.integers(1, 2),
+)
+def test_a_consolidation_the_quick_test_skips_is_one_the_scaler_refuses(layout: list[tuple[str, list[str]]], take: int) -> None:
+    """Soundness of the quick test against the real scaler: whatever it skips, the what-if
+    would not have allowed."""
+    from builders import CATALOG, scaler
+
+    sc = scaler(Pool(name="general", instance_types=CELL_TYPES, capacity_types=[OD]))
+    nodes = [dataclasses.replace(_node(f"n{i}", itype), allocatable=CATALOG[itype].allocatable) for i, (itype, _) in enumerate(layout)]
+    placed = [(i, j, cpu) for i, (_, cpus) in enumerate(layout) for j, cpu in enumerate(cpus)]
+    pods = tuple(pod(f"p{i}-{j}", cpu=cpu, memory="512Mi", node=f"n{i}", phase=PodPhase.RUNNING) for i, j, cpu in placed)
+    snapshot = ClusterSnapshot(pods, tuple(nodes))
+    offers = sorted((c.price, c.allocatable.cpu, c.allocatable.memory) for v in sc.views for c in v.candidates)
+    planner = Planner(
+        lambda s: sc.compute(s, 0.0),
+        lambda n: CATALOG.hourly(n.instance_type, n.capacity_type, n.zone),
+        lambda _n: 0,
+        lambda price: maximal([(c, m) for p, c, m in offers if p < price]),
+    )
+    candidates = nodes[:take]
+    if planner._hopeless(snapshot, candidates):
+        planner._hopeless = lambda _s, _n: False  # ask the scaler after all
+        assert planner.consolidate(snapshot, candidates)[0] is None
 
 
 # -- the controller on the virtual clock ----------------------------------------------------

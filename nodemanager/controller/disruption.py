@@ -26,7 +26,7 @@ from nodemanager.controller.budgets import allowed
 from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod, PodKey
 from nodemanager.model.pod import DO_NOT_DISRUPT_ANNOTATION
 from nodemanager.scaler import ClusterSnapshot, StopOrder
-from nodemanager.scaler.consolidation import Command, Planner
+from nodemanager.scaler.consolidation import Command, Planner, maximal
 from nodemanager.scaler.drift import drifted
 
 if TYPE_CHECKING:
@@ -71,8 +71,8 @@ class DisruptionController:
         self._fruitless: tuple | None = None  # the inputs of the last pass that found nothing
         self.actions: deque[dict[str, object]] = deque(maxlen=ACTIONS_KEPT)
         self.totals: Counter[str] = Counter()  # nodes, pods, savings by reason (simulation report)
-        self.planner = Planner(lambda s: self.c.scaler.compute(s, self.c.clock.now()), self._price, self._spot_choices, self._biggest_below, self._takes_more)
-        self._sizes: tuple[object, list[float], list[tuple[int, int]]] | None = None  # (views, prices, most CPU and memory up to each)
+        self.planner = Planner(lambda s: self.c.scaler.compute(s, self.c.clock.now()), self._price, self._spot_choices, self._sizes_below, self._takes_more)
+        self._sizes: tuple[object, list[tuple[float, int, int]], dict[int, list[tuple[int, int]]]] | None = None  # views, offers by price, sizes
 
     # -- what the pool loop asks -----------------------------------------------------------
     @property
@@ -352,21 +352,17 @@ class DisruptionController:
     def _price(self, node: Node) -> float:
         return self.c.catalog.hourly(node.instance_type, node.capacity_type, node.zone)
 
-    def _biggest_below(self, price: float) -> tuple[int, int]:
-        """The most CPU and the most memory (not necessarily of one type) of any offering
-        of any pool that costs less than ``price``."""
+    def _sizes_below(self, price: float) -> list[tuple[int, int]]:
+        """The (CPU, memory) of the offerings of any pool that cost less than ``price``,
+        those that another is at least as large as in both left out."""
         views = self.c.scaler.views
         if self._sizes is None or self._sizes[0] is not views:
-            offers = sorted((c.price, c.allocatable.cpu, c.allocatable.memory) for v in views for c in v.candidates)
-            prices, most, cpu, memory = [], [], 0, 0
-            for p, c, m in offers:
-                cpu, memory = max(cpu, c), max(memory, m)
-                prices.append(p)
-                most.append((cpu, memory))
-            self._sizes = (views, prices, most)
-        _, prices, most = self._sizes
-        at = bisect.bisect_left(prices, price)
-        return most[at - 1] if at else (0, 0)
+            self._sizes = (views, sorted((c.price, c.allocatable.cpu, c.allocatable.memory) for v in views for c in v.candidates), {})
+        _, offers, found = self._sizes
+        at = bisect.bisect_left(offers, (price,))
+        if at not in found:
+            found[at] = maximal([(cpu, memory) for _, cpu, memory in offers[:at]])
+        return found[at]
 
     def _takes_more(self, node: Node) -> bool:
         """Whether the node may hold another pod: a cell pool's never does."""

@@ -149,6 +149,8 @@ def greedy_fill(
     for index in order if order is not None else range(len(requests)):
         request, left = requests[index], remaining[index]
         n = left if room_left is None else min(left, room_left)
+        if n <= 0:
+            continue  # none of the class left (or no room): counts[index] stays 0
         for have, need in zip(free, request, strict=True):
             if need > 0:
                 n = min(n, have // need)
@@ -253,7 +255,7 @@ def pack(
     """Fills for ``counts[i]`` pods of ``requests[i]`` (largest first), at most ``per_node``
     pods on a node (1 for a cell pool; None: as many as fit), the pods left over per class,
     and for classes left over why (``"limit:cpu"`` or ``"fit"``). ``tables``: derived
-    figures kept across calls (a computation's own)."""
+    figures kept across calls (a scaler's own)."""
     vectors = Vectors(requests)
     remaining = list(counts)
     tables = tables or TypeTables()
@@ -262,13 +264,14 @@ def pack(
     why: dict[int, str] = {}
     excluded: set[str] = set()
     solver = _solver(tuple(shapes))
+    usable = pool
     while any(remaining):
-        usable_at = [i for i, c in enumerate(pool) if c.itype.name not in excluded]
-        if not usable_at:
-            break
-        usable = [pool[i] for i in usable_at]
-        if excluded:
+        if len(usable) + len(excluded) != len(pool):  # a type was excluded: the LP without it
+            usable_at = [i for i, c in enumerate(pool) if c.itype.name not in excluded]
+            usable = [pool[i] for i in usable_at]
             solver = _solver(tuple(shapes[i] for i in usable_at))
+        if not usable:
+            break
         demand = zip(requests, remaining, strict=True)
         duals = solver.solve(*map(sum, zip(*((r.cpu * k, r.memory * k) for r, k in demand), strict=True)))
         value = [duals.value(r.cpu, r.memory) for r in requests]

@@ -44,48 +44,48 @@ class Planner:
         compute: Callable[[ClusterSnapshot], Decision],
         price_of: Callable[[Node], float],
         spot_choices: Callable[[Node], int],
-        biggest_below: Callable[[float], tuple[int, int]] = lambda _price: (0, 0),
+        sizes_below: Callable[[float], Sequence[tuple[int, int]]] = lambda _price: (),
         takes_more: Callable[[Node], bool] = lambda _node: True,
     ) -> None:
         self.compute = compute  # the scaler's compute at this instant
         self.price_of = price_of
         self.spot_choices = spot_choices  # spot types of the node's pool cheaper than it
-        self.biggest_below = biggest_below  # the most CPU and memory any offering under a price has
+        self.sizes_below = sizes_below  # the (CPU, memory) of offerings under a price, none larger in both
         self.takes_more = takes_more  # False for a node that never holds a second pod (a cell pool's)
         self.evaluations = 0
         # The last snapshot's room, kept with it: an id could be reused once a snapshot is freed.
-        self._room: tuple[ClusterSnapshot, dict[str, tuple[int, int]], dict[str, tuple[int, int]], dict[str, tuple[int, int]]] | None = None
+        self._room: tuple[ClusterSnapshot, dict[str, list[tuple[int, int]]], dict[str, tuple[int, int]]] | None = None
 
     def _hopeless(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> bool:
-        """A quick test before the what-if: the nodes' pods cannot fit in the room the other
-        nodes have plus the largest node that costs less than they do, or their largest pod
-        fits in neither the roomiest other node nor that node (room counted generously, so a
-        consolidation that may work is never skipped)."""
+        """A quick test before the what-if, with room counted generously (only CPU and
+        memory, every other node as if it took any pod), so a consolidation that may work is
+        never skipped. It cannot work if the nodes' pods exceed the room the other nodes have
+        plus the largest node that costs less than they do; or if the pods no other node has
+        room for, which must all go on that one node, fit on no offering that costs less."""
         if self._room is None or self._room[0] is not snapshot:
-            used: dict[str, tuple[int, int]] = {}
-            largest: dict[str, tuple[int, int]] = {}
+            held: dict[str, list[tuple[int, int]]] = {}
             for p in snapshot.pods:
                 if p.node_name and not p.of_node:
-                    cpu, memory = used.get(p.node_name, (0, 0))
-                    used[p.node_name] = (cpu + p.requests.cpu, memory + p.requests.memory)
-                    big_cpu, big_memory = largest.get(p.node_name, (0, 0))
-                    largest[p.node_name] = (max(big_cpu, p.requests.cpu), max(big_memory, p.requests.memory))
-            free = {
-                n.name: (n.allocatable.cpu - used.get(n.name, (0, 0))[0], n.allocatable.memory - used.get(n.name, (0, 0))[1])
-                for n in snapshot.nodes
-                if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED) and self.takes_more(n)
-            }
-            self._room = (snapshot, used, free, largest)
-        _, used, free, largest = self._room
+                    held.setdefault(p.node_name, []).append((p.requests.cpu, p.requests.memory))
+            free = {}
+            for n in snapshot.nodes:
+                if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED) and self.takes_more(n):
+                    on = held.get(n.name, ())
+                    free[n.name] = (n.allocatable.cpu - sum(c for c, _ in on), n.allocatable.memory - sum(m for _, m in on))
+            self._room = (snapshot, held, free)
+        _, held, free = self._room
         names = {n.name for n in nodes}
-        big = self.biggest_below(sum(self.price_of(n) for n in nodes))
+        moving = [r for name in names for r in held.get(name, ())]
+        sizes = self.sizes_below(sum(self.price_of(n) for n in nodes))
+        big = (max((c for c, _ in sizes), default=0), max((m for _, m in sizes), default=0))
+        room = [f for name, f in free.items() if name not in names]
         for i in (0, 1):
-            others = [max(f[i], 0) for name, f in free.items() if name not in names]
-            if sum(used.get(name, (0, 0))[i] for name in names) > sum(others) + big[i]:
+            if sum(r[i] for r in moving) > sum(max(f[i], 0) for f in room) + big[i]:
                 return True
-            if max((largest.get(name, (0, 0))[i] for name in names), default=0) > max(max(others, default=0), big[i]):
-                return True
-        return False
+        roomiest = maximal(room)
+        homeless = [r for r in moving if not _holds(roomiest, r)]
+        need = (sum(c for c, _ in homeless), sum(m for _, m in homeless))
+        return bool(homeless) and not _holds(sizes, need)
 
     def relocate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Command | None, str]:
         """Where ``nodes``' pods would go without them (the other nodes, and the new nodes the
@@ -155,3 +155,17 @@ class Planner:
                 return result, why
             why[node.name] = reason
         return None, why
+
+
+def maximal(points: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The points no other point is at least as large as in both coordinates."""
+    out: list[tuple[int, int]] = []
+    for cpu, memory in sorted(points, reverse=True):
+        if not out or memory > out[-1][1]:
+            out.append((cpu, memory))
+    return out
+
+
+def _holds(points: Sequence[tuple[int, int]], need: tuple[int, int]) -> bool:
+    """Some point is at least ``need`` in both coordinates."""
+    return any(cpu >= need[0] and memory >= need[1] for cpu, memory in points)
