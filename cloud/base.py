@@ -77,6 +77,7 @@ class Instance:
     state: InstanceState
     launched_at: float
     tags: Mapping[str, str] = field(default_factory=dict)
+    image_id: str = ""  # the machine image it was launched from ("" when unknown)
 
     @property
     def alive(self) -> bool:

@@ -74,6 +74,7 @@ class SimulatedCloud:
         death_per_hour: float = 0.0,
         spot_interruption_per_hour: float = 0.0,
         on_boot: Callable[[BootRequest, Instance], None] | None = None,
+        image: str = "ami-simulated",
     ) -> None:
         self.controller_id = controller_id
         self.clock = clock
@@ -83,6 +84,7 @@ class SimulatedCloud:
         self.death_per_hour = death_per_hour
         self.spot_interruption_per_hour = spot_interruption_per_hour
         self.on_boot = on_boot  # called after launch, before returning: lets tests "crash" there
+        self.image = image  # what every boot launches from; changing it makes the nodes drift
         self._rng = random.Random(seed)
         self._ids = itertools.count(1)
         self._records: dict[str, _Record] = {}
@@ -108,13 +110,17 @@ class SimulatedCloud:
         instance_id = f"i-{next(self._ids):017x}"
         tags = launch_tags(request, self.controller_id)
         offering = (request.instance_type, request.capacity_type, request.zone)
-        instance = Instance(instance_id, request.node_name, request.pool, *offering, InstanceState.PENDING, now, tags)
+        instance = Instance(instance_id, request.node_name, request.pool, *offering, InstanceState.PENDING, now, tags, self.image)
         self._records[instance_id] = self._live[instance_id] = _Record(instance)
         self._by_token[request.token] = instance_id
         self.events.append(CloudEvent(now, "launched", instance_id, request.node_name))
         if self.on_boot is not None:
             self.on_boot(request, instance)
         return instance
+
+    def current_image(self, instance_type: str) -> str | None:
+        """The image a boot would use now."""
+        return self.image
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
         self._check_throttle("TerminateInstances")

@@ -33,6 +33,7 @@ def simulated_cloud(config: ProviderConfig, clock: Clock) -> SimulatedCloud:
         throttle_rate=sim.throttle_rate,
         death_per_hour=sim.instance_death_per_hour,
         spot_interruption_per_hour=sim.spot_interruption_per_hour,
+        image=next(iter(config.nodes.boot_image_spec.image_ids), "ami-simulated"),
     )
 
 

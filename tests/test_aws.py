@@ -107,6 +107,27 @@ def test_image_resolution_explicit_ids_and_newest_match(aws, catalog):
     assert len(calls) == 1  # cached for the next boot
 
 
+def test_instances_carry_their_image_and_a_new_spec_is_resolved_without_a_boot(aws, catalog):
+    """What image drift compares: the image each instance was launched from (booted and
+    listed), and the image a boot would use now, resolved by refresh_images (no boot
+    needed after a restart with a new bootImageSpec); none with a launch template."""
+    images = aws.describe_images(Owners=["amazon"])["Images"]
+    old, new = images[0]["ImageId"], images[1]["ImageId"]
+    before = make_cloud(catalog, boot_image=BootImageSpec(image_ids=[old]))
+    booted = before.boot(request("n1"))
+    assert booted.image_id == old
+    assert before.current_image("m5.large") == old
+    [listed] = before.list_instances()
+    assert listed.image_id == old
+    after = make_cloud(catalog, boot_image=BootImageSpec(image_ids=[new]))  # restarted with a new spec
+    assert after.current_image("m5.large") is None  # not resolved yet: no drift judged
+    after.refresh_images({"m5.large"})
+    assert after.current_image("m5.large") == new
+    templated = make_cloud(catalog, boot_image=BootImageSpec(launch_template="lt-0123456789abcdef0"))
+    templated.refresh_images({"m5.large"})  # nothing to resolve: the template names its image
+    assert templated.current_image("m5.large") is None
+
+
 def test_arm_types_get_an_arm_image_or_are_unsupported(aws, catalog):
     arm = make_cloud(catalog).boot(request("n1", itype="m6g.large"))
     assert aws.describe_images(ImageIds=[instance_record(aws, arm.instance_id)["ImageId"]])["Images"][0]["Architecture"] == "arm64"

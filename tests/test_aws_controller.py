@@ -7,7 +7,7 @@ from aws_helpers import aws_cloud as make_cloud
 from aws_helpers import default_subnets, error_reply, inject, moto_env, throttle_share
 from harness import Harness, arrive
 
-from nodemanager.config.schema import Pool
+from nodemanager.config.schema import BootImageSpec, Pool
 from nodemanager.model import CapacityType, NodeState
 
 OD = CapacityType.ON_DEMAND
@@ -74,3 +74,22 @@ def test_thirty_percent_throttling_converges(aws, catalog):
     launched = [i.node_name for i in make_cloud(catalog, controller_id="test").list_instances()]
     assert len(launched) == len(set(launched))  # nothing launched twice
     assert set(launched) == {n for n, node in h.controller.nodes.items() if node.state is not NodeState.TERMINATED}
+
+
+def test_a_new_boot_image_replaces_the_nodes_launched_from_the_old_one(aws, catalog):
+    """AMI drift on EC2: bootImageSpec now resolves to another image (as after a restart with
+    a new provider.yaml); orphan GC's pass resolves it without a boot, and the node launched
+    from the old image is replaced by one launched from the new."""
+    h, cloud = harness(catalog, [arrive("p1", cpu="500m")])
+    h.run(120)
+    [first] = h.bound().values()
+    old = h.controller.nodes[first].image_id
+    assert old
+    new = next(i["ImageId"] for i in cloud.ec2.describe_images(Owners=["amazon"])["Images"] if i["ImageId"] != old and i["Architecture"] == "x86_64")
+    cloud.boot_image = BootImageSpec(image_ids=[new])
+    cloud._images.clear()  # what a restart starts from
+    h.run(900)
+    [second] = h.bound().values()
+    assert second != first
+    assert h.controller.nodes[second].image_id == new
+    assert h.controller.disruption.summary()["Drifted"]["nodes"] == 1

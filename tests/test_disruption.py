@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from builders import OD, SPOT, pod
+from builders import CATALOG, OD, SPOT, pod
 from harness import Harness, arrive, binpack_pool
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,6 +23,7 @@ from nodemanager.model.interpod import parse_label_selector
 from nodemanager.model.pdb import PodDisruptionBudget
 from nodemanager.scaler import ClusterSnapshot, Decision, NodeSpec
 from nodemanager.scaler.consolidation import SPOT_TO_SPOT_CHOICES, Planner, maximal
+from nodemanager.scaler.drift import drifted
 
 HOUR = 3600.0
 
@@ -176,7 +177,7 @@ CELL_TYPES = ["a.large", "b.large", "m.xlarge", "m.4xlarge"]
 def test_a_consolidation_the_quick_test_skips_is_one_the_scaler_refuses(layout: list[tuple[str, list[str]]], take: int) -> None:
     """Soundness of the quick test against the real scaler: whatever it skips, the what-if
     would not have allowed."""
-    from builders import CATALOG, scaler
+    from builders import scaler
 
     sc = scaler(Pool(name="general", instance_types=CELL_TYPES, capacity_types=[OD]))
     nodes = [dataclasses.replace(_node(f"n{i}", itype), allocatable=CATALOG[itype].allocatable) for i, (itype, _) in enumerate(layout)]
@@ -429,6 +430,36 @@ def test_a_node_its_pool_no_longer_allows_is_replaced_unless_held() -> None:
     [second] = h.bound().values()
     assert h.controller.nodes[second].instance_type == "m.xlarge"
     assert h.controller.disruption.summary()["Drifted"]["nodes"] == 1
+
+
+def test_a_node_launched_from_an_image_no_longer_current_is_replaced_from_the_new_one() -> None:
+    """Karpenter's AMI drift: the cloud's image for new boots changes (a new bootImageSpec
+    resolved); the node launched from the old one is replaced, its pod moved, and the new
+    node carries the new image (in its record and in /status)."""
+    h = Harness(binpack_pool(), arrivals=_one_steady(), idle_grace=30)
+    h.run(600)
+    [first] = h.bound().values()
+    assert h.controller.nodes[first].image_id == "ami-simulated"
+    h.run(600)
+    assert "Drifted" not in h.controller.disruption.summary()  # the same image: no drift
+    h.cloud.image = "ami-2"
+    h.run(600)
+    [second] = h.bound().values()
+    assert second != first
+    assert h.controller.nodes[second].image_id == "ami-2"
+    assert h.controller.disruption.summary()["Drifted"]["nodes"] == 1
+    assert first not in [i.node_name for i in h.cloud.list_instances()]
+    (listed,) = [n for n in h.controller.status()["nodes"] if n["name"] == second]
+    assert listed["image_id"] == "ami-2"
+
+
+def test_image_drift_needs_both_images_known() -> None:
+    node = Node(NodeName("n"), "general", "a.large", OD, "zone-1a", image_id="ami-1")
+    pool = Pool(name="general", instance_types=["a.large"], capacity_types=[OD])
+    assert drifted(node, pool, CATALOG, "ami-2") == "image ami-1 replaced by ami-2"
+    assert drifted(node, pool, CATALOG, "ami-1") == ""
+    assert drifted(node, pool, CATALOG, None) == ""  # a launch template, or not resolved yet
+    assert drifted(dataclasses.replace(node, image_id=""), pool, CATALOG, "ami-2") == ""  # launched before images were recorded
 
 
 def test_a_drifted_node_with_a_do_not_disrupt_pod_is_held_and_says_so() -> None:

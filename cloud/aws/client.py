@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -277,6 +277,7 @@ class AwsCloud:
             state=InstanceState(state) if state in InstanceState._value2member_map_ else InstanceState.SHUTTING_DOWN,
             launched_at=launched.timestamp() if hasattr(launched, "timestamp") else self.clock.now(),
             tags=tags,
+            image_id=record.get("ImageId", ""),
         )
 
     def _run_params(self, request: BootRequest) -> dict[str, Any]:
@@ -293,7 +294,7 @@ class AwsCloud:
             key = "LaunchTemplateId" if self.boot_image.launch_template.startswith("lt-") else "LaunchTemplateName"
             params["LaunchTemplate"] = {key: self.boot_image.launch_template, "Version": "$Default"}
         else:
-            image = self._image(request)
+            image = self._image(request.instance_type, request.capacity_type, request.zone)
             params["ImageId"] = image["ImageId"]
             root = image.get("RootDeviceName") or "/dev/xvda"
             params["BlockDeviceMappings"] = [
@@ -331,9 +332,29 @@ class AwsCloud:
             raise CloudError(f"user data for {request.node_name} is {size} bytes, over EC2's limit of {USER_DATA_LIMIT}: shorten cloud.aws.userData")
         return text
 
-    def _image(self, request: BootRequest) -> dict[str, Any]:
-        itype = self.catalog.get(request.instance_type)
-        arch = next((_EC2_ARCH[a] for a in (itype.architectures if itype else ("x86_64",)) if a in _EC2_ARCH), "x86_64")
+    def current_image(self, instance_type: str) -> str | None:
+        """The image a boot of ``instance_type`` would use now, as last resolved (no call is
+        made: ``refresh_images`` resolves them); None with a launch template (the template
+        names the image) or before any was resolved."""
+        if self.boot_image.launch_template:
+            return None
+        cached = self._images.get(self._arch(instance_type))
+        return cached[1]["ImageId"] if cached is not None else None
+
+    def refresh_images(self, instance_types: Iterable[str]) -> None:
+        """Resolve ``nodes.bootImageSpec`` again for these types' architectures, where the
+        last answer is older than the cache allows (a new image then shows as drift)."""
+        if self.boot_image.launch_template or not (self.boot_image.image_ids or self.boot_image.owners or self.boot_image.filters):
+            return
+        for instance_type in sorted({self._arch(t): t for t in instance_types}.values()):
+            self._image(instance_type)
+
+    def _arch(self, instance_type: str) -> str:
+        itype = self.catalog.get(instance_type)
+        return next((_EC2_ARCH[a] for a in (itype.architectures if itype else ("x86_64",)) if a in _EC2_ARCH), "x86_64")
+
+    def _image(self, instance_type: str, capacity_type: CapacityType = CapacityType.ON_DEMAND, zone: str = "") -> dict[str, Any]:
+        arch = self._arch(instance_type)
         cached = self._images.get(arch)
         if cached is not None and self.clock.now() - cached[0] < CACHE_SECONDS:
             return cached[1]
@@ -353,7 +374,7 @@ class AwsCloud:
             if cached is not None:
                 log.warning("no %s image matches nodes.bootImageSpec now; keeping %s", arch, cached[1]["ImageId"])
                 return cached[1]
-            raise Unsupported(request.instance_type, request.capacity_type, request.zone, f"no {arch} image matches nodes.bootImageSpec")
+            raise Unsupported(instance_type, capacity_type, zone, f"no {arch} image matches nodes.bootImageSpec")
         newest = max(matching, key=lambda i: (i.get("CreationDate", ""), i["ImageId"]))
         self._images[arch] = (self.clock.now(), newest)
         return newest

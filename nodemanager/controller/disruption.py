@@ -162,6 +162,7 @@ class DisruptionController:
         c = self.c
         self.held = {}
         allowance = {b.key: b.allowed(snapshot.pods) for b in snapshot.pdbs}
+        current_image = getattr(c.cloud, "current_image", None)  # as last resolved: no call is made
         for node in sorted(snapshot.nodes, key=lambda n: (n.created_at, n.name)):
             pool = c.pool_config(node.pool)
             registered = c.cache.node(node.name)
@@ -170,7 +171,7 @@ class DisruptionController:
             expire = pool.disruption.expire_after
             if expire is not None and now - node.created_at >= expire:
                 reason, why = DisruptionReason.EXPIRED, f"older than expireAfter {expire:g}s"
-            elif drift := drifted(node, pool, c.catalog):
+            elif drift := drifted(node, pool, c.catalog, current_image(node.instance_type) if current_image else None):
                 reason, why = DisruptionReason.DRIFTED, drift
                 held = [p for p in snapshot.pods if p.node_name == node.name and not p.of_node]
                 keep = next((p for p in held if p.do_not_disrupt), None)

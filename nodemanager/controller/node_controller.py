@@ -232,6 +232,7 @@ class NodeController:
             allocatable=itype.allocatable_for(self.config.nodes.volume_size) if itype else ZERO,
             instance_id=InstanceId(instance.instance_id),
             created_at=instance.launched_at,
+            image_id=instance.image_id,
             labels=dict(self.pool_config(instance.pool).labels) if self.pool_config(instance.pool) else {},
             taints=tuple(Taint(t.key, t.effect, t.value) for t in pool.taints) if (pool := self.pool_config(instance.pool)) else (),
         )
@@ -407,7 +408,7 @@ class NodeController:
             self.backoff.succeeded(node.pool)
             if node.state is not NodeState.CREATING:
                 return
-            self._update(name, instance_id=InstanceId(instance.instance_id))
+            self._update(name, instance_id=InstanceId(instance.instance_id), image_id=instance.image_id)
             self.set_state(name, NodeState.CREATED)
             self.metrics.boots.labels(node.pool, node.instance_type, node.capacity_type.value).inc()
             log.info("node %s: instance %s launched", name, instance.instance_id)
@@ -599,13 +600,15 @@ class NodeController:
 
     def orphan_gc_loop(self) -> None:
         """Terminate instances tagged as ours that no record knows, on the second pass that
-        finds them. The cloud is called outside the controller's lock."""
+        finds them; and resolve the boot image again for the types running (drift compares
+        nodes with it). The cloud is called outside the controller's lock."""
         with self.timers["orphan_gc"].timing(self.clock):
             try:
                 instances = self.cloud.list_instances()
             except CloudError as exc:
                 log.warning("orphan GC skipped: %s", exc)
                 return
+            self._refresh_images(instances)
             with self.lock:
                 known = {n.instance_id for n in self.nodes.values() if n.instance_id and n.state is not NodeState.TERMINATED}
                 unknown = {i.instance_id for i in instances if i.alive and i.instance_id not in known}
@@ -623,6 +626,15 @@ class NodeController:
                     with self.lock:
                         self.orphan_suspects |= set(doomed)
         self.metrics.loop_duration.labels("orphan_gc").observe(self.timers["orphan_gc"].last_ms / 1000)
+
+    def _refresh_images(self, instances: list[Instance]) -> None:
+        refresh = getattr(self.cloud, "refresh_images", None)  # a cloud that resolves images by query
+        if refresh is None:
+            return
+        try:
+            refresh({i.instance_type for i in instances if i.alive})
+        except CloudError as exc:
+            log.warning("boot image not resolved again (drift waits for it): %s", exc)
 
     def prices_loop(self) -> None:
         """Fresher prices from the cloud, where it has them; the last good ones otherwise."""

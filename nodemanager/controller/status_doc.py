@@ -58,6 +58,7 @@ def _node(c: NodeController, node: Node) -> dict[str, object]:
     return {
         "name": node.name,
         "instance_id": node.instance_id,
+        "image_id": node.image_id or None,
         "instance_type": node.instance_type,
         "capacity_type": node.capacity_type.value,
         "zone": node.zone,
