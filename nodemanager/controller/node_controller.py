@@ -99,6 +99,7 @@ class NodeController:
         self.backoff = BootBackoff()  # pools whose boots keep failing for no offering's reason
         self.dispenser = NodeDispenser(self)
         self.lock = threading.RLock()
+        self._gauges_shown: tuple | None = None  # what the gauges were last set from
         self._last_status: tuple[float, dict[str, object]] | None = None  # (when, document): answered while the lock is held too long
         self.nodes: dict[str, Node] = {}
         self.marked: dict[str, tuple[str, str]] = {}  # node -> (reason, metric label)
@@ -676,6 +677,12 @@ class NodeController:
         return sum(self.catalog.hourly(n.instance_type, n.capacity_type, n.zone) for n in self.nodes.values() if n.state in LIVE_STATES)
 
     def _refresh_gauges(self) -> None:
+        """Node, pod and cost gauges, set again only when what they show may have changed
+        (records, the cache, the last decision, prices)."""
+        shown = (self.records_generation, self.cache.generation, id(self.last_decision), id(self.catalog))
+        if shown == self._gauges_shown:
+            return
+        self._gauges_shown = shown
         self.metrics.nodes.clear()
         counts: dict[tuple[str, str], int] = {}
         for node in self.nodes.values():
