@@ -346,8 +346,14 @@ class AwsCloud:
         last answer is older than the cache allows (a new image then shows as drift)."""
         if self.boot_image.launch_template or not (self.boot_image.image_ids or self.boot_image.owners or self.boot_image.filters):
             return
+        failed: list[CloudError] = []
         for instance_type in sorted({self._arch(t): t for t in instance_types}.values()):
-            self._image(instance_type)
+            try:
+                self._image(instance_type)
+            except CloudError as exc:  # the other architectures are still resolved
+                failed.append(exc)
+        if failed:
+            raise failed[0]
 
     def _arch(self, instance_type: str) -> str:
         itype = self.catalog.get(instance_type)

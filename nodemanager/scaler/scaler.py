@@ -478,7 +478,7 @@ class _Run:
         key = tuple(map(id, offerings))
         found = self._frontiers.get(key)
         if found is None:
-            if len(self._frontiers) >= PROBE_MEMO_SIZE:
+            if len(self._frontiers) >= binpack.TABLES_KEPT:
                 self._frontiers.clear()
             found = self._frontiers[key] = (offerings, binpack.frontier([o.allocatable for o in offerings]))
         return found[1]
