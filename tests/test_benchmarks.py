@@ -37,6 +37,13 @@ def test_a_small_run_with_eks_daemonsets_places_every_pod_above_the_bound() -> N
     assert result["cost_ratio"] >= 1.0  # type: ignore[operator]  # the bound is one
 
 
+def test_a_warm_scaler_plans_as_a_cold_one() -> None:
+    """--warm times a second decision; what the scaler kept from the first changes no plan."""
+    cold, warm = bench.run("mixed", 400, 42), bench.run("mixed", 400, 42, warm=True)
+    assert (warm["nodes"], warm["cost_per_hour"], warm["unplaced"]) == (cold["nodes"], cold["cost_per_hour"], 0)
+    assert warm["warm"] is True
+
+
 def test_the_lp_bound_pays_each_nodes_daemonset_overhead() -> None:
     types = list(bench.karpenter_catalog())[:2]
     without = bench.lp_lower_bound(types, 10_000, 1 << 30)
