@@ -331,6 +331,7 @@ def test_boots_of_one_round_failing_together_pause_the_pool_once() -> None:
     assert backoff.failed("general", 111.0, "again").until == 131.0  # the next round, after the pause: doubled
     backoff.succeeded("general")
     assert backoff.failed("general", 200.0, "once more").until == 210.0
+    assert backoff.get("general").describe().startswith("boots paused until 1970-01-01 00:03:30 UTC after 1 failed round(s)")  # a time a reader knows
 
 
 def test_terminated_records_are_kept_a_minute_and_at_most_a_hundred() -> None:

@@ -11,6 +11,7 @@ most ``CAP_SECONDS``; one boot that succeeds ends it.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 BASE_SECONDS = 10.0
 CAP_SECONDS = 300.0
@@ -23,7 +24,8 @@ class Pause:
     reason: str  # the last failure
 
     def describe(self) -> str:
-        return f"boots paused until {self.until:.0f} after {self.failures} failed round(s) of boots in a row (last: {self.reason})"
+        until = datetime.fromtimestamp(self.until, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return f"boots paused until {until} after {self.failures} failed round(s) of boots in a row (last: {self.reason})"
 
 
 class BootBackoff:
