@@ -100,6 +100,7 @@ class NodeController:
         self.dispenser = NodeDispenser(self)
         self.lock = threading.RLock()
         self._gauges_shown: tuple | None = None  # what the gauges were last set from
+        self._startup: dict[str, tuple[Taint, ...]] = {}  # pool -> its startup taints (the config is fixed)
         self._last_status: tuple[float, dict[str, object]] | None = None  # (when, document): answered while the lock is held too long
         self.nodes: dict[str, Node] = {}
         self.marked: dict[str, tuple[str, str]] = {}  # node -> (reason, metric label)
@@ -160,8 +161,11 @@ class NodeController:
         return bool(self.nodes[name].bound_pods) or bool(self.cache.usage(name).pods)
 
     def _startup_taints(self, pool: str) -> tuple[Taint, ...]:
-        config = self.pool_config(pool)
-        return tuple(Taint(t.key, t.effect, t.value) for t in config.startup_taints) if config else ()
+        found = self._startup.get(pool)
+        if found is None:
+            config = self.pool_config(pool)
+            found = self._startup[pool] = tuple(Taint(t.key, t.effect, t.value) for t in config.startup_taints) if config else ()
+        return found
 
     def cluster_taints(self, node: Node) -> tuple[Taint, ...]:
         """The node's taints: the cluster's (its spec is the truth) once registered, else
@@ -179,7 +183,7 @@ class NodeController:
         registered = self.cache.node(node.name)
         if registered is None:
             return node
-        passing = set(self._startup_taints(node.pool))
+        passing = self._startup_taints(node.pool)
         taints = tuple(t for t in registered.taints if t not in passing and t.key not in EPHEMERAL_TAINT_KEYS)
         if taints == node.taints and registered.unschedulable == node.unschedulable:
             return node

@@ -217,10 +217,10 @@ class _Run:
 
     # -- 1. the picture -----------------------------------------------------------------
     def rebuild(self) -> list[Pod]:
-        pods = {p.key: p for p in self.snapshot.pods if not p.is_terminal}
-        if not self.s.settings.colocation:
-            # No pool offers batch resources: batch requests are ordinary cpu and memory.
-            pods = {k: as_regular(p) for k, p in pods.items()}
+        if self.s.settings.colocation:
+            pods = {p.key: p for p in self.snapshot.pods if not p.is_terminal}
+        else:  # no pool offers batch resources: batch requests are ordinary cpu and memory
+            pods = {p.key: as_regular(p) for p in self.snapshot.pods if not p.is_terminal}
         defaults = SpreadDefaults(self.s.settings.spread_defaults, self.snapshot.pod_selecting)
         waiting = {
             k: defaults.apply(p) for k, p in pods.items() if not p.node_name and p.phase is PodPhase.PENDING and k not in self.excluded and not p.of_node
@@ -937,7 +937,7 @@ class _Run:
 
 def _holds_work(info: NodeInfo) -> bool:
     """Pods the node is there for: DaemonSet and mirror pods never make a node needed."""
-    return any(not p.of_node for p in info.pods.values())
+    return len(info.pods) > info.node_pods
 
 
 def smallest_request(pods: Iterable[Pod]) -> Resources:

@@ -49,6 +49,7 @@ class NodeInfo:
     nonzero_memory: int = 0
     pods: dict[PodKey, Pod] = field(default_factory=dict)
     generation: int = 0
+    node_pods: int = 0  # how many of ``pods`` are DaemonSet or mirror pods (part of the node)
 
     @property
     def free(self) -> Resources:
@@ -72,6 +73,7 @@ class NodeInfo:
         cpu, memory = nonzero_request(pod)
         self.nonzero_cpu += cpu
         self.nonzero_memory += memory
+        self.node_pods += pod.of_node
         self.generation += 1
 
     def add_pods(self, pods: Iterable[Pod]) -> None:
@@ -86,6 +88,7 @@ class NodeInfo:
             cpu, memory = nonzero_request(pod)
             self.nonzero_cpu += cpu
             self.nonzero_memory += memory
+            self.node_pods += pod.of_node
         self.requested = Resources.total(counted, self.requested)
         self.generation += 1
 
@@ -95,6 +98,7 @@ class NodeInfo:
         cpu, memory = nonzero_request(pod)
         self.nonzero_cpu -= cpu
         self.nonzero_memory -= memory
+        self.node_pods -= pod.of_node
         self.generation += 1
         return pod
 
@@ -126,4 +130,5 @@ class NodeInfo:
             self.nonzero_memory,
             dict(self.pods),
             self.generation,
+            self.node_pods,
         )
