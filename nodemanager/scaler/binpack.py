@@ -76,7 +76,7 @@ def similar_groupings(requests: Sequence[Resources], counts: Sequence[int], limi
         groups = found_for[limit]
         typical = []
         for members in groups:
-            total, pods = sum((requests[i] * counts[i] for i in members), Resources()), sum(counts[i] for i in members)
+            total, pods = Resources.total(requests[i] * counts[i] for i in members), sum(counts[i] for i in members)
             typical.append(Resources({n: -(-v // pods) for n, v in total.items()}))
         out.append((groups, typical))
     return out

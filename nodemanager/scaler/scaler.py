@@ -229,7 +229,7 @@ class _Run:
         placed: dict[str, list[Pod]] = defaultdict(list)
         for pod in sorted((p for p in pods.values() if p.node_name), key=lambda p: p.key):
             placed[pod.node_name].append(pod)
-        pictures = self.s.pictures_for(self.snapshot.daemon_sets)
+        pictures = self.s.pictures  # allowing for these DaemonSets: views_for saw them first
         pictures.forget_all_but(self.snapshot.nodes)
         for node in sorted(self.snapshot.nodes, key=lambda n: n.name):
             if node.state not in LIVE_STATES:
@@ -1005,13 +1005,14 @@ class BindingNodeScaler:
         # one, are pure functions of the offerings (their prices included) too.
         self.type_tables = binpack.TypeTables()
         self.frontiers: dict[tuple[int, ...], tuple[list[Candidate], list[Resources]]] = {}  # offerings' ids -> (them, their frontier)
-        self._pictures = NodePictures(catalog, settings.nodes.volume_size, ())
+        self.pictures = NodePictures(catalog, settings.nodes.volume_size, self._views_daemon_sets)  # each existing node as computations start from it
         # The nodes the last capped plan left for later, reused while what they were planned
         # from stays the same (checked in full before each use; see ``deferred``).
         self.deferred: DeferredPlan | None = None
 
     def views_for(self, daemon_sets: tuple) -> list[PoolView]:
-        """The pools' offerings net of these DaemonSets (rebuilt only when they change)."""
+        """The pools' offerings net of these DaemonSets, and the node pictures allowing for
+        them (both rebuilt only when they change)."""
         if daemon_sets != self._views_daemon_sets:
             settings = self.settings
             self.views = pool_views(list(settings.pools), self.catalog, settings.nodes.volume_size, settings.colocation, daemon_sets)
@@ -1019,13 +1020,8 @@ class BindingNodeScaler:
             self.probe_memo.clear()
             self.type_tables = binpack.TypeTables()
             self.frontiers.clear()
+            self.pictures = NodePictures(self.catalog, settings.nodes.volume_size, daemon_sets)
         return self.views
-
-    def pictures_for(self, daemon_sets: tuple) -> NodePictures:
-        """The existing nodes' pictures, kept across computations while the DaemonSets stay."""
-        if daemon_sets != self._pictures.daemon_sets:
-            self._pictures = NodePictures(self.catalog, self.settings.nodes.volume_size, daemon_sets)
-        return self._pictures
 
     def compute(self, snapshot: ClusterSnapshot, now: float) -> Decision:
         with _collector_paused():
