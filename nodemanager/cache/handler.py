@@ -240,6 +240,11 @@ class ClusterEventsHandler:
             return None
         return VolumeContext(claims, volumes, classes)  # type: ignore[arg-type]
 
+    def has_claims(self) -> bool:
+        """Whether any pod, waiting or placed, uses a resource claim (device objects matter)."""
+        with self._lock:
+            return any(p.claims for p in self._waiting.values()) or any(e.pod.claims for e in self._entries.values())
+
     def usage(self, node: str) -> NodeUsage:
         with self._lock:
             found = self._usage.get(node)

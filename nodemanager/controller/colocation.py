@@ -4,6 +4,7 @@ metrics and written to its record only when the framework's NeedSync says so."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from nodemanager.model import Node, NodeState, Resources
@@ -22,18 +23,23 @@ class ColocationReconciler:
         self.framework = NodeResourceFramework([BatchResource()], enabled=controller.config.colocation.plugins)
         self.synced: dict[str, tuple[float, str, dict[str, str]]] = {}  # node -> (when, why, messages)
 
-    def reconcile_all(self, now: float) -> None:
-        """Every Ready node; nothing at all when no pool offers batch resources and none has them."""
+    def wanted(self) -> bool:
+        """Whether there is anything to do: nothing at all when no pool offers batch resources
+        and no node has them."""
         c = self.c
-        has_batch = any(set(BATCH_RESOURCES) & n.allocatable.names() for n in c.nodes.values())
-        if not (c.config.colocation_anywhere or has_batch):
-            return
+        return c.config.colocation_anywhere or any(set(BATCH_RESOURCES) & n.allocatable.names() for n in c.nodes.values())
+
+    def read_metrics(self) -> Mapping[str, NodeMetric]:
+        """The nodes' metrics (outside the controller's lock: the metrics API is a call)."""
         try:
-            metrics = c.cluster.node_metrics()
+            return self.c.cluster.node_metrics()
         except Exception:  # no metrics: each node degrades on its own clock
             log.exception("reading node metrics failed")
-            metrics = {}
-        for name, node in sorted(c.nodes.items()):
+            return {}
+
+    def reconcile_all(self, metrics: Mapping[str, NodeMetric], now: float) -> None:
+        """Every Ready node. Call with the controller's lock held."""
+        for name, node in sorted(self.c.nodes.items()):
             if node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
                 self.reconcile(name, node, metrics.get(name), now)
 

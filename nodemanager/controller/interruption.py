@@ -78,14 +78,14 @@ class InterruptionController:
         what = f"{event.kind.value} ({event.detail})" if event.detail else event.kind.value
         if event.kind is InterruptionKind.REBALANCE:
             log.info("node %s: %s; noted, not acted on", node.name, what)
-            c.cluster.record_event("Node", node.name, "RebalanceRecommendation", "the cloud recommends moving off this spot instance", warning=True)
+            c.event("Node", node.name, "RebalanceRecommendation", "the cloud recommends moving off this spot instance", warning=True)
             return
         if event.kind is InterruptionKind.SPOT_INTERRUPTION and node.capacity_type is CapacityType.SPOT:
             c.keeper.mark((node.instance_type, CapacityType.SPOT, node.zone), now, "spot interruption warning")
         if node.name in c.marked or node.state in (NodeState.TERMINATING, NodeState.TERMINATED):
             return
         log.warning("node %s (%s): %s; moving its pods now", node.name, node.instance_id, what)
-        c.cluster.record_event("Node", node.name, "Interrupted", f"{what}: draining before the instance goes", warning=True)
+        c.event("Node", node.name, "Interrupted", f"{what}: draining before the instance goes", warning=True)
         if node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
             moved, why = c.disruption.planner.relocate(c.snapshot(now), [node])
             if moved is None:
@@ -96,6 +96,9 @@ class InterruptionController:
         c.mark_for_termination(node.name, what, "interruption")
 
     def _delete(self, receipt: str) -> None:
+        self.c.lock.after_release(self._delete_now, receipt)
+
+    def _delete_now(self, receipt: str) -> None:
         assert self.queue is not None
         try:
             self.queue.delete(receipt)

@@ -20,27 +20,30 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import replace
 
-from cloud.base import BootRequest, CloudClient, Instance, InstanceState
+from cloud.base import BootRequest, CloudClient, Instance
 from cloud.catalog import Catalog
-from cloud.errors import CloudError, InsufficientCapacity, NotFound, OfferingError, QuotaExceeded, Throttled, ZoneUnavailable
+from cloud.errors import CloudError, InsufficientCapacity, OfferingError, QuotaExceeded, Throttled, ZoneUnavailable
 from nodemanager.cache import CacheSnapshot, ClusterEventsHandler
 from nodemanager.clock import Clock
-from nodemanager.cluster.base import BindError, ClusterSource
+from nodemanager.cluster.base import BindError, ClusterEvent, ClusterSource
 from nodemanager.config.schema import Pool, ProviderConfig
 from nodemanager.controller.boot_backoff import BootBackoff
 from nodemanager.controller.colocation import ColocationReconciler
 from nodemanager.controller.dispenser import NodeDispenser
-from nodemanager.controller.disruption import VOLUNTARY, DisruptionController
+from nodemanager.controller.disruption import DisruptionController
 from nodemanager.controller.executor import InlineExecutor
 from nodemanager.controller.interruption import InterruptionController
+from nodemanager.controller.lock import ControllerLock
+from nodemanager.controller.reaper import Reaper
 from nodemanager.controller.status_doc import status_document
 from nodemanager.controller.timers import LoopTimer
+from nodemanager.dra.context import DeviceContext
+from nodemanager.dra.model import AllocationResult
 from nodemanager.errors import NodeManagerError
 from nodemanager.model import LIVE_STATES, ZERO, CapacityType, InstanceId, Node, NodeName, NodeState, Pod, PodKey, Taint
 from nodemanager.model.selectors import HARD_EFFECTS, untolerated
@@ -98,7 +101,7 @@ class NodeController:
         self.keeper = UnavailabilityKeeper(config.nodes.unavailable_offering_ttl)
         self.backoff = BootBackoff()  # pools whose boots keep failing for no offering's reason
         self.dispenser = NodeDispenser(self)
-        self.lock = threading.RLock()
+        self.lock = ControllerLock()  # never held across a cloud or API call: calls wait for its release
         self._gauges_shown: tuple | None = None  # what the gauges were last set from
         self._startup: dict[str, tuple[Taint, ...]] = {}  # pool -> its startup taints (the config is fixed)
         self._last_status: tuple[float, dict[str, object]] | None = None  # (when, document): answered while the lock is held too long
@@ -109,6 +112,7 @@ class NodeController:
         self.draining: dict[str, float] = {}  # node -> when its drain began
         self.drain_blocked: set[str] = set()  # voluntary drains waiting past drainTimeout on PodDisruptionBudgets
         self.unneeded_since: dict[NodeName, float] = {}
+        self.devices: DeviceContext | None = None  # as last read, while pods with claims wait
         self.orphan_suspects: set[str] = set()
         self._bind_waits: dict[PodKey, str] = {}  # pod -> why its bind waits (said once)
         self.timers = {name: LoopTimer() for name in LOOPS}
@@ -124,6 +128,7 @@ class NodeController:
         self._pools = {p.name: p for p in config.pools}
         self.on_decision: Callable[[Decision, float], None] | None = None
         self.colocation = ColocationReconciler(self)
+        self.reaper = Reaper(self)
         self.disruption = DisruptionController(self)
         self.interruption = InterruptionController(self, getattr(cloud, "interruptions", None))  # the cloud's queue, if it has one
 
@@ -149,6 +154,10 @@ class NodeController:
         self.nodes[name] = self.nodes[name].with_changes(**changes)
         if set(changes) != {"last_heartbeat"}:  # the scaler never looks at heartbeats
             self.records_generation += 1
+
+    def event(self, kind: str, key: str, reason: str, message: str, *, warning: bool = False) -> None:
+        """Post a Kubernetes event once the lock is released (at once outside it)."""
+        self.lock.after_release(self.cluster.record_event, kind, key, reason, message, warning=warning)
 
     def binding_of(self, pod: PodKey) -> str | None:
         for name, node in self.nodes.items():
@@ -214,10 +223,11 @@ class NodeController:
     # -- start-up -------------------------------------------------------------------------
     def recover(self) -> None:
         """Rebuild node records from the cloud (tags) and the cluster after a (re)start."""
+        listed, instances = self.cluster.list(), self.cloud.list_instances()
         with self.lock:
-            self.cache.apply(self.cluster.list())
+            self.cache.apply(listed)
             now = self.synced_at = self.clock.now()
-            for instance in self.cloud.list_instances():
+            for instance in instances:
                 if instance.node_name in self.nodes or not instance.alive:
                     continue
                 self.nodes[instance.node_name] = self._adopt(instance)
@@ -245,19 +255,27 @@ class NodeController:
 
     # -- the pool loop ------------------------------------------------------------------------
     def pool_loop(self) -> None:
-        with self.lock, self.timers["pool"].timing(self.clock):
-            now = self.clock.now()
-            self._sync(now)
-            self._resume_boots()
-            # Compute only when an input changed (or an idle grace ran out): the key is what
-            # this decision is computed from, so whatever applying it changes counts as new.
-            inputs = (self.cache.generation, self.records_generation, frozenset(self.keeper.active(now)), frozenset(self.backoff.active(now)))
-            grace_due = any(now - since >= self.config.nodes.idle_grace for since in self.unneeded_since.values())
-            if inputs != self._last_inputs or grace_due:
-                self._last_inputs = inputs
-                self._apply(self._compute(now), now)
-            self._dispatch(now)
-            self._refresh_gauges()
+        """Read the cluster's changes, decide, apply; the calls (a poll that lists, device
+        objects, binds, events) are made with the lock released."""
+        with self.timers["pool"].timing(self.clock):
+            events = self._poll()
+            with self.lock:
+                now = self.clock.now()
+                self._sync(now, events)
+                self._resume_boots()
+                # Compute only when an input changed (or an idle grace ran out): the key is what
+                # this decision is computed from, so whatever applying it changes counts as new.
+                inputs = (self.cache.generation, self.records_generation, frozenset(self.keeper.active(now)), frozenset(self.backoff.active(now)))
+                due = inputs != self._last_inputs or any(now - since >= self.config.nodes.idle_grace for since in self.unneeded_since.values())
+                read_devices = due and self.cache.has_claims()
+            if read_devices:
+                self.devices = self.cluster.devices()
+            with self.lock:
+                if due:
+                    self._last_inputs = inputs
+                    self._apply(self._compute(now), now)
+                self._dispatch(now)
+                self._refresh_gauges()
         self.metrics.loop_duration.labels("pool").observe(self.timers["pool"].last_ms / 1000)
 
     def snapshot(self, now: float, cached: CacheSnapshot | None = None) -> ClusterSnapshot:
@@ -265,7 +283,7 @@ class NodeController:
         just taken it) and the node records."""
         cached = cached or self.cache.snapshot()
         pods = cached.pods
-        devices = self.cluster.devices() if any(p.claims for p in pods) else None
+        devices = self.devices if any(p.claims for p in pods) else None
         # A node marked for termination (perhaps draining) takes no more pods and counts
         # against no limit: the scaler sees it as already terminating.
         nodes = tuple(replace(n, state=NodeState.TERMINATING) if n.name in self.marked else self._planning_view(n) for n in self.nodes.values())
@@ -312,9 +330,9 @@ class NodeController:
         for order in deferred:  # still idle: stopped as soon as a budget allows
             self.unneeded_since[order.name] = now - self.config.nodes.idle_grace
         for pod, reason in decision.unschedulable.items():
-            self.cluster.record_event("Pod", pod, "NotTriggerScaleUp", reason, warning=True)
+            self.event("Pod", pod, "NotTriggerScaleUp", reason, warning=True)
         if stops:
-            self._reap(now)
+            self.reaper.run(now)
         for spec in decision.start:
             self._submit_boot(spec.name)
 
@@ -334,9 +352,9 @@ class NodeController:
             f"{len(spec.pods)} pod(s): {', '.join(spec.pods[:5])}{'...' if len(spec.pods) > 5 else ''}" if spec.pods else "standby",
         )
         what = f"{spec.instance_type} {spec.capacity_type} in {spec.zone}"
-        self.cluster.record_event("Node", spec.name, "Booting", f"{what} for pool {spec.pool}" + (" (standby)" if spec.standby else ""))
+        self.event("Node", spec.name, "Booting", f"{what} for pool {spec.pool}" + (" (standby)" if spec.standby else ""))
         for pod in spec.pods:
-            self.cluster.record_event("Pod", pod, "TriggeredScaleUp", f"booting node {spec.name} ({what}) for this pod")
+            self.event("Pod", pod, "TriggeredScaleUp", f"booting node {spec.name} ({what}) for this pod")
         self.nodes[spec.name] = Node(
             spec.name,
             spec.pool,
@@ -374,6 +392,10 @@ class NodeController:
             startup_taints=self._startup_taints(node.pool),
         )
         self.booting.add(name)
+        self.lock.after_release(self._start_boot, name, request)
+
+    def _start_boot(self, name: str, request: BootRequest) -> None:
+        """Outside the lock (an inline executor boots in the caller's thread)."""
         future = self.executor.submit(self.cloud.boot, request)
         future.add_done_callback(lambda f: self._boot_done(name, f))
 
@@ -418,7 +440,7 @@ class NodeController:
             self.metrics.boots.labels(node.pool, node.instance_type, node.capacity_type.value).inc()
             log.info("node %s: instance %s launched", name, instance.instance_id)
             if name in self.marked:  # stopped while its boot was in flight
-                self._reap(now)
+                self.reaper.run(now)
 
     def _boot_failed(self, name: str, label: str, reason: str) -> None:
         log.warning("node %s: boot failed (%s); its pods will be placed again", name, reason)
@@ -427,14 +449,19 @@ class NodeController:
         self.marked.pop(name, None)
 
     # -- sync and dispatch -------------------------------------------------------------------
-    def _sync(self, now: float) -> None:
+    def _poll(self) -> list[ClusterEvent] | None:
+        """The cluster's changes since the last poll (None: it failed); outside the lock, as
+        the first poll lists and a source without watch threads watches."""
         try:
-            events = self.cluster.poll()
-            self.synced_at = now
+            return self.cluster.poll()
         except Exception:
             log.exception("cluster poll failed; using the last known state")
-            events = []
-        self.cache.apply(events)
+            return None
+
+    def _sync(self, now: float, events: list[ClusterEvent] | None) -> None:
+        if events is not None:
+            self.synced_at = now
+        self.cache.apply(events or [])
         self.cache.expire(now)
         self._sync_registrations(now)
         for pod in self.cache.take_finished():
@@ -448,9 +475,9 @@ class NodeController:
                 registered = self.cache.node(name)
                 if registered is not None and registered.ready:
                     log.info("node %s: registered and Ready after %.0fs", name, now - node.created_at)
-                    self.cluster.label_node(name, node.labels)
+                    self.lock.after_release(self.cluster.label_node, name, node.labels)
                     if announce:
-                        self.cluster.record_event("Node", name, "Registered", f"Ready {now - node.created_at:.0f}s after boot")
+                        self.event("Node", name, "Registered", f"Ready {now - node.created_at:.0f}s after boot")
                     self.set_state(name, NodeState.AVAILABLE)
                     self._update(name, last_heartbeat=registered.last_heartbeat)
                     if self.cache.usage(name).pods:
@@ -461,13 +488,16 @@ class NodeController:
                     self._update(name, last_heartbeat=registered.last_heartbeat)
 
     def _dispatch(self, now: float) -> None:
+        """Assume each pod whose node is ready for it on that node (it counts there from now
+        on); the binds are made once the lock is released, then recorded."""
         if not self.cluster.schedules_pods:
             return  # another scheduler binds; the pods' reservations end when they are bound
+        binds: list[tuple[Pod, str]] = []
         for name in sorted(self.nodes):
             node = self.nodes[name]
             if node.state not in (NodeState.AVAILABLE, NodeState.CLAIMED) or not node.bound_pods:
                 continue
-            for key in list(node.bound_pods):
+            for key in node.bound_pods:
                 pod = self.cache.pod(key)
                 if pod is None or pod.node_name:
                     continue
@@ -475,39 +505,51 @@ class NodeController:
                 if blocker is not None:
                     self._log_wait(key, name, blocker)
                     continue
-                reply = self.dispenser.request_node(key)
-                if reply.node is None:
+                if self.dispenser.request_node(key).node is None:
                     continue
                 self.cache.assume(pod, name)
-                try:
-                    kube_name = self.cluster.bind(key, name)
-                except BindError as exc:
-                    log.warning("%s; the pod will be placed again", exc)
+                binds.append((pod, name))
+            remaining = tuple(k for k in node.bound_pods if (p := self.cache.pod(k)) is not None and not p.node_name)
+            if remaining != node.bound_pods:
+                self._update(name, bound_pods=remaining)
+        if binds:
+            self.lock.after_release(self._bind, binds, now, self.last_decision.allocations if self.last_decision else {})
+
+    def _bind(self, binds: list[tuple[Pod, str]], now: float, allocations: Mapping[str, tuple[str, AllocationResult]]) -> None:
+        """Outside the lock: the bind calls; then, under it, what each did. A pod whose bind
+        failed is forgotten (waiting again) and placed again."""
+        outcomes: list[str | Exception] = []
+        for pod, name in binds:
+            try:
+                outcomes.append(self.cluster.bind(pod.key, name))
+            except Exception as exc:  # whatever it was, the pod must not stay assumed
+                outcomes.append(exc)
+        with self.lock:
+            for (pod, name), outcome in zip(binds, outcomes, strict=True):
+                key = pod.key
+                if isinstance(outcome, Exception):
+                    why = outcome if isinstance(outcome, BindError) else f"binding {key} to {name} failed: {outcome!r}"
+                    log.warning("%s; the pod will be placed again", why)
                     self.cache.forget(key)
-                    self._update(name, bound_pods=tuple(k for k in self.nodes[name].bound_pods if k != key))
                     self.dispenser.return_node(name, unused=True)
                     continue
                 self.cache.finish_binding(key, now)
                 self._bind_waits.pop(key, None)
                 log.info("bound %s to %s (waited %.0fs)", key, name, now - pod.created_at)
-                self.cluster.record_event("Pod", key, "Scheduled", f"Successfully assigned {key} to {kube_name}")
-                allocations = self.last_decision.allocations if self.last_decision else {}
+                self.event("Pod", key, "Scheduled", f"Successfully assigned {key} to {outcome}")
                 for claim in pod.claims:
                     if claim in allocations and allocations[claim][0] == name:
-                        self.cluster.allocate_claim(claim, name, allocations[claim][1])
-            remaining = tuple(k for k in self.nodes[name].bound_pods if (p := self.cache.pod(k)) is not None and not p.node_name)
-            if remaining != self.nodes[name].bound_pods:
-                self._update(name, bound_pods=remaining)
+                        self.lock.after_release(self.cluster.allocate_claim, claim, name, allocations[claim][1])
 
     # -- heartbeat, reaper, orphan GC ---------------------------------------------------------
     def heartbeat_loop(self) -> None:
-        with self.lock, self.timers["heartbeat"].timing(self.clock):
+        with self.timers["heartbeat"].timing(self.clock), self.lock:
             now = self.clock.now()
             healthy, boot = self.config.nodes.healthy_timeout, self.config.nodes.boot_timeout
             for name, node in sorted(self.nodes.items()):
                 if node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
                     registered = self.cache.node(name)
-                    self.cluster.label_node(name, node.labels)  # again, in case it failed at registration
+                    self.lock.after_release(self.cluster.label_node, name, node.labels)  # again, in case it failed at registration
                     if registered is None:
                         self.mark_for_termination(name, "node left the cluster", "unhealthy")
                     elif (silent := min(now, self.synced_at) - registered.last_heartbeat) > healthy:
@@ -517,85 +559,16 @@ class NodeController:
         self.metrics.loop_duration.labels("heartbeat").observe(self.timers["heartbeat"].last_ms / 1000)
 
     def reaper_loop(self) -> None:
-        with self.lock, self.timers["reaper"].timing(self.clock):
-            self._reap(self.clock.now())
+        with self.timers["reaper"].timing(self.clock):
+            self.reaper.run(self.clock.now())
         self.metrics.loop_duration.labels("reaper").observe(self.timers["reaper"].last_ms / 1000)
-
-    def _reap(self, now: float) -> None:
-        for name, (reason, label) in sorted(self.marked.items()):
-            node = self.nodes.get(name)
-            if node is None or node.state is NodeState.TERMINATED:
-                self.marked.pop(name, None)
-                continue
-            if name in self.booting:
-                continue  # terminated as soon as its boot call returns
-            if node.bound_pods:
-                self._update(name, bound_pods=())  # its pods are placed again next loop
-            if node.instance_id is None:
-                self.set_state(name, NodeState.TERMINATED)
-                self.marked.pop(name, None)
-                continue
-            if node.state is not NodeState.TERMINATING and not self._drained(name, now, forced=label not in VOLUNTARY):
-                continue
-            try:
-                self.cloud.terminate([node.instance_id])
-            except Throttled as exc:  # the cloud does not answer: the other nodes wait for the next pass as well
-                log.warning("terminations wait for the next pass: %s", exc)
-                return
-            except CloudError as exc:
-                log.warning("terminating %s (%s) failed, will retry: %s", name, node.instance_id, exc)
-                continue
-            if node.state is not NodeState.TERMINATING:
-                log.info("node %s: terminating instance %s: %s", name, node.instance_id, reason)
-                self.draining.pop(name, None)
-                self.cluster.record_event("Node", name, "RegistrationTimeout" if label == "boot_timeout" else "Terminating", reason, warning=label != "idle")
-                self.set_state(name, NodeState.TERMINATING)
-                self.metrics.terminations.labels(label).inc()
-            self.cluster.remove_node(name)
-            self._confirm_terminated(name)
-
-    def _drained(self, name: str, now: float, forced: bool = True) -> bool:
-        """Cordon and evict a Ready node's pods before its instance goes; a node that is not
-        Ready (dead, or never came) has nothing that could leave gracefully. A drain that is
-        not ``forced`` (consolidation, drift, expiry: the node could stay) waits for its pods
-        however long their PodDisruptionBudgets hold them, saying so each drainTimeout."""
-        registered = self.cache.node(name)
-        if registered is None or not registered.ready:
-            return True
-        started = self.draining.setdefault(name, now)
-        timeout = self.config.cluster.drain_timeout
-        if not forced and now - started >= timeout:
-            self.draining[name] = now  # said once per drainTimeout
-            self.drain_blocked.add(name)
-            log.warning("node %s: pods still on it after %gs of draining; a voluntary disruption waits for them", name, timeout)
-            self.cluster.record_event("Node", name, "DrainBlocked", f"pods still on the node after {timeout:g}s; waiting for them to leave", warning=True)
-        elif now - started >= timeout:
-            log.warning("node %s: drain timed out after %gs; terminating with pods still on it", name, timeout)
-            self.cluster.record_event("Node", name, "DrainTimeout", f"pods still on the node after {timeout:g}s; terminating anyway", warning=True)
-            return True
-        status = self.cluster.drain(name)
-        if not status.done:
-            log.info("node %s: draining before termination: %s", name, status)
-        return status.done
-
-    def _confirm_terminated(self, name: str) -> None:
-        node = self.nodes[name]
-        try:
-            instance = self.cloud.describe(node.instance_id or "")
-        except NotFound:
-            instance = None
-        except CloudError:
-            return
-        if instance is None or instance.state is InstanceState.TERMINATED:
-            self.set_state(name, NodeState.TERMINATED)
-            self.marked.pop(name, None)
 
     def _purge(self, now: float) -> None:
         ended = sorted((self.terminated_at.get(n, now), n) for n, node in self.nodes.items() if node.state is NodeState.TERMINATED)
         crowded = {name for _, name in ended[: max(0, len(ended) - TERMINATED_KEPT_MAX)]}
         for name, node in list(self.nodes.items()):
             if node.state is NodeState.TERMINATED and (name in crowded or now - self.terminated_at.get(name, now) >= TERMINATED_KEPT_FOR):
-                self.cluster.remove_node(name)  # once more: a dying kubelet may have registered it again
+                self.lock.after_release(self.cluster.remove_node, name)  # once more: a dying kubelet may have registered it again
                 del self.nodes[name]
                 self.terminated_at.pop(name, None)
                 self.drain_blocked.discard(name)
@@ -660,20 +633,25 @@ class NodeController:
         self.metrics.loop_duration.labels("prices").observe(self.timers["prices"].last_ms / 1000)
 
     def disruption_loop(self) -> None:
-        with self.lock, self.timers["disruption"].timing(self.clock):
+        with self.timers["disruption"].timing(self.clock), self.lock:
             self.disruption.run(self.clock.now())  # on the cache as the pool loop last synced it
         self.metrics.loop_duration.labels("disruption").observe(self.timers["disruption"].last_ms / 1000)
 
     def interruption_loop(self) -> None:
         messages = self.interruption.receive()  # a long poll: outside the lock
-        with self.lock, self.timers["interruption"].timing(self.clock):
+        with self.timers["interruption"].timing(self.clock), self.lock:
             self.interruption.handle(messages, self.clock.now())
         self.metrics.loop_duration.labels("interruption").observe(self.timers["interruption"].last_ms / 1000)
 
     def colocation_loop(self) -> None:
         """Recalculate every Ready node's batch resources; write them when NeedSync says so."""
-        with self.lock, self.timers["colocation"].timing(self.clock):
-            self.colocation.reconcile_all(self.clock.now())
+        with self.timers["colocation"].timing(self.clock):
+            with self.lock:
+                wanted = self.colocation.wanted()
+            if wanted:
+                metrics = self.colocation.read_metrics()
+                with self.lock:
+                    self.colocation.reconcile_all(metrics, self.clock.now())
         self.metrics.loop_duration.labels("colocation").observe(self.timers["colocation"].last_ms / 1000)
 
     # -- reading ----------------------------------------------------------------------------

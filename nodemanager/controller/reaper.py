@@ -1,0 +1,155 @@
+"""The reaper: marked nodes are drained, their instances terminated, and the end confirmed.
+
+A pass decides under the controller's lock what each marked node needs (nothing but a
+record change; a drain first; the termination; only the confirmation) and makes the calls
+once the lock is released, node by node, then records what they did under the lock again.
+A node whose calls are in flight is left out of other passes until they are recorded, as
+a node whose boot is in flight is.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from cloud.base import InstanceState
+from cloud.errors import CloudError, NotFound, Throttled
+from nodemanager.controller.disruption import VOLUNTARY
+from nodemanager.model import InstanceId, NodeState
+
+if TYPE_CHECKING:
+    from nodemanager.controller.node_controller import NodeController
+
+log = logging.getLogger("nodemanager.controller")
+
+
+class Reaped(Enum):
+    DRAINING = "draining"  # pods still leaving: terminated on a later pass
+    FAILED = "failed"  # the termination failed: tried again next pass
+    THROTTLED = "throttled"  # the cloud does not answer: this pass stops here
+    TERMINATING = "terminating"  # asked to terminate; not confirmed yet
+    GONE = "gone"  # the cloud says the instance is terminated
+
+
+@dataclass(frozen=True)
+class Reaping:
+    name: str
+    instance_id: InstanceId
+    reason: str
+    label: str
+    drain: bool  # cordon and evict its pods first
+    asked: bool  # its termination was asked for on an earlier pass: confirm it only
+
+
+class Reaper:
+    def __init__(self, controller: NodeController) -> None:
+        self.c = controller
+        self.in_flight: set[str] = set()  # nodes whose calls are made or not yet recorded
+
+    def run(self, now: float) -> None:
+        with self.c.lock:
+            work = self._work(now)
+            self.in_flight.update(r.name for r in work)
+        if work:
+            self.c.lock.after_release(self._call, work)
+
+    def _work(self, now: float) -> list[Reaping]:
+        c = self.c
+        work = []
+        for name, (reason, label) in sorted(c.marked.items()):
+            node = c.nodes.get(name)
+            if node is None or node.state is NodeState.TERMINATED:
+                c.marked.pop(name, None)
+                continue
+            if name in c.booting or name in self.in_flight:
+                continue  # terminated as soon as its boot call returns, or its calls are recorded
+            if node.bound_pods:
+                c.update_node(name, bound_pods=())  # its pods are placed again next loop
+            if node.instance_id is None:
+                c.set_state(name, NodeState.TERMINATED)
+                c.marked.pop(name, None)
+                continue
+            asked = node.state is NodeState.TERMINATING
+            drain = not asked and self._drain_needed(name, now, forced=label not in VOLUNTARY)
+            work.append(Reaping(name, node.instance_id, reason, label, drain, asked))
+        return work
+
+    def _drain_needed(self, name: str, now: float, forced: bool) -> bool:
+        """Whether a node's pods must be evicted before its instance goes: a node that is not
+        Ready (dead, or never came) has nothing that could leave gracefully. A drain that is
+        not ``forced`` (consolidation, drift, expiry: the node could stay) waits for its pods
+        however long their PodDisruptionBudgets hold them, saying so each drainTimeout."""
+        c = self.c
+        registered = c.cache.node(name)
+        if registered is None or not registered.ready:
+            return False
+        started = c.draining.setdefault(name, now)
+        timeout = c.config.cluster.drain_timeout
+        if now - started < timeout:
+            return True
+        if forced:
+            log.warning("node %s: drain timed out after %gs; terminating with pods still on it", name, timeout)
+            c.event("Node", name, "DrainTimeout", f"pods still on the node after {timeout:g}s; terminating anyway", warning=True)
+            return False
+        c.draining[name] = now  # said once per drainTimeout
+        c.drain_blocked.add(name)
+        log.warning("node %s: pods still on it after %gs of draining; a voluntary disruption waits for them", name, timeout)
+        c.event("Node", name, "DrainBlocked", f"pods still on the node after {timeout:g}s; waiting for them to leave", warning=True)
+        return True
+
+    def _call(self, work: list[Reaping]) -> None:
+        """Outside the lock: each node's calls; then, under it, what they did."""
+        done: list[tuple[Reaping, Reaped]] = []
+        try:
+            for reaping in work:
+                outcome = self._calls_for(reaping)
+                done.append((reaping, outcome))
+                if outcome is Reaped.THROTTLED:
+                    break
+        finally:
+            with self.c.lock:
+                self.in_flight.difference_update(r.name for r in work)
+                for reaping, outcome in done:
+                    self._record(reaping, outcome)
+
+    def _calls_for(self, r: Reaping) -> Reaped:
+        c = self.c
+        if r.drain:
+            status = c.cluster.drain(r.name)
+            if not status.done:
+                log.info("node %s: draining before termination: %s", r.name, status)
+                return Reaped.DRAINING
+        try:
+            c.cloud.terminate([r.instance_id])
+        except Throttled as exc:  # the cloud does not answer: the other nodes wait for the next pass as well
+            log.warning("terminations wait for the next pass: %s", exc)
+            return Reaped.THROTTLED
+        except CloudError as exc:
+            log.warning("terminating %s (%s) failed, will retry: %s", r.name, r.instance_id, exc)
+            return Reaped.FAILED
+        if not r.asked:
+            log.info("node %s: terminating instance %s: %s", r.name, r.instance_id, r.reason)
+            c.cluster.record_event("Node", r.name, "RegistrationTimeout" if r.label == "boot_timeout" else "Terminating", r.reason, warning=r.label != "idle")
+        c.cluster.remove_node(r.name)
+        try:
+            instance = c.cloud.describe(r.instance_id)
+        except NotFound:
+            instance = None
+        except CloudError:
+            return Reaped.TERMINATING
+        return Reaped.GONE if instance is None or instance.state is InstanceState.TERMINATED else Reaped.TERMINATING
+
+    def _record(self, r: Reaping, outcome: Reaped) -> None:
+        c = self.c
+        node = c.nodes.get(r.name)
+        if node is None or node.state is NodeState.TERMINATED or outcome not in (Reaped.TERMINATING, Reaped.GONE):
+            return
+        if node.state is not NodeState.TERMINATING:
+            c.draining.pop(r.name, None)
+            c.set_state(r.name, NodeState.TERMINATING)
+            c.metrics.terminations.labels(r.label).inc()
+        if outcome is Reaped.GONE:
+            c.set_state(r.name, NodeState.TERMINATED)
+            c.marked.pop(r.name, None)
