@@ -1,8 +1,9 @@
 """A loop pass's deadline, read by the cloud and API calls the pass makes.
 
-The service runs every pass of a loop that holds the controller under ``pass_deadline``.
+The service runs every pass of a loop (but the price refresh) under ``pass_deadline``.
 Through an outage a cloud call retries for up to half a minute; a pass that makes one call
-per node would otherwise hold the controller for minutes. Under a deadline, the AWS client
+per node would otherwise last for minutes, and its loop would not run again meanwhile
+(the calls are made with the controller's lock released, so other loops do). Under a deadline, the AWS client
 stops retrying when its next wait would end past it and makes no new call once it has
 passed, and a Kubernetes API call waits for its reply no longer than what is left (but at
 least ``MIN_API_WAIT``). Outside a pass (start-up, boots on their own threads, simulation)

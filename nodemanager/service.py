@@ -40,9 +40,9 @@ STOP_GRACE = 10.0  # seconds a stop waits for running loops
 EXIT_STUCK = 1  # the exit status when a loop had to be left running
 
 log = logging.getLogger("nodemanager")
-# Loops whose passes hold the controller: their cloud and API calls get the pass deadline
-# (the price refresh holds it only to swap the catalog in).
-HOLD_CONTROLLER = frozenset(LOOPS) - {"prices"}
+# Loops whose cloud and API calls get the pass deadline, so that a pass through an outage
+# ends and the loop runs again (the price refresh makes one call, and retries next time).
+WITH_DEADLINE = frozenset(LOOPS) - {"prices"}
 INTERRUPTION_POLL = 5.0  # seconds an interruption-queue poll may wait for a message
 
 
@@ -130,7 +130,7 @@ class Service:
         return doc
 
     def _guarded(self, name: str):  # type: ignore[no-untyped-def]
-        deadline = self.config.loops.pass_deadline if name in HOLD_CONTROLLER else None
+        deadline = self.config.loops.pass_deadline if name in WITH_DEADLINE else None
 
         def run() -> None:
             try:

@@ -1,6 +1,8 @@
 """``NodeController``: the imperative shell around the scaler.
 
-Every loop gathers, decides, then acts, and reads time only from the injected clock:
+Every loop gathers, decides, then acts, and reads time only from the injected clock. The
+state is shared under one lock, never held across a call to the cloud or the cluster: calls
+asked for under it are made once it is released (``controller/lock.py``).
 
 * pool (7 s): sync the cache from cluster events, compute a Decision from one snapshot,
   apply it (records for new nodes and their boots, stops, bindings), then dispatch pods
@@ -676,10 +678,9 @@ class NodeController:
         self.metrics.cost.set(self.cost_per_hour())
 
     def status(self, wait: float = STATUS_WAIT) -> dict[str, object]:
-        """The /status document, built under the lock from a consistent state. A loop may
-        hold the lock through cloud calls that retry for many seconds (an outage): after
-        ``wait`` seconds the last document built is answered instead, saying how old it is,
-        so the ops endpoint answers when it matters most."""
+        """The /status document, built under the lock from a consistent state. No loop holds
+        the lock across a call, but a decision over a large cluster may take a while: after
+        ``wait`` seconds the last document built is answered instead, saying how old it is."""
         if not self.lock.acquire(timeout=wait):
             return self._stale_status()
         try:
@@ -690,7 +691,7 @@ class NodeController:
             self.lock.release()
 
     def _stale_status(self) -> dict[str, object]:
-        busy = {"busy": True, "busy_note": f"a loop has held the controller for over {STATUS_WAIT:g}s (cloud or API calls retrying?)"}
+        busy = {"busy": True, "busy_note": f"a loop has held the controller for over {STATUS_WAIT:g}s (a long decision)"}
         if self._last_status is None:
             return {"controller": {"id": self.cloud.controller_id, "ready": self.ready, "as_of": None, **busy}}
         as_of, doc = self._last_status
