@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cloud.catalog import Catalog
 from nodemanager.clock import VirtualClock
@@ -29,9 +29,9 @@ from nodemanager.controller.node_controller import NodeController
 from nodemanager.controller.virtual import VirtualDriver
 from nodemanager.dra.context import DeviceContext
 from nodemanager.model import NodeState, PodKey
-from nodemanager.model.resources import GPU_RESOURCES, Resources, asks_for_batch
+from nodemanager.model.resources import asks_for_batch
 from nodemanager.scaler import Decision
-from nodemanager.scaler.lp import DualSolver, Shape
+from nodemanager.scaler.cost_bound import CostBound
 from nodemanager.scaler.pools import pool_views
 from nodemanager.timeline import Sample, Timeline
 from nodemanager.wiring import simulated_cloud, simulated_cluster
@@ -62,7 +62,7 @@ class _Tracker:
     memory_requested: float = 0.0  # byte-seconds
     memory_allocatable: float = 0.0
     peak: int = 0
-    forever: tuple[float, float, float] = (0.0, 0.0, 0.0)  # CPU-, memory- and GPU-seconds of running pods without a duration
+    forever: dict[PodKey, float] = field(default_factory=dict)  # seconds each pod without a duration ran
 
 
 class Simulation:
@@ -83,17 +83,8 @@ class Simulation:
         self._batch_pods = {a.pod.key for a in workload if asks_for_batch(a.pod.requests)}
         self.unschedulable: dict[PodKey, str] = {}
         self.tracker = _Tracker()
-        shapes: dict[str, Shape] = {}
-        gpu_prices = []
-        for view in pool_views(list(config.pools), catalog, config.nodes.volume_size):
-            for cand in view.candidates:
-                known = shapes.get(cand.itype.name)
-                if known is None or cand.price < known.price:  # its cheapest offering in any pool
-                    shapes[cand.itype.name] = Shape(cand.itype.name, cand.allocatable.cpu, cand.allocatable.memory, cand.price)
-                if cand.itype.gpu_count:
-                    gpu_prices.append(cand.price / cand.itype.gpu_count)
-        self._solver = DualSolver(list(shapes.values()))
-        self._gpu_price = min(gpu_prices, default=0.0)  # the cheapest GPU-hour any allowed offering sells
+        views = pool_views(list(config.pools), catalog, config.nodes.volume_size, daemon_sets=objects.daemon_sets if objects else ())
+        self.bound = CostBound(views, (a.pod for a in workload))
         self.ended = "until"  # why the last run stopped: settled, until or stalled
         self.timeline = Timeline()  # what --plot draws
 
@@ -101,59 +92,46 @@ class Simulation:
         self.unschedulable.update(decision.unschedulable)
 
     def lower_bound_usd(self) -> float:
-        """What no fleet could undercut for the pods that ran, for as long as each ran.
-
-        At every instant the fleet holds its running pods, so it costs at least the LP
-        bound of their requests; the LP bound is convex in the demand, so the integral over
-        time is at least the LP bound of the pods' *total* CPU- and memory-seconds (one dual
-        price for the whole run). GPUs: at least the cheapest GPU-hour on sale for every
-        GPU-hour requested. The larger of the two holds. A pod with a duration contributes
-        the same whenever it ran, so a configuration that placed it later gets the same
-        bound; only pods without one (or cut by --until) count the time they actually ran."""
-        cpu, memory, gpus = self.tracker.forever
+        """What no fleet could undercut for the pods that ran, for as long as each ran
+        (``scaler/cost_bound.py``). A pod with a duration counts it once from its arrival,
+        whenever and however often it ran, so a configuration that placed it later or moved
+        it gets the same bound; only pods without one (or cut by --until) count the time
+        they actually ran."""
         end = self.clock.now()
+        ran = dict(self.tracker.forever)
         for key in self.cluster.first_bound:
             if key in self._finite:  # its work once, however often it was evicted and ran again
-                requests, duration = self._finite[key]
-                ran = min(duration, max(end - self._arrived_at[key], 0.0))
-                cpu, memory = cpu + requests.cpu * ran, memory + requests.memory * ran
-                gpus += _gpus(requests) * ran
-        cpu_memory = self._solver.solve(round(cpu), round(memory)).bound / 3600.0
-        return max(cpu_memory, self._gpu_price * gpus / 3600.0)
+                ran[key] = min(self._finite[key][1], max(end - self._arrived_at[key], 0.0))
+        return self.bound.usd(ran)
 
     def _integrate(self, dt: float) -> None:
         if dt <= 0:
             return
         cpu = memory = 0
-        forever = [0, 0, 0]  # CPU, memory and GPUs of the running pods without a duration
-        for sim in self.cluster.pods.values():
+        t = self.tracker
+        for key, sim in self.cluster.pods.items():
             if sim.pod.of_node or not sim.pod.node_name:
                 continue  # a DaemonSet pod is part of its node's cost, not a pod of the workload
             requests = sim.pod.requests
             cpu += requests.cpu
             memory += requests.memory
             if sim.duration is None:
-                forever[0] += requests.cpu
-                forever[1] += requests.memory
-                forever[2] += _gpus(requests)
+                t.forever[key] = t.forever.get(key, 0.0) + dt
         alloc_cpu = alloc_memory = 0
         for name in self.cluster.nodes:
             node = self.controller.nodes.get(name)
             if node is not None:
                 alloc_cpu += node.allocatable.cpu
                 alloc_memory += node.allocatable.memory
-        t = self.tracker
         t.cpu_requested += cpu * dt
         t.memory_requested += memory * dt
         t.cpu_allocatable += alloc_cpu * dt
         t.memory_allocatable += alloc_memory * dt
-        t.forever = (t.forever[0] + forever[0] * dt, t.forever[1] + forever[1] * dt, t.forever[2] + forever[2] * dt)
         t.peak = max(t.peak, self.cloud.live_count())
 
     def _sample(self, now: float) -> None:
         nodes = Counter(n.instance_type for n in self.controller.nodes.values() if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED))
-        running = [s.pod.requests for s in self.cluster.pods.values() if s.pod.node_name and not s.pod.of_node]
-        bound = self._solver.solve(sum(r.cpu for r in running), sum(r.memory for r in running)).bound if running else 0.0
+        bound = self.bound.rate(s.pod for s in self.cluster.pods.values() if s.pod.node_name and not s.pod.of_node)
         self.timeline.add(Sample(now, nodes, len(self._waiting()), self.controller.cost_per_hour(), bound))
 
     def _waiting(self) -> list[PodKey]:
@@ -279,7 +257,3 @@ class Simulation:
                 "batch_bound": sum(1 for k in self._batch_pods if k in self.cluster.first_bound),
             },
         }
-
-
-def _gpus(requests: Resources) -> int:
-    return sum(requests.get(name) for name in GPU_RESOURCES)

@@ -105,14 +105,28 @@ pools:
     instanceTypes: ["m5.*", "c5.*", "r5.*"]
     capacityTypes: [on-demand, spot]
 """
+# A tainted spot cell pool beside an on-demand bin-pack one: pods that may use only the
+# general pool must not be priced at the cell pool's spot prices, and a cell pod holds a
+# node of its own.
+TWO_POOLS = (
+    BOUND_PROVIDER.replace("[on-demand, spot]", "[on-demand]")
+    + """  - name: batch
+    packing: cell
+    instanceTypes: ["c5.large", "c5.xlarge", "m5.large"]
+    capacityTypes: [spot]
+    labels: {workload: batch}
+    taints: [{key: workload, value: batch, effect: NoSchedule}]
+"""
+)
+BATCH_SPEC = "nodeSelector: {workload: batch}, tolerations: [{key: workload, value: batch, effect: NoSchedule}], "
 
 
-def play(workload: str, boot: str = "30s", boots: int = 10) -> dict:
+def play(workload: str, boot: str = "30s", boots: int = 10, provider: str = BOUND_PROVIDER) -> dict:
     from nodemanager.cluster.workload import parse_cluster_objects, parse_workload
     from nodemanager.config import parse_config
     from nodemanager.simulator import Simulation
 
-    config, catalog = parse_config(BOUND_PROVIDER % {"boot": boot, "boots": boots}, "provider.yaml", Path("."))
+    config, catalog = parse_config(provider % {"boot": boot, "boots": boots}, "provider.yaml", Path("."))
     return Simulation(config, catalog, parse_workload(workload), None, parse_cluster_objects(workload)).run()
 
 
@@ -129,11 +143,12 @@ entries = st.lists(
 )
 
 
-def workload_of(drawn: list) -> str:
+def workload_of(drawn: list, batch: list[bool] | None = None) -> str:
     lines = ["pods:"]
     for i, (count, cpu, memory, at, duration) in enumerate(drawn):
         run = f", duration: {duration}" if duration is not None else ""
-        pod = f"{{containers: [{{name: c, resources: {{requests: {{cpu: '{cpu}', memory: {memory}}}}}}}]}}"
+        spec = BATCH_SPEC if batch and batch[i % len(batch)] else ""
+        pod = f"{{{spec}containers: [{{name: c, resources: {{requests: {{cpu: '{cpu}', memory: {memory}}}}}}}]}}"
         lines.append(f"  - {{name: g{i}, count: {count}, at: {at}{run}, pod: {pod}}}")
     return "\n".join(lines) + "\n"
 
@@ -144,6 +159,35 @@ def test_no_run_costs_less_than_its_bound(drawn: list, boots: int) -> None:
     report = play(workload_of(drawn), boots=boots)
     assert report["ended"] == "settled"
     assert report["cost"]["usd"] >= report["cost"]["lower_bound_usd"] >= 0
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(entries, st.lists(st.booleans(), min_size=1, max_size=5), st.integers(1, 10))
+def test_no_run_costs_less_than_its_bound_with_a_spot_cell_pool_beside(drawn: list, batch: list[bool], boots: int) -> None:
+    report = play(workload_of(drawn, batch), boots=boots, provider=TWO_POOLS)
+    assert report["ended"] == "settled"
+    assert report["cost"]["usd"] >= report["cost"]["lower_bound_usd"] >= 0
+
+
+def test_pods_are_priced_only_at_offerings_they_may_use() -> None:
+    """The README's day cost 4.9 times its bound: every pod was priced at the cheapest
+    offering of any pool, the batch pool's spot prices for pods that may run only
+    on-demand. Now an on-demand pod counts on-demand prices, and a cell pod a node of its own."""
+    from nodemanager.config import parse_config
+    from nodemanager.model import CapacityType
+    from nodemanager.scaler.lp import DualSolver, Shape
+
+    OD, SPOT = CapacityType.ON_DEMAND, CapacityType.SPOT
+
+    report = play(workload_of([(2, "1", "2Gi", 0, 3600), (1, "500m", "256Mi", 0, 1800)], [False, True]), provider=TWO_POOLS)
+    config, catalog = parse_config(TWO_POOLS % {"boot": "30s", "boots": 10}, "provider.yaml", Path("."))
+    allowed = catalog.matching(**config.pools[0].type_query())
+    general = [(t, catalog.hourly(t.name, OD, z)) for t in catalog if t.name in allowed for z in t.zones]
+    shapes = [Shape(t.name, t.allocatable_for(config.nodes.volume_size).cpu, t.allocatable_for(config.nodes.volume_size).memory, p) for t, p in general]
+    on_demand = DualSolver(shapes).solve(2 * 1000 * 3600, 2 * 2 * 2**30 * 3600).bound / 3600
+    cell = min(catalog.hourly(name, SPOT, z) for name in ("c5.large", "c5.xlarge", "m5.large") for z in catalog[name].zones) / 2  # half an hour
+    assert report["cost"]["lower_bound_usd"] == pytest.approx(on_demand + cell, abs=1e-4)
+    assert report["cost"]["usd"] >= report["cost"]["lower_bound_usd"]
 
 
 def test_the_bound_does_not_depend_on_how_fast_pods_were_placed() -> None:
