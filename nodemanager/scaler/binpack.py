@@ -166,11 +166,13 @@ def greedy_fill(
     return tuple(counts)
 
 
-def proportional_fill(allocatable: tuple[int, ...], requests: Sequence[tuple[int, ...]], remaining: Sequence[int], order: Sequence[int]) -> tuple[int, ...]:
-    """A node that is a miniature of the remaining pods: the largest fraction of every
-    class that fits, then topped up greedily. Its cpu:memory ratio is the workload's, so
-    neither resource is left idle on a type whose ratio matches."""
-    demand = [sum(r[j] * k for r, k in zip(requests, remaining, strict=True)) for j in range(len(allocatable))]
+def proportional_fill(
+    allocatable: tuple[int, ...], requests: Sequence[tuple[int, ...]], remaining: Sequence[int], order: Sequence[int], demand: Sequence[int]
+) -> tuple[int, ...]:
+    """A node that is a miniature of the remaining pods (``demand``: their requests summed
+    per resource): the largest fraction of every class that fits, then topped up greedily.
+    Its cpu:memory ratio is the workload's, so neither resource is left idle on a type
+    whose ratio matches."""
     fraction = min((a / d for a, d in zip(allocatable, demand, strict=True) if d > 0), default=0.0)
     fraction = min(fraction, 1.0)
     base = [int(k * fraction) for k in remaining]
@@ -265,6 +267,7 @@ def pack(
     excluded: set[str] = set()
     solver = _solver(tuple(shapes))
     usable = pool
+    holders: dict[tuple[int, int], Candidate | None] = {}  # (class, types excluded so far) -> the cheapest type that holds one
     while any(remaining):
         if len(usable) + len(excluded) != len(pool):  # a type was excluded: the LP without it
             usable_at = [i for i, c in enumerate(pool) if c.itype.name not in excluded]
@@ -281,7 +284,9 @@ def pack(
         best_at = list(itertools.islice((i for i in ranked if pool[i].itype.name not in excluded), CANDIDATES_PER_ROUND))
         trial = [pool[i] for i in best_at]
         # Always try the cheapest type that can hold the first (largest) remaining pod.
-        holder = next((c for c in usable if greedy_fill(alloc[c.itype.name], [vectors.requests[first]], [1], per_node)[0]), None)
+        if (first, len(excluded)) not in holders:
+            holders[first, len(excluded)] = next((c for c in usable if greedy_fill(alloc[c.itype.name], [vectors.requests[first]], [1], per_node)[0]), None)
+        holder = holders[first, len(excluded)]
         if holder is not None and holder not in trial:
             trial.append(holder)
         # Fill orders: most valuable first (the resource the LP says is scarce), largest
@@ -293,11 +298,12 @@ def pack(
             tuple(sorted(classes, key=lambda i: (-requests[i].memory, -requests[i].cpu))),
         }
         by_value = tuple(sorted(classes, key=lambda i: -value[i]))
+        left = [sum(r[j] * k for r, k in zip(vectors.requests, remaining, strict=True)) for j in range(len(vectors.names))]
         best: tuple[float, float, float, str, Candidate, tuple[int, ...]] | None = None
         for c in trial:
             options = [greedy_fill(alloc[c.itype.name], vectors.requests, remaining, per_node, order) for order in sorted(orders)]
             if per_node is None:
-                options.append(proportional_fill(alloc[c.itype.name], vectors.requests, remaining, by_value))
+                options.append(proportional_fill(alloc[c.itype.name], vectors.requests, remaining, by_value, left))
             for fill in options:
                 if not any(fill):
                     continue

@@ -660,8 +660,13 @@ class _Run:
     def _new_nodes_for(self, view: PoolView, fills: list[binpack.Fill], available: list[Candidate]) -> Iterator[tuple[_NewNode, binpack.Fill]]:
         """A new node for each copy of each fill, in turn, each in the emptiest zone that
         offers its type at no higher price."""
+        same_type: dict[tuple[int, CapacityType], list[Candidate]] = {}
+        for c in available:
+            same_type.setdefault((id(c.itype), c.offering.capacity_type), []).append(c)
         for fill in fills:
-            zones = self._zone_choices(fill.candidate, available)
+            chosen = fill.candidate
+            # the same type and capacity type at no higher price, in every zone offering it
+            zones = [c for c in same_type.get((id(chosen.itype), chosen.offering.capacity_type), ()) if c.price <= chosen.price] or [chosen]
             for _ in range(fill.copies):
                 yield self._new_node(view, self._emptiest(zones), accepted=available), fill
 
@@ -687,12 +692,6 @@ class _Run:
         self.zone_load[self.infos.pop(name).zone] -= 1
         del self.new_nodes[name]
         self.open.remove(name)
-
-    def _zone_choices(self, candidate: Candidate, available: list[Candidate]) -> list[Candidate]:
-        """The same type and capacity type at no higher price, in every zone offering it."""
-        o = candidate.offering
-        same = [c for c in available if c.itype is candidate.itype and c.offering.capacity_type is o.capacity_type and c.price <= candidate.price]
-        return same or [candidate]
 
     def _emptiest(self, choices: list[Candidate]) -> Candidate:
         """The choice in the zone with the fewest nodes: where nothing asks for a zone, new
@@ -845,17 +844,19 @@ class _Run:
         """Give every new pod-holding node the cheapest type that holds what it ended up with,
         in its zone and capacity type: where new nodes went was chosen already (by the pods'
         constraints or to spread them over the zones)."""
-        domain_offerings: dict[tuple[int, str, CapacityType], list[Candidate]] = {}
+        domains: dict[int, dict[tuple[str, CapacityType], list[Candidate]]] = {}  # id(accepted) -> its offerings by zone and capacity type
         for node in self.new_nodes.values():
             if node.standby or not node.info.pods or any(p.claims for p in node.info.pods.values()):
                 continue  # a node chosen for its devices keeps its type
             if any(not plan.plannable(p) for p in node.info.pods.values()):
                 continue  # a constraint on its instance type or a pool label: its type is part of the plan
             o = node.candidate.offering
-            key = (id(node.accepted), o.zone, o.capacity_type)
-            if key not in domain_offerings:
-                domain_offerings[key] = [c for c in node.accepted if (c.offering.zone, c.offering.capacity_type) == (o.zone, o.capacity_type)]
-            accepted = domain_offerings[key]
+            by_domain = domains.get(id(node.accepted))
+            if by_domain is None:
+                by_domain = domains[id(node.accepted)] = {}
+                for c in node.accepted:
+                    by_domain.setdefault((c.offering.zone, c.offering.capacity_type), []).append(c)
+            accepted = by_domain.get((o.zone, o.capacity_type), [])
             pods = node.info.pods.values()
             if node.view.batch is None:
                 need = node.info.requested  # each pod counted as its requests
