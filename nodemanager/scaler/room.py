@@ -1,4 +1,5 @@
-"""Existing nodes by the CPU they had free when a fill began.
+"""Existing nodes by the CPU they had free when a fill began, and by the GPUs (or other
+extended resources) they have free.
 
 Placing the waiting pods on existing nodes tried every class on every node: with 9,000
 distinct pods waiting next to 360 full nodes, 3 million checks per decision. Free room only
@@ -15,6 +16,8 @@ from nodemanager.model import Pod
 from nodemanager.model.resources import asks_for_batch
 from nodemanager.scheduling import NodeInfo
 
+_COMMON = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})  # what nearly every node has room for
+
 
 class RoomIndex:
     def __init__(self, nodes: list[NodeInfo]) -> None:
@@ -24,8 +27,15 @@ class RoomIndex:
 
     def with_room_for(self, pod: Pod) -> list[NodeInfo]:
         """The nodes that had the pod's CPU free (all of them for a pod asking for none, or
-        for batch resources, whose CPU a node counts its own way)."""
-        need = pod.requests.cpu
-        if need <= 0 or asks_for_batch(pod.requests):
+        for batch resources, whose CPU a node counts its own way) and have the other
+        resources it asks for besides memory (GPUs: a full GPU node has CPU to spare)."""
+        requests = pod.requests
+        if asks_for_batch(requests):
             return self._all
-        return self._nodes[: bisect_right(self._less_free, -need)]
+        need = requests.cpu
+        nodes = self._nodes[: bisect_right(self._less_free, -need)] if need > 0 else self._all
+        for name in requests.names() - _COMMON:
+            amount = requests.get(name)
+            if amount > 0:
+                nodes = [i for i in nodes if i.allocatable.get(name) - i.requested.get(name) >= amount]
+        return nodes

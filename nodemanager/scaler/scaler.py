@@ -28,7 +28,7 @@ import functools
 import gc
 import hashlib
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -64,6 +64,7 @@ from nodemanager.scheduling.status import Code
 from nodemanager.scheduling.topology import PodTopology
 
 PROBE_MEMO_SIZE = 4096
+_BASIC = frozenset({"cpu", "memory", "pods"})  # what every offering has: no need to look for it
 NEW_HOST = "\x00a new node"  # the hostname domain of a node this run may still create: it holds no pod
 _READINESS = {NodeState.AVAILABLE: 0, NodeState.CLAIMED: 0, NodeState.CREATED: 1, NodeState.CREATING: 2}
 
@@ -126,7 +127,7 @@ class _NewNode:
     candidate: Candidate
     info: NodeInfo
     standby: bool = False
-    accepted: list[Candidate] = field(default_factory=list)  # offerings its first pods' constraints accept
+    accepted: Sequence[Candidate] = ()  # offerings its first pods' constraints accept
 
 
 class _Run:
@@ -160,6 +161,7 @@ class _Run:
         self.new_nodes: dict[str, _NewNode] = {}
         self.names_taken = {n.name for n in snapshot.nodes}
         self.unavailable = {k for k, until in snapshot.unavailable.items() if until > now}
+        self._available_memo: dict[int, tuple[tuple[Candidate, ...], tuple[Candidate, ...]]] = {}
         self.kept: set[str] = set()  # nodes held for standby entries
         self.missing: list[tuple[PoolView, str, CapacityType, str | None, int]] = []  # standby to boot
         self.stopping: set[str] = set()  # idle past the grace: stopped by this decision
@@ -352,7 +354,7 @@ class _Run:
                 yield from sorted(feasible, key=lambda i: (-totals.get(i.name, 0), i.name))
 
     # -- 3. new nodes -------------------------------------------------------------------
-    def _probe(self, view: PoolView, pod: Pod) -> tuple[list[Candidate], str, bool]:
+    def _probe(self, view: PoolView, pod: Pod) -> tuple[tuple[Candidate, ...], str, bool]:
         """The pool's offerings this pod's constraints accept (any size), or why none and
         whether that may change (a PreFilter that says "not yet", such as an unbound
         volume claim). A pure function of the pool, the constraints and the cluster's
@@ -364,8 +366,7 @@ class _Run:
             if len(memo) >= PROBE_MEMO_SIZE:
                 memo.clear()
             memo[key] = self._probe_uncached(view, pod)
-        accepted, why, transient = memo[key]
-        return list(accepted), why, transient
+        return memo[key]  # one tuple per answer: what is derived from it is kept by its identity
 
     def _probe_uncached(self, view: PoolView, pod: Pod) -> tuple[tuple[Candidate, ...], str, bool]:
         probe = dataclasses.replace(node_level(pod), requests=Resources())
@@ -453,7 +454,7 @@ class _Run:
                 for c in pending:
                     reasons[id(c)].append((f"pool {view.name}: {why}", transient))
                 continue
-            available = [c for c in accepted if not self._blocked(c)] if self.unavailable else accepted
+            available = self._available(accepted)
             largest = self._frontier(accepted)
             largest_available = self._frontier(available) if len(available) < len(accepted) else largest
             usable = []
@@ -470,7 +471,17 @@ class _Run:
                 self._pack(view, usable, available, reasons)
         self._report(group, reasons)
 
-    def _frontier(self, offerings: list[Candidate]) -> list[Resources]:
+    def _available(self, accepted: tuple[Candidate, ...]) -> tuple[Candidate, ...]:
+        """``accepted`` less the offerings marked unavailable, once per answer of ``_probe``
+        in this computation."""
+        if not self.unavailable:
+            return accepted
+        found = self._available_memo.get(id(accepted))
+        if found is None or found[0] is not accepted:
+            found = self._available_memo[id(accepted)] = (accepted, tuple(c for c in accepted if not self._blocked(c)))
+        return found[1]
+
+    def _frontier(self, offerings: Sequence[Candidate]) -> list[Resources]:
         """``binpack.frontier`` of the offerings' allocatables, once per set of offerings (a
         pool's accepted offerings are the same for every group with the same constraints, and
         the scaler keeps them across computations); each entry holds its offerings, so the
@@ -572,7 +583,7 @@ class _Run:
             reasons.append((f"pool {view.name}: rejected at reserve or permit", True))
         return False
 
-    def _place_with_devices(self, view: PoolView, classes: list[_Class], available: list[Candidate], reasons: dict[int, list[tuple[str, bool]]]) -> None:
+    def _place_with_devices(self, view: PoolView, classes: list[_Class], available: Sequence[Candidate], reasons: dict[int, list[tuple[str, bool]]]) -> None:
         """Pods with claims, one at a time: a node chosen for an earlier pod takes the next
         while its devices last (the allocator decides); otherwise a node of the cheapest
         type whose devices satisfy the claims."""
@@ -588,7 +599,7 @@ class _Run:
                     cls.pods += single.pods
                     reasons[id(cls)] += reasons.pop(id(single), [])
 
-    def _pack(self, view: PoolView, classes: list[_Class], available: list[Candidate], reasons: dict[int, list[tuple[str, bool]]]) -> None:
+    def _pack(self, view: PoolView, classes: list[_Class], available: Sequence[Candidate], reasons: dict[int, list[tuple[str, bool]]]) -> None:
         """Boot nodes of ``view`` for ``classes``; pods left over stay in their class."""
         classes = sorted(classes, key=lambda c: (-c.rep.requests.cpu, -c.rep.requests.memory, priority_key(c.rep)))
         # A group is all batch pods or none, so its own requests are what it takes from a new
@@ -632,7 +643,7 @@ class _Run:
                         text += f" ({plan.why_apart(cls.rep)})"
                     reasons[id(cls)].append((text, True))
 
-    def _pack_similar(self, view: PoolView, classes: list[_Class], available: list[Candidate]) -> bool:
+    def _pack_similar(self, view: PoolView, classes: list[_Class], available: Sequence[Candidate]) -> bool:
         """Many distinct requests: the packer plans nodes for groups of similar requests (its
         work grows with classes x nodes, and 10,000 pods of 10,000 sizes are 10,000 classes).
         Each group's pods, largest first, are dealt to the nodes planned for it back and forth,
@@ -657,7 +668,7 @@ class _Run:
                 self._forget(node.info.name)
         return bool(placed) or not any(c.pods for c in classes)
 
-    def _new_nodes_for(self, view: PoolView, fills: list[binpack.Fill], available: list[Candidate]) -> Iterator[tuple[_NewNode, binpack.Fill]]:
+    def _new_nodes_for(self, view: PoolView, fills: list[binpack.Fill], available: Sequence[Candidate]) -> Iterator[tuple[_NewNode, binpack.Fill]]:
         """A new node for each copy of each fill, in turn, each in the emptiest zone that
         offers its type at no higher price."""
         same_type: dict[tuple[int, CapacityType], list[Candidate]] = {}
@@ -670,7 +681,7 @@ class _Run:
             for _ in range(fill.copies):
                 yield self._new_node(view, self._emptiest(zones), accepted=available), fill
 
-    def _new_node(self, view: PoolView, candidate: Candidate, standby: bool = False, accepted: list[Candidate] | None = None) -> _NewNode:
+    def _new_node(self, view: PoolView, candidate: Candidate, standby: bool = False, accepted: Sequence[Candidate] = ()) -> _NewNode:
         i = len(self.new_nodes)
         while True:
             digest = hashlib.sha256(f"{self.now}|{i}|{view.name}".encode()).hexdigest()[:8]
@@ -682,7 +693,7 @@ class _Run:
         info = offering_node_info(view, candidate, name)
         self.infos[name] = info
         self.zone_load[info.zone] += 1
-        node = _NewNode(view, candidate, info, standby, accepted or [])
+        node = _NewNode(view, candidate, info, standby, accepted)
         self.new_nodes[name] = node
         self.open.update(info)
         return node
@@ -808,7 +819,7 @@ class _Run:
                 self._undo(made)
                 return
             budget.spend(planned.candidate.itype)
-            node = self._new_node(views[planned.pool], planned.candidate, accepted=list(planned.accepted))
+            node = self._new_node(views[planned.pool], planned.candidate, accepted=planned.accepted)
             made.append(node)
             for key in keys:
                 pod = pending[key]
@@ -844,19 +855,13 @@ class _Run:
         """Give every new pod-holding node the cheapest type that holds what it ended up with,
         in its zone and capacity type: where new nodes went was chosen already (by the pods'
         constraints or to spread them over the zones)."""
-        domains: dict[int, dict[tuple[str, CapacityType], list[Candidate]]] = {}  # id(accepted) -> its offerings by zone and capacity type
+        domain_offerings: dict[tuple, list[Candidate]] = {}
+        sized: dict[tuple, Candidate | None] = {}  # nodes of one group in one domain that need the same: one answer
         for node in self.new_nodes.values():
             if node.standby or not node.info.pods or any(p.claims for p in node.info.pods.values()):
                 continue  # a node chosen for its devices keeps its type
             if any(not plan.plannable(p) for p in node.info.pods.values()):
                 continue  # a constraint on its instance type or a pool label: its type is part of the plan
-            o = node.candidate.offering
-            by_domain = domains.get(id(node.accepted))
-            if by_domain is None:
-                by_domain = domains[id(node.accepted)] = {}
-                for c in node.accepted:
-                    by_domain.setdefault((c.offering.zone, c.offering.capacity_type), []).append(c)
-            accepted = by_domain.get((o.zone, o.capacity_type), [])
             pods = node.info.pods.values()
             if node.view.batch is None:
                 need = node.info.requested  # each pod counted as its requests
@@ -864,7 +869,25 @@ class _Run:
                 # Other pods use up the batch estimate only where batch pods share the node.
                 with_batch = any(asks_for_batch(p.requests) for p in pods)
                 need = Resources.total(counted_requests(p.requests, with_batch) for p in pods)
-            best = binpack.right_size(need, len(node.info.pods), accepted, node.candidate.price, functools.partial(self._accepts, node))
+            o = node.candidate.offering
+            # Offerings of the node's zone and capacity type with every extended resource it
+            # needs (GPUs): a GPU node is not compared with every cheaper CPU type.
+            extended = tuple(sorted(n for n in need.names() if n not in _BASIC and need.get(n) > 0))
+            key = (id(node.accepted), o.zone, o.capacity_type, extended)
+            if key not in domain_offerings:
+                domain_offerings[key] = [
+                    c
+                    for c in node.accepted
+                    if c.offering.zone == o.zone and c.offering.capacity_type is o.capacity_type and all(c.allocatable.get(n) > 0 for n in extended)
+                ]
+            accepted = domain_offerings[key]
+            if len({constraint_key(p) for p in pods}) == 1:  # its pods accept every offering it was chosen among
+                asked = (key, need, len(node.info.pods), node.candidate.price)
+                if asked not in sized:
+                    sized[asked] = binpack.right_size(need, len(node.info.pods), accepted, node.candidate.price, lambda _: True)
+                best = sized[asked]
+            else:
+                best = binpack.right_size(need, len(node.info.pods), accepted, node.candidate.price, functools.partial(self._accepts, node))
             if best is not None:
                 budget = self._budget(node.view)
                 budget.spend(node.candidate.itype, -1)
@@ -877,11 +900,8 @@ class _Run:
                 self.infos[fresh.name] = fresh
 
     def _accepts(self, node: _NewNode, cand: Candidate) -> bool:
-        """The node's pods accept it as ``cand`` (their inter-pod constraints hold already:
-        the node keeps its zone, capacity type and name). Pods of one group accept every
-        offering the node was chosen among; pods of other groups that joined it are asked."""
-        if len({constraint_key(p) for p in node.info.pods.values()}) == 1:
-            return True
+        """The node's pods, of more than one group, accept it as ``cand`` (their inter-pod
+        constraints hold already: the node keeps its zone, capacity type and name)."""
         probe_info = offering_node_info(node.view, cand, NEW_HOST)
         state = CycleState()
         return all(self.fw.run_filter_plugins(state, node_level(p), probe_info).is_success() for p in _distinct(node.info.pods.values()))
