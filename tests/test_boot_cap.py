@@ -56,6 +56,29 @@ def test_later_computations_start_what_the_capped_plan_left_without_packing_agai
     assert not any(p.key not in d.bindings and not p.node_name for p in snap.pods)  # every pod has its node
 
 
+def test_a_later_computation_makes_again_only_the_nodes_it_may_boot(monkeypatch) -> None:
+    """A snapshot needing 5,000 nodes with ``maxBootsPerLoop: 10``: every loop made all the
+    deferred nodes again and placed their pods, to start ten of them."""
+    from nodemanager.scaler.scaler import _Run
+
+    s = scaler(binpack_pool(), max_boots=2)
+    snap = ClusterSnapshot(_distinct(200), ())
+    first = s.compute(snap, NOW)
+    assert s.deferred is not None
+    deferred = len(s.deferred.nodes)
+    assert deferred > 4
+    made: list[int] = []
+    original = _Run._new_node
+    monkeypatch.setattr(_Run, "_new_node", lambda self, *a, **kw: made.append(1) or original(self, *a, **kw))
+    snap = apply(snap, first)
+    second = s.compute(snap, NOW)
+    assert len(second.start) == 2
+    assert len(made) == 2
+    assert s.deferred is not None and len(s.deferred.nodes) == deferred - 2
+    waiting = [p.key for p in snap.pods if not p.node_name and p.key not in second.bindings]
+    assert waiting and all("boot slot" in second.waiting[k] for k in waiting)
+
+
 def test_a_change_since_the_capped_plan_means_planning_again(calls: list[int]) -> None:
     s = scaler(binpack_pool(), max_boots=2)
     snap = ClusterSnapshot(_distinct(60), ())

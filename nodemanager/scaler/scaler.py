@@ -138,6 +138,7 @@ class _Run:
         self.excluded = excluded  # gang members that cannot all be placed: left out entirely
         self.last = last  # members of gangs that failed in their turn: planned after the rest
         self.left_for_new: list[Pod] = []  # the pods existing nodes did not take
+        self.carried: list[DeferredNode] = []  # deferred nodes past this loop's boot cap: left as planned
         self.next_start: dict[int, int] = {}  # per readiness rank: where the next search of existing nodes begins
         self.failed: dict[PodKey, str] = {}  # gang members found to fail in this run
         self.snapshot = snapshot
@@ -787,10 +788,10 @@ class _Run:
     def _deferral(self, started: list[_NewNode], dropped: list[_NewNode]) -> DeferredPlan | None:
         """The dropped nodes, to be started by the next computations, if they can be."""
         later = [n for n in dropped if not n.standby]
-        if not later or self.last or not all(plain(p) for n in later for p in n.info.pods.values()):
+        if not (later or self.carried) or self.last or not all(plain(p) for n in later for p in n.info.pods.values()):
             return None
         now_bound = {k for n in started for k in n.info.pods}
-        nodes = tuple(DeferredNode(n.view.name, n.candidate, tuple(n.accepted), tuple(n.info.pods)) for n in later)
+        nodes = tuple(DeferredNode(n.view.name, n.candidate, tuple(n.accepted), tuple(n.info.pods)) for n in later) + tuple(self.carried)
         pending = {k: v for k, v in self._class_keys().items() if k not in now_bound}
         return DeferredPlan(nodes, pending, self.s.views, tuple(v.name for v in self.views), frozenset(self.unavailable))
 
@@ -802,18 +803,25 @@ class _Run:
     def reuse_deferred(self, classes: list[_Class]) -> None:
         """Place the pods the last capped plan left for later on the nodes it planned for them,
         if nothing they were planned from has changed; else (or if a pod does not fit after
-        all) leave everything to ``place_on_new``."""
+        all) leave everything to ``place_on_new``. Only as many nodes as this loop may boot are
+        made again; the rest stay as planned, their pods waiting for a boot slot (making
+        thousands of nodes again in every loop to start ten was most of a loop's work)."""
         deferred = self.s.deferred
         views = {v.name: v for v in self.views}
         if deferred is None or not deferred.matches(self._class_keys(), self.s.views, tuple(views), frozenset(self.unavailable)):
             return
         pending = {p.key: p for c in classes for p in c.pods}
+        cap = self.s.settings.nodes.max_boots_per_loop
         made: list[_NewNode] = []
+        later: list[DeferredNode] = []
         budgets = {name: self._budget(view) for name, view in views.items()}
         for planned in deferred.nodes:
             keys = [k for k in planned.pods if k in pending]
             if not keys:
                 continue  # its pods found room on nodes started since
+            if len(made) >= cap:
+                later.append(dataclasses.replace(planned, pods=tuple(keys)))
+                continue
             budget = budgets[planned.pool]
             if budget.copies(planned.candidate.itype) == 0:  # the pool's limit was reached meanwhile (a replacement booted)
                 self._undo(made)
@@ -826,8 +834,12 @@ class _Run:
                 if not (node.info.fit_count(node.info.fit_request(pod), 1) > 0 and self._place(pod, node.info, CycleState())):
                     self._undo(made)
                     return
+        self.carried = later
+        waiting = {k for n in later for k in n.pods}
+        for key in waiting:
+            self.waiting[key] = f"waiting for a boot slot (at most {cap} boots per loop)"
         for cls in classes:
-            cls.pods = [p for p in cls.pods if p.key not in self.bindings]
+            cls.pods = [p for p in cls.pods if p.key not in self.bindings and p.key not in waiting]
 
     def _undo(self, made: list[_NewNode]) -> None:
         for node in made:
