@@ -74,9 +74,11 @@ def test_a_later_computation_makes_again_only_the_nodes_it_may_boot(monkeypatch)
     second = s.compute(snap, NOW)
     assert len(second.start) == 2
     assert len(made) == 2
-    assert s.deferred is not None and len(s.deferred.nodes) == deferred - 2
+    assert s.deferred is not None
+    assert len(s.deferred.nodes) == deferred - 2
     waiting = [p.key for p in snap.pods if not p.node_name and p.key not in second.bindings]
-    assert waiting and all("boot slot" in second.waiting[k] for k in waiting)
+    assert waiting
+    assert all("boot slot" in second.waiting[k] for k in waiting)
 
 
 def test_a_change_since_the_capped_plan_means_planning_again(calls: list[int]) -> None:

@@ -23,7 +23,7 @@ TAINT = Taint("dedicated", TaintEffect.NO_SCHEDULE, "db")
 
 steps = st.lists(
     st.tuples(
-        st.sampled_from(["arrive", "bind", "finish", "heartbeat", "taint", "cordon", "claim", "daemons", "offering"]),
+        st.sampled_from(["arrive", "bind", "finish", "record", "taint", "cordon", "claim", "daemons", "offering"]),
         st.integers(0, 7),
         st.sampled_from(["100m", "500m", "1", "3"]),
     ),
@@ -37,7 +37,7 @@ steps = st.lists(
 def test_a_scaler_that_computed_before_decides_as_a_fresh_one(changes: list[tuple[str, int, str]]) -> None:
     kept = scaler(*POOLS)
     nodes = {
-        f"n{i}": dataclasses.replace(node(f"n{i}", itype, pool=pool, zone=ZONES[i % 2]), last_heartbeat=0.0)
+        f"n{i}": dataclasses.replace(node(f"n{i}", itype, pool=pool, zone=ZONES[i % 2]), ready_at=0.0)
         for i, (itype, pool) in enumerate([("a.large", "cells"), ("m.xlarge", "general"), ("m.4xlarge", "general"), ("b.large", "cells")])
     }
     pods = {f"p{i}": pod(f"p{i}", "500m", node=f"n{i % 4}", phase=PodPhase.RUNNING) for i in range(6)}
@@ -52,8 +52,8 @@ def test_a_scaler_that_computed_before_decides_as_a_fresh_one(changes: list[tupl
             pods[f"b{now}"] = pod(f"b{now}", "100m", node=target, phase=PodPhase.RUNNING)
         elif change == "finish" and pods:
             pods.pop(sorted(pods)[i % len(pods)])
-        elif change == "heartbeat":
-            nodes[target] = dataclasses.replace(nodes[target], last_heartbeat=float(now))
+        elif change == "record":  # a new record, equal in all a picture reads
+            nodes[target] = dataclasses.replace(nodes[target], ready_at=float(now))
         elif change == "taint":
             nodes[target] = dataclasses.replace(nodes[target], taints=() if nodes[target].taints else (TAINT,))
         elif change == "cordon":
@@ -76,7 +76,7 @@ def test_a_picture_is_the_computations_own_and_made_again_when_the_node_changes(
     pictures = NodePictures(CATALOG, 0, ())
     first = pictures.info(record, view, placed)
     first.add_pod(pod("extra", "1", node="n0"))  # what a computation does with its picture
-    again = pictures.info(dataclasses.replace(record, last_heartbeat=5.0), view, placed)
+    again = pictures.info(dataclasses.replace(record, ready_at=5.0), view, placed)
     assert set(again.pods) == {"default/p0"}
     assert again.requested.cpu == 500
     tainted = pictures.info(dataclasses.replace(record, taints=(TAINT,)), view, placed)

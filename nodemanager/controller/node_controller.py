@@ -154,8 +154,7 @@ class NodeController:
 
     def _update(self, name: str, **changes: object) -> None:
         self.nodes[name] = self.nodes[name].with_changes(**changes)
-        if set(changes) != {"last_heartbeat"}:  # the scaler never looks at heartbeats
-            self.records_generation += 1
+        self.records_generation += 1
 
     def event(self, kind: str, key: str, reason: str, message: str, *, warning: bool = False) -> None:
         """Post a Kubernetes event once the lock is released (at once outside it)."""
@@ -481,13 +480,8 @@ class NodeController:
                     if announce:
                         self.event("Node", name, "Registered", f"Ready {now - node.created_at:.0f}s after boot")
                     self.set_state(name, NodeState.AVAILABLE)
-                    self._update(name, last_heartbeat=registered.last_heartbeat)
                     if self.cache.usage(name).pods:
                         self.set_state(name, NodeState.CLAIMED)
-            elif node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
-                registered = self.cache.node(name)
-                if registered is not None and registered.last_heartbeat != node.last_heartbeat:
-                    self._update(name, last_heartbeat=registered.last_heartbeat)
 
     def _dispatch(self, now: float) -> None:
         """Assume each pod whose node is ready for it on that node (it counts there from now

@@ -112,7 +112,6 @@ class Node:
     bound_pods: tuple[PodKey, ...] = ()
     created_at: float = 0.0
     ready_at: float | None = None
-    last_heartbeat: float | None = None
     image_id: str = ""  # the machine image its instance was launched from ("" when unknown)
 
     @property

@@ -8,7 +8,7 @@ was most of a decision's work, and the disruption controller asks many what-ifs 
 same cluster. Between computations most nodes are unchanged: the same node record and the
 same pod objects. Such a node's picture is copied from the one kept; any other is built
 again. Pods are compared by identity (they are immutable: a change makes a new object);
-node records by what a picture is made of (a heartbeat alone makes a new record).
+node records by what a picture is made of (a change a picture does not read, such as Ready to Claimed, makes a new record).
 """
 
 from __future__ import annotations
