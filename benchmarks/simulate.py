@@ -1,11 +1,17 @@
 """Simulation benchmark: N pod arrivals over a simulated day, played by ``simulate``.
 
     python benchmarks/simulate.py [--arrivals 10000] [--hours 24] [--json]
+    python benchmarks/simulate.py --snapshot 9061 [--json]
 
 Arrivals follow a day-shaped rate (quiet nights, a midday peak); each pod runs for an
 exponentially distributed time (mean 20 minutes) and asks for one of the ``mixed``
 scaler benchmark's shapes; a tenth are spot-tolerant batch jobs in a cell pool. The
 target is the whole day in under a minute of wall time.
+
+``--snapshot N``: N pods present at time 0, as a snapshot of a GPU cluster is (35% ask for
+eight GPUs, 20% for one, the rest for CPU only), under the default configuration (one pool
+of every instance type, ``maxBootsPerLoop: 10``). Checked independently, from the
+simulated cluster itself: every pod is bound, and no node holds more than its allocatable.
 """
 
 from __future__ import annotations
@@ -16,12 +22,14 @@ import math
 import random
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nodemanager.cluster.workload import parse_workload
 from nodemanager.config import parse_config
+from nodemanager.model import Resources
 from nodemanager.simulator import Simulation
 
 CONFIG = """
@@ -40,6 +48,14 @@ pools:
     capacityTypes: [spot, on-demand]
     labels: {workload: batch}
     taints: [{key: workload, value: batch, effect: NoSchedule}]
+"""
+
+SNAPSHOT_CONFIG = """
+controllerId: snapshot
+cloud: {provider: simulated}
+cluster: {source: simulated}
+pools:
+  - name: general
 """
 
 SHAPES = [("250m", "512Mi"), ("500m", "1Gi"), ("1", "2Gi"), ("2", "4Gi"), ("1", "8Gi"), ("4", "8Gi")]
@@ -65,20 +81,49 @@ def workload(arrivals: int, hours: float, seed: int) -> str:
     return json.dumps({"pods": entries})
 
 
+def snapshot(pods: int, seed: int) -> str:
+    rng = random.Random(seed)
+    entries = []
+    for i in range(pods):
+        draw = rng.random()
+        if draw < 0.35:
+            requests = {"cpu": "32", "memory": "200Gi", "nvidia.com/gpu": "8"}
+        elif draw < 0.55:
+            requests = {"cpu": str(rng.choice([4, 8])), "memory": f"{rng.choice([16, 32, 64])}Gi", "nvidia.com/gpu": "1"}
+        else:
+            requests = {"cpu": f"{rng.choice([250, 500, 1000, 2000, 4000])}m", "memory": f"{rng.choice([512, 1024, 2048, 4096, 8192])}Mi"}
+        limits = {k: v for k, v in requests.items() if k == "nvidia.com/gpu"}  # an extended resource needs its limit
+        entries.append({"name": f"s{i}", "pod": {"spec": {"containers": [{"name": "c", "resources": {"requests": requests, "limits": limits}}]}}})
+    return json.dumps({"pods": entries})
+
+
+def verify(sim: Simulation) -> dict[str, int]:
+    """From the simulated cluster: pods not bound, and nodes holding more than their allocatable."""
+    load: dict[str, Resources] = defaultdict(Resources)
+    for state in sim.cluster.pods.values():
+        if state.pod.node_name:
+            load[state.pod.node_name] = load[state.pod.node_name] + state.pod.requests
+    allocatable = {name: node.allocatable for name, node in sim.controller.nodes.items()}
+    unbound = sum(1 for state in sim.cluster.pods.values() if not state.pod.node_name and not state.pod.of_node)
+    return {"unbound": unbound, "overfull_nodes": sum(1 for name, used in load.items() if name not in allocatable or not used.fits(allocatable[name]))}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arrivals", type=int, default=10_000)
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--snapshot", type=int, metavar="N", help="N pods present at time 0 (GPU-heavy), default configuration")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    config, catalog = parse_config(CONFIG, "benchmark", Path("."))
-    arrivals = parse_workload(workload(args.arrivals, args.hours, args.seed), "benchmark")
+    config, catalog = parse_config(SNAPSHOT_CONFIG if args.snapshot else CONFIG, "benchmark", Path("."))
+    text = snapshot(args.snapshot, args.seed) if args.snapshot else workload(args.arrivals, args.hours, args.seed)
+    sim = Simulation(config, catalog, parse_workload(text, "benchmark"))
     started = time.perf_counter()
-    report = Simulation(config, catalog, arrivals).run()
+    report = sim.run()
     seconds = time.perf_counter() - started
     result = {
-        "arrivals": args.arrivals,
+        **({"snapshot_pods": args.snapshot, **verify(sim)} if args.snapshot else {"arrivals": args.arrivals}),
         "simulated_hours": round(report["simulated_seconds"] / 3600, 2),
         "wall_seconds": round(seconds, 2),
         "pods_bound": report["pods"]["bound"],

@@ -545,7 +545,8 @@ class NodeController:
             for name, node in sorted(self.nodes.items()):
                 if node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
                     registered = self.cache.node(name)
-                    self.lock.after_release(self.cluster.label_node, name, node.labels)  # again, in case it failed at registration
+                    if registered is not None and not registered.labels.keys() >= node.labels.keys():
+                        self.lock.after_release(self.cluster.label_node, name, node.labels)  # again: labelling failed at registration
                     if registered is None:
                         self.mark_for_termination(name, "node left the cluster", "unhealthy")
                     elif (silent := min(now, self.synced_at) - registered.last_heartbeat) > healthy:

@@ -194,7 +194,13 @@ class _Run:
         """constraint_key, plus what the pod's claims ask for (claims of the same shape are
         interchangeable, whatever their names)."""
         if not pod.claims:
-            return constraint_key(pod, node_only)
+            # Pods are immutable and the cache keeps the same objects between computations:
+            # a pod's key is made once (thousands wait through many computations).
+            kept = self.s.pod_keys
+            known = kept.get((id(pod), node_only))
+            if known is None or known[0] is not pod:
+                known = kept[id(pod), node_only] = (pod, constraint_key(pod, node_only))
+            return known[1]
         found = self._claim_keys.get(pod.claims)
         if found is None:
             claims = self.devices.context.claims if self.devices else {}
@@ -220,6 +226,10 @@ class _Run:
 
     # -- 1. the picture -----------------------------------------------------------------
     def rebuild(self) -> list[Pod]:
+        kept = self.s.pod_keys
+        if len(kept) > 2 * len(self.snapshot.pods) + 1024:  # keys of pods gone (or replaced) are dropped
+            live = {id(p) for p in self.snapshot.pods}
+            self.s.pod_keys = {k: v for k, v in kept.items() if k[0] in live}
         if self.s.settings.colocation:
             pods = {p.key: p for p in self.snapshot.pods if not p.is_terminal}
         else:  # no pool offers batch resources: batch requests are ordinary cpu and memory
@@ -867,7 +877,7 @@ class _Run:
         """Give every new pod-holding node the cheapest type that holds what it ended up with,
         in its zone and capacity type: where new nodes went was chosen already (by the pods'
         constraints or to spread them over the zones)."""
-        domain_offerings: dict[tuple, list[Candidate]] = {}
+        domains = self.s.domains
         sized: dict[tuple, Candidate | None] = {}  # nodes of one group in one domain that need the same: one answer
         for node in self.new_nodes.values():
             if node.standby or not node.info.pods or any(p.claims for p in node.info.pods.values()):
@@ -886,13 +896,19 @@ class _Run:
             # needs (GPUs): a GPU node is not compared with every cheaper CPU type.
             extended = tuple(sorted(n for n in need.names() if n not in _BASIC and need.get(n) > 0))
             key = (id(node.accepted), o.zone, o.capacity_type, extended)
-            if key not in domain_offerings:
-                domain_offerings[key] = [
-                    c
-                    for c in node.accepted
-                    if c.offering.zone == o.zone and c.offering.capacity_type is o.capacity_type and all(c.allocatable.get(n) > 0 for n in extended)
-                ]
-            accepted = domain_offerings[key]
+            found = domains.get(key)
+            if found is None or found[0] is not node.accepted:
+                if len(domains) >= binpack.TABLES_KEPT:
+                    domains.clear()
+                found = domains[key] = (
+                    node.accepted,
+                    [
+                        c
+                        for c in node.accepted
+                        if c.offering.zone == o.zone and c.offering.capacity_type is o.capacity_type and all(c.allocatable.get(n) > 0 for n in extended)
+                    ],
+                )
+            accepted = found[1]
             if len({constraint_key(p) for p in pods}) == 1:  # its pods accept every offering it was chosen among
                 asked = (key, need, len(node.info.pods), node.candidate.price)
                 if asked not in sized:
@@ -1038,6 +1054,10 @@ class BindingNodeScaler:
         # one, are pure functions of the offerings (their prices included) too.
         self.type_tables = binpack.TypeTables()
         self.frontiers: dict[tuple[int, ...], tuple[list[Candidate], list[Resources]]] = {}  # offerings' ids -> (them, their frontier)
+        # (offerings' id, zone, capacity type, extended resources) -> (the offerings, those of
+        # that zone and capacity type with those resources): what right-sizing looks through
+        self.domains: dict[tuple, tuple[Sequence[Candidate], list[Candidate]]] = {}
+        self.pod_keys: dict[tuple[int, bool], tuple[Pod, tuple]] = {}  # (id(pod), node_only) -> (the pod, its constraint_key)
         self.pictures = NodePictures(catalog, settings.nodes.volume_size, self._views_daemon_sets)  # each existing node as computations start from it
         # The nodes the last capped plan left for later, reused while what they were planned
         # from stays the same (checked in full before each use; see ``deferred``).
@@ -1053,6 +1073,7 @@ class BindingNodeScaler:
             self.probe_memo.clear()
             self.type_tables = binpack.TypeTables()
             self.frontiers.clear()
+            self.domains.clear()
             self.pictures = NodePictures(self.catalog, settings.nodes.volume_size, daemon_sets)
         return self.views
 
