@@ -158,6 +158,17 @@ def test_two_pods_with_the_same_host_port_never_share_a_node():
     assert compute(scaler(POOL), [udp, running], [node("n1", pool="general")]).bindings == {"default/dns": "n1"}
 
 
+def test_pods_with_the_same_host_port_are_not_stacked_on_an_existing_node():
+    """Hypothesis found it: identical pods with a host port were placed on an existing node
+    as many as its resources held (the filters ran for the first of them only), though
+    kube's NodePorts refuses the second."""
+    web = [dataclasses.replace(pod(f"web{i}"), host_ports=(HostPort(8080),)) for i in range(3)]
+    d = compute(scaler(POOL), web, [node("n1", "m.xlarge", pool="general")])
+    assert sum(1 for target in d.bindings.values() if target == "n1") == 1
+    assert len(d.bindings) == 3
+    assert len(set(d.bindings.values())) == 3
+
+
 # -- volumes --------------------------------------------------------------------------------
 
 ZONE_KEY = "topology.kubernetes.io/zone"

@@ -310,8 +310,8 @@ class _Run:
 
     def _fill_class(self, pods: list[Pod], candidates: list[NodeInfo] | None) -> list[Pod]:
         """Identical pods onto ``candidates`` (see ``_fill``); returns those left over. The
-        filters run for the first pod per node; resources, and ``host_cap`` for inter-pod
-        constraints, say how many more that node takes."""
+        filters run for the first pod per node; resources, ``host_cap`` for inter-pod
+        constraints and host ports (one per node) say how many more that node takes."""
         pod = pods[0]
         state = CycleState()
         if not self.fw.run_pre_filter_plugins(state, pod).is_success():
@@ -329,7 +329,8 @@ class _Run:
         refused: list[Pod] = []
         for info in order:
             count = info.fit_count(info.fit_request(pod), len(left))
-            cap = plan.host_cap(pod, info, self.topology) if pod.inter_pod else None
+            # Pods of a class ask for the same host ports: two of them never share a node.
+            cap = 1 if pod.host_ports else plan.host_cap(pod, info, self.topology) if pod.inter_pod else None
             for _ in range(count if cap is None else min(count, cap)):
                 candidate = left.popleft()
                 if not self._place(candidate, info, state if len(pods) == 1 else CycleState()):
