@@ -292,7 +292,7 @@ class _Run:
     def _fill(self, classes: list[_Class], candidates: list[NodeInfo] | None = None) -> None:
         """Place pods of ``classes`` on ``candidates`` by score within each readiness rank,
         or (None) on the nodes this run decided to boot that have room, tightest first."""
-        if candidates is not None and not candidates:
+        if (candidates is not None and not candidates) or not any(c.pods for c in classes):
             return
         room = RoomIndex(candidates) if candidates is not None else None
         namespaces = self.topology.namespace_labels
