@@ -22,11 +22,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from nodemanager.model import Pod, PodKey, Resources
+from nodemanager.model import CapacityPolicy, Pod, PodKey, Resources
 from nodemanager.model.resources import GPU_RESOURCES
 from nodemanager.scaler.lp import DualSolver, Shape
 from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info
 from nodemanager.scheduling.cycle_state import CycleState
+from nodemanager.scheduling.nodeinfo import NodeInfo
 from nodemanager.scheduling.plugins.placement import CapacityTypeMatch, InstanceTypeMatch, NodeAffinity, TaintToleration, Zone
 
 # kube's own filters for labels, taints and placement annotations; they read nothing but the
@@ -37,6 +38,33 @@ _FILTERS = tuple(plugin(None) for plugin in (NodeAffinity, TaintToleration, Inst
 def _placement(pod: Pod) -> tuple:
     """What decides the offerings a pod may use (its requests aside)."""
     return (tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations, pod.instance_type, pod.capacity_policy, pod.zone)
+
+
+def _usable(pod: Pod, offers: Sequence[tuple[str, Candidate, NodeInfo]]) -> list[tuple[str, Candidate]]:
+    """The (pool, offering)s the filters let the pod use. The filters read only some of an
+    offering's node (the label keys the pod selects on, the pool's taints, and its type,
+    capacity type or zone where the pod names one), so offerings alike in those are judged
+    once: a pod selecting a pool label is judged once per pool, not once per offering."""
+    selected = set(pod.node_selector) | {r.key for term in pod.affinity for r in term.requirements if not r.on_field}
+    by_name = any(r.on_field for term in pod.affinity for r in term.requirements)
+    state, verdicts, out = CycleState(), {}, []
+    keys = sorted(selected)
+    for pool, cand, info in offers:
+        o = cand.offering
+        seen = (
+            pool,
+            tuple(info.labels.get(k) for k in keys),
+            info.name if by_name else "",
+            o.instance_type if pod.instance_type else "",
+            o.capacity_type if pod.capacity_policy is not CapacityPolicy.ANY else None,
+            o.zone if pod.zone else "",
+        )
+        verdict = verdicts.get(seen)
+        if verdict is None:
+            verdict = verdicts[seen] = all(f.filter(state, pod, info) is None for f in _FILTERS)
+        if verdict:
+            out.append((pool, cand))
+    return out
 
 
 def gpus(requests: Resources) -> int:
@@ -55,6 +83,7 @@ class CostBound:
         self._pods: dict[PodKey, Pod] = {}
         usable: dict[tuple, list[tuple[str, Candidate]]] = {}  # placement -> the (pool, offering)s it may use
         parent = {v.name: v.name for v in views}
+        offers = [(view.name, cand, offering_node_info(view, cand)) for view in views for cand in view.candidates]  # the nodes they would be
 
         def root(pool: str) -> str:
             while parent[pool] != pool:
@@ -67,13 +96,7 @@ class CostBound:
             key = _placement(pod)
             if key in usable:
                 continue
-            state = CycleState()
-            usable[key] = [
-                (view.name, cand)
-                for view in views
-                for cand in view.candidates
-                if all(f.filter(state, pod, offering_node_info(view, cand)) is None for f in _FILTERS)
-            ]
+            usable[key] = _usable(pod, offers)
             pools = sorted({pool for pool, _ in usable[key]})
             for pool in pools[1:]:
                 parent[root(pool)] = root(pools[0])
