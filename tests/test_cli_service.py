@@ -122,6 +122,11 @@ def test_run_serves_status_and_stops_cleanly_on_a_signal(tmp_path, sig):
         status = json.loads(wait_for(f"{base}/status", time.monotonic() + 5))
         assert status["controller"]["id"] == "demo"
         assert status["controller"]["ready"] is True
+        deadline = time.monotonic() + 20
+        while not status["nodes"] and time.monotonic() < deadline:  # the first pool pass may still be on its way
+            time.sleep(0.05)
+            status = json.loads(wait_for(f"{base}/status", deadline))
+        assert status["nodes"], "no node booted within 20 s"
         proc.send_signal(sig)
         began = time.monotonic()
         proc.wait(timeout=10)
