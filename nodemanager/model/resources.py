@@ -180,6 +180,15 @@ class Resources:
 ZERO = Resources()
 
 
+_EVERY_NODE = frozenset({CPU, MEMORY, PODS, EPHEMERAL_STORAGE})  # what every node has some of
+
+
+def extended(requests: Resources) -> tuple[str, ...]:
+    """The resources asked for that not every node has (GPUs, batch capacity, ...), sorted:
+    a node without one of them can never hold the request."""
+    return tuple(sorted(n for n, v in requests._amounts.items() if v > 0 and n not in _EVERY_NODE))
+
+
 def asks_for_batch(requests: Resources) -> bool:
     """Whether the requests name reclaimed batch capacity: such a pod is a batch pod."""
     amounts = requests._amounts  # zero amounts are never stored

@@ -14,7 +14,7 @@ import dataclasses
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -188,6 +188,21 @@ def _solver(shapes: tuple[Shape, ...]) -> DualSolver:
     return DualSolver(shapes)
 
 
+def cheapest_per_type(candidates: Iterable[Candidate]) -> list[Candidate]:
+    """One candidate per instance type: its cheapest offering (the first of equals)."""
+    by_type: dict[str, Candidate] = {}
+    for c in candidates:
+        known = by_type.get(c.itype.name)
+        if known is None or c.price < known.price:
+            by_type[c.itype.name] = c
+    return list(by_type.values())
+
+
+def shape_of(candidate: Candidate) -> Shape:
+    """What the LP knows of an offering: its allocatable CPU and memory and its price."""
+    return Shape(candidate.offering.instance_type, candidate.allocatable.cpu, candidate.allocatable.memory, candidate.price)
+
+
 class TypeTables:
     """What the packer derives from a list of candidates (one per type, their shapes and
     allocatable vectors), kept for the candidate lists packed for again and again (within
@@ -217,12 +232,8 @@ class TypeTables:
             if len(self._tables) >= TABLES_KEPT:
                 self._tables.clear()
                 self._rankings.clear()
-            # One candidate per instance type: its cheapest offering (they arrive cheapest first).
-            by_type: dict[str, Candidate] = {}
-            for c in candidates:
-                by_type.setdefault(c.itype.name, c)
-            pool = list(by_type.values())
-            shapes = [Shape(c.offering.instance_type, c.allocatable.cpu, c.allocatable.memory, c.price) for c in pool]
+            pool = cheapest_per_type(candidates)
+            shapes = [shape_of(c) for c in pool]
             found = self._tables[key] = (candidates, pool, shapes, {c.itype.name: vectors.of(c.allocatable) for c in pool})
         return found[1], found[2], found[3]
 

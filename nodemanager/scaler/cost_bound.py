@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 from nodemanager.model import CapacityPolicy, Pod, PodKey, Resources
 from nodemanager.model.resources import GPU_RESOURCES
-from nodemanager.scaler.lp import DualSolver, Shape
+from nodemanager.scaler.binpack import cheapest_per_type, shape_of
+from nodemanager.scaler.lp import DualSolver
 from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info
 from nodemanager.scheduling.cycle_state import CycleState
 from nodemanager.scheduling.nodeinfo import NodeInfo
@@ -67,7 +68,7 @@ def _usable(pod: Pod, offers: Sequence[tuple[str, Candidate, NodeInfo]]) -> list
     return out
 
 
-def gpus(requests: Resources) -> int:
+def _gpus(requests: Resources) -> int:
     return sum(requests.get(name) for name in GPU_RESOURCES)
 
 
@@ -80,7 +81,7 @@ class _Component:
 
 class CostBound:
     def __init__(self, views: Sequence[PoolView], pods: Iterable[Pod]) -> None:
-        self._pods: dict[PodKey, Pod] = {}
+        self._pods: dict[PodKey, tuple[Pod, tuple]] = {}  # the workload's pods and their placements
         usable: dict[tuple, list[tuple[str, Candidate]]] = {}  # placement -> the (pool, offering)s it may use
         parent = {v.name: v.name for v in views}
         offers = [(view.name, cand, offering_node_info(view, cand)) for view in views for cand in view.candidates]  # the nodes they would be
@@ -92,8 +93,8 @@ class CostBound:
             return pool
 
         for pod in pods:
-            self._pods[pod.key] = pod
             key = _placement(pod)
+            self._pods[pod.key] = (pod, key)
             if key in usable:
                 continue
             usable[key] = _usable(pod, offers)
@@ -106,7 +107,7 @@ class CostBound:
         for view in views:
             members.setdefault(root(view.name), []).extend(view.candidates)
         self._components = {
-            name: _Component(all(cells[p] for p in parent if root(p) == name), DualSolver(_shapes(cands)), _gpu_price(cands)) for name, cands in members.items()
+            name: _Component(all(cells[p] for p in parent if root(p) == name), _solver(cands), _gpu_price(cands)) for name, cands in members.items()
         }
         self._component_of = {key: root(found[0][0]) for key, found in usable.items() if found}
         self._cheapest: dict[tuple[tuple, Resources], float] = {}
@@ -124,8 +125,7 @@ class CostBound:
         cell_usd = 0.0
         totals: dict[str, list[float]] = {}  # component -> CPU-, memory-, GPU-seconds
         for key, seconds in ran.items():
-            pod = self._pods[key]
-            placement = _placement(pod)
+            pod, placement = self._pods[key]
             component = self._component_of.get(placement)
             if component is None or seconds <= 0:
                 continue  # no offering would take it: it never ran
@@ -135,7 +135,7 @@ class CostBound:
             total = totals.setdefault(component, [0.0, 0.0, 0.0])
             total[0] += pod.requests.cpu * seconds
             total[1] += pod.requests.memory * seconds
-            total[2] += gpus(pod.requests) * seconds
+            total[2] += _gpus(pod.requests) * seconds
         return cell_usd + sum(self._lp(self._components[c], *total) for c, total in totals.items()) / 3600.0
 
     def rate(self, running: Iterable[Pod]) -> float:
@@ -147,13 +147,9 @@ class CostBound:
         return max(component.solver.solve(round(cpu), round(memory)).bound, component.gpu_price * gpu)
 
 
-def _shapes(candidates: list[Candidate]) -> list[Shape]:
-    shapes: dict[str, Shape] = {}
-    for cand in candidates:
-        known = shapes.get(cand.itype.name)
-        if known is None or cand.price < known.price:  # its cheapest offering in the component
-            shapes[cand.itype.name] = Shape(cand.itype.name, cand.allocatable.cpu, cand.allocatable.memory, cand.price)
-    return list(shapes.values())
+def _solver(candidates: list[Candidate]) -> DualSolver:
+    """The LP over the component's types, each at its cheapest offering in the component."""
+    return DualSolver([shape_of(c) for c in cheapest_per_type(candidates)])
 
 
 def _gpu_price(candidates: list[Candidate]) -> float:

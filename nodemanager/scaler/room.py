@@ -13,10 +13,8 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from nodemanager.model import Pod
-from nodemanager.model.resources import asks_for_batch
+from nodemanager.model.resources import asks_for_batch, extended
 from nodemanager.scheduling import NodeInfo
-
-_COMMON = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})  # what nearly every node has room for
 
 
 class RoomIndex:
@@ -34,8 +32,7 @@ class RoomIndex:
             return self._all
         need = requests.cpu
         nodes = self._nodes[: bisect_right(self._less_free, -need)] if need > 0 else self._all
-        for name in requests.names() - _COMMON:
+        for name in extended(requests):
             amount = requests.get(name)
-            if amount > 0:
-                nodes = [i for i in nodes if i.allocatable.get(name) - i.requested.get(name) >= amount]
+            nodes = [i for i in nodes if i.allocatable.get(name) - i.requested.get(name) >= amount]
         return nodes

@@ -41,7 +41,7 @@ from nodemanager.model import BINDABLE_STATES, LIVE_STATES, CapacityPolicy, Capa
 from nodemanager.model.interpod import NO_AFFINITY, SpreadConstraint, parse_spread_defaults
 from nodemanager.model.labels import HOSTNAME, ZONE
 from nodemanager.model.pod_owners import SpreadDefaults
-from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, asks_for_batch
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, asks_for_batch, extended
 from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scaler import binpack
 from nodemanager.scaler import interpod_plan as plan
@@ -64,7 +64,6 @@ from nodemanager.scheduling.status import Code
 from nodemanager.scheduling.topology import PodTopology
 
 PROBE_MEMO_SIZE = 4096
-_BASIC = frozenset({"cpu", "memory", "pods"})  # what every offering has: no need to look for it
 NEW_HOST = "\x00a new node"  # the hostname domain of a node this run may still create: it holds no pod
 _READINESS = {NodeState.AVAILABLE: 0, NodeState.CLAIMED: 0, NodeState.CREATED: 1, NodeState.CREATING: 2}
 
@@ -895,8 +894,8 @@ class _Run:
             o = node.candidate.offering
             # Offerings of the node's zone and capacity type with every extended resource it
             # needs (GPUs): a GPU node is not compared with every cheaper CPU type.
-            extended = tuple(sorted(n for n in need.names() if n not in _BASIC and need.get(n) > 0))
-            key = (id(node.accepted), o.zone, o.capacity_type, extended)
+            needs = extended(need)
+            key = (id(node.accepted), o.zone, o.capacity_type, needs)
             found = domains.get(key)
             if found is None or found[0] is not node.accepted:
                 if len(domains) >= binpack.TABLES_KEPT:
@@ -906,11 +905,11 @@ class _Run:
                     [
                         c
                         for c in node.accepted
-                        if c.offering.zone == o.zone and c.offering.capacity_type is o.capacity_type and all(c.allocatable.get(n) > 0 for n in extended)
+                        if c.offering.zone == o.zone and c.offering.capacity_type is o.capacity_type and all(c.allocatable.get(n) > 0 for n in needs)
                     ],
                 )
             accepted = found[1]
-            if len({constraint_key(p) for p in pods}) == 1:  # its pods accept every offering it was chosen among
+            if len({self.key(p) for p in pods}) == 1:  # its pods accept every offering it was chosen among
                 asked = (key, need, len(node.info.pods), node.candidate.price)
                 if asked not in sized:
                     sized[asked] = binpack.right_size(need, len(node.info.pods), accepted, node.candidate.price, lambda _: True)
