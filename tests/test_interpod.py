@@ -215,9 +215,26 @@ def _skipped(incoming: Pod, nodes: list[NodeInfo]) -> set[str]:
 def test_prefilter_skips_the_filters_with_nothing_to_check_as_kube_does() -> None:
     """PodTopologySpread skips with no DoNotSchedule constraint, InterPodAffinity with no
     required terms of its own and no placed pod's required anti-affinity matching it,
-    VolumeBinding with no claims (their PreFilters in kube-scheduler)."""
+    VolumeBinding and NodeVolumeLimits with no claims, NodeAffinity with no node selector
+    or required node affinity, NodePorts with no host ports, DynamicResources with no
+    resource claims (their PreFilters in kube-scheduler); this project's InstanceTypeMatch,
+    CapacityType and Zone with no annotation."""
     plain = pod("plain", {"app": "db"})
-    assert _skipped(plain, [info("n1", "A")]) == {"PodTopologySpread", "InterPodAffinity", "VolumeBinding"}
+    assert _skipped(plain, [info("n1", "A")]) == {
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "VolumeBinding",
+        "NodeVolumeLimits",
+        "NodeAffinity",
+        "NodePorts",
+        "DynamicResources",
+        "InstanceTypeMatch",
+        "CapacityType",
+        "Zone",
+    }
+    assert "NodeAffinity" not in _skipped(pod("sel", nodeSelector={ZONE: "A"}), [info("n1", "A")])
+    ported = {"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}]}]}
+    assert "NodePorts" not in _skipped(pod("ports", **ported), [info("n1", "A")])
     assert "PodTopologySpread" not in _skipped(pod("s", {"app": "web"}, **spread(ZONE)), [info("n1", "A")])
     soft = {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {}}]}
     assert "PodTopologySpread" in _skipped(pod("soft", {"app": "web"}, **soft), [info("n1", "A")])  # scored, not filtered

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from builders import CATALOG, binpack_pool, node, pod, scaler
+from builders import CATALOG, binpack_pool, cell_pool, node, pod, scaler
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -284,3 +284,15 @@ pods:
     first, second = (sim.cluster.pods[f"default/{n}"].pod.node_name for n in ("first", "second"))
     assert first != second
     assert sim.cluster.nodes[first].unschedulable
+
+
+def test_a_cell_node_running_only_daemonset_pods_takes_its_one_pod():
+    """A cell node holds one pod besides its DaemonSet and mirror pods (CellIsolation does
+    not count them); the scaler counted every pod on the node, so a cell node with a
+    kube-proxy never took a pod and another node was booted for it."""
+    cells = cell_pool()
+    n1 = node("n1")
+    proxy = dataclasses.replace(pod("kube-proxy-n1", node="n1", phase="Running"), daemon_set="kube-system/kube-proxy")
+    d = compute(scaler(cells), [pod("job"), proxy], [n1])
+    assert d.bindings == {"default/job": "n1"}
+    assert not d.start

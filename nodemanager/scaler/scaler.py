@@ -149,6 +149,7 @@ class _Run:
         self.views = [v for v in every_view if v.name not in snapshot.paused_pools]  # pools that may boot now
         self.infos: dict[str, NodeInfo] = {}
         self.node_state: dict[str, NodeState] = {}
+        self.readiness: dict[str, int] = {}  # existing nodes that may take pods: Ready first (0), then booting
         self.fw.handle.node_infos = self.infos
         self.fw.handle.volumes = snapshot.volumes
         self.topology = PodTopology(self.infos, snapshot.namespaces)
@@ -248,6 +249,8 @@ class _Run:
                 continue
             info = self.infos[node.name] = pictures.info(node, self.view_by_name.get(node.pool), placed.get(node.name, ()))
             self.node_state[node.name] = node.state
+            if node.state in _READINESS:
+                self.readiness[node.name] = _READINESS[node.state]
             self.zone_load[info.zone] += 1
         # Earlier bindings are kept while their pod still waits and still passes every
         # filter on that node (it may have been resized, tainted or filled meanwhile).
@@ -282,11 +285,7 @@ class _Run:
     # -- 2. existing nodes --------------------------------------------------------------
     def place_on_existing(self, classes: list[_Class]) -> None:
         """Fill nodes that exist (Ready first, then booting), by score within each rank."""
-        self._fill(classes, [info for name, info in self.infos.items() if self.node_state.get(name) in _READINESS])
-
-    def _rank(self, name: str) -> int:
-        state = self.node_state.get(name)
-        return _READINESS[state] if state is not None else len(_READINESS)  # new in this run: last
+        self._fill(classes, [info for name, info in self.infos.items() if name in self.readiness])
 
     def _fill(self, classes: list[_Class], candidates: list[NodeInfo] | None = None) -> None:
         """Place pods of ``classes`` on ``candidates`` by score within each readiness rank,
@@ -323,7 +322,7 @@ class _Run:
             zone = pod.node_selector.get(ZONE) or pod.zone
             order: Iterable[NodeInfo] = (i for i in self.open.for_request(pod.requests.cpu, pod.requests.memory, zone) if passes(i))
         else:
-            order = self._sampled(state, pod, candidates, passes)
+            order = self._sampled(state, pod, candidates)
         left = deque(pods)
         refused: list[Pod] = []
         for info in order:
@@ -339,30 +338,36 @@ class _Run:
                 break
         return refused + list(left)
 
-    def _sampled(self, state: CycleState, pod: Pod, candidates: list[NodeInfo], passes: Callable[[NodeInfo], bool]) -> Iterator[NodeInfo]:
+    def _sampled(self, state: CycleState, pod: Pod, candidates: list[NodeInfo]) -> Iterator[NodeInfo]:
         """Existing nodes for ``pod``'s class, best first: Ready nodes before booting ones,
         and within each, as kube-scheduler searches a large cluster: filter from where the
         last search stopped until ``feasible_nodes_to_find`` nodes pass, score those, offer
         them by score; if pods are left, the search goes on from there. (``candidates`` are
-        the nodes that had the class's CPU free, most free first; kube walks its node list.)"""
+        the nodes that had the class's CPU free, most free first; kube walks its node list.)
+        The filters look at as many nodes at a time as may still be wanted: the same nodes
+        pass, and the search stops at the same node, as one node at a time."""
         ranks: dict[int, list[NodeInfo]] = defaultdict(list)
+        readiness, last = self.readiness, len(_READINESS)  # nodes new in this run: last
         for info in candidates:
-            ranks[self._rank(info.name)].append(info)
+            ranks[readiness.get(info.name, last)].append(info)
         for rank in sorted(ranks):
             nodes = ranks[rank]
             want, count = feasible_nodes_to_find(len(nodes)), len(nodes)
             start, seen = self.next_start.get(rank, 0) % count, 0
+            walk = nodes[start:] + nodes[:start]
             while seen < count:
-                feasible = []
+                feasible: list[NodeInfo] = []
                 while seen < count and len(feasible) < want:
-                    info = nodes[(start + seen) % count]
-                    seen += 1
-                    if passes(info):
-                        feasible.append(info)
+                    end = min(count, seen + want - len(feasible))
+                    feasible += self.fw.feasible(state, pod, walk[seen:end])
+                    seen = end
                 self.next_start[rank] = start + seen
                 scores, status = self.fw.run_score_plugins(state, pod, feasible) if len(feasible) > 1 else ({}, None)
-                totals = {i.name: sum(s[i.name] for s in scores.values()) for i in feasible} if status is None or status.is_success() else {}
-                yield from sorted(feasible, key=lambda i: (-totals.get(i.name, 0), i.name))
+                totals: Counter[str] = Counter()
+                if status is None or status.is_success():
+                    for by_node in scores.values():
+                        totals.update(by_node)
+                yield from (i for _, _, i in sorted((-totals[i.name], i.name, i) for i in feasible))
 
     # -- 3. new nodes -------------------------------------------------------------------
     def _probe(self, view: PoolView, pod: Pod) -> tuple[tuple[Candidate, ...], str, bool]:

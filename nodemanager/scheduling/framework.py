@@ -166,6 +166,18 @@ class Framework:
             return error(f'running "{plugin.name}" filter plugin for pod "{pod.key}": {status.message}', plugin.name)
         return Status()
 
+    def feasible(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
+        """The nodes every Filter passes, in order: ``run_filter_plugins`` succeeds for exactly
+        these, but each plugin looks at all of them at once (``filter_nodes``)."""
+        skipped = state.skip_filter
+        left = list(nodes)
+        for plugin in self._filter:
+            if not left:
+                break
+            if not (skipped and plugin.name in skipped):
+                left = plugin.filter_nodes(state, pod, left)
+        return left
+
     def run_post_filter_plugins(self, state: CycleState, pod: Pod, feasible: list[NodeInfo], filtered: Mapping[str, Status]) -> Status:
         for plugin in self._post_filter:
             status = plugin.post_filter(state, pod, feasible, filtered) or SUCCESS
@@ -175,26 +187,27 @@ class Framework:
 
     # -- scoring ------------------------------------------------------------------------
     def run_score_plugins(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> tuple[dict[str, dict[str, int]], Status]:
-        """Weighted scores per plugin and node, or an Error status."""
+        """Weighted scores per plugin and node, or an Error status. A plugin whose PreScore
+        returns Skip is left out (kube's SkipScorePlugins)."""
         out: dict[str, dict[str, int]] = {}
         for plugin, weight in self._score:
-            scores: dict[str, int] = {}
-            for node in nodes:
-                value, result = plugin.score(state, pod, node)
-                status = result or SUCCESS
-                if not status.is_success():
-                    return {}, error(f'error while running score plugin "{plugin.name}" for pod "{pod.key}": {status.message}', plugin.name)
-                scores[node.name] = value
+            status = plugin.pre_score(state, pod, nodes) or SUCCESS
+            if status.code is Code.SKIP:
+                continue
+            if not status.is_success():
+                return {}, error(f'error while running "{plugin.name}" prescore plugin for pod "{pod.key}": {status.message}', plugin.name)
+            scores, failed = plugin.score_nodes(state, pod, nodes)
+            if failed is not None:
+                return {}, error(f'error while running score plugin "{plugin.name}" for pod "{pod.key}": {failed.message}', plugin.name)
             status = plugin.normalize_score(state, pod, scores) or SUCCESS
             if not status.is_success():
                 return {}, error(f'error while running normalize score plugin "{plugin.name}" for pod "{pod.key}": {status.message}', plugin.name)
-            for name, value in scores.items():
-                if not MIN_NODE_SCORE <= value <= MAX_NODE_SCORE:
-                    return {}, error(
-                        f'score plugin "{plugin.name}" returns an invalid score {value} for node "{name}", it should be in the range of [0, 100]', plugin.name
-                    )
-                scores[name] = value * weight
-            out[plugin.name] = scores
+            bad = next((name for name, value in scores.items() if not MIN_NODE_SCORE <= value <= MAX_NODE_SCORE), None)
+            if bad is not None:
+                return {}, error(
+                    f'score plugin "{plugin.name}" returns an invalid score {scores[bad]} for node "{bad}", it should be in the range of [0, 100]', plugin.name
+                )
+            out[plugin.name] = scores if weight == 1 else {name: value * weight for name, value in scores.items()}
         return out, Status()
 
     def select_host(self, pod: Pod, totals: Mapping[str, int]) -> str:

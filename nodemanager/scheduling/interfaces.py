@@ -6,13 +6,13 @@ non-success means at each point (see ``framework.py``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from nodemanager.model import Pod
 from nodemanager.scheduling.cycle_state import CycleState
 from nodemanager.scheduling.nodeinfo import NodeInfo
-from nodemanager.scheduling.status import Status
+from nodemanager.scheduling.status import Code, Status
 
 if TYPE_CHECKING:
     from nodemanager.scheduling.waiting import WaitingPod
@@ -74,9 +74,26 @@ class PreFilterPlugin(Plugin):
         return None
 
 
+class SkipsUnasked(PreFilterPlugin):
+    """A plugin with nothing to check for a pod that asks nothing of it: its PreFilter
+    returns Skip for such a pod, so its Filter is not run (as kube's NodeAffinity,
+    NodePorts, NodeVolumeLimits and DynamicResources do)."""
+
+    def asks(self, pod: Pod) -> bool:
+        raise NotImplementedError
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status | None:
+        return None if self.asks(pod) else Status(Code.SKIP)
+
+
 class FilterPlugin(Plugin):
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         raise NotImplementedError
+
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
+        """The nodes ``filter`` passes, in order (any other status, Error included, fails
+        the node). A plugin overrides it where a look at the node settles most of them."""
+        return [node for node in nodes if (status := self.filter(state, pod, node)) is None or status.code is Code.SUCCESS]
 
 
 class PostFilterPlugin(Plugin):
@@ -85,8 +102,23 @@ class PostFilterPlugin(Plugin):
 
 
 class ScorePlugin(Plugin):
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
+        """Optional (kube's PreScore for a plugin enabled at Score): Skip leaves the plugin's
+        Score out for this pod, as when every node would score the same."""
+        return None
+
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
         raise NotImplementedError
+
+    def score_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> tuple[dict[str, int], Status | None]:
+        """``score`` of each node by name, or the first status that is not a success."""
+        scores: dict[str, int] = {}
+        for node in nodes:
+            value, status = self.score(state, pod, node)
+            if status is not None and not status.is_success():
+                return {}, status
+            scores[node.name] = value
+        return scores, None
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: dict[str, int]) -> Status | None:
         """Optional: rescale the raw scores in place into [0, 100]."""

@@ -62,8 +62,10 @@ class NodeInfo:
     def fit_request(self, pod: Pod) -> Resources:
         """What must fit for ``pod`` to go here: its requests, and on an estimated node that
         already holds batch pods, also what it would take from their batch capacity."""
+        if not self.batch_estimate:
+            return pod.requests
         holds_batch = self.requested[BATCH_CPU] > self.requested.cpu or self.requested[BATCH_MEMORY] > self.requested.memory
-        return counted_requests(pod.requests, self.batch_estimate and holds_batch)
+        return counted_requests(pod.requests, holds_batch)
 
     def add_pod(self, pod: Pod) -> None:
         if pod.key in self.pods:
@@ -79,12 +81,13 @@ class NodeInfo:
     def add_pods(self, pods: Iterable[Pod]) -> None:
         """Many pods at once, as ``add_pod`` each: one sum of their requests, not one per pod
         (a computation adds every running pod of the cluster to its node)."""
+        own, estimate = self.pods, self.batch_estimate
         counted = []
         for pod in pods:
-            if pod.key in self.pods:
+            if pod.key in own:
                 raise ValueError(f"pod {pod.key} is already on node {self.name}")
-            self.pods[pod.key] = pod
-            counted.append(self._counted(pod))
+            own[pod.key] = pod
+            counted.append(counted_requests(pod.requests, True) if estimate else pod.requests)
             cpu, memory = nonzero_request(pod)
             self.nonzero_cpu += cpu
             self.nonzero_memory += memory
@@ -105,8 +108,8 @@ class NodeInfo:
     def fit_count(self, requests: Resources, limit: int) -> int:
         """How many more pods of ``requests`` fit (resources and the pod count), up to ``limit``."""
         room = self.allocatable.pods - len(self.pods)
-        if self.cell:
-            room = min(room, 0 if self.pods else 1)
+        if self.cell:  # one pod besides its DaemonSet and mirror pods
+            room = min(room, 0 if len(self.pods) > self.node_pods else 1)
         count = min(limit, room)
         within = requests.copies_within(self.allocatable, self.requested)
         return max(count if within is None else min(count, within), 0)

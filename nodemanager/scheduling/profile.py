@@ -10,7 +10,20 @@ from types import MappingProxyType
 @dataclass(frozen=True)
 class Profile:
     queue_sort: tuple[str, ...] = ("PrioritySort",)
-    pre_filter: tuple[str, ...] = ("NodeResourcesFit", "VolumeBinding", "PodTopologySpread", "InterPodAffinity")
+    # kube-scheduler's order; the rest of this project's own placement plugins after them.
+    pre_filter: tuple[str, ...] = (
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "DynamicResources",
+        "InstanceTypeMatch",
+        "CapacityType",
+        "Zone",
+    )
     # kube-scheduler's order where the plugins are the same ones.
     filter: tuple[str, ...] = (
         "NodeUnschedulable",

@@ -18,7 +18,7 @@ from nodemanager.dra.context import DeviceContext
 from nodemanager.model import Pod
 from nodemanager.model.selectors import terms_match
 from nodemanager.scheduling.cycle_state import CycleState
-from nodemanager.scheduling.interfaces import FilterPlugin, ReservePlugin, UnreservePlugin
+from nodemanager.scheduling.interfaces import FilterPlugin, ReservePlugin, SkipsUnasked, UnreservePlugin
 from nodemanager.scheduling.nodeinfo import NodeInfo
 from nodemanager.scheduling.status import Status, error, unresolvable, unschedulable
 
@@ -34,8 +34,11 @@ class DeviceState:
     by_pod: dict[str, list[str]] = field(default_factory=dict)  # pod -> claims it reserved
 
 
-class DynamicResources(FilterPlugin, ReservePlugin, UnreservePlugin):
+class DynamicResources(SkipsUnasked, FilterPlugin, ReservePlugin, UnreservePlugin):
     name = "DynamicResources"
+
+    def asks(self, pod: Pod) -> bool:
+        return bool(pod.claims)
 
     @property
     def state(self) -> DeviceState | None:

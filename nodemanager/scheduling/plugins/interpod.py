@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nodemanager.model import Pod
@@ -129,6 +129,10 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
                 return unschedulable("node(s) didn't match pod topology spread constraints", self.name)
         return None
 
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
+        """kube: Skip for a pod without ScheduleAnyway constraints."""
+        return None if any(not c.hard for c in pod.spread) else Status(Code.SKIP)
+
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
         """ScheduleAnyway constraints: the matching pods already in the node's domains,
         each weighted as kube does (log(domains + 2)); fewer is better after normalizing."""
@@ -201,6 +205,12 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
             if value is not None and counts.get(value, 0) > 0:
                 return unschedulable("node(s) didn't match pod anti-affinity rules", self.name)
         return None
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
+        """kube (with ``ignorePreferredTermsOfExistingPods``, as this score is): Skip for a
+        pod without preferred terms."""
+        a = pod.pod_affinity
+        return None if a.preferred or a.anti_preferred else Status(Code.SKIP)
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
         """Preferred terms: +weight for each matching pod in the node's domain (affinity),

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Sequence
 
 from nodemanager.model import CapacityPolicy, CapacityType, Pod, TaintEffect
 from nodemanager.model.ports import port_conflict
 from nodemanager.model.selectors import HARD_EFFECTS, Taint, terms_match, untolerated
 from nodemanager.scheduling.cycle_state import CycleState
-from nodemanager.scheduling.interfaces import FilterPlugin, ScorePlugin
+from nodemanager.scheduling.interfaces import FilterPlugin, ScorePlugin, SkipsUnasked
 from nodemanager.scheduling.nodeinfo import NodeInfo
 from nodemanager.scheduling.status import Status, unresolvable, unschedulable
 
@@ -16,10 +17,13 @@ _PREFER = frozenset({TaintEffect.PREFER_NO_SCHEDULE})
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", TaintEffect.NO_SCHEDULE)
 
 
-class NodeAffinity(FilterPlugin):
+class NodeAffinity(SkipsUnasked, FilterPlugin):
     """nodeSelector and required node affinity, against the node's labels."""
 
     name = "NodeAffinity"
+
+    def asks(self, pod: Pod) -> bool:
+        return bool(pod.node_selector or pod.affinity)
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         labels = node.labels
@@ -42,8 +46,14 @@ class TaintToleration(FilterPlugin, ScorePlugin):
             return unresolvable(f"node(s) had untolerated taint {{{bad[0].key}: {bad[0].value}}}", self.name)
         return None
 
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
+        return [n for n in nodes if not n.taints or not untolerated(n.taints, pod.tolerations, HARD_EFFECTS)]
+
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
         return len(untolerated(node.taints, pod.tolerations, _PREFER)), None
+
+    def score_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> tuple[dict[str, int], Status | None]:
+        return {n.name: len(untolerated(n.taints, pod.tolerations, _PREFER)) if n.taints else 0 for n in nodes}, None
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: dict[str, int]) -> Status | None:
         worst = max(scores.values(), default=0)
@@ -63,11 +73,17 @@ class NodeUnschedulable(FilterPlugin):
             return unresolvable("node(s) were unschedulable", self.name)
         return None
 
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
+        return [n for n in nodes if not n.unschedulable or self.filter(state, pod, n) is None]
 
-class NodePorts(FilterPlugin):
+
+class NodePorts(SkipsUnasked, FilterPlugin):
     """Host ports: a pod's hostPorts must not conflict with those of the node's pods."""
 
     name = "NodePorts"
+
+    def asks(self, pod: Pod) -> bool:
+        return bool(pod.host_ports)
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         if pod.host_ports and port_conflict(pod.host_ports, (p for other in node.pods.values() if other.key != pod.key for p in other.host_ports)):
@@ -75,10 +91,13 @@ class NodePorts(FilterPlugin):
         return None
 
 
-class InstanceTypeMatch(FilterPlugin):
+class InstanceTypeMatch(SkipsUnasked, FilterPlugin):
     """The pod's instance-type annotation, an exact name or a glob such as ``c5*``."""
 
     name = "InstanceTypeMatch"
+
+    def asks(self, pod: Pod) -> bool:
+        return bool(pod.instance_type)
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         wanted = pod.instance_type
@@ -87,10 +106,13 @@ class InstanceTypeMatch(FilterPlugin):
         return None
 
 
-class CapacityTypeMatch(FilterPlugin):
+class CapacityTypeMatch(SkipsUnasked, FilterPlugin):
     """Spot policy: ``spot`` needs a spot node, ``on-demand`` a non-spot one, ``any`` either."""
 
     name = "CapacityType"
+
+    def asks(self, pod: Pod) -> bool:
+        return pod.capacity_policy is not CapacityPolicy.ANY
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         policy = pod.capacity_policy
@@ -102,10 +124,13 @@ class CapacityTypeMatch(FilterPlugin):
         return None
 
 
-class Zone(FilterPlugin):
+class Zone(SkipsUnasked, FilterPlugin):
     """The pod's zone annotation."""
 
     name = "Zone"
+
+    def asks(self, pod: Pod) -> bool:
+        return bool(pod.zone)
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         if pod.zone and node.zone != pod.zone:
@@ -122,3 +147,6 @@ class CellIsolation(FilterPlugin):
         if node.cell and any(key != pod.key and not other.of_node for key, other in node.pods.items()):
             return unschedulable("cell node already holds a pod", self.name)
         return None
+
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
+        return [n for n in nodes if not n.cell or self.filter(state, pod, n) is None]

@@ -6,6 +6,8 @@ The scores use the scheduler's integer formulas over cpu and memory (weights 1:1
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from nodemanager.model import Pod, Resources
 from nodemanager.model.resources import PODS
 from nodemanager.scheduling.cycle_state import CycleState
@@ -32,43 +34,70 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin):
         missing = [n for n in requests.shortfall(node.free) if n != PODS]
         return unschedulable(", ".join(f"Insufficient {n}" for n in missing), self.name)
 
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
+        requests: Resources = state.get(_STATE_KEY) or pod.requests
+        fits = requests.fits_within
+        return [
+            n
+            for n in nodes
+            if (self.filter(state, pod, n) is None if n.batch_estimate else len(n.pods) < n.allocatable.pods and fits(n.allocatable, n.requested))
+        ]
 
-def _requested_after(pod: Pod, node: NodeInfo) -> tuple[tuple[int, int], tuple[int, int]]:
-    cpu, memory = nonzero_request(pod)
-    return (node.nonzero_cpu + cpu, node.nonzero_memory + memory), (node.allocatable.cpu, node.allocatable.memory)
+
+class _AllocationScore(ScorePlugin):
+    """A score of the node's cpu and memory requested (non-zero, this pod included) against
+    its allocatable."""
+
+    @staticmethod
+    def formula(req_cpu: int, alloc_cpu: int, req_mem: int, alloc_mem: int) -> int:
+        raise NotImplementedError
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
+        cpu, memory = nonzero_request(pod)
+        return self.formula(node.nonzero_cpu + cpu, node.allocatable.cpu, node.nonzero_memory + memory, node.allocatable.memory), None
+
+    def score_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> tuple[dict[str, int], Status | None]:
+        cpu, memory = nonzero_request(pod)
+        f = self.formula
+        return {n.name: f(n.nonzero_cpu + cpu, n.allocatable.cpu, n.nonzero_memory + memory, n.allocatable.memory) for n in nodes}, None
 
 
-class LeastAllocated(ScorePlugin):
+def _share(req: int, alloc: int) -> int:
+    """``(req * 100) // alloc``, 0 past the allocatable or with none."""
+    return 0 if alloc == 0 or req > alloc else (req * 100) // alloc
+
+
+class LeastAllocated(_AllocationScore):
     """Prefers emptier nodes: ``((alloc - req) * 100) // alloc`` averaged over cpu and memory."""
 
     name = "LeastAllocated"
 
-    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
-        requested, allocatable = _requested_after(pod, node)
-        parts = [0 if alloc == 0 or req > alloc else ((alloc - req) * 100) // alloc for req, alloc in zip(requested, allocatable, strict=True)]
-        return sum(parts) // len(parts), None
+    @staticmethod
+    def formula(req_cpu: int, alloc_cpu: int, req_mem: int, alloc_mem: int) -> int:
+        free_cpu = 0 if alloc_cpu == 0 or req_cpu > alloc_cpu else ((alloc_cpu - req_cpu) * 100) // alloc_cpu
+        free_mem = 0 if alloc_mem == 0 or req_mem > alloc_mem else ((alloc_mem - req_mem) * 100) // alloc_mem
+        return (free_cpu + free_mem) // 2
 
 
-class MostAllocated(ScorePlugin):
+class MostAllocated(_AllocationScore):
     """Prefers fuller nodes: ``(req * 100) // alloc`` averaged over cpu and memory."""
 
     name = "MostAllocated"
 
-    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
-        requested, allocatable = _requested_after(pod, node)
-        parts = [0 if alloc == 0 or req > alloc else (req * 100) // alloc for req, alloc in zip(requested, allocatable, strict=True)]
-        return sum(parts) // len(parts), None
+    @staticmethod
+    def formula(req_cpu: int, alloc_cpu: int, req_mem: int, alloc_mem: int) -> int:
+        return (_share(req_cpu, alloc_cpu) + _share(req_mem, alloc_mem)) // 2
 
 
-class BalancedAllocation(ScorePlugin):
+class BalancedAllocation(_AllocationScore):
     """Prefers nodes whose cpu and memory fill evenly: ``int((1 - |f_cpu - f_mem|) * 100)``."""
 
     name = "BalancedAllocation"
 
-    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
-        (req_cpu, req_mem), (alloc_cpu, alloc_mem) = _requested_after(pod, node)
+    @staticmethod
+    def formula(req_cpu: int, alloc_cpu: int, req_mem: int, alloc_mem: int) -> int:
         f_cpu = req_cpu / alloc_cpu if alloc_cpu else 1.0
         f_mem = req_mem / alloc_mem if alloc_mem else 1.0
         if f_cpu >= 1 or f_mem >= 1:
-            return 0, None
-        return int((1 - abs(f_cpu - f_mem)) * 100), None
+            return 0
+        return int((1 - abs(f_cpu - f_mem)) * 100)

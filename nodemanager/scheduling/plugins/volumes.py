@@ -19,7 +19,7 @@ from nodemanager.model.labels import ZONE
 from nodemanager.model.selectors import terms_match
 from nodemanager.model.volumes import EBS_DRIVERS, BindingMode, PersistentVolumeClaim, VolumeContext, ebs_attach_limit
 from nodemanager.scheduling.cycle_state import CycleState
-from nodemanager.scheduling.interfaces import FilterPlugin, PreFilterPlugin
+from nodemanager.scheduling.interfaces import FilterPlugin, PreFilterPlugin, SkipsUnasked
 from nodemanager.scheduling.nodeinfo import NodeInfo
 from nodemanager.scheduling.status import Code, Status, error, unresolvable, unschedulable
 
@@ -82,8 +82,11 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin):
         return None
 
 
-class NodeVolumeLimits(FilterPlugin):
+class NodeVolumeLimits(SkipsUnasked, FilterPlugin):
     name = "NodeVolumeLimits"
+
+    def asks(self, pod: Pod) -> bool:
+        return bool(pod.volume_claims)
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         if not pod.volume_claims:

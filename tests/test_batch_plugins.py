@@ -1,0 +1,134 @@
+"""The framework asks each plugin about many nodes at once (``Framework.feasible``, each
+plugin's ``filter_nodes`` and ``score_nodes``) and leaves out what kube's PreFilter and
+PreScore Skip leave out. None of it may change an answer: these check, over random pods and
+nodes, that the batch answers are the one-node answers, that a skipped Filter would have
+passed every node, and that a skipped Score would have scored every node the same."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nodemanager.model import CapacityType, Pod, Resources, Taint, TaintEffect
+from nodemanager.model.pod import CAPACITY_TYPE_ANNOTATION, INSTANCE_TYPE_ANNOTATION, ZONE_ANNOTATION
+from nodemanager.scheduling import CycleState, Framework
+from nodemanager.scheduling.nodeinfo import NodeInfo
+from nodemanager.scheduling.profile import DEFAULT_PROFILE
+from nodemanager.scheduling.registry import default_registry
+from nodemanager.scheduling.status import Code
+
+ZONE = "topology.kubernetes.io/zone"
+ZONES = ("z-a", "z-b")
+TYPES = ("m.large", "c.large")
+GI = 2**30
+#: The default profile with no PreFilter that may Skip: every Filter runs for every pod.
+NO_SKIPS = replace(DEFAULT_PROFILE, pre_filter=("NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"))
+
+taints = st.lists(
+    st.builds(Taint, st.sampled_from(["dedicated", "gpu"]), st.sampled_from(list(TaintEffect)), st.sampled_from(["", "a"])),
+    max_size=2,
+    unique_by=lambda t: (t.key, t.effect),
+).map(tuple)
+
+
+@st.composite
+def pods(draw: st.DrawFn, name: str = "incoming") -> Pod:
+    container: dict = {"name": "c", "resources": {"requests": {"cpu": f"{draw(st.integers(0, 4000))}m", "memory": f"{draw(st.integers(0, 8))}Gi"}}}
+    if draw(st.booleans()):
+        container["ports"] = [{"containerPort": 80, "hostPort": draw(st.sampled_from([8080, 9090]))}]
+    spec: dict = {"containers": [container]}
+    if draw(st.booleans()):
+        spec["nodeSelector"] = {ZONE: draw(st.sampled_from(ZONES))}
+    if draw(st.booleans()):
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": ZONE, "operator": "In", "values": [draw(st.sampled_from(ZONES))]}]}]
+                }
+            }
+        }
+    keys = st.sampled_from(["dedicated", "gpu", "node.kubernetes.io/unschedulable"])
+    spec["tolerations"] = draw(st.lists(st.fixed_dictionaries({"key": keys, "operator": st.just("Exists")}), max_size=2))
+    annotations = {}
+    if draw(st.booleans()):
+        annotations[INSTANCE_TYPE_ANNOTATION] = draw(st.sampled_from(["m.*", "c.large"]))
+    if draw(st.booleans()):
+        annotations[CAPACITY_TYPE_ANNOTATION] = draw(st.sampled_from(["spot", "on-demand", "any"]))
+    if draw(st.booleans()):
+        annotations[ZONE_ANNOTATION] = draw(st.sampled_from(ZONES))
+    return Pod.from_manifest({"metadata": {"name": name, "namespace": "default", "annotations": annotations}, "spec": spec})
+
+
+@st.composite
+def nodes(draw: st.DrawFn) -> list[NodeInfo]:
+    out = []
+    for i in range(draw(st.integers(1, 8))):
+        zone = draw(st.sampled_from(ZONES))
+        allocatable = Resources({"cpu": draw(st.integers(1, 8)) * 1000, "memory": draw(st.integers(1, 16)) * GI, "pods": draw(st.integers(1, 6))})
+        info = NodeInfo(
+            f"n{i}",
+            "p",
+            draw(st.sampled_from(TYPES)),
+            draw(st.sampled_from(list(CapacityType))),
+            zone,
+            allocatable,
+            {ZONE: zone},
+            draw(taints),
+            cell=draw(st.booleans()),
+            unschedulable=draw(st.booleans()),
+        )
+        for j in range(draw(st.integers(0, 3))):
+            placed = draw(pods(f"placed-{i}-{j}"))
+            info.add_pod(placed)
+        out.append(info)
+    return out
+
+
+def _framework(profile=DEFAULT_PROFILE) -> Framework:  # type: ignore[no-untyped-def]
+    return Framework(profile, default_registry())
+
+
+@settings(max_examples=150, deadline=None)
+@given(pods(), nodes())
+def test_the_nodes_every_filter_passes_are_those_each_node_passes_alone(pod: Pod, infos: list[NodeInfo]) -> None:
+    for profile in (DEFAULT_PROFILE, NO_SKIPS):
+        fw = _framework(profile)
+        fw.handle.node_infos = {n.name: n for n in infos}
+        state = CycleState()
+        assert fw.run_pre_filter_plugins(state, pod).is_success()
+        alone = [n.name for n in infos if fw.run_filter_plugins(state, pod, n).is_success()]
+        assert [n.name for n in fw.feasible(state, pod, infos)] == alone
+
+
+@settings(max_examples=150, deadline=None)
+@given(pods(), nodes())
+def test_a_filter_prefilter_skips_would_have_passed_every_node(pod: Pod, infos: list[NodeInfo]) -> None:
+    fw = _framework()
+    fw.handle.node_infos = {n.name: n for n in infos}
+    state = CycleState()
+    assert fw.run_pre_filter_plugins(state, pod).is_success()
+    for plugin in fw._filter:
+        if plugin.name in state.skip_filter:
+            assert all(plugin.filter(CycleState(), pod, n) is None for n in infos), plugin.name
+
+
+@settings(max_examples=150, deadline=None)
+@given(pods(), nodes())
+def test_scores_of_many_nodes_are_each_nodes_score_and_a_skipped_score_ranks_nothing(pod: Pod, infos: list[NodeInfo]) -> None:
+    fw = _framework()
+    fw.handle.node_infos = {n.name: n for n in infos}
+    state = CycleState()
+    assert fw.run_pre_filter_plugins(state, pod).is_success()
+    registry = default_registry()
+    least = registry.create("LeastAllocated", fw.handle, {})
+    for plugin in [p for p, _ in fw._score] + [least]:
+        alone = {n.name: plugin.score(state, pod, n)[0] for n in infos}
+        many, status = plugin.score_nodes(state, pod, infos)
+        assert status is None
+        assert many == alone, plugin.name
+        if plugin.pre_score(state, pod, infos) is not None:
+            assert plugin.pre_score(state, pod, infos).code is Code.SKIP
+            plugin.normalize_score(state, pod, alone)
+            assert len(set(alone.values())) == 1, plugin.name  # every node the same: leaving it out changes no order
