@@ -70,3 +70,18 @@ def test_the_mix_verifier_refuses_anti_affine_neighbours_and_a_skewed_order() ->
     # 2 in z1 before z2 has one: the second is refused; z1, z2, z1 is a valid order
     assert mix.constraint_violations(spread, {"bench/s0": "n1", "bench/s1": "n1", "bench/s2": "n2"}, zones) == ["s1"]
     assert mix.constraint_violations(spread, {"bench/s0": "n1", "bench/s2": "n2", "bench/s1": "n1"}, zones) == []
+
+
+def test_busy_places_every_pod_and_its_check_refuses_an_overfull_node() -> None:
+    busy = importlib.import_module("busy")
+    for mix in (False, True):
+        result = busy.run(60, 1600, 80, mix, 42)
+        assert (result["unplaced"], result["overfull_nodes"]) == (0, 0)
+        assert result["on_existing_nodes"] > 0
+        if mix:  # half of them too big for any node's free memory
+            assert result["new_nodes"] > 0
+    catalog, running = busy.disruption.cluster(2, 20, 42, busy.RUNNING)
+    target = running.nodes[0]
+    hog = Pod("bench", "hog", "hog", Resources({"cpu": target.allocatable.cpu, "memory": 1}))
+    decision = SimpleNamespace(start=[], bindings={hog.key: target.name})
+    assert busy.check(catalog, running, [hog], decision)["overfull_nodes"] == 1

@@ -58,6 +58,11 @@ class Resources:
         """Bytes."""
         return self._amounts.get(MEMORY, 0)
 
+    def cpu_memory(self) -> tuple[int, int]:
+        """``(cpu, memory)`` in one call: asked of every node a pod is scored on."""
+        amounts = self._amounts
+        return amounts.get(CPU, 0), amounts.get(MEMORY, 0)
+
     @property
     def pods(self) -> int:
         return self._amounts.get(PODS, 0)

@@ -27,6 +27,7 @@ import dataclasses
 import functools
 import gc
 import hashlib
+import heapq
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -292,12 +293,17 @@ class _Run:
         or (None) on the nodes this run decided to boot that have room, tightest first."""
         if (candidates is not None and not candidates) or not any(c.pods for c in classes):
             return
-        room = RoomIndex(candidates) if candidates is not None else None
+        rooms: list[tuple[int, RoomIndex]] = []  # by readiness rank (nodes new in this run last), best first
+        if candidates is not None:
+            ranks: dict[int, list[NodeInfo]] = defaultdict(list)
+            for info in candidates:
+                ranks[self.readiness.get(info.name, len(_READINESS))].append(info)
+            rooms = [(rank, RoomIndex(ranks[rank])) for rank in sorted(ranks)]
         namespaces = self.topology.namespace_labels
         for cls in classes:
             if not cls.pods:
                 continue
-            nodes = room.with_room_for(cls.rep) if room is not None else None
+            nodes = [(rank, with_room) for rank, room in rooms if (with_room := room.with_room_for(cls.rep))] if candidates is not None else None
             if nodes is not None and not nodes:
                 continue
             if cls.rep.inter_pod and not plan.static(cls.rep, namespaces):
@@ -306,7 +312,7 @@ class _Run:
             else:
                 cls.pods = self._fill_class(cls.pods, nodes)
 
-    def _fill_class(self, pods: list[Pod], candidates: list[NodeInfo] | None) -> list[Pod]:
+    def _fill_class(self, pods: list[Pod], candidates: list[tuple[int, list[NodeInfo]]] | None) -> list[Pod]:
         """Identical pods onto ``candidates`` (see ``_fill``); returns those left over. The
         filters run for the first pod per node; resources, ``host_cap`` for inter-pod
         constraints and host ports (one per node) say how many more that node takes."""
@@ -338,20 +344,15 @@ class _Run:
                 break
         return refused + list(left)
 
-    def _sampled(self, state: CycleState, pod: Pod, candidates: list[NodeInfo]) -> Iterator[NodeInfo]:
-        """Existing nodes for ``pod``'s class, best first: Ready nodes before booting ones,
-        and within each, as kube-scheduler searches a large cluster: filter from where the
-        last search stopped until ``feasible_nodes_to_find`` nodes pass, score those, offer
-        them by score; if pods are left, the search goes on from there. (``candidates`` are
-        the nodes that had the class's CPU free, most free first; kube walks its node list.)
-        The filters look at as many nodes at a time as may still be wanted: the same nodes
-        pass, and the search stops at the same node, as one node at a time."""
-        ranks: dict[int, list[NodeInfo]] = defaultdict(list)
-        readiness, last = self.readiness, len(_READINESS)  # nodes new in this run: last
-        for info in candidates:
-            ranks[readiness.get(info.name, last)].append(info)
-        for rank in sorted(ranks):
-            nodes = ranks[rank]
+    def _sampled(self, state: CycleState, pod: Pod, ranked: list[tuple[int, list[NodeInfo]]]) -> Iterator[NodeInfo]:
+        """Existing nodes for ``pod``'s class, best first: by readiness rank (Ready nodes
+        before booting ones), and within each, as kube-scheduler searches a large cluster:
+        filter from where the last search stopped until ``feasible_nodes_to_find`` nodes pass,
+        score those, offer them by score; if pods are left, the search goes on from there.
+        (A rank's nodes are those that had the class's CPU free, most free first; kube walks
+        its node list.) The filters look at as many nodes at a time as may still be wanted:
+        the same nodes pass, and the search stops at the same node, as one node at a time."""
+        for rank, nodes in ranked:
             want, count = feasible_nodes_to_find(len(nodes)), len(nodes)
             start, seen = self.next_start.get(rank, 0) % count, 0
             walk = nodes[start:] + nodes[:start]
@@ -363,11 +364,11 @@ class _Run:
                     seen = end
                 self.next_start[rank] = start + seen
                 scores, status = self.fw.run_score_plugins(state, pod, feasible) if len(feasible) > 1 else ({}, None)
-                totals: Counter[str] = Counter()
-                if status is None or status.is_success():
-                    for by_node in scores.values():
-                        totals.update(by_node)
-                yield from (i for _, _, i in sorted((-totals[i.name], i.name, i) for i in feasible))
+                totals = _summed(scores.values()) if status is None or status.is_success() else {}
+                best = [(-totals.get(i.name, 0), i.name, i) for i in feasible]
+                heapq.heapify(best)  # pods are often placed before most of them are offered
+                while best:
+                    yield heapq.heappop(best)[2]
 
     # -- 3. new nodes -------------------------------------------------------------------
     def _probe(self, view: PoolView, pod: Pod) -> tuple[tuple[Candidate, ...], str, bool]:
@@ -1021,6 +1022,18 @@ def _offering_blind(pod: Pod) -> bool:
 def node_level(pod: Pod) -> Pod:
     """The pod without its inter-pod constraints: what a node's labels alone decide."""
     return dataclasses.replace(pod, spread=(), pod_affinity=NO_AFFINITY) if pod.spread or pod.pod_affinity else pod
+
+
+def _summed(scores: Iterable[dict[str, int]]) -> dict[str, int]:
+    """Each node's total over the score plugins."""
+    totals: dict[str, int] = {}
+    for by_node in scores:
+        if not totals:
+            totals = dict(by_node)
+            continue
+        for name, value in by_node.items():
+            totals[name] += value
+    return totals
 
 
 def as_regular(pod: Pod) -> Pod:

@@ -202,8 +202,8 @@ class Framework:
             status = plugin.normalize_score(state, pod, scores) or SUCCESS
             if not status.is_success():
                 return {}, error(f'error while running normalize score plugin "{plugin.name}" for pod "{pod.key}": {status.message}', plugin.name)
-            bad = next((name for name, value in scores.items() if not MIN_NODE_SCORE <= value <= MAX_NODE_SCORE), None)
-            if bad is not None:
+            if scores and not MIN_NODE_SCORE <= min(scores.values()) <= max(scores.values()) <= MAX_NODE_SCORE:
+                bad = next(name for name, value in scores.items() if not MIN_NODE_SCORE <= value <= MAX_NODE_SCORE)
                 return {}, error(
                     f'score plugin "{plugin.name}" returns an invalid score {scores[bad]} for node "{bad}", it should be in the range of [0, 100]', plugin.name
                 )

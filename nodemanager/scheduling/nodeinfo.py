@@ -83,16 +83,20 @@ class NodeInfo:
         (a computation adds every running pod of the cluster to its node)."""
         own, estimate = self.pods, self.batch_estimate
         counted = []
+        cpu_sum = memory_sum = node_pods = 0
         for pod in pods:
             if pod.key in own:
                 raise ValueError(f"pod {pod.key} is already on node {self.name}")
             own[pod.key] = pod
             counted.append(counted_requests(pod.requests, True) if estimate else pod.requests)
             cpu, memory = nonzero_request(pod)
-            self.nonzero_cpu += cpu
-            self.nonzero_memory += memory
-            self.node_pods += pod.of_node
+            cpu_sum += cpu
+            memory_sum += memory
+            node_pods += pod.of_node
         self.requested = Resources.total(counted, self.requested)
+        self.nonzero_cpu += cpu_sum
+        self.nonzero_memory += memory_sum
+        self.node_pods += node_pods
         self.generation += 1
 
     def remove_pod(self, key: PodKey) -> Pod:

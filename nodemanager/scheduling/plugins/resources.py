@@ -49,17 +49,17 @@ class _AllocationScore(ScorePlugin):
     its allocatable."""
 
     @staticmethod
-    def formula(req_cpu: int, alloc_cpu: int, req_mem: int, alloc_mem: int) -> int:
+    def formula(req_cpu: int, req_mem: int, allocatable: tuple[int, int]) -> int:
         raise NotImplementedError
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
-        cpu, memory = nonzero_request(pod)
-        return self.formula(node.nonzero_cpu + cpu, node.allocatable.cpu, node.nonzero_memory + memory, node.allocatable.memory), None
+        scores, status = self.score_nodes(state, pod, (node,))
+        return scores[node.name], status
 
     def score_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> tuple[dict[str, int], Status | None]:
         cpu, memory = nonzero_request(pod)
         f = self.formula
-        return {n.name: f(n.nonzero_cpu + cpu, n.allocatable.cpu, n.nonzero_memory + memory, n.allocatable.memory) for n in nodes}, None
+        return {n.name: f(n.nonzero_cpu + cpu, n.nonzero_memory + memory, n.allocatable.cpu_memory()) for n in nodes}, None
 
 
 def _share(req: int, alloc: int) -> int:
@@ -73,7 +73,8 @@ class LeastAllocated(_AllocationScore):
     name = "LeastAllocated"
 
     @staticmethod
-    def formula(req_cpu: int, alloc_cpu: int, req_mem: int, alloc_mem: int) -> int:
+    def formula(req_cpu: int, req_mem: int, allocatable: tuple[int, int]) -> int:
+        alloc_cpu, alloc_mem = allocatable
         free_cpu = 0 if alloc_cpu == 0 or req_cpu > alloc_cpu else ((alloc_cpu - req_cpu) * 100) // alloc_cpu
         free_mem = 0 if alloc_mem == 0 or req_mem > alloc_mem else ((alloc_mem - req_mem) * 100) // alloc_mem
         return (free_cpu + free_mem) // 2
@@ -85,8 +86,8 @@ class MostAllocated(_AllocationScore):
     name = "MostAllocated"
 
     @staticmethod
-    def formula(req_cpu: int, alloc_cpu: int, req_mem: int, alloc_mem: int) -> int:
-        return (_share(req_cpu, alloc_cpu) + _share(req_mem, alloc_mem)) // 2
+    def formula(req_cpu: int, req_mem: int, allocatable: tuple[int, int]) -> int:
+        return (_share(req_cpu, allocatable[0]) + _share(req_mem, allocatable[1])) // 2
 
 
 class BalancedAllocation(_AllocationScore):
@@ -95,7 +96,8 @@ class BalancedAllocation(_AllocationScore):
     name = "BalancedAllocation"
 
     @staticmethod
-    def formula(req_cpu: int, alloc_cpu: int, req_mem: int, alloc_mem: int) -> int:
+    def formula(req_cpu: int, req_mem: int, allocatable: tuple[int, int]) -> int:
+        alloc_cpu, alloc_mem = allocatable
         f_cpu = req_cpu / alloc_cpu if alloc_cpu else 1.0
         f_mem = req_mem / alloc_mem if alloc_mem else 1.0
         if f_cpu >= 1 or f_mem >= 1:
