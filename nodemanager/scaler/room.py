@@ -5,7 +5,9 @@ Placing the waiting pods on existing nodes tried every class on every node: with
 distinct pods waiting next to 360 full nodes, 3 million checks per decision. Free room only
 shrinks while a fill goes on, so a node that lacked a pod's CPU when it began still lacks
 it: a class is tried only on the nodes that had room for its CPU then, a superset of those
-that can take it (the same nodes pass the filters, so the same are chosen).
+that can take it (the same nodes pass the filters, so the same are chosen), and on none if
+no node had its memory free (as kube, a search that finds nothing leaves the next one
+starting where it would have).
 """
 
 from __future__ import annotations
@@ -22,16 +24,19 @@ class RoomIndex:
         self._all = nodes
         self._nodes = sorted(nodes, key=lambda i: i.requested.cpu - i.allocatable.cpu)  # most free CPU first
         self._less_free = [i.requested.cpu - i.allocatable.cpu for i in self._nodes]  # ascending: minus the free CPU
+        self._most_memory = max((i.allocatable.memory - i.requested.memory for i in nodes), default=0)
 
     def with_room_for(self, pod: Pod) -> list[NodeInfo]:
-        """The nodes that had the pod's CPU free (all of them for a pod asking for none, or
-        for batch resources, whose CPU a node counts its own way) and have the other
-        resources it asks for besides memory (GPUs: a full GPU node has CPU to spare)."""
+        """The nodes that had the pod's CPU free, none if no node had its memory free (all of
+        them for a pod asking for batch resources, whose CPU and memory a node counts its own
+        way), and have the other resources it asks for (GPUs: a full GPU node has CPU to spare)."""
         requests = pod.requests
         if asks_for_batch(requests):
             return self._all
-        need = requests.cpu
-        nodes = self._nodes[: bisect_right(self._less_free, -need)] if need > 0 else self._all
+        cpu, memory = requests.cpu_memory()
+        if memory > 0 and memory > self._most_memory:
+            return []
+        nodes = self._nodes[: bisect_right(self._less_free, -cpu)] if cpu > 0 else self._all
         for name in extended(requests):
             amount = requests.get(name)
             nodes = [i for i in nodes if i.allocatable.get(name) - i.requested.get(name) >= amount]
