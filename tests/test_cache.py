@@ -1,5 +1,6 @@
 """The cluster cache: every pod-state edge, every illegal one, and event handling."""
 
+import dataclasses
 import itertools
 
 import pytest
@@ -180,3 +181,12 @@ def test_nodes_and_snapshot_are_immutable_views():
     assert cache.snapshot().generation > snap.generation
     with pytest.raises(TypeError):
         snap.nodes["n2"] = node  # type: ignore[index]
+
+
+def test_a_heartbeat_is_the_same_node_and_only_a_heartbeat_is_ignored() -> None:
+    node = ClusterNode("n1", "i-1", True, 5.0, labels={"a": "b"}, allocatable=Resources({"cpu": 1000}))
+    beat = node.with_heartbeat(15.0)
+    assert beat == dataclasses.replace(node, last_heartbeat=15.0)
+    assert node.same_but_heartbeat(beat)
+    for changed in (dataclasses.replace(beat, labels={"a": "c"}), dataclasses.replace(beat, ready=False), dataclasses.replace(beat, unschedulable=True)):
+        assert not node.same_but_heartbeat(changed)

@@ -218,7 +218,7 @@ class ClusterEventsHandler:
         else:
             self._nodes[event.node.name] = event.node
         # A heartbeat alone changes nothing the scaler looks at: no new generation for it.
-        if old is None or event.type is EventType.DELETED or replace(old, last_heartbeat=event.node.last_heartbeat) != event.node:
+        if old is None or event.type is EventType.DELETED or not old.same_but_heartbeat(event.node):
             self.generation += 1
 
     # -- reading ---------------------------------------------------------------------------

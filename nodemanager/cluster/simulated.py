@@ -300,7 +300,7 @@ class SimulatedCluster:
     def _heartbeat(self, name: str, now: float) -> None:
         node = self.nodes[name]
         if now - node.last_heartbeat >= self.heartbeat_interval and name not in self._silenced:
-            node = replace(node, last_heartbeat=now)
+            node = node.with_heartbeat(now)
             self.nodes[name] = node
             self._events.append(NodeEvent(EventType.MODIFIED, node))
 
