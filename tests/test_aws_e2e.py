@@ -86,7 +86,9 @@ def test_run_against_an_ec2_endpoint_survives_sigkill(tmp_path):
     def alive() -> list[dict]:
         return [i for i in ours() if i["State"]["Name"] in ("pending", "running")]
 
-    first = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    # Logs go to files: a pipe nobody reads until the end fills (64 KB) and blocks the service.
+    first_log, second_log = (tmp_path / "first.log").open("w"), (tmp_path / "second.log").open("w")
+    first = subprocess.Popen(command, env=env, stderr=first_log, text=True)
     second = None
     try:
         wait_for(f"http://127.0.0.1:{status_port}/readyz", time.monotonic() + 30)
@@ -97,7 +99,7 @@ def test_run_against_an_ec2_endpoint_survives_sigkill(tmp_path):
         assert 3 <= launched_before < 8
         left_behind = {i["InstanceId"] for i in alive()}
 
-        second = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+        second = subprocess.Popen(command, env=env, stderr=second_log, text=True)
         wait_for(f"http://127.0.0.1:{status_port}/readyz", time.monotonic() + 30)
         adopted = {n["instance_id"] for n in status(status_port)["nodes"]}
         # every instance the killed process left was adopted (the new one may be booting more)
@@ -110,7 +112,7 @@ def test_run_against_an_ec2_endpoint_survives_sigkill(tmp_path):
         assert len(names) >= 8
         assert max(names.values()) == 1  # no node was launched twice
         assert not alive()  # nothing leaked
-        logs = first.stderr.read() + second.stderr.read()
+        logs = (tmp_path / "first.log").read_text() + (tmp_path / "second.log").read_text()
         assert "booting" in logs
         assert SECRET not in logs  # credentials never reach the logs
     finally:
@@ -118,6 +120,8 @@ def test_run_against_an_ec2_endpoint_survives_sigkill(tmp_path):
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
+        first_log.close()
+        second_log.close()
         server.stop()
 
 
