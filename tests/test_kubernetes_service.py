@@ -26,7 +26,9 @@ cluster:
   source: kubernetes
   kubernetes:
     kubeconfig: {kubeconfig}
-    leaderElection: {{leaseDuration: 3s, renewDeadline: 2s, retryPeriod: 0.25s}}
+    # kube's lease and renew times: a leader starved of CPU on a loaded machine (the whole
+    # suite on two cores) still renews in time, so the follower never takes over here.
+    leaderElection: {{leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 0.25s}}
 nodes: {{defaultInstanceType: m5.large, idleGrace: 60s}}
 pools:
   - {{name: cells, packing: cell, instanceTypes: [m5.large], capacityTypes: [on-demand]}}
