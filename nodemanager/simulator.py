@@ -62,7 +62,23 @@ class _Tracker:
     memory_requested: float = 0.0  # byte-seconds
     memory_allocatable: float = 0.0
     peak: int = 0
-    forever: dict[PodKey, float] = field(default_factory=dict)  # seconds each pod without a duration ran
+    elapsed: float = 0.0  # seconds integrated so far
+    ended: dict[PodKey, float] = field(default_factory=dict)  # seconds each pod without a duration ran, to its last stop
+    running: dict[PodKey, float] = field(default_factory=dict)  # such pods running now: since what ``elapsed``
+
+    def forever_running(self, keys: set[PodKey]) -> None:
+        """The pods without a duration running from now on."""
+        for key in self.running.keys() - keys:
+            self.ended[key] = self.ended.get(key, 0.0) + self.elapsed - self.running.pop(key)
+        for key in keys - self.running.keys():
+            self.running[key] = self.elapsed
+
+    def forever(self) -> dict[PodKey, float]:
+        """Seconds each pod without a duration has run so far."""
+        ran = dict(self.ended)
+        for key, since in self.running.items():
+            ran[key] = ran.get(key, 0.0) + self.elapsed - since
+        return ran
 
 
 class Simulation:
@@ -83,6 +99,8 @@ class Simulation:
         self._batch_pods = {a.pod.key for a in workload if asks_for_batch(a.pod.requests)}
         self.unschedulable: dict[PodKey, str] = {}
         self.tracker = _Tracker()
+        self._load_as_of: tuple[int, int] | None = None  # (cluster version, records generation) of _load
+        self._load = (0, 0, 0, 0)
         views = pool_views(list(config.pools), catalog, config.nodes.volume_size, daemon_sets=objects.daemon_sets if objects else ())
         self.bound = CostBound(views, (a.pod for a in workload))
         self.ended = "until"  # why the last run stopped: settled, until or stalled
@@ -98,7 +116,7 @@ class Simulation:
         it gets the same bound; only pods without one (or cut by --until) count the time
         they actually ran."""
         end = self.clock.now()
-        ran = dict(self.tracker.forever)
+        ran = self.tracker.forever()
         for key in self.cluster.first_bound:
             if key in self._finite:  # its work once, however often it was evicted and ran again
                 ran[key] = min(self._finite[key][1], max(end - self._arrived_at[key], 0.0))
@@ -107,8 +125,23 @@ class Simulation:
     def _integrate(self, dt: float) -> None:
         if dt <= 0:
             return
-        cpu = memory = 0
         t = self.tracker
+        changed = (self.cluster.version, self.controller.records_generation)
+        if changed != self._load_as_of:  # pods and nodes as they are now (most steps change neither)
+            self._load_as_of, self._load = changed, self._load_now()
+        cpu, memory, alloc_cpu, alloc_memory = self._load
+        t.cpu_requested += cpu * dt
+        t.memory_requested += memory * dt
+        t.cpu_allocatable += alloc_cpu * dt
+        t.memory_allocatable += alloc_memory * dt
+        t.elapsed += dt
+        t.peak = max(t.peak, self.cloud.live_count())
+
+    def _load_now(self) -> tuple[int, int, int, int]:
+        """The running pods' CPU and memory requests and the registered nodes' allocatable;
+        the pods without a duration running from now on go to the tracker."""
+        cpu = memory = 0
+        forever = set()
         for key, sim in self.cluster.pods.items():
             if sim.pod.of_node or not sim.pod.node_name:
                 continue  # a DaemonSet pod is part of its node's cost, not a pod of the workload
@@ -116,18 +149,15 @@ class Simulation:
             cpu += requests.cpu
             memory += requests.memory
             if sim.duration is None:
-                t.forever[key] = t.forever.get(key, 0.0) + dt
+                forever.add(key)
+        self.tracker.forever_running(forever)
         alloc_cpu = alloc_memory = 0
         for name in self.cluster.nodes:
             node = self.controller.nodes.get(name)
             if node is not None:
                 alloc_cpu += node.allocatable.cpu
                 alloc_memory += node.allocatable.memory
-        t.cpu_requested += cpu * dt
-        t.memory_requested += memory * dt
-        t.cpu_allocatable += alloc_cpu * dt
-        t.memory_allocatable += alloc_memory * dt
-        t.peak = max(t.peak, self.cloud.live_count())
+        return cpu, memory, alloc_cpu, alloc_memory
 
     def _sample(self, now: float) -> None:
         nodes = Counter(n.instance_type for n in self.controller.nodes.values() if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED))

@@ -96,6 +96,7 @@ class SimulatedCluster:
         self.nodes: dict[str, ClusterNode] = {}
         self._finishing: list[tuple[float, PodKey]] = []  # heap of (finish time, pod)
         self._events: list[ClusterEvent] = []
+        self.version = 0  # counts changes to pods and to which nodes are registered (what a simulation integrates)
         self._running_since: dict[str, float] = {}  # node -> when its instance was first seen running
         self._silenced: set[str] = set()
         self.first_bound: dict[PodKey, float] = {}  # pod -> when it was first bound (simulation reports)
@@ -147,14 +148,14 @@ class SimulatedCluster:
             heapq.heappush(self._finishing, (now + sim.duration, pod))
         self.binds += 1
         self.first_bound.setdefault(pod, now)
-        self._events.append(PodEvent(EventType.MODIFIED, sim.pod))
+        self._emit(PodEvent(EventType.MODIFIED, sim.pod))
         return node
 
     def remove_node(self, name: str) -> None:
         node = self.nodes.pop(name, None)
         if node is not None:
             self._orphan_pods(name)
-            self._events.append(NodeEvent(EventType.DELETED, node))
+            self._emit(NodeEvent(EventType.DELETED, node))
 
     def drain(self, name: str) -> DrainStatus:
         """Nothing to wait for: a removed node's pods wait again at once."""
@@ -164,7 +165,7 @@ class SimulatedCluster:
         node = self.nodes.get(name)
         if node is not None and not labels.items() <= node.labels.items():
             self.nodes[name] = replace(node, labels={**node.labels, **labels})
-            self._events.append(NodeEvent(EventType.MODIFIED, self.nodes[name]))
+            self._emit(NodeEvent(EventType.MODIFIED, self.nodes[name]))
 
     def record_event(self, kind: str, key: str, reason: str, message: str, *, warning: bool = False) -> None:
         self.recorded.append((kind, key, reason, message))
@@ -218,8 +219,8 @@ class SimulatedCluster:
         bound = replace(claim, volume_name=volume.name)
         self.volumes[volume.name] = volume
         self.claims[claim.key] = bound
-        self._events.append(ObjectEvent(EventType.ADDED, volume.name, volume))
-        self._events.append(ObjectEvent(EventType.MODIFIED, bound.key, bound))
+        self._emit(ObjectEvent(EventType.ADDED, volume.name, volume))
+        self._emit(ObjectEvent(EventType.MODIFIED, bound.key, bound))
 
     def _provision_immediate(self) -> None:
         for claim in list(self.claims.values()):
@@ -238,7 +239,7 @@ class SimulatedCluster:
 
     def _set_node(self, node: ClusterNode) -> None:
         self.nodes[node.name] = node
-        self._events.append(NodeEvent(EventType.MODIFIED, node))
+        self._emit(NodeEvent(EventType.MODIFIED, node))
 
     def _act_on_nodes(self, now: float) -> None:
         for name, (when, startup) in list(self._startup.items()):
@@ -266,9 +267,14 @@ class SimulatedCluster:
                 if (ds.key, name) not in running and ds.runs_on(node.labels, node.taints, name):
                     pod = replace(ds.pod, name=f"{ds.name}-{name}", uid=f"{ds.key}/{name}", node_name=name, phase=PodPhase.RUNNING, created_at=self.clock.now())
                     self.pods[pod.key] = _SimPod(pod, None, bound_at=self.clock.now())
-                    self._events.append(PodEvent(EventType.ADDED, pod))
+                    self._emit(PodEvent(EventType.ADDED, pod))
 
     # -- internals ---------------------------------------------------------------------------
+    def _emit(self, event: ClusterEvent) -> None:
+        self._events.append(event)
+        if not (isinstance(event, NodeEvent) and event.type is EventType.MODIFIED):  # a heartbeat, a label: nothing integrated
+            self.version += 1
+
     def _sync_nodes(self, now: float) -> None:
         try:
             instances = self.cloud.list_instances()
@@ -293,7 +299,7 @@ class SimulatedCluster:
                     self._zones[name] = instance.zone
                     if startup:
                         self._startup[name] = (now + self.startup_delay, startup)
-                    self._events.append(NodeEvent(EventType.ADDED, node))
+                    self._emit(NodeEvent(EventType.ADDED, node))
             else:
                 self._heartbeat(name, now)
 
@@ -302,13 +308,13 @@ class SimulatedCluster:
         if now - node.last_heartbeat >= self.heartbeat_interval and name not in self._silenced:
             node = node.with_heartbeat(now)
             self.nodes[name] = node
-            self._events.append(NodeEvent(EventType.MODIFIED, node))
+            self._emit(NodeEvent(EventType.MODIFIED, node))
 
     def _orphan_pods(self, node: str) -> None:
         for key, sim in list(self.pods.items()):
             if sim.pod.node_name == node and sim.pod.daemon_set:  # goes with its node
                 del self.pods[key]
-                self._events.append(PodEvent(EventType.DELETED, sim.pod))
+                self._emit(PodEvent(EventType.DELETED, sim.pod))
             elif sim.pod.node_name == node:
                 for claim in sim.pod.claims:  # its devices went with the node
                     if (found := self._claims.get(claim)) is not None:
@@ -317,7 +323,7 @@ class SimulatedCluster:
                     sim.duration = max(sim.duration - (self.clock.now() - sim.bound_at), 0.0)
                 sim.pod = replace(sim.pod, node_name="", phase=PodPhase.PENDING)
                 sim.bound_at = None
-                self._events.append(PodEvent(EventType.MODIFIED, sim.pod))
+                self._emit(PodEvent(EventType.MODIFIED, sim.pod))
 
     def _finish(self, now: float) -> None:
         while self._finishing and self._finishing[0][0] <= now:
@@ -330,8 +336,8 @@ class SimulatedCluster:
             for claim in sim.pod.claims:  # claims made for the pod go with it
                 if claim.startswith(f"{done.namespace}/{done.name}-"):
                     self._claims.pop(claim, None)
-            self._events.append(PodEvent(EventType.MODIFIED, done))
-            self._events.append(PodEvent(EventType.DELETED, done))
+            self._emit(PodEvent(EventType.MODIFIED, done))
+            self._emit(PodEvent(EventType.DELETED, done))
 
     def _arrive(self, now: float) -> None:
         while self._next_arrival < len(self._arrivals) and self.origin + self._arrivals[self._next_arrival].at <= now:
@@ -341,7 +347,7 @@ class SimulatedCluster:
             self.pods[pod.key] = _SimPod(pod, arrival.duration, usage=arrival.usage)
             for claim in arrival.claims:  # made from the pod's claim templates
                 self._claims[claim.key] = claim
-            self._events.append(PodEvent(EventType.ADDED, pod))
+            self._emit(PodEvent(EventType.ADDED, pod))
 
 
 def _acted(node: ClusterNode, action: NodeAction) -> ClusterNode:
