@@ -101,6 +101,7 @@ class Simulation:
         self.tracker = _Tracker()
         self._load_as_of: tuple[int, int] | None = None  # (cluster version, records generation) of _load
         self._load = (0, 0, 0, 0)
+        self._waiting_as_of: tuple[int, Decision | None, tuple[PodKey, ...]] | None = None
         views = pool_views(list(config.pools), catalog, config.nodes.volume_size, daemon_sets=objects.daemon_sets if objects else ())
         self.bound = CostBound(views, (a.pod for a in workload))
         self.ended = "until"  # why the last run stopped: settled, until or stalled
@@ -164,10 +165,15 @@ class Simulation:
         bound = self.bound.rate(s.pod for s in self.cluster.pods.values() if s.pod.node_name and not s.pod.of_node)
         self.timeline.add(Sample(now, nodes, len(self._waiting()), self.controller.cost_per_hour(), bound))
 
-    def _waiting(self) -> list[PodKey]:
-        """Workload pods not bound and not reported unschedulable by the last decision."""
-        last = self.controller.last_decision
-        return [k for k, s in self.cluster.pods.items() if not s.pod.of_node and not s.pod.node_name and (last is None or k not in last.unschedulable)]
+    def _waiting(self) -> tuple[PodKey, ...]:
+        """Workload pods not bound and not reported unschedulable by the last decision (asked
+        at every step once all have arrived: made again only when pods or the decision changed)."""
+        last, kept = self.controller.last_decision, self._waiting_as_of
+        if kept is None or kept[0] != self.cluster.version or kept[1] is not last:
+            pods = self.cluster.pods.items()
+            waiting = tuple(k for k, s in pods if not s.pod.of_node and not s.pod.node_name and (last is None or k not in last.unschedulable))
+            kept = self._waiting_as_of = (self.cluster.version, last, waiting)
+        return kept[2]
 
     def _in_flight(self) -> bool:
         """Something will happen without any new decision: a bound pod with a duration

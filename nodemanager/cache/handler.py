@@ -262,6 +262,10 @@ class ClusterEventsHandler:
             entry = self._entries.get(key)
             return entry.pod if entry else self._waiting.get(key)
 
+    def waiting_count(self) -> int:
+        with self._lock:
+            return len(self._waiting)
+
     def counts(self) -> dict[str, int]:
         with self._lock:
             out = {"waiting": len(self._waiting), "assumed": 0, "added": 0}

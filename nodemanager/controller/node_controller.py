@@ -668,7 +668,7 @@ class NodeController:
             counts[(node.pool, node.state.value)] = counts.get((node.pool, node.state.value), 0) + 1
         for (pool, state), n in counts.items():
             self.metrics.nodes.labels(pool, state).set(n)
-        self.metrics.pending_pods.set(self.cache.counts()["waiting"])
+        self.metrics.pending_pods.set(self.cache.waiting_count())
         self.metrics.unschedulable_pods.set(len(self.last_decision.unschedulable) if self.last_decision else 0)
         self.metrics.cost.set(self.cost_per_hour())
 

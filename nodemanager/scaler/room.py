@@ -22,9 +22,20 @@ from nodemanager.scheduling import NodeInfo
 class RoomIndex:
     def __init__(self, nodes: list[NodeInfo]) -> None:
         self._all = nodes
-        self._nodes = sorted(nodes, key=lambda i: i.requested.cpu - i.allocatable.cpu)  # most free CPU first
-        self._less_free = [i.requested.cpu - i.allocatable.cpu for i in self._nodes]  # ascending: minus the free CPU
+        less_free = [i.requested.cpu - i.allocatable.cpu for i in nodes]
+        order = sorted(range(len(nodes)), key=less_free.__getitem__)  # most free CPU first (ties as given)
+        self._nodes = [nodes[k] for k in order]
+        self._less_free = [less_free[k] for k in order]  # ascending: minus the free CPU
         self._most_memory = max((i.allocatable.memory - i.requested.memory for i in nodes), default=0)
+        self._having: dict[str, list[tuple[int, NodeInfo]]] = {}  # extended resource -> (place in _nodes, node) of those with some free
+
+    def _nodes_having(self, name: str) -> list[tuple[int, NodeInfo]]:
+        """The nodes that had some of ``name`` free when the fill began, in ``_nodes`` order
+        (on a GPU cluster most GPU nodes are full: far fewer than the nodes with CPU free)."""
+        found = self._having.get(name)
+        if found is None:
+            found = self._having[name] = [(place, i) for place, i in enumerate(self._nodes) if i.allocatable.get(name) - i.requested.get(name) > 0]
+        return found
 
     def with_room_for(self, pod: Pod) -> list[NodeInfo]:
         """The nodes that had the pod's CPU free, none if no node had its memory free (all of
@@ -36,8 +47,13 @@ class RoomIndex:
         cpu, memory = requests.cpu_memory()
         if memory > 0 and memory > self._most_memory:
             return []
-        nodes = self._nodes[: bisect_right(self._less_free, -cpu)] if cpu > 0 else self._all
-        for name in extended(requests):
+        names = extended(requests)
+        if cpu > 0 and names:
+            end = bisect_right(self._less_free, -cpu)
+            nodes = [i for place, i in self._nodes_having(names[0]) if place < end]
+        else:
+            nodes = self._nodes[: bisect_right(self._less_free, -cpu)] if cpu > 0 else self._all
+        for name in names:  # what they have free now (a fill takes some as it goes)
             amount = requests.get(name)
             nodes = [i for i in nodes if i.allocatable.get(name) - i.requested.get(name) >= amount]
         return nodes

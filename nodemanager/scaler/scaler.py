@@ -836,7 +836,7 @@ class _Run:
             if not keys:
                 continue  # its pods found room on nodes started since
             if len(made) >= cap:
-                later.append(dataclasses.replace(planned, pods=tuple(keys)))
+                later.append(planned if len(keys) == len(planned.pods) else dataclasses.replace(planned, pods=tuple(keys)))
                 continue
             budget = budgets[planned.pool]
             if budget.copies(planned.candidate.itype) == 0:  # the pool's limit was reached meanwhile (a replacement booted)
