@@ -72,5 +72,6 @@ def _same_node(a: Node, b: Node) -> bool:
     )
 
 
-def _same_pods(a: Sequence[Pod], b: Sequence[Pod]) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+def _same_pods(a: tuple[Pod, ...], b: Sequence[Pod]) -> bool:
+    """The same pods in the same order (compared in C: the same objects, as they mostly are, at once)."""
+    return len(a) == len(b) and a == tuple(b)
