@@ -63,6 +63,7 @@ class ClusterEventsHandler:
         self._nodes: dict[str, ClusterNode] = {}
         self._objects: dict[type, dict[str, ClusterObject]] = defaultdict(dict)
         self.generation = 0
+        self._pods_as_of: tuple[int, tuple[Pod, ...]] | None = None  # the last snapshot's pods, waiting then placed, each by key
         self.finished: list[Pod] = []  # pods that left a node since the last take_finished()
 
     # -- the state machine ----------------------------------------------------------------
@@ -224,15 +225,16 @@ class ClusterEventsHandler:
     # -- reading ---------------------------------------------------------------------------
     def snapshot(self) -> CacheSnapshot:
         with self._lock:
-            placed = tuple(e.pod for _, e in sorted(self._entries.items()))
-            waiting = tuple(p for _, p in sorted(self._waiting.items()))
+            if self._pods_as_of is None or self._pods_as_of[0] != self.generation:  # every pod change makes a new generation
+                placed = tuple(e.pod for _, e in sorted(self._entries.items()))
+                waiting = tuple(p for _, p in sorted(self._waiting.items()))
+                self._pods_as_of = (self.generation, waiting + placed)
+            pods = self._pods_as_of[1]
             daemon_sets = tuple(obj for _, obj in sorted(self._objects[DaemonSet].items()) if isinstance(obj, DaemonSet))
             namespaces = {name: ns.labels for name, ns in self._objects[Namespace].items() if isinstance(ns, Namespace)}
             selecting = tuple(o for kind in SELECTING_KINDS for _, o in sorted(self._objects[kind].items()) if isinstance(o, PodSelecting))
             pdbs = tuple(b for _, b in sorted(self._objects[PodDisruptionBudget].items()) if isinstance(b, PodDisruptionBudget))
-            return CacheSnapshot(
-                waiting + placed, MappingProxyType(dict(self._nodes)), self.generation, daemon_sets, self._volume_context(), namespaces, selecting, pdbs
-            )
+            return CacheSnapshot(pods, MappingProxyType(dict(self._nodes)), self.generation, daemon_sets, self._volume_context(), namespaces, selecting, pdbs)
 
     def _volume_context(self) -> VolumeContext | None:
         claims, volumes, classes = (dict(self._objects[kind]) for kind in (PersistentVolumeClaim, PersistentVolume, StorageClass))
