@@ -63,6 +63,7 @@ class ClusterEventsHandler:
         self._nodes: dict[str, ClusterNode] = {}
         self._objects: dict[type, dict[str, ClusterObject]] = defaultdict(dict)
         self.generation = 0
+        self._assumed: dict[PodKey, None] = {}  # the entries in state Assumed, in the order they were assumed
         self._pods_as_of: tuple[int, tuple[Pod, ...]] | None = None  # the last snapshot's pods, waiting then placed, each by key
         self.finished: list[Pod] = []  # pods that left a node since the last take_finished()
 
@@ -72,7 +73,12 @@ class ClusterEventsHandler:
         return entry.state if entry else PodState.INITIAL
 
     def _move(self, key: PodKey, op: PodOp) -> PodState:
-        return next_state(key, self.state(key), op)
+        state = next_state(key, self.state(key), op)
+        if state is PodState.ASSUMED:
+            self._assumed[key] = None
+        else:
+            self._assumed.pop(key, None)
+        return state
 
     def _place(self, pod: Pod) -> None:
         usage = self._usage[pod.node_name]
@@ -120,8 +126,9 @@ class ClusterEventsHandler:
         """Assumed pods whose bind finished but was not confirmed by their deadline."""
         expired = []
         with self._lock:
-            for key, entry in list(self._entries.items()):
-                if entry.state is PodState.ASSUMED and entry.deadline is not None and now >= entry.deadline:
+            for key in list(self._assumed):  # in the order they were assumed, as they are among the entries
+                entry = self._entries[key]
+                if entry.deadline is not None and now >= entry.deadline:
                     self._move(key, PodOp.EXPIRE)
                     self._unplace(entry.pod)
                     del self._entries[key]

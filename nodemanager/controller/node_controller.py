@@ -191,8 +191,8 @@ class NodeController:
         """The record as the scaler plans with it: the cluster's taints and cordon, less the
         startup and ephemeral taints that a node we booted sheds on its own."""
         registered = self.cache.node(node.name)
-        if registered is None:
-            return node
+        if registered is None or not (registered.taints or node.taints or registered.unschedulable or node.unschedulable):
+            return node  # nothing to shed or to take: most nodes, at every decision
         passing = self._startup_taints(node.pool)
         taints = tuple(t for t in registered.taints if t not in passing and t.key not in EPHEMERAL_TAINT_KEYS)
         if taints == node.taints and registered.unschedulable == node.unschedulable:
