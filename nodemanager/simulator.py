@@ -144,11 +144,12 @@ class Simulation:
         cpu = memory = 0
         forever = set()
         for key, sim in self.cluster.pods.items():
-            if sim.pod.of_node or not sim.pod.node_name:
+            pod = sim.pod
+            if not pod.node_name or pod.of_node:
                 continue  # a DaemonSet pod is part of its node's cost, not a pod of the workload
-            requests = sim.pod.requests
-            cpu += requests.cpu
-            memory += requests.memory
+            pod_cpu, pod_memory = pod.requests.cpu_memory()
+            cpu += pod_cpu
+            memory += pod_memory
             if sim.duration is None:
                 forever.add(key)
         self.tracker.forever_running(forever)
