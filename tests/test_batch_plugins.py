@@ -15,7 +15,7 @@ from nodemanager.model import CapacityType, Pod, Resources, Taint, TaintEffect
 from nodemanager.model.pod import CAPACITY_TYPE_ANNOTATION, INSTANCE_TYPE_ANNOTATION, ZONE_ANNOTATION
 from nodemanager.scheduling import CycleState, Framework
 from nodemanager.scheduling.nodeinfo import NodeInfo
-from nodemanager.scheduling.profile import DEFAULT_PROFILE
+from nodemanager.scheduling.profile import DEFAULT_PROFILE, Profile
 from nodemanager.scheduling.registry import default_registry
 from nodemanager.scheduling.status import Code
 
@@ -86,18 +86,20 @@ def nodes(draw: st.DrawFn) -> list[NodeInfo]:
     return out
 
 
-def _framework(profile=DEFAULT_PROFILE) -> Framework:  # type: ignore[no-untyped-def]
-    return Framework(profile, default_registry())
+def _prefiltered(pod: Pod, infos: list[NodeInfo], profile: Profile = DEFAULT_PROFILE) -> tuple[Framework, CycleState]:
+    """A framework over ``infos`` and the cycle state its PreFilters left for ``pod``."""
+    fw = Framework(profile, default_registry())
+    fw.handle.node_infos = {n.name: n for n in infos}
+    state = CycleState()
+    assert fw.run_pre_filter_plugins(state, pod).is_success()
+    return fw, state
 
 
 @settings(max_examples=150, deadline=None)
 @given(pods(), nodes())
 def test_the_nodes_every_filter_passes_are_those_each_node_passes_alone(pod: Pod, infos: list[NodeInfo]) -> None:
     for profile in (DEFAULT_PROFILE, NO_SKIPS):
-        fw = _framework(profile)
-        fw.handle.node_infos = {n.name: n for n in infos}
-        state = CycleState()
-        assert fw.run_pre_filter_plugins(state, pod).is_success()
+        fw, state = _prefiltered(pod, infos, profile)
         alone = [n.name for n in infos if fw.run_filter_plugins(state, pod, n).is_success()]
         assert [n.name for n in fw.feasible(state, pod, infos)] == alone
 
@@ -105,10 +107,7 @@ def test_the_nodes_every_filter_passes_are_those_each_node_passes_alone(pod: Pod
 @settings(max_examples=150, deadline=None)
 @given(pods(), nodes())
 def test_a_filter_prefilter_skips_would_have_passed_every_node(pod: Pod, infos: list[NodeInfo]) -> None:
-    fw = _framework()
-    fw.handle.node_infos = {n.name: n for n in infos}
-    state = CycleState()
-    assert fw.run_pre_filter_plugins(state, pod).is_success()
+    fw, state = _prefiltered(pod, infos)
     for plugin in fw._filter:
         if plugin.name in state.skip_filter:
             assert all(plugin.filter(CycleState(), pod, n) is None for n in infos), plugin.name
@@ -117,10 +116,7 @@ def test_a_filter_prefilter_skips_would_have_passed_every_node(pod: Pod, infos: 
 @settings(max_examples=150, deadline=None)
 @given(pods(), nodes())
 def test_scores_of_many_nodes_are_each_nodes_score_and_a_skipped_score_ranks_nothing(pod: Pod, infos: list[NodeInfo]) -> None:
-    fw = _framework()
-    fw.handle.node_infos = {n.name: n for n in infos}
-    state = CycleState()
-    assert fw.run_pre_filter_plugins(state, pod).is_success()
+    fw, state = _prefiltered(pod, infos)
     registry = default_registry()
     least = registry.create("LeastAllocated", fw.handle, {})
     for plugin in [p for p, _ in fw._score] + [least]:

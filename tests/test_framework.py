@@ -257,6 +257,29 @@ def test_normalize_score_runs_before_the_range_check():
     assert scores == {"A": {"n1": 100, "n2": 50}}
 
 
+def test_a_prescore_skip_leaves_the_score_out_and_a_prescore_error_is_an_error():
+    skipping = make("Skipping", ifc.ScorePlugin, pre_score=rec("prescore", Status(Code.SKIP)), score=rec("score", (0, None)))
+    fw = framework(prof(score=(("Skipping", 1), ("A", 1))), skipping, scorer("A", {"n1": 10, "n2": 50}))
+    scores, status = fw.run_score_plugins(CycleState(), P, [info("n1"), info("n2")])
+    assert status.is_success()
+    assert scores == {"A": {"n1": 10, "n2": 50}}
+    assert CALLS == ["Skipping.prescore"]  # its Score never ran
+    failing = make("Failing", ifc.ScorePlugin, pre_score=rec("prescore", Status(Code.ERROR, "boom")), score=rec("score", (0, None)))
+    _, status = framework(prof(score=(("Failing", 1),)), failing).run_score_plugins(CycleState(), P, [info("n1")])
+    assert status.code is Code.ERROR
+    assert "boom" in status.message
+
+
+def test_a_failing_score_of_one_node_fails_the_batch():
+    def score(self, state, p, node):
+        return (0, Status(Code.ERROR, f"no score for {node.name}")) if node.name == "n2" else (1, None)
+
+    fw = framework(prof(score=(("A", 1),)), make("A", ifc.ScorePlugin, score=score))
+    _, status = fw.run_score_plugins(CycleState(), P, [info("n1"), info("n2")])
+    assert status.code is Code.ERROR
+    assert "no score for n2" in status.message
+
+
 def test_ties_are_broken_by_a_seeded_draw_not_by_order():
     fw = framework(prof(score=(("A", 1),)), scorer("A", dict.fromkeys([f"n{i}" for i in range(8)], 7)))
     nodes = [info(f"n{i}") for i in range(8)]
