@@ -28,6 +28,7 @@ import functools
 import gc
 import hashlib
 import heapq
+import operator
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -234,14 +235,14 @@ class _Run:
         if self.s.settings.colocation:
             pods = {p.key: p for p in self.snapshot.pods if not p.is_terminal}
         else:  # no pool offers batch resources: batch requests are ordinary cpu and memory
-            pods = {p.key: as_regular(p) for p in self.snapshot.pods if not p.is_terminal}
+            pods = {p.key: as_regular(p) if asks_for_batch(p.requests) else p for p in self.snapshot.pods if not p.is_terminal}
         defaults = SpreadDefaults(self.s.settings.spread_defaults, self.snapshot.pod_selecting)
         waiting = {
             k: defaults.apply(p) for k, p in pods.items() if not p.node_name and p.phase is PodPhase.PENDING and k not in self.excluded and not p.of_node
         }
         self.waiting.update(self.excluded)
         placed: dict[str, list[Pod]] = defaultdict(list)
-        for pod in sorted((p for p in pods.values() if p.node_name), key=lambda p: p.key):
+        for pod in sorted((p for p in pods.values() if p.node_name), key=_KEY):
             placed[pod.node_name].append(pod)
         pictures = self.s.pictures  # allowing for these DaemonSets: views_for saw them first
         pictures.forget_all_but(self.snapshot.nodes)
@@ -1022,6 +1023,9 @@ def _offering_blind(pod: Pod) -> bool:
 def node_level(pod: Pod) -> Pod:
     """The pod without its inter-pod constraints: what a node's labels alone decide."""
     return dataclasses.replace(pod, spread=(), pod_affinity=NO_AFFINITY) if pod.spread or pod.pod_affinity else pod
+
+
+_KEY = operator.attrgetter("key")
 
 
 def _summed(scores: Iterable[dict[str, int]]) -> dict[str, int]:
