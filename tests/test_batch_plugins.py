@@ -128,3 +128,22 @@ def test_scores_of_many_nodes_are_each_nodes_score_and_a_skipped_score_ranks_not
             assert plugin.pre_score(state, pod, infos).code is Code.SKIP
             plugin.normalize_score(state, pod, alone)
             assert len(set(alone.values())) == 1, plugin.name  # every node the same: leaving it out changes no order
+
+
+ALLOCATION_SCORES = replace(DEFAULT_PROFILE, score=(("MostAllocated", 1), ("BalancedAllocation", 2), ("LeastAllocated", 3)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(pods(), nodes())
+def test_allocation_scores_sharing_one_batch_score_as_each_alone(pod: Pod, infos: list[NodeInfo]) -> None:
+    """The allocation scores share their rows within one ``run_score_plugins``; each still
+    gives every node its own score, and nothing shared outlives the call."""
+    fw, state = _prefiltered(pod, infos, ALLOCATION_SCORES)
+    for _ in range(2):  # again after a pod lands: the second call sees the node as it is now
+        scores, status = fw.run_score_plugins(state, pod, infos)
+        assert status.is_success()
+        assert state.score_batch is None
+        for plugin, weight in fw._score:
+            assert scores[plugin.name] == {n.name: plugin.score(CycleState(), pod, n)[0] * weight for n in infos}, plugin.name
+        if infos:
+            infos[0].add_pod(replace(pod, name=f"{pod.name}-{len(infos[0].pods)}"))

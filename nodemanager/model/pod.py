@@ -92,10 +92,14 @@ class Pod:
     spread: tuple[SpreadConstraint, ...] = ()  # topologySpreadConstraints
     pod_affinity: PodAffinity = NO_AFFINITY  # podAffinity and podAntiAffinity
     key: PodKey = field(init=False, repr=False, compare=False)  # "namespace/name", asked for everywhere: made once
+    # A DaemonSet or mirror pod: part of its node, never a pod to place, and never a reason
+    # to keep the node (drains leave it; it goes with the node). Made once: asked of every pod.
+    of_node: bool = field(init=False, repr=False, compare=False)
     _kind: tuple | None = field(default=None, init=False, repr=False, compare=False)  # see ``kind``
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", PodKey(f"{self.namespace}/{self.name}"))
+        object.__setattr__(self, "of_node", bool(self.daemon_set) or self.mirror)
 
     @property
     def kind(self) -> tuple:
@@ -117,12 +121,6 @@ class Pod:
     @property
     def is_bound(self) -> bool:
         return bool(self.node_name)
-
-    @property
-    def of_node(self) -> bool:
-        """A DaemonSet or mirror pod: part of its node, never a pod to place, and never a
-        reason to keep the node (drains leave it; it goes with the node)."""
-        return bool(self.daemon_set) or self.mirror
 
     def accepts_node(self, labels: Mapping[str, str], node_name: str = "") -> bool:
         """Its nodeSelector and required node affinity hold for a node with these labels."""

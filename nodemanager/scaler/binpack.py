@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -152,17 +153,15 @@ def greedy_fill(
         if n <= 0:
             continue  # none of the class left (or no room): counts[index] stays 0
         for have, need in zip(free, request, strict=True):
-            if need > 0:
-                n = min(n, have // need)
+            if need > 0 and have // need < n:  # (comparisons, not min(): called for every class of every trial fill)
+                n = have // need
                 if n <= 0:
                     break
-        n = max(n, 0)
-        if n:
-            for i, need in enumerate(request):
-                free[i] -= need * n
+        if n > 0:
+            free = [have - need * n for have, need in zip(free, request, strict=True)]
             if room_left is not None:
                 room_left -= n
-        counts[index] = n
+            counts[index] = n
     return tuple(counts)
 
 
@@ -176,8 +175,10 @@ def proportional_fill(
     fraction = min((a / d for a, d in zip(allocatable, demand, strict=True) if d > 0), default=0.0)
     fraction = min(fraction, 1.0)
     base = [int(k * fraction) for k in remaining]
-    used = [sum(r[j] * b for r, b in zip(requests, base, strict=True)) for j in range(len(allocatable))]
-    free = tuple(a - u for a, u in zip(allocatable, used, strict=True))
+    free = list(allocatable)
+    for request, b in zip(requests, base, strict=True):
+        if b:
+            free = [f - need * b for f, need in zip(free, request, strict=True)]
     extra = greedy_fill(free, requests, [k - b for k, b in zip(remaining, base, strict=True)], None, order)
     return tuple(b + e for b, e in zip(base, extra, strict=True))
 
@@ -318,7 +319,7 @@ def pack(
             for fill in options:
                 if not any(fill):
                     continue
-                worth = sum(v * k for v, k in zip(value, fill, strict=True))
+                worth = sum(map(operator.mul, value, fill))
                 if worth <= 0:  # no cpu or memory requested: cheapest node that holds the most pods
                     worth = sum(fill) * 1e-9
                 # Value per dollar decides; among near-equals, the fill that leaves less of

@@ -9,13 +9,16 @@ from typing import Any
 class CycleState:
     """A key/value store; ``clone`` deep-copies values that know how (``clone()``), else copies.
     ``skip_filter`` names the plugins whose PreFilter returned Skip (kube's SkipFilterPlugins):
-    their Filter and PreFilter extensions are not run for this pod."""
+    their Filter and PreFilter extensions are not run for this pod. ``score_batch`` is what
+    the score plugins of one ``run_score_plugins`` call share about its nodes (None outside
+    such a call): it lives only while those nodes are scored, so it never goes stale."""
 
-    __slots__ = ("_data", "skip_filter")
+    __slots__ = ("_data", "score_batch", "skip_filter")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
         self.skip_filter: frozenset[str] = frozenset()
+        self.score_batch: dict[str, Any] | None = None
 
     def read(self, key: str) -> Any:
         """The value under ``key``; raises KeyError naming the key when absent."""

@@ -188,7 +188,15 @@ class Framework:
     # -- scoring ------------------------------------------------------------------------
     def run_score_plugins(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> tuple[dict[str, dict[str, int]], Status]:
         """Weighted scores per plugin and node, or an Error status. A plugin whose PreScore
-        returns Skip is left out (kube's SkipScorePlugins)."""
+        returns Skip is left out (kube's SkipScorePlugins). The plugins may share what they
+        derive from these nodes in ``state.score_batch`` for the length of the call."""
+        state.score_batch = {}
+        try:
+            return self._scores(state, pod, nodes)
+        finally:
+            state.score_batch = None
+
+    def _scores(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> tuple[dict[str, dict[str, int]], Status]:
         out: dict[str, dict[str, int]] = {}
         for plugin, weight in self._score:
             status = plugin.pre_score(state, pod, nodes) or SUCCESS

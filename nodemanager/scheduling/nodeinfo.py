@@ -18,7 +18,8 @@ DEFAULT_MEMORY = 200 * 2**20  # ... and for one that asks for no memory
 
 def nonzero_request(pod: Pod) -> tuple[int, int]:
     """(milli-cpu, bytes) used for scoring: zero requests count as the scheduler's defaults."""
-    return (pod.requests.cpu or DEFAULT_MILLI_CPU, pod.requests.memory or DEFAULT_MEMORY)
+    cpu, memory = pod.requests.cpu_memory()
+    return (cpu or DEFAULT_MILLI_CPU, memory or DEFAULT_MEMORY)
 
 
 def counted_requests(requests: Resources, batch_estimate: bool) -> Resources:
@@ -88,10 +89,11 @@ class NodeInfo:
             if pod.key in own:
                 raise ValueError(f"pod {pod.key} is already on node {self.name}")
             own[pod.key] = pod
-            counted.append(counted_requests(pod.requests, True) if estimate else pod.requests)
-            cpu, memory = nonzero_request(pod)
-            cpu_sum += cpu
-            memory_sum += memory
+            requests = pod.requests
+            counted.append(counted_requests(requests, True) if estimate else requests)
+            cpu, memory = requests.cpu_memory()  # nonzero_request, inline: every running pod of the cluster comes here
+            cpu_sum += cpu or DEFAULT_MILLI_CPU
+            memory_sum += memory or DEFAULT_MEMORY
             node_pods += pod.of_node
         self.requested = Resources.total(counted, self.requested)
         self.nonzero_cpu += cpu_sum

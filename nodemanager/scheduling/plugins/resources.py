@@ -6,7 +6,7 @@ The scores use the scheduler's integer formulas over cpu and memory (weights 1:1
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from nodemanager.model import Pod, Resources
 from nodemanager.model.resources import PODS
@@ -44,12 +44,18 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin):
         ]
 
 
+# One row per node: (cpu, memory) requested with the pod, non-zero, and (cpu, memory) allocatable.
+Rows = Iterable[tuple[int, int, int, int]]
+_ROWS_KEY = "AllocationRows"
+
+
 class _AllocationScore(ScorePlugin):
     """A score of the node's cpu and memory requested (non-zero, this pod included) against
-    its allocatable."""
+    its allocatable. ``formula`` scores a batch of rows in one comprehension: a busy
+    cluster scores hundreds of nodes for every pod class."""
 
     @staticmethod
-    def formula(req_cpu: int, req_mem: int, allocatable: tuple[int, int]) -> int:
+    def formula(rows: Rows) -> list[int]:
         raise NotImplementedError
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
@@ -57,49 +63,45 @@ class _AllocationScore(ScorePlugin):
         return scores[node.name], status
 
     def score_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> tuple[dict[str, int], Status | None]:
-        cpu, memory = nonzero_request(pod)
-        f = self.formula
-        return {n.name: f(n.nonzero_cpu + cpu, n.nonzero_memory + memory, n.allocatable.cpu_memory()) for n in nodes}, None
-
-
-def _share(req: int, alloc: int) -> int:
-    """``(req * 100) // alloc``, 0 past the allocatable or with none."""
-    return 0 if alloc == 0 or req > alloc else (req * 100) // alloc
+        batch = state.score_batch
+        shared = batch.get(_ROWS_KEY) if batch is not None else None
+        if shared is None:  # the first allocation score of this batch: the others read the same rows
+            cpu, memory = nonzero_request(pod)
+            rows = [(n.nonzero_cpu + cpu, n.nonzero_memory + memory, *n.allocatable.cpu_memory()) for n in nodes]
+            shared = ([n.name for n in nodes], rows)
+            if batch is not None:
+                batch[_ROWS_KEY] = shared
+        return dict(zip(shared[0], self.formula(shared[1]), strict=True)), None
 
 
 class LeastAllocated(_AllocationScore):
-    """Prefers emptier nodes: ``((alloc - req) * 100) // alloc`` averaged over cpu and memory."""
+    """Prefers emptier nodes: ``((alloc - req) * 100) // alloc`` averaged over cpu and memory,
+    0 for a resource past its allocatable or with none."""
 
     name = "LeastAllocated"
 
     @staticmethod
-    def formula(req_cpu: int, req_mem: int, allocatable: tuple[int, int]) -> int:
-        alloc_cpu, alloc_mem = allocatable
-        free_cpu = 0 if alloc_cpu == 0 or req_cpu > alloc_cpu else ((alloc_cpu - req_cpu) * 100) // alloc_cpu
-        free_mem = 0 if alloc_mem == 0 or req_mem > alloc_mem else ((alloc_mem - req_mem) * 100) // alloc_mem
-        return (free_cpu + free_mem) // 2
+    def formula(rows: Rows) -> list[int]:
+        return [((0 if ac == 0 or rc > ac else (ac - rc) * 100 // ac) + (0 if am == 0 or rm > am else (am - rm) * 100 // am)) // 2 for rc, rm, ac, am in rows]
 
 
 class MostAllocated(_AllocationScore):
-    """Prefers fuller nodes: ``(req * 100) // alloc`` averaged over cpu and memory."""
+    """Prefers fuller nodes: ``(req * 100) // alloc`` averaged over cpu and memory, 0 for a
+    resource past its allocatable or with none."""
 
     name = "MostAllocated"
 
     @staticmethod
-    def formula(req_cpu: int, req_mem: int, allocatable: tuple[int, int]) -> int:
-        return (_share(req_cpu, allocatable[0]) + _share(req_mem, allocatable[1])) // 2
+    def formula(rows: Rows) -> list[int]:
+        return [((0 if ac == 0 or rc > ac else rc * 100 // ac) + (0 if am == 0 or rm > am else rm * 100 // am)) // 2 for rc, rm, ac, am in rows]
 
 
 class BalancedAllocation(_AllocationScore):
-    """Prefers nodes whose cpu and memory fill evenly: ``int((1 - |f_cpu - f_mem|) * 100)``."""
+    """Prefers nodes whose cpu and memory fill evenly: ``int((1 - |f_cpu - f_mem|) * 100)``,
+    0 when either fraction reaches 1 (a resource with no allocatable counts as full)."""
 
     name = "BalancedAllocation"
 
     @staticmethod
-    def formula(req_cpu: int, req_mem: int, allocatable: tuple[int, int]) -> int:
-        alloc_cpu, alloc_mem = allocatable
-        f_cpu = req_cpu / alloc_cpu if alloc_cpu else 1.0
-        f_mem = req_mem / alloc_mem if alloc_mem else 1.0
-        if f_cpu >= 1 or f_mem >= 1:
-            return 0
-        return int((1 - abs(f_cpu - f_mem)) * 100)
+    def formula(rows: Rows) -> list[int]:
+        return [0 if rc >= ac or rm >= am else int((1 - abs(rc / ac - rm / am)) * 100) for rc, rm, ac, am in rows]
