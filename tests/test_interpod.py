@@ -204,6 +204,20 @@ def test_anti_affinity_both_ways_and_the_first_of_a_self_affine_group() -> None:
     assert feasible(pod("cache-1", {"app": "cache"}, **cache), placed) == ["n1"]
 
 
+def test_a_node_counts_its_pods_with_required_anti_affinity_through_every_change() -> None:
+    """Existing pods' anti-affinity is looked for only on nodes that count some (kube's
+    PodsWithRequiredAntiAffinity): the count follows adds, bulk adds, removals and clones."""
+    web = pod("web-0", {"app": "web"}, **pod_affinity("podAntiAffinity", HOST, {"app": "web"}))
+    bulk = info("n1", "A")
+    bulk.add_pods([pod("a"), web])
+    assert bulk.anti_pods == 1
+    copy = bulk.clone()
+    copy.remove_pod(web.key)
+    assert (bulk.anti_pods, copy.anti_pods) == (1, 0)
+    assert feasible(pod("plain-web", {"app": "web"}), [bulk, info("n2", "A")]) == ["n2"]  # a bulk-added pod repels too
+    assert feasible(pod("plain-web", {"app": "web"}), [copy, info("n2", "A")]) == ["n1", "n2"]  # once it is gone, nothing does
+
+
 def _skipped(incoming: Pod, nodes: list[NodeInfo]) -> set[str]:
     fw = Framework(DEFAULT_PROFILE, default_registry())
     fw.handle.node_infos = {n.name: n for n in nodes}

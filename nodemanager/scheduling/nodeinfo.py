@@ -51,6 +51,7 @@ class NodeInfo:
     pods: dict[PodKey, Pod] = field(default_factory=dict)
     generation: int = 0
     node_pods: int = 0  # how many of ``pods`` are DaemonSet or mirror pods (part of the node)
+    anti_pods: int = 0  # how many of ``pods`` have required anti-affinity terms (kube's PodsWithRequiredAntiAffinity)
 
     @property
     def free(self) -> Resources:
@@ -77,6 +78,7 @@ class NodeInfo:
         self.nonzero_cpu += cpu
         self.nonzero_memory += memory
         self.node_pods += pod.of_node
+        self.anti_pods += bool(pod.pod_affinity.anti_required)
         self.generation += 1
 
     def add_pods(self, pods: Iterable[Pod]) -> None:
@@ -84,7 +86,7 @@ class NodeInfo:
         (a computation adds every running pod of the cluster to its node)."""
         own, estimate = self.pods, self.batch_estimate
         counted = []
-        cpu_sum = memory_sum = node_pods = 0
+        cpu_sum = memory_sum = node_pods = anti_pods = 0
         for pod in pods:
             if pod.key in own:
                 raise ValueError(f"pod {pod.key} is already on node {self.name}")
@@ -95,10 +97,13 @@ class NodeInfo:
             cpu_sum += cpu or DEFAULT_MILLI_CPU
             memory_sum += memory or DEFAULT_MEMORY
             node_pods += pod.of_node
+            if pod.pod_affinity.anti_required:
+                anti_pods += 1
         self.requested = Resources.total(counted, self.requested)
         self.nonzero_cpu += cpu_sum
         self.nonzero_memory += memory_sum
         self.node_pods += node_pods
+        self.anti_pods += anti_pods
         self.generation += 1
 
     def remove_pod(self, key: PodKey) -> Pod:
@@ -108,6 +113,7 @@ class NodeInfo:
         self.nonzero_cpu -= cpu
         self.nonzero_memory -= memory
         self.node_pods -= pod.of_node
+        self.anti_pods -= bool(pod.pod_affinity.anti_required)
         self.generation += 1
         return pod
 
@@ -140,4 +146,5 @@ class NodeInfo:
             dict(self.pods),
             self.generation,
             self.node_pods,
+            self.anti_pods,
         )

@@ -101,8 +101,9 @@ class PodTopology:
         if self._anti is None:
             self._anti = {}
             for info in self.infos.values():
-                for p in info.pods.values():
-                    self._count_anti(p, info, 1)
+                if info.anti_pods:  # (most nodes hold none: their pods are not looked at)
+                    for p in info.pods.values():
+                        self._count_anti(p, info, 1)
         return self._anti
 
     def memo(self, key: Any, compute: Any) -> Any:
