@@ -33,14 +33,16 @@ from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, ScalerSetting
 
 GI = 2**30
 RUNNING = [(200, 512 * 2**20), (300, 1 * GI), (100, 256 * 2**20)]  # 40,000 of them fill about two thirds of 1,500 nodes
+FITS_CPU = 2000  # milli-cpu every node has free besides them (the mixed shapes' largest class asks for up to 6000)
 
 
 def run(nodes: int, pods: int, new: int, mix: bool, seed: int) -> dict[str, object]:
     catalog, running = disruption.cluster(nodes, pods, seed, RUNNING)
     rng = random.Random(seed + 1)
     shapes = mixed_pods(new, rng)
-    if mix:  # half of them too big in memory for what any node has left
-        shapes = [(c, m if i % 2 else 24 * GI) for i, (c, m) in enumerate(shapes)]
+    # With --mix, half of them too big in memory for what any node has left; without, all of
+    # them fit existing nodes (none asks for more CPU than every node has left).
+    shapes = [(c, m if i % 2 else 24 * GI) for i, (c, m) in enumerate(shapes)] if mix else [(min(c, FITS_CPU), m) for c, m in shapes]
     waiting = [Pod("bench", f"new{i}", f"n{i}", Resources({"cpu": c, "memory": m}), created_at=float(i)) for i, (c, m) in enumerate(shapes)]
     pool = Pool(name="general", instance_types=["m6i.*", "c6i.*", "r6i.*"], capacity_types=[CapacityType.ON_DEMAND])
 

@@ -35,7 +35,11 @@ taints = st.lists(
 
 @st.composite
 def pods(draw: st.DrawFn, name: str = "incoming") -> Pod:
-    container: dict = {"name": "c", "resources": {"requests": {"cpu": f"{draw(st.integers(0, 4000))}m", "memory": f"{draw(st.integers(0, 8))}Gi"}}}
+    # Round amounts too: a request equal to what a node has left, or naming no cpu at all.
+    requests = {"cpu": f"{draw(st.sampled_from([0, 1000, 2000]) | st.integers(0, 4000))}m", "memory": f"{draw(st.integers(0, 8))}Gi"}
+    if draw(st.booleans()):  # beyond cpu and memory: NodeResourcesFit's general path
+        requests["nvidia.com/gpu"] = str(draw(st.integers(1, 2)))
+    container: dict = {"name": "c", "resources": {"requests": requests, "limits": {k: v for k, v in requests.items() if k == "nvidia.com/gpu"}}}
     if draw(st.booleans()):
         container["ports"] = [{"containerPort": 80, "hostPort": draw(st.sampled_from([8080, 9090]))}]
     spec: dict = {"containers": [container]}
@@ -66,7 +70,8 @@ def nodes(draw: st.DrawFn) -> list[NodeInfo]:
     out = []
     for i in range(draw(st.integers(1, 8))):
         zone = draw(st.sampled_from(ZONES))
-        allocatable = Resources({"cpu": draw(st.integers(1, 8)) * 1000, "memory": draw(st.integers(1, 16)) * GI, "pods": draw(st.integers(1, 6))})
+        cpu, memory, slots, gpus = draw(st.integers(1, 8)) * 1000, draw(st.integers(1, 16)) * GI, draw(st.integers(1, 6)), draw(st.integers(0, 4))
+        allocatable = Resources({"cpu": cpu, "memory": memory, "pods": slots, "nvidia.com/gpu": gpus})
         info = NodeInfo(
             f"n{i}",
             "p",
@@ -147,3 +152,48 @@ def test_allocation_scores_sharing_one_batch_score_as_each_alone(pod: Pod, infos
             assert scores[plugin.name] == {n.name: plugin.score(CycleState(), pod, n)[0] * weight for n in infos}, plugin.name
         if infos:
             infos[0].add_pod(replace(pod, name=f"{pod.name}-{len(infos[0].pods)}"))
+
+
+def _plain_pod(name: str, **requests: str) -> Pod:
+    resources = {"requests": requests, "limits": {k: v for k, v in requests.items() if k == "nvidia.com/gpu"}}
+    return Pod.from_manifest({"metadata": {"name": name, "namespace": "default"}, "spec": {"containers": [{"name": "c", "resources": resources}]}})
+
+
+def _node(name: str, cpu: int, memory: int, slots: int, gpus: int = 0, *placed: Pod) -> NodeInfo:
+    info = NodeInfo(name, "p", "m.large", CapacityType.ON_DEMAND, "z-a", Resources({"cpu": cpu, "memory": memory, "pods": slots, "nvidia.com/gpu": gpus}), {})
+    for pod in placed:
+        info.add_pod(pod)
+    return info
+
+
+def test_resources_fit_over_many_nodes_at_the_edges() -> None:
+    """NodeResourcesFit compares cpu-and-memory pods with each node's free counts: a request
+    equal to what is left fits, what a pod does not ask for is not checked (an overcommitted
+    node still takes a pod asking no cpu), a node with no pod slot left takes nothing, and a
+    pod asking for GPUs is checked on every resource."""
+    two_cpus = _plain_pod("hog", cpu="2", memory="1Gi")
+    nodes = [
+        _node("exact", 2000, 2 * GI, 3),
+        _node("overcommitted", 1000, 4 * GI, 3, 0, two_cpus),
+        _node("no-slot", 8000, 8 * GI, 1, 1, _plain_pod("only", cpu="100m")),
+        _node("gpu", 8000, 8 * GI, 3, 1),
+        _node("short", 1999, 8 * GI, 3, 1),
+    ]
+    cases = [
+        (_plain_pod("fits-exactly", cpu="2", memory="2Gi"), ["exact", "gpu"]),
+        (_plain_pod("no-cpu", memory="1Gi"), ["exact", "overcommitted", "gpu", "short"]),
+        (_plain_pod("nothing"), ["exact", "overcommitted", "gpu", "short"]),
+        (_plain_pod("one-gpu", cpu="1", **{"nvidia.com/gpu": "1"}), ["gpu", "short"]),
+        (_plain_pod("two-gpus", **{"nvidia.com/gpu": "2"}), []),
+    ]
+    for pod, expected in cases:
+        fw, state = _prefiltered(pod, nodes)
+        alone = [n.name for n in nodes if fw.run_filter_plugins(state, pod, n).is_success()]
+        assert alone == expected, pod.name
+        assert [n.name for n in fw.feasible(state, pod, nodes)] == expected, pod.name
+    moved = nodes[0].clone()
+    moved.add_pod(_plain_pod("half", cpu="1"))
+    moved.set_allocatable(Resources({"cpu": 3000, "memory": 2 * GI, "pods": 3}))  # the free counts follow both
+    assert (moved.free_cpu, moved.free_memory, moved.free_pods) == (2000, 2 * GI, 2)
+    moved.remove_pod(_plain_pod("half").key)
+    assert (moved.free_cpu, moved.free_pods) == (3000, 3)

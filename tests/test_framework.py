@@ -470,7 +470,7 @@ def test_node_resources_fit_messages():
     assert status.code is Code.UNSCHEDULABLE
     assert status.message == "Insufficient cpu, Insufficient memory"
     full = info("f", cpu=1000)
-    full.allocatable = Resources({"cpu": 1000, "memory": 2**30, "pods": 0})
+    full.set_allocatable(Resources({"cpu": 1000, "memory": 2**30, "pods": 0}))
     assert fw.run_filter_plugins(state, pod("x"), full).message == "Too many pods"
 
 

@@ -41,7 +41,7 @@ class NodePictures:
         if self.daemon_sets:
             # DaemonSet pods that will run here but do not yet keep their room.
             present = frozenset(p.daemon_set for p in pods if p.daemon_set)
-            info.allocatable = info.allocatable - daemon_overhead(self.daemon_sets, info.labels, info.taints, present)
+            info.set_allocatable(info.allocatable - daemon_overhead(self.daemon_sets, info.labels, info.taints, present))
         self._kept[node.name] = (node, view, tuple(pods), info.clone())
         return info
 

@@ -22,11 +22,11 @@ from nodemanager.scheduling import NodeInfo
 class RoomIndex:
     def __init__(self, nodes: list[NodeInfo]) -> None:
         self._all = nodes
-        less_free = [i.requested.cpu - i.allocatable.cpu for i in nodes]
+        less_free = [-i.free_cpu for i in nodes]
         order = sorted(range(len(nodes)), key=less_free.__getitem__)  # most free CPU first (ties as given)
         self._nodes = [nodes[k] for k in order]
         self._less_free = [less_free[k] for k in order]  # ascending: minus the free CPU
-        self._most_memory = max((i.allocatable.memory - i.requested.memory for i in nodes), default=0)
+        self._most_memory = max((i.free_memory for i in nodes), default=0)
         self._having: dict[str, list[tuple[int, NodeInfo]]] = {}  # extended resource -> (place in _nodes, node) of those with some free
 
     def _nodes_having(self, name: str) -> list[tuple[int, NodeInfo]]:

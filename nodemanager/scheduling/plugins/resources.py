@@ -9,13 +9,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from nodemanager.model import Pod, Resources
-from nodemanager.model.resources import PODS
+from nodemanager.model.resources import CPU, MEMORY, PODS
 from nodemanager.scheduling.cycle_state import CycleState
 from nodemanager.scheduling.interfaces import FilterPlugin, PreFilterPlugin, ScorePlugin
 from nodemanager.scheduling.nodeinfo import NodeInfo, nonzero_request
 from nodemanager.scheduling.status import Status, unschedulable
 
 _STATE_KEY = "PreFilterNodeResourcesFit"
+_CPU_MEMORY = frozenset({CPU, MEMORY})
+_ANY = -(2**63)  # below any free amount
 
 
 class NodeResourcesFit(PreFilterPlugin, FilterPlugin):
@@ -36,12 +38,16 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin):
 
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
         requests: Resources = state.get(_STATE_KEY) or pod.requests
+        if requests.names() <= _CPU_MEMORY:  # most pods: compared with the node's free counts, no call per node
+            cpu, memory = requests.cpu_memory()
+            least_cpu, least_memory = cpu or _ANY, memory or _ANY  # what a request does not name is not checked
+            return [
+                n
+                for n in nodes
+                if (self.filter(state, pod, n) is None if n.batch_estimate else n.free_pods > 0 and n.free_cpu >= least_cpu and n.free_memory >= least_memory)
+            ]
         fits = requests.fits_within
-        return [
-            n
-            for n in nodes
-            if (self.filter(state, pod, n) is None if n.batch_estimate else len(n.pods) < n.allocatable.pods and fits(n.allocatable, n.requested))
-        ]
+        return [n for n in nodes if (self.filter(state, pod, n) is None if n.batch_estimate else n.free_pods > 0 and fits(n.allocatable, n.requested))]
 
 
 # One row per node: (cpu, memory) requested with the pod, non-zero, and (cpu, memory) allocatable.
@@ -67,7 +73,7 @@ class _AllocationScore(ScorePlugin):
         shared = batch.get(_ROWS_KEY) if batch is not None else None
         if shared is None:  # the first allocation score of this batch: the others read the same rows
             cpu, memory = nonzero_request(pod)
-            rows = [(n.nonzero_cpu + cpu, n.nonzero_memory + memory, *n.allocatable.cpu_memory()) for n in nodes]
+            rows = [(n.nonzero_cpu + cpu, n.nonzero_memory + memory, n.alloc_cpu, n.alloc_memory) for n in nodes]
             shared = ([n.name for n in nodes], rows)
             if batch is not None:
                 batch[_ROWS_KEY] = shared
