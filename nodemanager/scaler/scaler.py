@@ -866,6 +866,12 @@ class _Run:
 
     def _drop_incomplete_gangs(self) -> None:
         """A gang that the cap left below its minimum fails as a whole."""
+        bound = (self.infos[node].pods[key] for key, node in self.bindings.items())
+        if any(pod.pod_group and pod.pod_group_min_member > 1 for pod in bound):  # (else no gang to count)
+            self._fail_short_gangs()
+        self._drop_empty_new_nodes()
+
+    def _fail_short_gangs(self) -> None:
         members: dict[tuple[str, str], list[Pod]] = defaultdict(list)
         placed: dict[tuple[str, str], int] = defaultdict(int)
         for info in self.infos.values():
@@ -878,7 +884,6 @@ class _Run:
             if placed[group] < pods[0].pod_group_min_member:
                 for pod in pods:
                     self.failed[pod.key] = f"pod group {group[1]}: fewer than {pod.pod_group_min_member} members can be booted in this loop"
-        self._drop_empty_new_nodes()
 
     def right_size(self) -> None:
         """Give every new pod-holding node the cheapest type that holds what it ended up with,
