@@ -42,6 +42,7 @@ from nodemanager.dra.context import instance_slices
 from nodemanager.model import BINDABLE_STATES, LIVE_STATES, CapacityPolicy, CapacityType, NodeName, NodeState, Pod, PodKey, PodPhase, Resources
 from nodemanager.model.interpod import NO_AFFINITY, SpreadConstraint, parse_spread_defaults
 from nodemanager.model.labels import HOSTNAME, ZONE
+from nodemanager.model.pod import TERMINAL_PHASES
 from nodemanager.model.pod_owners import SpreadDefaults
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, asks_for_batch, extended
 from nodemanager.noderesource.strategy import ColocationStrategy
@@ -232,18 +233,22 @@ class _Run:
         if len(kept) > 2 * len(self.snapshot.pods) + 1024:  # keys of pods gone (or replaced) are dropped
             live = {id(p) for p in self.snapshot.pods}
             self.s.pod_keys = {k: v for k, v in kept.items() if k[0] in live}
-        if self.s.settings.colocation:
-            pods = {p.key: p for p in self.snapshot.pods if not p.is_terminal}
-        else:  # no pool offers batch resources: batch requests are ordinary cpu and memory
-            pods = {p.key: as_regular(p) if asks_for_batch(p.requests) else p for p in self.snapshot.pods if not p.is_terminal}
+        regular = not self.s.settings.colocation  # no pool offers batch resources: batch requests are ordinary cpu and memory
         defaults = SpreadDefaults(self.s.settings.spread_defaults, self.snapshot.pod_selecting)
-        waiting = {
-            k: defaults.apply(p) for k, p in pods.items() if not p.node_name and p.phase is PodPhase.PENDING and k not in self.excluded and not p.of_node
-        }
-        self.waiting.update(self.excluded)
+        waiting: dict[PodKey, Pod] = {}
         placed: dict[str, list[Pod]] = defaultdict(list)
-        for pod in sorted((p for p in pods.values() if p.node_name), key=_KEY):
-            placed[pod.node_name].append(pod)
+        for pod in self.snapshot.pods:  # one pass: every pod of the cluster comes here
+            if pod.phase in TERMINAL_PHASES:
+                continue
+            if regular and asks_for_batch(pod.requests):
+                pod = as_regular(pod)  # noqa: PLW2901 (the pod as this computation sees it)
+            if pod.node_name:
+                placed[pod.node_name].append(pod)
+            elif pod.phase is PodPhase.PENDING and not pod.of_node and pod.key not in self.excluded:
+                waiting[pod.key] = defaults.apply(pod)
+        for on_node in placed.values():
+            on_node.sort(key=_KEY)
+        self.waiting.update(self.excluded)
         pictures = self.s.pictures  # allowing for these DaemonSets: views_for saw them first
         pictures.forget_all_but(self.snapshot.nodes)
         for node in sorted(self.snapshot.nodes, key=lambda n: n.name):

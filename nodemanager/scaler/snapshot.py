@@ -19,7 +19,7 @@ _EMPTY: Mapping = MappingProxyType({})
 
 @dataclass(frozen=True)
 class ClusterSnapshot:
-    pods: tuple[Pod, ...]  # live pods nodemanager is responsible for: waiting and placed
+    pods: tuple[Pod, ...]  # live pods nodemanager is responsible for, waiting and placed: one per key
     nodes: tuple[Node, ...]  # node records in any state
     unavailable: Mapping[OfferingKey, float] = field(default_factory=lambda: _EMPTY)  # offering -> until
     unneeded_since: Mapping[NodeName, float] = field(default_factory=lambda: _EMPTY)  # from the last Decision
