@@ -95,13 +95,7 @@ class NodeInfo:
             raise ValueError(f"pod {pod.key} is already on node {self.name}")
         self.pods[pod.key] = pod
         self.requested = self.requested + self._counted(pod)
-        cpu, memory = nonzero_request(pod)
-        self.nonzero_cpu += cpu
-        self.nonzero_memory += memory
-        self.node_pods += pod.of_node
-        self.anti_pods += bool(pod.pod_affinity.anti_required)
-        self.generation += 1
-        self._count_free()
+        self._counted_in(pod, 1)
 
     def add_pods(self, pods: Iterable[Pod]) -> None:
         """Many pods at once, as ``add_pod`` each: one sum of their requests, not one per pod
@@ -132,14 +126,21 @@ class NodeInfo:
     def remove_pod(self, key: PodKey) -> Pod:
         pod = self.pods.pop(key)
         self.requested = self.requested - self._counted(pod)
-        cpu, memory = nonzero_request(pod)
-        self.nonzero_cpu -= cpu
-        self.nonzero_memory -= memory
-        self.node_pods -= pod.of_node
-        self.anti_pods -= bool(pod.pod_affinity.anti_required)
-        self.generation += 1
-        self._count_free()
+        self._counted_in(pod, -1)
         return pod
+
+    def _counted_in(self, pod: Pod, sign: int) -> None:
+        """The counts that follow one pod added (1) or removed (-1), besides ``requested``
+        (the cpu and memory it takes are its requests' on every node)."""
+        cpu, memory = pod.requests.cpu_memory()
+        self.nonzero_cpu += sign * (cpu or DEFAULT_MILLI_CPU)
+        self.nonzero_memory += sign * (memory or DEFAULT_MEMORY)
+        self.free_cpu -= sign * cpu
+        self.free_memory -= sign * memory
+        self.free_pods -= sign
+        self.node_pods += sign * pod.of_node
+        self.anti_pods += sign * bool(pod.pod_affinity.anti_required)
+        self.generation += 1
 
     def fit_count(self, requests: Resources, limit: int) -> int:
         """How many more pods of ``requests`` fit (resources and the pod count), up to ``limit``."""
