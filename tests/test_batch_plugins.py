@@ -191,6 +191,8 @@ def test_resources_fit_over_many_nodes_at_the_edges() -> None:
         alone = [n.name for n in nodes if fw.run_filter_plugins(state, pod, n).is_success()]
         assert alone == expected, pod.name
         assert [n.name for n in fw.feasible(state, pod, nodes)] == expected, pod.name
+    overcommitted = nodes[1].clone()
+    assert (overcommitted.alloc_cpu, overcommitted.free_cpu, overcommitted.free_memory, overcommitted.free_pods) == (1000, -1000, 3 * GI, 2)
     moved = nodes[0].clone()
     moved.add_pod(_plain_pod("half", cpu="1"))
     moved.set_allocatable(Resources({"cpu": 3000, "memory": 2 * GI, "pods": 3}))  # the free counts follow both

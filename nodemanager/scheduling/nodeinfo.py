@@ -14,6 +14,7 @@ from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, ZERO, asks_for_
 
 DEFAULT_MILLI_CPU = 100  # the scheduler's "non-zero" request for a pod that asks for no CPU
 DEFAULT_MEMORY = 200 * 2**20  # ... and for one that asks for no memory
+_UNCOUNTED = -1  # a NodeInfo's ``alloc_cpu`` before its free counts are made
 
 
 def nonzero_request(pod: Pod) -> tuple[int, int]:
@@ -55,15 +56,17 @@ class NodeInfo:
     # The cpu and memory allocatable, and the cpu, memory and pod slots left, kept in step
     # with ``allocatable``, ``requested`` and ``pods`` (change them through ``add_pod``,
     # ``remove_pod`` and ``set_allocatable``): a busy cluster's filters and scores ask them
-    # of hundreds of nodes for every class of pods.
-    alloc_cpu: int = field(init=False, default=0)
-    alloc_memory: int = field(init=False, default=0)
-    free_cpu: int = field(init=False, default=0)
-    free_memory: int = field(init=False, default=0)
-    free_pods: int = field(init=False, default=0)
+    # of hundreds of nodes for every class of pods. Counted at construction, unless given
+    # (``clone`` hands its own over: a computation clones every node it starts from).
+    alloc_cpu: int = _UNCOUNTED
+    alloc_memory: int = 0
+    free_cpu: int = 0
+    free_memory: int = 0
+    free_pods: int = 0
 
     def __post_init__(self) -> None:
-        self._count_free()
+        if self.alloc_cpu == _UNCOUNTED:
+            self._count_free()
 
     def _count_free(self) -> None:
         self.alloc_cpu, self.alloc_memory = cpu, memory = self.allocatable.cpu_memory()
@@ -172,4 +175,9 @@ class NodeInfo:
             self.generation,
             self.node_pods,
             self.anti_pods,
+            self.alloc_cpu,
+            self.alloc_memory,
+            self.free_cpu,
+            self.free_memory,
+            self.free_pods,
         )
