@@ -290,6 +290,18 @@ def test_a_zonal_self_affine_group_lands_in_one_zone_and_an_existing_member_draw
     assert {n.zone for n in d.start} == {"z-c"}
 
 
+def test_a_kept_binding_is_checked_against_the_anti_affinity_of_pods_kept_before_it() -> None:
+    """Last loop's bindings are kept while they still pass the filters, in priority order;
+    pods of one class share a PreFilter answer, but a pod kept with required anti-affinity
+    makes the next ones ask again (its terms repel them: symmetry)."""
+    guard = pod("b-guard", {"app": "guard"}, **pod_affinity("podAntiAffinity", HOST, {"app": "web"}))
+    first, second = pod("a-web", {"app": "web"}), pod("c-web", {"app": "web"})
+    nodes = (node("n1", "a.large", pool="general", zone="z-a", bound=("a-web",)), node("n2", "a.large", pool="general", zone="z-a", bound=("b-guard", "c-web")))
+    d = scaler(pool(), catalog=CATALOG3).compute(ClusterSnapshot((first, guard, second), nodes), 0.0)
+    assert (d.bindings[first.key], d.bindings[guard.key]) == ("n1", "n2")
+    assert d.bindings[second.key] != "n2"
+
+
 def test_spread_over_a_zone_no_pool_may_use_is_unschedulable_with_the_constraint_named() -> None:
     only_a = pool(zones=["z-a"])
     elsewhere = node("n-b", "a.large", pool="other", zone="z-b").with_changes(unschedulable=True)  # still a domain (nodeTaintsPolicy: Ignore)

@@ -262,12 +262,23 @@ class _Run:
         # Earlier bindings are kept while their pod still waits and still passes every
         # filter on that node (it may have been resized, tainted or filled meanwhile).
         carried = [(pod, n.name) for n in self.snapshot.nodes if n.name in self.infos for k in n.bound_pods if (pod := waiting.get(k)) is not None]
+        prefiltered: dict[tuple, CycleState | None] = {}  # a class's PreFilter answer (see _shares_prefilter)
         for pod, name in sorted(carried, key=lambda pn: (priority_key(pn[0]), pn[1])):
-            state = CycleState()
-            if pod.key in self.bindings or not self.fw.run_pre_filter_plugins(state, pod).is_success():
+            if pod.key in self.bindings:
                 continue
-            if self.fw.run_filter_plugins(state, pod, self.infos[name]).is_success():
-                self._place(pod, self.infos[name], state)
+            shared = _shares_prefilter(pod)
+            cls = (self.key(pod), pod.requests) if shared else None
+            if cls in prefiltered:
+                state = prefiltered[cls]
+            else:
+                state = CycleState()
+                state = state if self.fw.run_pre_filter_plugins(state, pod).is_success() else None
+                if shared:
+                    prefiltered[cls] = state
+            if state is not None and self.fw.run_filter_plugins(state, pod, self.infos[name]).is_success():
+                self._place(pod, self.infos[name], CycleState() if shared else state)
+                if pod.pod_affinity.anti_required:  # other pods' PreFilter counts it (symmetry)
+                    prefiltered.clear()
         return [p for k, p in waiting.items() if k not in self.bindings]
 
     # -- placing ------------------------------------------------------------------------
@@ -999,6 +1010,15 @@ class _Run:
             else:
                 unneeded[NodeName(name)] = since
         return stops, unneeded
+
+
+def _shares_prefilter(pod: Pod) -> bool:
+    """Whether the pods of ``pod``'s class may share one PreFilter answer while pods are
+    placed (as the pods of a class placed on existing nodes do): with no hard spread or
+    required (anti-)affinity of its own, nothing in its PreFilter depends on where other pods
+    went, save existing pods' anti-affinity (a placed pod with such terms starts the answers
+    again); and nothing of its Reserve is its own (no claims, volumes or gang)."""
+    return not (pod.inter_pod or pod.host_ports or pod.claims or pod.volume_claims or pod.pod_group)
 
 
 def _holds_work(info: NodeInfo) -> bool:
