@@ -483,6 +483,21 @@ def test_pod_group_allows_the_waiting_members_when_quorum_is_reached():
     assert sorted(w.pod.name for w, s in resolved if s.is_success()) == ["g0", "g1"]
 
 
+def test_a_fresh_framework_keeps_the_profile_and_nothing_of_a_run():
+    """A scaler runs a fresh copy of its framework per decision: the same plugins and
+    arguments, new instances and handle, no member of a gang still counted or waiting."""
+    fw = Framework(Profile(plugin_args={"PodGroup": {"scheduleTimeout": "60s"}}), seed=7)
+    fw.handle.now = 5.0
+    assert fw.run_reserve_and_permit(CycleState(), pod("g0", group="g", min_member=2), "n1").code is Code.WAIT
+    fresh = fw.fresh()
+    assert (fresh.profile, fresh.seed, list(fresh.plugins)) == (fw.profile, 7, list(fw.plugins))
+    assert all(fresh.plugins[n] is not p and fresh.plugins[n].handle is fresh.handle for n, p in fw.plugins.items())
+    assert fresh.plugins["PodGroup"].timeout == 60.0
+    assert (fresh.handle.now, list(fresh.handle.iterate_over_waiting_pods())) == (0.0, [])
+    assert fresh.run_reserve_and_permit(CycleState(), pod("g1", group="g", min_member=2), "n1").code is Code.WAIT  # g0 is not counted
+    assert fw.run_reserve_and_permit(CycleState(), pod("g1", group="g", min_member=2), "n1").code is Code.SUCCESS  # the first still counts it
+
+
 def test_pod_group_times_out_without_quorum():
     fw = Framework(Profile(plugin_args={"PodGroup": {"scheduleTimeout": "60s"}}))
     fw.handle.now = 0

@@ -145,7 +145,7 @@ class _Run:
         self.failed: dict[PodKey, str] = {}  # gang members found to fail in this run
         self.snapshot = snapshot
         self.now = now
-        self.fw = Framework(scaler.settings.profile, scaler.registry, scaler.settings.seed)
+        self.fw = scaler.framework.fresh()
         self.fw.handle.now = now
         every_view = scaler.views_for(snapshot.daemon_sets)
         self.view_by_name = {v.name: v for v in every_view}  # existing nodes of paused pools too
@@ -1097,6 +1097,7 @@ class BindingNodeScaler:
         self.settings = settings
         self.catalog = catalog
         self.registry = registry
+        self.framework = Framework(settings.profile, registry, settings.seed)  # each decision runs a fresh copy
         self.views = pool_views(list(settings.pools), catalog, settings.nodes.volume_size, settings.colocation)
         self._views_daemon_sets: tuple = ()
         # (pool, pod constraints) -> accepted offerings: the same answer every time, so it

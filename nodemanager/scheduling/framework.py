@@ -93,6 +93,21 @@ class Framework:
                 problems.append(f"score: weight of {name!r} must be >= 0, got {weight}")
         if problems:
             raise FrameworkConfigError(problems)
+        self._registry, self._points = registry, points
+        self._assemble(instances)
+
+    def fresh(self) -> Framework:
+        """A framework of this profile with plugins and a handle of its own (nothing of a run
+        carried over), without checking the profile again: a scaler makes one per decision."""
+        out = object.__new__(Framework)
+        out.profile, out.seed, out._registry, out._points = self.profile, self.seed, self._registry, self._points
+        out.handle = ifc.FrameworkHandle()
+        out._assemble({name: self._registry.create(name, out.handle, self.profile.plugin_args.get(name, {})) for name in self.plugins})
+        return out
+
+    def _assemble(self, instances: dict[str, ifc.Plugin]) -> None:
+        """The plugins of each extension point, in the profile's order."""
+        points, profile = self._points, self.profile
 
         def pick(point: str) -> list[ifc.Plugin]:
             return [instances[n] for n in points[point]]
