@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from builders import cell_pool
 from harness import Harness, arrive
+from prometheus_client import generate_latest
 
 from nodemanager.config.schema import Standby, Status, parse_listen
 from nodemanager.status.server import StatusServer, load_token
@@ -261,3 +262,16 @@ def test_concurrent_status_requests_share_one_build_and_none_is_older_than_max_a
 
     fresh = SharedBuild(build, max_age=0)
     assert [fresh.get(), fresh.get()] == [(200, b"2"), (200, b"3")]  # past max_age: rebuilt each time
+
+
+def test_node_gauges_follow_state_changes_and_drop_states_left_empty():
+    """The node gauges are made again only when the records change, and a state no node is
+    in any more leaves the metrics (not a stale count)."""
+    h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large", duration=60.0)])
+    h.run(45)
+    text = generate_latest(h.controller.metrics.registry).decode()
+    assert 'nodemanager_nodes{pool="cells",state="Claimed"} 1.0' in text
+    h.run(240)  # the pod finished; the idle node was stopped after the idle grace
+    text = generate_latest(h.controller.metrics.registry).decode()
+    assert 'state="Claimed"' not in text
+    assert "nodemanager_pending_pods 0.0" in text

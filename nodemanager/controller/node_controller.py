@@ -104,7 +104,7 @@ class NodeController:
         self.backoff = BootBackoff()  # pools whose boots keep failing for no offering's reason
         self.dispenser = NodeDispenser(self)
         self.lock = ControllerLock()  # never held across a cloud or API call: calls wait for its release
-        self._gauges_shown: tuple | None = None  # what the gauges were last set from
+        self._gauges_shown: tuple[tuple, dict] = ((), {})  # the records the node gauges were last set from, and their counts
         self._startup: dict[str, tuple[Taint, ...]] = {}  # pool -> its startup taints (the config is fixed)
         self._last_status: tuple[float, dict[str, object]] | None = None  # (when, document): answered while the lock is held too long
         self.nodes: dict[str, Node] = {}
@@ -656,21 +656,21 @@ class NodeController:
         return sum(self.catalog.hourly(n.instance_type, n.capacity_type, n.zone) for n in self.nodes.values() if n.state in LIVE_STATES)
 
     def _refresh_gauges(self) -> None:
-        """Node, pod and cost gauges, set again only when what they show may have changed
-        (records, the cache, the last decision, prices)."""
-        shown = (self.records_generation, self.cache.generation, id(self.last_decision), id(self.catalog))
-        if shown == self._gauges_shown:
-            return
-        self._gauges_shown = shown
-        self.metrics.nodes.clear()
-        counts: dict[tuple[str, str], int] = {}
-        for node in self.nodes.values():
-            counts[(node.pool, node.state.value)] = counts.get((node.pool, node.state.value), 0) + 1
-        for (pool, state), n in counts.items():
-            self.metrics.nodes.labels(pool, state).set(n)
+        """Node, pod and cost gauges; the node counts and the cost are made again only when
+        the records or the prices changed."""
+        records = (self.records_generation, id(self.catalog))  # what the node counts and the cost are made of
+        if records != self._gauges_shown[0]:
+            counts: dict[tuple[str, str], int] = {}
+            for node in self.nodes.values():
+                counts[(node.pool, node.state.value)] = counts.get((node.pool, node.state.value), 0) + 1
+            if counts != self._gauges_shown[1]:  # (most record changes move no count: a heartbeat, a binding)
+                self.metrics.nodes.clear()
+                for (pool, state), n in counts.items():
+                    self.metrics.nodes.labels(pool, state).set(n)
+            self.metrics.cost.set(self.cost_per_hour())
+            self._gauges_shown = (records, counts)
         self.metrics.pending_pods.set(self.cache.waiting_count())
         self.metrics.unschedulable_pods.set(len(self.last_decision.unschedulable) if self.last_decision else 0)
-        self.metrics.cost.set(self.cost_per_hour())
 
     def status(self, wait: float = STATUS_WAIT) -> dict[str, object]:
         """The /status document, built under the lock from a consistent state. No loop holds
