@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from nodemanager.model import InstanceType, Resources
-from nodemanager.scaler.lp import DualSolver, Shape
+from nodemanager.scaler.lp import Duals, DualSolver, Shape
 from nodemanager.scaler.pools import Candidate, capacity_of
 
 CANDIDATES_PER_ROUND = 10  # most LP-efficient types tried per round
@@ -313,6 +313,8 @@ def pack(
         left = [sum(r[j] * k for r, k in zip(vectors.requests, remaining, strict=True)) for j in range(len(vectors.names))]
         best: tuple[float, float, float, str, Candidate, tuple[int, ...]] | None = None
         for c in trial:
+            if best is not None and _cannot_win(duals, c, -best[0]):
+                continue
             options = [greedy_fill(alloc[c.itype.name], vectors.requests, remaining, per_node, order) for order in sorted(orders)]
             if per_node is None:
                 options.append(proportional_fill(alloc[c.itype.name], vectors.requests, remaining, by_value, left))
@@ -349,6 +351,13 @@ def pack(
         for i, k in enumerate(fill):
             remaining[i] -= k * copies
     return fills, remaining, why
+
+
+def _cannot_win(duals: Duals, candidate: Candidate, best: float) -> bool:
+    """No fill is worth more than the whole node at the dual prices (they are not negative):
+    a type whose node is worth less per dollar than the ``best`` fill so far (rounded as the
+    fills are compared) cannot win, and its fills need not be made."""
+    return round(duals.value(candidate.allocatable.cpu, candidate.allocatable.memory) / candidate.price, 3) < best
 
 
 def _utilisation(allocatable: tuple[int, ...], vectors: Vectors, fill: Sequence[int]) -> float:

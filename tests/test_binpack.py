@@ -1,0 +1,51 @@
+"""The packer skips the fills of a type that cannot win a round (its whole node is worth less
+per dollar, at the LP's dual prices, than the best fill found so far): it must choose exactly
+what it chooses when every type of the round is filled."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cloud.catalog import Catalog
+from nodemanager.config.schema import Pool
+from nodemanager.model import CapacityType, Resources
+from nodemanager.scaler import binpack
+from nodemanager.scaler.pools import Candidate, pool_views
+
+GI = 2**30
+
+
+@cache
+def _candidates() -> tuple[Candidate, ...]:
+    pool = Pool(name="general", instance_types=["m6i.*", "c6i.*", "r6i.*"], capacity_types=[CapacityType.ON_DEMAND])
+    (view,) = pool_views([pool], Catalog.bundled(), 0)
+    return tuple(view.candidates)
+
+
+classes = st.lists(
+    st.tuples(st.integers(1, 64).map(lambda k: k * 125), st.integers(1, 256).map(lambda k: k * 128 * 2**20), st.integers(1, 40)),
+    min_size=1,
+    max_size=8,
+)
+
+
+def _plan(requests: list[Resources], counts: list[int], per_node: int | None) -> tuple:
+    fills, remaining, why = binpack.pack(requests, counts, _candidates(), binpack.Budget(), per_node=per_node)
+    return [(f.candidate.offering.key, f.counts, f.copies) for f in fills], remaining, why
+
+
+@settings(max_examples=60, deadline=None)
+@given(classes, st.sampled_from([None, 1]))
+def test_skipping_types_that_cannot_win_changes_no_plan(shapes: list[tuple[int, int, int]], per_node: int | None) -> None:
+    requests = [Resources({"cpu": cpu, "memory": memory}) for cpu, memory, _ in shapes]
+    counts = [n for _, _, n in shapes]
+    pruned = _plan(requests, counts, per_node)
+    original = binpack._cannot_win
+    binpack._cannot_win = lambda *_: False  # every type of every round filled
+    try:
+        assert _plan(requests, counts, per_node) == pruned
+    finally:
+        binpack._cannot_win = original
