@@ -267,11 +267,13 @@ def test_concurrent_status_requests_share_one_build_and_none_is_older_than_max_a
 def test_node_gauges_follow_state_changes_and_drop_states_left_empty():
     """The node gauges are made again only when the records change, and a state no node is
     in any more leaves the metrics (not a stale count)."""
-    h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large", duration=60.0)])
+    h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large", duration=120.0), arrive("p2", at=30.0, itype="a.large", duration=120.0)])
     h.run(45)
     text = generate_latest(h.controller.metrics.registry).decode()
     assert 'nodemanager_nodes{pool="cells",state="Claimed"} 1.0' in text
-    h.run(240)  # the pod finished; the idle node was stopped after the idle grace
+    h.run(45)
+    assert 'nodemanager_nodes{pool="cells",state="Claimed"} 2.0' in generate_latest(h.controller.metrics.registry).decode()
+    h.run(300)  # the pods finished; the idle nodes were stopped after the idle grace
     text = generate_latest(h.controller.metrics.registry).decode()
     assert 'state="Claimed"' not in text
     assert "nodemanager_pending_pods 0.0" in text

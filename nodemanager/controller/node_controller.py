@@ -104,7 +104,7 @@ class NodeController:
         self.backoff = BootBackoff()  # pools whose boots keep failing for no offering's reason
         self.dispenser = NodeDispenser(self)
         self.lock = ControllerLock()  # never held across a cloud or API call: calls wait for its release
-        self._gauges_shown: tuple[tuple, dict] = ((), {})  # the records the node gauges were last set from, and their counts
+        self._gauges_shown: tuple[tuple, dict[tuple[str, NodeState], int]] = ((), {})  # the records the node gauges were last set from, and their counts
         self._startup: dict[str, tuple[Taint, ...]] = {}  # pool -> its startup taints (the config is fixed)
         self._last_status: tuple[float, dict[str, object]] | None = None  # (when, document): answered while the lock is held too long
         self.nodes: dict[str, Node] = {}
@@ -660,13 +660,15 @@ class NodeController:
         the records or the prices changed."""
         records = (self.records_generation, id(self.catalog))  # what the node counts and the cost are made of
         if records != self._gauges_shown[0]:
-            counts: dict[tuple[str, str], int] = {}
+            counts: dict[tuple[str, NodeState], int] = {}
             for node in self.nodes.values():
-                counts[(node.pool, node.state.value)] = counts.get((node.pool, node.state.value), 0) + 1
-            if counts != self._gauges_shown[1]:  # (most record changes move no count: a heartbeat, a binding)
-                self.metrics.nodes.clear()
-                for (pool, state), n in counts.items():
-                    self.metrics.nodes.labels(pool, state).set(n)
+                counts[(node.pool, node.state)] = counts.get((node.pool, node.state), 0) + 1
+            shown = self._gauges_shown[1]
+            for pool, state in shown.keys() - counts.keys():  # a state no node is in leaves the metrics
+                self.metrics.nodes.remove(pool, state.value)
+            for (pool, state), n in counts.items():
+                if shown.get((pool, state)) != n:  # (most record changes move no count: a binding, a heartbeat)
+                    self.metrics.nodes.labels(pool, state.value).set(n)
             self.metrics.cost.set(self.cost_per_hour())
             self._gauges_shown = (records, counts)
         self.metrics.pending_pods.set(self.cache.waiting_count())
