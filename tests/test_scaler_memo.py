@@ -69,14 +69,17 @@ def test_a_scaler_that_computed_before_decides_as_a_fresh_one(changes: list[tupl
         assert kept.compute(snapshot, float(now)) == scaler(*POOLS).compute(snapshot, float(now)), f"after {changes[:now]}"
 
 
-def test_a_picture_is_the_computations_own_and_made_again_when_the_node_changes() -> None:
+def test_a_picture_is_lent_and_made_again_once_spoiled_or_when_the_node_changes() -> None:
     view = pool_views(list(POOLS), CATALOG, 0, {})[0]
     record = node("n0", "a.large", pool="cells")
     placed = [pod("p0", "500m", node="n0", phase=PodPhase.RUNNING)]
     pictures = NodePictures(CATALOG, 0, ())
     first = pictures.info(record, view, placed)
+    assert pictures.info(dataclasses.replace(record, ready_at=5.0), view, placed) is first  # lent, not copied
     first.add_pod(pod("extra", "1", node="n0"))  # what a computation does with its picture
+    pictures.spoiled(["n0", "gone"])  # ... and then says so
     again = pictures.info(dataclasses.replace(record, ready_at=5.0), view, placed)
+    assert again is not first
     assert set(again.pods) == {"default/p0"}
     assert again.requested.cpu == 500
     tainted = pictures.info(dataclasses.replace(record, taints=(TAINT,)), view, placed)

@@ -6,14 +6,17 @@ allocatable (less the DaemonSet pods that will run there but do not yet), and th
 placed on it with their requests summed. On a cluster of hundreds of nodes that picture
 was most of a decision's work, and the disruption controller asks many what-ifs of the
 same cluster. Between computations most nodes are unchanged: the same node record and the
-same pod objects. Such a node's picture is copied from the one kept; any other is built
-again. Pods are compared by identity (they are immutable: a change makes a new object);
-node records by what a picture is made of (a change a picture does not read, such as Ready to Claimed, makes a new record).
+same pod objects. Such a node's picture is lent as it is, not copied: a computation
+changes only the few it places pods on, and names them to ``spoiled`` when it ends, so
+those are built again for the next (a copy of every node for every computation was a
+tenth of a busy decision, with freeing them). Pods are compared by identity (they are
+immutable: a change makes a new object); node records by what a picture is made of (a
+change a picture does not read, such as Ready to Claimed, makes a new record).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from cloud.catalog import Catalog
 from nodemanager.model import Node, NodeState, Pod
@@ -31,10 +34,11 @@ class NodePictures:
         self._kept: dict[str, tuple[Node, PoolView | None, tuple[Pod, ...], NodeInfo]] = {}
 
     def info(self, node: Node, view: PoolView | None, pods: Sequence[Pod]) -> NodeInfo:
-        """A picture of ``node`` holding ``pods`` (in key order), the computation's own to change."""
+        """A picture of ``node`` holding ``pods`` (in key order). Lent: a computation that
+        changes it must name it to ``spoiled`` before the next computation starts."""
         kept = self._kept.get(node.name)
         if kept is not None and kept[1] is view and _same_node(kept[0], node) and _same_pods(kept[2], pods):
-            return kept[3].clone()
+            return kept[3]
         info = node_node_info(node, view, self.catalog, self.volume_bytes)
         if pods:
             info.add_pods(pods)
@@ -42,8 +46,13 @@ class NodePictures:
             # DaemonSet pods that will run here but do not yet keep their room.
             present = frozenset(p.daemon_set for p in pods if p.daemon_set)
             info.set_allocatable(info.allocatable - daemon_overhead(self.daemon_sets, info.labels, info.taints, present))
-        self._kept[node.name] = (node, view, tuple(pods), info.clone())
+        self._kept[node.name] = (node, view, tuple(pods), info)
         return info
+
+    def spoiled(self, names: Iterable[str]) -> None:
+        """The pictures a computation changed: each is built again when next asked for."""
+        for name in names:
+            self._kept.pop(name, None)
 
     def forget_all_but(self, nodes: Sequence[Node]) -> None:
         """Forget the nodes gone from the cluster, once they are many (each call is a pass

@@ -151,6 +151,7 @@ class _Run:
         self.view_by_name = {v.name: v for v in every_view}  # existing nodes of paused pools too
         self.views = [v for v in every_view if v.name not in snapshot.paused_pools]  # pools that may boot now
         self.infos: dict[str, NodeInfo] = {}
+        self.changed: set[str] = set()  # nodes whose pictures this run placed or unplaced pods on (see NodePictures)
         self.node_state: dict[str, NodeState] = {}
         self.readiness: dict[str, int] = {}  # existing nodes that may take pods: Ready first (0), then booting
         self.fw.handle.node_infos = self.infos
@@ -284,6 +285,7 @@ class _Run:
     # -- placing ------------------------------------------------------------------------
     def _place(self, pod: Pod, info: NodeInfo, state: CycleState) -> bool:
         """Assume ``pod`` onto ``info``: Reserve, then Permit. False (and undone) on failure."""
+        self.changed.add(info.name)
         info.add_pod(pod)
         if self.fw.run_reserve_and_permit(state, pod, info.name).code in (Code.SUCCESS, Code.WAIT):
             self.bindings[pod.key] = info.name
@@ -296,6 +298,7 @@ class _Run:
 
     def _unplace(self, key: PodKey) -> None:
         node = self.bindings.pop(key)
+        self.changed.add(node)
         self.topology.removed(self.infos[node].remove_pod(key), self.infos[node])
         if node in self.new_nodes:
             self.open.update(self.infos[node])
@@ -1143,7 +1146,10 @@ class BindingNodeScaler:
         last: frozenset[PodKey] = frozenset()
         while True:
             run = _Run(self, snapshot, now, excluded, last)
-            started = run.plan()
+            try:
+                started = run.plan()
+            finally:
+                self.pictures.spoiled(run.changed)  # lent to the run, which changed these
             if not run.failed:
                 break
             failed = run.failed_gangs()
