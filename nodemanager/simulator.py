@@ -29,7 +29,6 @@ from nodemanager.controller.node_controller import NodeController
 from nodemanager.controller.virtual import VirtualDriver
 from nodemanager.dra.context import DeviceContext
 from nodemanager.model import NodeState, PodKey
-from nodemanager.model.resources import asks_for_batch
 from nodemanager.scaler import Decision
 from nodemanager.scaler.cost_bound import CostBound
 from nodemanager.scaler.pools import pool_views
@@ -96,7 +95,7 @@ class Simulation:
         self.total_pods = len(workload)
         self._arrived_at = {a.pod.key: a.at for a in workload}
         self._finite = {a.pod.key: (a.pod.requests, a.duration) for a in workload if a.duration is not None}
-        self._batch_pods = {a.pod.key for a in workload if asks_for_batch(a.pod.requests)}
+        self._batch_pods = {a.pod.key for a in workload if a.pod.batch}
         self.unschedulable: dict[PodKey, str] = {}
         self.tracker = _Tracker()
         self._load_as_of: tuple[int, int] | None = None  # (cluster version, records generation) of _load

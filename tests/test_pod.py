@@ -1,3 +1,4 @@
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -7,6 +8,7 @@ from nodemanager.cluster.objects import pod_from_v1
 from nodemanager.errors import InvalidInput, InvalidManifest
 from nodemanager.model import CapacityPolicy, Operator, Pod, PodPhase, Resources, Taint, TaintEffect, Toleration
 from nodemanager.model.pod import effective_request
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
 
 MANIFEST = {
     "apiVersion": "v1",
@@ -201,3 +203,11 @@ def test_invalid_manifest_is_a_value_error_with_path():
     with pytest.raises(InvalidManifest) as err:
         Pod.from_manifest("not a pod", "workload.pods[3].pod")
     assert err.value.field == "workload.pods[3].pod"
+
+
+def test_a_pod_knows_whether_it_asks_for_batch_capacity_whatever_made_it() -> None:
+    batch = Pod("default", "b", "u", Resources({BATCH_CPU: 500, BATCH_MEMORY: 2**30}))
+    assert batch.batch
+    assert not Pod("default", "r", "u", Resources({"cpu": 500})).batch
+    assert not dataclasses.replace(batch, requests=Resources({"cpu": 500})).batch  # made again with the pod
+    assert dataclasses.replace(batch, node_name="n1").batch

@@ -18,7 +18,7 @@ from nodemanager.model.interpod import NO_AFFINITY, PodAffinity, SpreadConstrain
 from nodemanager.model.manifest import as_list as _list
 from nodemanager.model.manifest import as_mapping
 from nodemanager.model.ports import ANY_IP, HostPort
-from nodemanager.model.resources import ZERO, Resources
+from nodemanager.model.resources import ZERO, Resources, asks_for_batch
 from nodemanager.model.selectors import Operator, Requirement, SelectorTerm, TaintEffect, Toleration, terms_match
 
 PodKey = NewType("PodKey", str)  # "namespace/name"
@@ -95,11 +95,13 @@ class Pod:
     # A DaemonSet or mirror pod: part of its node, never a pod to place, and never a reason
     # to keep the node (drains leave it; it goes with the node). Made once: asked of every pod.
     of_node: bool = field(init=False, repr=False, compare=False)
+    batch: bool = field(init=False, repr=False, compare=False)  # it asks for reclaimed batch capacity (``asks_for_batch``)
     _kind: tuple | None = field(default=None, init=False, repr=False, compare=False)  # see ``kind``
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", PodKey(f"{self.namespace}/{self.name}"))
         object.__setattr__(self, "of_node", bool(self.daemon_set) or self.mirror)
+        object.__setattr__(self, "batch", asks_for_batch(self.requests))
 
     @property
     def kind(self) -> tuple:

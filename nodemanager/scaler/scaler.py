@@ -44,7 +44,7 @@ from nodemanager.model.interpod import NO_AFFINITY, SpreadConstraint, parse_spre
 from nodemanager.model.labels import HOSTNAME, ZONE
 from nodemanager.model.pod import TERMINAL_PHASES
 from nodemanager.model.pod_owners import SpreadDefaults
-from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, asks_for_batch, extended
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, extended
 from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scaler import binpack
 from nodemanager.scaler import interpod_plan as plan
@@ -94,7 +94,7 @@ def constraint_key(pod: Pod, node_only: bool = False) -> tuple:
     """Everything but the request that decides where a pod may go (and its rank); with
     ``node_only``, only what a node's own labels and taints decide."""
     group = (pod.namespace, pod.pod_group, pod.pod_group_min_member) if pod.pod_group else ()
-    batch = asks_for_batch(pod.requests)  # never packed with other pods
+    batch = pod.batch  # never packed with other pods
     return (
         batch,
         pod.host_ports,
@@ -241,7 +241,7 @@ class _Run:
         for pod in self.snapshot.pods:  # one pass: every pod of the cluster comes here
             if pod.phase in TERMINAL_PHASES:
                 continue
-            if regular and asks_for_batch(pod.requests):
+            if regular and pod.batch:
                 pod = as_regular(pod)  # noqa: PLW2901 (the pod as this computation sees it)
             if pod.node_name:
                 placed[pod.node_name].append(pod)
@@ -920,7 +920,7 @@ class _Run:
                 need = node.info.requested  # each pod counted as its requests
             else:
                 # Other pods use up the batch estimate only where batch pods share the node.
-                with_batch = any(asks_for_batch(p.requests) for p in pods)
+                with_batch = any(p.batch for p in pods)
                 need = Resources.total(counted_requests(p.requests, with_batch) for p in pods)
             o = node.candidate.offering
             # Offerings of the node's zone and capacity type with every extended resource it
@@ -1075,7 +1075,7 @@ def _summed(scores: Iterable[dict[str, int]]) -> dict[str, int]:
 
 def as_regular(pod: Pod) -> Pod:
     """The pod with its batch requests turned into cpu and memory requests."""
-    if not asks_for_batch(pod.requests):
+    if not pod.batch:
         return pod
     batch_cpu, batch_memory = pod.requests[BATCH_CPU], pod.requests[BATCH_MEMORY]
     regular = pod.requests - Resources({BATCH_CPU: batch_cpu, BATCH_MEMORY: batch_memory}) + Resources({"cpu": batch_cpu, "memory": batch_memory})
