@@ -160,6 +160,27 @@ def test_pods_of_a_vanished_node_wait_again():
     assert any(isinstance(e, NodeEvent) and e.type is EventType.DELETED for e in events)
 
 
+def test_a_removed_node_sends_back_its_own_pods_only_in_the_order_they_came() -> None:
+    workload = [arrival(n) for n in ("e", "a", "d", "b")] + [arrival("c", duration=20)]
+    clock, cloud, cluster = cluster_with(workload, register_delay=0)
+    cloud.boot(req("n1"))
+    cloud.boot(req("n2"))
+    clock.advance(30)
+    cluster.poll()
+    for pod, node in [("default/d", "n1"), ("default/a", "n1"), ("default/b", "n2"), ("default/c", "n1"), ("default/e", "n1")]:
+        cluster.bind(pod, node)
+    cluster.poll()
+    clock.advance(20)
+    assert [e.pod.key for e in cluster.poll() if isinstance(e, PodEvent) and e.type is EventType.DELETED] == ["default/c"]  # finished on n1
+    cluster.remove_node("n1")
+    back = [e for e in cluster.poll() if isinstance(e, PodEvent)]
+    assert [(e.pod.key, e.pod.node_name) for e in back] == [("default/a", ""), ("default/d", ""), ("default/e", "")]  # as they arrived (by key at one instant)
+    assert cluster.pods["default/b"].pod.node_name == "n2"
+    cluster.bind("default/a", "n2")  # bound again elsewhere: it goes with that node next
+    cluster.remove_node("n2")
+    assert [e.pod.key for e in cluster.poll() if isinstance(e, PodEvent) and not e.pod.node_name] == ["default/a", "default/b"]
+
+
 # -- workload files ------------------------------------------------------------------------
 
 WORKLOAD = """

@@ -22,6 +22,7 @@ against a real (or moto) EC2 endpoint.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -49,6 +50,7 @@ class _SimPod:
     duration: float | None
     bound_at: float | None = None
     usage: UsageProfile | None = None
+    seq: int = 0  # its place in ``SimulatedCluster.pods`` (the order a node's pods are orphaned in)
 
 
 class SimulatedCluster:
@@ -93,6 +95,8 @@ class SimulatedCluster:
         self._arrivals = sorted(workload, key=lambda a: (a.at, a.pod.key))
         self._next_arrival = 0
         self.pods: dict[PodKey, _SimPod] = {}
+        self._on_node: dict[str, set[PodKey]] = {}  # node -> the pods bound to it (a removed node's are found at once)
+        self._added = itertools.count()  # seq of the next pod added to ``pods``
         self.nodes: dict[str, ClusterNode] = {}
         self._finishing: list[tuple[float, PodKey]] = []  # heap of (finish time, pod)
         self._events: list[ClusterEvent] = []
@@ -143,6 +147,7 @@ class SimulatedCluster:
         now = self.clock.now()
         self._provision_for(sim.pod, node)
         sim.pod = replace(sim.pod, node_name=node, phase=PodPhase.RUNNING)
+        self._on_node.setdefault(node, set()).add(pod)
         sim.bound_at = now
         if sim.duration is not None:
             heapq.heappush(self._finishing, (now + sim.duration, pod))
@@ -266,7 +271,8 @@ class SimulatedCluster:
             for ds in self.daemon_sets:
                 if (ds.key, name) not in running and ds.runs_on(node.labels, node.taints, name):
                     pod = replace(ds.pod, name=f"{ds.name}-{name}", uid=f"{ds.key}/{name}", node_name=name, phase=PodPhase.RUNNING, created_at=self.clock.now())
-                    self.pods[pod.key] = _SimPod(pod, None, bound_at=self.clock.now())
+                    self.pods[pod.key] = _SimPod(pod, None, bound_at=self.clock.now(), seq=next(self._added))
+                    self._on_node.setdefault(name, set()).add(pod.key)
                     self._emit(PodEvent(EventType.ADDED, pod))
 
     # -- internals ---------------------------------------------------------------------------
@@ -311,11 +317,12 @@ class SimulatedCluster:
             self._emit(NodeEvent(EventType.MODIFIED, node))
 
     def _orphan_pods(self, node: str) -> None:
-        for key, sim in list(self.pods.items()):
-            if sim.pod.node_name == node and sim.pod.daemon_set:  # goes with its node
+        for key in sorted(self._on_node.pop(node, ()), key=lambda k: self.pods[k].seq):
+            sim = self.pods[key]
+            if sim.pod.daemon_set:  # goes with its node
                 del self.pods[key]
                 self._emit(PodEvent(EventType.DELETED, sim.pod))
-            elif sim.pod.node_name == node:
+            else:
                 for claim in sim.pod.claims:  # its devices went with the node
                     if (found := self._claims.get(claim)) is not None:
                         self._claims[claim] = replace(found, allocation=None)
@@ -333,6 +340,7 @@ class SimulatedCluster:
                 continue  # restarted elsewhere since: its new finish time is queued
             done = replace(sim.pod, phase=PodPhase.SUCCEEDED)
             del self.pods[key]
+            self._on_node[done.node_name].discard(key)
             for claim in sim.pod.claims:  # claims made for the pod go with it
                 if claim.startswith(f"{done.namespace}/{done.name}-"):
                     self._claims.pop(claim, None)
@@ -344,7 +352,7 @@ class SimulatedCluster:
             arrival = self._arrivals[self._next_arrival]
             self._next_arrival += 1
             pod = replace(arrival.pod, created_at=self.origin + arrival.at)
-            self.pods[pod.key] = _SimPod(pod, arrival.duration, usage=arrival.usage)
+            self.pods[pod.key] = _SimPod(pod, arrival.duration, usage=arrival.usage, seq=next(self._added))
             for claim in arrival.claims:  # made from the pod's claim templates
                 self._claims[claim.key] = claim
             self._emit(PodEvent(EventType.ADDED, pod))
