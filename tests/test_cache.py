@@ -169,6 +169,20 @@ def test_pod_that_loses_its_node_waits_again():
     assert [p.node_name for p in cache.take_finished()] == ["n1"]
 
 
+def test_whether_a_pod_uses_a_claim_follows_every_pod_change() -> None:
+    cache = ClusterEventsHandler()
+    claiming = dataclasses.replace(pod("gpu", cpu="1"), claims=("default/gpu-claim",))
+    cache.apply([PodEvent(EventType.ADDED, P)])
+    assert (cache.has_claims(), cache.snapshot().claims) == (False, False)
+    cache.apply([PodEvent(EventType.ADDED, claiming)])  # waiting
+    assert (cache.has_claims(), cache.snapshot().claims) == (True, True)
+    cache.assume(claiming, "n1")  # placed
+    assert (cache.has_claims(), cache.snapshot().claims) == (True, True)
+    cache.forget(claiming.key)
+    cache.apply([PodEvent(EventType.DELETED, claiming)])
+    assert (cache.has_claims(), cache.snapshot().claims) == (False, False)
+
+
 def test_nodes_and_snapshot_are_immutable_views():
     cache = ClusterEventsHandler()
     node = ClusterNode("n1", "i-1", ready=True, last_heartbeat=5)

@@ -51,6 +51,7 @@ class CacheSnapshot:
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # labels by namespace
     pod_selecting: tuple[PodSelecting, ...] = ()  # Services, RCs, ReplicaSets, StatefulSets
     pdbs: tuple[PodDisruptionBudget, ...] = ()
+    claims: bool = False  # some pod uses a resource claim
 
 
 class ClusterEventsHandler:
@@ -64,7 +65,7 @@ class ClusterEventsHandler:
         self._objects: dict[type, dict[str, ClusterObject]] = defaultdict(dict)
         self.generation = 0
         self._assumed: dict[PodKey, None] = {}  # the entries in state Assumed, in the order they were assumed
-        self._pods_as_of: tuple[int, tuple[Pod, ...]] | None = None  # the last snapshot's pods, waiting then placed, each by key
+        self._pods_as_of: tuple[int, tuple[Pod, ...], bool] | None = None  # see _pods
         self.finished: list[Pod] = []  # pods that left a node since the last take_finished()
 
     # -- the state machine ----------------------------------------------------------------
@@ -232,17 +233,13 @@ class ClusterEventsHandler:
     # -- reading ---------------------------------------------------------------------------
     def snapshot(self) -> CacheSnapshot:
         with self._lock:
-            if self._pods_as_of is None or self._pods_as_of[0] != self.generation:  # every pod change makes a new generation
-                entries, waiting_pods = self._entries, self._waiting  # keys sorted alone: strings compare faster than pairs
-                placed = tuple(entries[k].pod for k in sorted(entries))
-                waiting = tuple(waiting_pods[k] for k in sorted(waiting_pods))
-                self._pods_as_of = (self.generation, waiting + placed)
-            pods = self._pods_as_of[1]
+            pods, claims = self._pods()
             daemon_sets = tuple(obj for _, obj in sorted(self._objects[DaemonSet].items()) if isinstance(obj, DaemonSet))
             namespaces = {name: ns.labels for name, ns in self._objects[Namespace].items() if isinstance(ns, Namespace)}
             selecting = tuple(o for kind in SELECTING_KINDS for _, o in sorted(self._objects[kind].items()) if isinstance(o, PodSelecting))
             pdbs = tuple(b for _, b in sorted(self._objects[PodDisruptionBudget].items()) if isinstance(b, PodDisruptionBudget))
-            return CacheSnapshot(pods, MappingProxyType(dict(self._nodes)), self.generation, daemon_sets, self._volume_context(), namespaces, selecting, pdbs)
+            nodes = MappingProxyType(dict(self._nodes))
+            return CacheSnapshot(pods, nodes, self.generation, daemon_sets, self._volume_context(), namespaces, selecting, pdbs, claims)
 
     def _volume_context(self) -> VolumeContext | None:
         claims, volumes, classes = (dict(self._objects[kind]) for kind in (PersistentVolumeClaim, PersistentVolume, StorageClass))
@@ -253,7 +250,16 @@ class ClusterEventsHandler:
     def has_claims(self) -> bool:
         """Whether any pod, waiting or placed, uses a resource claim (device objects matter)."""
         with self._lock:
-            return any(p.claims for p in self._waiting.values()) or any(e.pod.claims for e in self._entries.values())
+            return self._pods()[1]
+
+    def _pods(self) -> tuple[tuple[Pod, ...], bool]:
+        """The snapshot's pods (waiting, then placed, each by key), and whether any uses a
+        resource claim: made once per generation (every pod change makes a new one)."""
+        if self._pods_as_of is None or self._pods_as_of[0] != self.generation:
+            entries, waiting_pods = self._entries, self._waiting  # keys sorted alone: strings compare faster than pairs
+            pods = tuple(waiting_pods[k] for k in sorted(waiting_pods)) + tuple(entries[k].pod for k in sorted(entries))
+            self._pods_as_of = (self.generation, pods, any(p.claims for p in pods))
+        return self._pods_as_of[1], self._pods_as_of[2]
 
     def usage(self, node: str) -> NodeUsage:
         with self._lock:

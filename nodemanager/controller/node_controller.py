@@ -284,7 +284,7 @@ class NodeController:
         just taken it) and the node records."""
         cached = cached or self.cache.snapshot()
         pods = cached.pods
-        devices = self.devices if any(p.claims for p in pods) else None
+        devices = self.devices if cached.claims else None
         # A node marked for termination (perhaps draining) takes no more pods and counts
         # against no limit: the scaler sees it as already terminating.
         nodes = tuple(replace(n, state=NodeState.TERMINATING) if n.name in self.marked else self._planning_view(n) for n in self.nodes.values())
