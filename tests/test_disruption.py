@@ -254,6 +254,27 @@ def test_with_a_budget_of_one_node_at_most_one_is_disrupted_at_a_time() -> None:
     assert h.controller.disruption.summary()["Underutilized"]["nodes"] >= 1
 
 
+def test_consolidate_after_counts_from_the_last_change_of_a_nodes_pods() -> None:
+    wait = 1200.0
+    h = Harness(binpack_pool(disruption=Disruption(consolidate_after=wait)), arrivals=_steady_and_finishing(), idle_grace=30)
+    held: dict[str, tuple[frozenset, float]] = {}  # node -> its pods, unchanged since (seen from the cluster itself)
+    proposed = 0
+    while h.clock.now() < 1000 + 2 * HOUR:
+        h.driver.step()
+        now = h.clock.now()
+        on: dict[str, set] = {}
+        for sim in h.cluster.pods.values():
+            if sim.pod.node_name:
+                on.setdefault(sim.pod.node_name, set()).add(sim.pod.key)
+        held = {name: held[name] if name in held and held[name][0] == pods else (pods, now) for name in on if (pods := frozenset(on[name]))}
+        proposal = h.controller.disruption.proposal
+        if proposal is not None and proposal.at == now:
+            proposed += 1
+            assert all(now - held[name][1] >= wait for name in proposal.command.nodes), (now, proposal.command.nodes, held)
+    assert proposed
+    assert h.controller.disruption.summary()["Underutilized"]["nodes"] >= 1
+
+
 def test_a_proposal_is_dropped_when_a_pod_arrives_before_it_is_acted_on() -> None:
     first = Harness(binpack_pool(), arrivals=_steady_and_finishing(), idle_grace=30)
     while first.controller.disruption.proposal is None:

@@ -261,6 +261,11 @@ class ClusterEventsHandler:
             self._pods_as_of = (self.generation, pods, any(p.claims for p in pods))
         return self._pods_as_of[1], self._pods_as_of[2]
 
+    def pods_by_node(self) -> dict[str, frozenset[PodKey]]:
+        """The pods each node holds, assumed or added, besides its DaemonSet and mirror pods."""
+        with self._lock:
+            return {name: frozenset(usage.pods) for name, usage in self._usage.items() if usage.pods}
+
     def usage(self, node: str) -> NodeUsage:
         with self._lock:
             found = self._usage.get(node)

@@ -17,7 +17,6 @@ import bisect
 import dataclasses
 import logging
 from collections import Counter, defaultdict, deque
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,6 +41,7 @@ SETTLED = (NodeState.AVAILABLE, NodeState.CLAIMED)
 # wait for PodDisruptionBudgets however long they hold.
 LABELS = {DisruptionReason.UNDERUTILIZED: "consolidation", DisruptionReason.DRIFTED: "drifted", DisruptionReason.EXPIRED: "expired"}
 VOLUNTARY = frozenset(LABELS.values())
+_NONE: frozenset[PodKey] = frozenset()
 
 
 @dataclass
@@ -108,7 +108,7 @@ class DisruptionController:
     def run(self, now: float) -> None:
         c = self.c
         cached = c.cache.snapshot()
-        self._track(cached.pods, now)
+        self._track(now)
         if self.replacing is not None:
             self._advance(now)
             return
@@ -213,15 +213,12 @@ class DisruptionController:
             return "nodes are being removed"
         return ""
 
-    def _track(self, pods: Iterable[Pod], now: float) -> None:
+    def _track(self, now: float) -> None:
         """Since when each node has held the same pods (consolidateAfter counts from then)."""
-        on: dict[str, set[PodKey]] = {name: set() for name in self.c.nodes}
-        for pod in pods:
-            if pod.node_name in on and not pod.of_node:
-                on[pod.node_name].add(pod.key)
+        held_now = self.c.cache.pods_by_node()
         tracked = {}
-        for name, keys in on.items():
-            held, seen = frozenset(keys), self.pods_since.get(name)
+        for name in self.c.nodes:
+            held, seen = held_now.get(name, _NONE), self.pods_since.get(name)
             tracked[name] = seen if seen is not None and seen[0] == held else (held, now)
         self.pods_since = tracked
 
