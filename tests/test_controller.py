@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from builders import OD, SPOT, binpack_pool, cell_pool
 from harness import Harness, arrive
@@ -139,6 +141,17 @@ def test_node_without_heartbeat_is_replaced():
     assert h.controller.metrics.terminations.labels("unhealthy")._value.get() == 1
     h.run(60)
     assert h.bound()["default/p1"] != sick  # placed again on a new node
+
+
+def test_a_node_that_lost_its_pool_labels_is_labelled_again_by_the_heartbeat_loop() -> None:
+    h = Harness(cell_pool(labels={"team": "ml"}), arrivals=[arrive("p1", itype="a.large")])
+    h.run(40)
+    [name] = h.controller.nodes
+    assert h.cluster.nodes[name].labels["team"] == "ml"  # labelled at registration
+    h.cluster.nodes[name] = dataclasses.replace(h.cluster.nodes[name], labels={})  # say, an operator removed them
+    h.run(30)
+    assert h.cluster.nodes[name].labels["team"] == "ml"
+    assert h.controller.nodes[name].state is not S.TERMINATING  # nothing else is done to it
 
 
 def test_healthy_nodes_are_left_alone():

@@ -542,17 +542,24 @@ class NodeController:
         with self.timers["heartbeat"].timing(self.clock), self.lock:
             now = self.clock.now()
             healthy, boot = self.config.nodes.healthy_timeout, self.config.nodes.boot_timeout
-            for name, node in sorted(self.nodes.items()):
+            relabel: list[str] = []
+            marks: list[tuple[str, str, str]] = []  # (node, reason, label): acted on by name, as the few there are
+            for name, node in self.nodes.items():
                 if node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
                     registered = self.cache.node(name)
-                    if registered is not None and not registered.labels.keys() >= node.labels.keys():
-                        self.lock.after_release(self.cluster.label_node, name, node.labels)  # again: labelling failed at registration
                     if registered is None:
-                        self.mark_for_termination(name, "node left the cluster", "unhealthy")
-                    elif (silent := min(now, self.synced_at) - registered.last_heartbeat) > healthy:
-                        self.mark_for_termination(name, f"no heartbeat for {silent:.0f}s (healthy timeout {healthy:g}s)", "unhealthy")
+                        marks.append((name, "node left the cluster", "unhealthy"))
+                        continue
+                    if node.labels and not registered.labels.keys() >= node.labels.keys():
+                        relabel.append(name)  # again: labelling failed at registration
+                    if (silent := min(now, self.synced_at) - registered.last_heartbeat) > healthy:
+                        marks.append((name, f"no heartbeat for {silent:.0f}s (healthy timeout {healthy:g}s)", "unhealthy"))
                 elif node.state in (NodeState.CREATING, NodeState.CREATED) and now - node.created_at > boot:
-                    self.mark_for_termination(name, f"not Ready {now - node.created_at:.0f}s after boot (boot timeout {boot:g}s)", "boot_timeout")
+                    marks.append((name, f"not Ready {now - node.created_at:.0f}s after boot (boot timeout {boot:g}s)", "boot_timeout"))
+            for name in sorted(relabel):
+                self.lock.after_release(self.cluster.label_node, name, self.nodes[name].labels)
+            for name, reason, label in sorted(marks):
+                self.mark_for_termination(name, reason, label)
         self.metrics.loop_duration.labels("heartbeat").observe(self.timers["heartbeat"].last_ms / 1000)
 
     def reaper_loop(self) -> None:
