@@ -88,7 +88,9 @@ class SimulatedCloud:
         self._rng = random.Random(seed)
         self._ids = itertools.count(1)
         self._records: dict[str, _Record] = {}
-        self._live: dict[str, _Record] = {}  # not terminated: what listings and failures walk
+        # Not terminated: what listings and failures walk. Ids are issued in increasing order
+        # (a counter, zero-padded), so this is in id order without a sort.
+        self._live: dict[str, _Record] = {}
         self._by_token: dict[str, str] = {}
         self._checked_at: float | None = None
         self._reclaim: dict[str, float] = {}  # spot instance -> when it goes (two minutes after its warning)
@@ -133,7 +135,7 @@ class SimulatedCloud:
     def list_instances(self) -> list[Instance]:
         self._check_throttle("DescribeInstances")
         self._inject_failures()
-        return [self._view(r) for _, r in sorted(self._live.items())]
+        return [self._view(r) for r in self._live.values()]
 
     def describe(self, instance_id: str) -> Instance:
         self._inject_failures()
@@ -198,7 +200,7 @@ class SimulatedCloud:
         if last is None or now <= last or not (self.death_per_hour or self.spot_interruption_per_hour):
             return
         hours = (now - last) / 3600.0
-        for _, record in sorted(self._live.items()):
+        for record in list(self._live.values()):
             if self._view(record).state is not InstanceState.RUNNING or record.instance.instance_id in self._reclaim:
                 continue
             rates = [("died", self.death_per_hour)]

@@ -49,6 +49,14 @@ def test_instances_run_after_the_boot_delay_and_terminate():
         cloud.describe(i.instance_id)
 
 
+def test_instances_are_listed_in_id_order() -> None:
+    cloud = SimulatedCloud("ctl", VirtualClock(), boot_delay=0)
+    ids = [cloud.boot(req(f"n{i}")).instance_id for i in range(40)]  # past 0xf and 0x1f: the ids' width never changes
+    cloud.terminate(ids[3:30:4])
+    listed = [i.instance_id for i in cloud.list_instances()]
+    assert listed == sorted(listed) == [i for n, i in enumerate(ids) if not (3 <= n < 30 and (n - 3) % 4 == 0)]
+
+
 def test_capacity_per_offering():
     cloud = SimulatedCloud("ctl", VirtualClock(), capacity={"m5.large/spot/*": 1, "c5.*/on-demand/us-east-1a": 0})
     cloud.boot(req("n1", capacity=SPOT))
@@ -114,6 +122,23 @@ def test_nodes_register_after_boot_and_register_delay_then_heartbeat():
     clock.advance(10)
     [beat] = cluster.poll()
     assert (beat.type, beat.node.last_heartbeat) == (EventType.MODIFIED, 50)
+
+
+def test_kubelets_heartbeat_on_time_whatever_the_poll_rate_and_a_silenced_one_stops() -> None:
+    clock, cloud, cluster = cluster_with([], register_delay=0)
+    for name in ("n1", "n2", "n3"):
+        cloud.boot(req(name))
+    clock.advance(30)
+    assert [e.node.name for e in cluster.poll() if isinstance(e, NodeEvent)] == ["n1", "n2", "n3"]  # registered at 30
+    cluster.silence("n3")
+    beats: list[tuple[float, str]] = []
+    for _ in range(12):  # polls every 7 s: each node's heartbeat is due every 10 s, seen at the next poll
+        clock.advance(7)
+        if clock.now() == 58:
+            cloud.throttle_rate = 1.0  # a poll that cannot list the instances: the kubelets still beat
+        beats += [(e.node.last_heartbeat, e.node.name) for e in cluster.poll() if isinstance(e, NodeEvent)]
+        cloud.throttle_rate = 0.0
+    assert beats == [(t, n) for t in (44, 58, 72, 86, 100, 114) for n in ("n1", "n2")]
 
 
 def test_pods_arrive_run_and_finish():

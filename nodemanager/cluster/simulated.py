@@ -103,6 +103,10 @@ class SimulatedCluster:
         self.version = 0  # counts changes to pods and to which nodes are registered (what a simulation integrates)
         self._running_since: dict[str, float] = {}  # node -> when its instance was first seen running
         self._silenced: set[str] = set()
+        # When each registered node heartbeats next (a heap, and each node's latest time: an
+        # entry that differs is stale), so a poll looks only at the nodes due, not at all.
+        self._beats: list[tuple[float, str]] = []
+        self._next_beat: dict[str, float] = {}
         self.first_bound: dict[PodKey, float] = {}  # pod -> when it was first bound (simulation reports)
         self.binds = 0
         self.recorded: deque[tuple[str, str, str, str]] = deque(maxlen=1000)  # (kind, key, reason, message)
@@ -289,13 +293,14 @@ class SimulatedCluster:
                 self._heartbeat(name, now)
             return
         alive = {i.node_name: i for i in instances if i.state is InstanceState.RUNNING}
-        for name in sorted(set(self.nodes) - set(alive)):
+        for name in sorted(self.nodes.keys() - alive.keys()):
             self.remove_node(name)
-        for name in set(self._running_since) - set(alive):
+        for name in self._running_since.keys() - alive.keys():
             del self._running_since[name]
-        for name, instance in sorted(alive.items()):
+        for name in sorted((alive.keys() - self.nodes.keys()) | self._due(now)):
             node = self.nodes.get(name)
             if node is None:
+                instance = alive[name]
                 running_since = self._running_since.setdefault(name, now)
                 if now - running_since >= self.register_delay:
                     startup = parse_taints(instance.tags.get(STARTUP_TAINTS_TAG, ""))
@@ -303,18 +308,35 @@ class SimulatedCluster:
                     node = ClusterNode(name, instance.instance_id, ready=True, last_heartbeat=now, taints=taints)
                     self.nodes[name] = node
                     self._zones[name] = instance.zone
+                    self._schedule_beat(name, now + self.heartbeat_interval)
                     if startup:
                         self._startup[name] = (now + self.startup_delay, startup)
                     self._emit(NodeEvent(EventType.ADDED, node))
             else:
                 self._heartbeat(name, now)
 
+    def _due(self, now: float) -> set[str]:
+        """Registered nodes whose heartbeat may be due (``_heartbeat`` has the last word)."""
+        due, beats = set(), self._beats
+        while beats and beats[0][0] <= now + 1e-6:  # a margin for rounding: the test itself is exact
+            at, name = heapq.heappop(beats)
+            if self._next_beat.get(name) == at and name in self.nodes:
+                due.add(name)
+        return due
+
+    def _schedule_beat(self, name: str, at: float) -> None:
+        self._next_beat[name] = at
+        heapq.heappush(self._beats, (at, name))
+
     def _heartbeat(self, name: str, now: float) -> None:
         node = self.nodes[name]
-        if now - node.last_heartbeat >= self.heartbeat_interval and name not in self._silenced:
+        if name in self._silenced:
+            return
+        if now - node.last_heartbeat >= self.heartbeat_interval:
             node = node.with_heartbeat(now)
             self.nodes[name] = node
             self._emit(NodeEvent(EventType.MODIFIED, node))
+        self._schedule_beat(name, node.last_heartbeat + self.heartbeat_interval)
 
     def _orphan_pods(self, node: str) -> None:
         for key in sorted(self._on_node.pop(node, ()), key=lambda k: self.pods[k].seq):
