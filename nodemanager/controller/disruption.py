@@ -107,7 +107,6 @@ class DisruptionController:
     # -- the loop ------------------------------------------------------------------------
     def run(self, now: float) -> None:
         c = self.c
-        cached = c.cache.snapshot()
         self._track(now)
         if self.replacing is not None:
             self._advance(now)
@@ -118,7 +117,7 @@ class DisruptionController:
                 log.info("consolidation dropped before acting: %s", unsettled)
             self.proposal, self.state = None, unsettled
             return
-        snapshot = self._without_idle(c.snapshot(now, cached))
+        snapshot = self._without_idle(c.snapshot(now, c.cache.snapshot()))
         if self.proposal is None and self._renew(snapshot, now):
             return
         candidates, together, blocked = self._candidates(snapshot, now)

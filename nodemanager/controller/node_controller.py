@@ -42,6 +42,7 @@ from nodemanager.controller.executor import InlineExecutor
 from nodemanager.controller.interruption import InterruptionController
 from nodemanager.controller.lock import ControllerLock
 from nodemanager.controller.reaper import Reaper
+from nodemanager.controller.records import NodeRecords
 from nodemanager.controller.status_doc import status_document
 from nodemanager.controller.timers import LoopTimer
 from nodemanager.dra.context import DeviceContext
@@ -107,7 +108,7 @@ class NodeController:
         self._gauges_shown: tuple[tuple, dict[tuple[str, NodeState], int]] = ((), {})  # the records the node gauges were last set from, and their counts
         self._startup: dict[str, tuple[Taint, ...]] = {}  # pool -> its startup taints (the config is fixed)
         self._last_status: tuple[float, dict[str, object]] | None = None  # (when, document): answered while the lock is held too long
-        self.nodes: dict[str, Node] = {}
+        self.nodes = NodeRecords()
         self.marked: dict[str, tuple[str, str]] = {}  # node -> (reason, metric label)
         self.terminated_at: dict[str, float] = {}
         self.booting: set[str] = set()  # nodes whose boot call is in flight
@@ -318,9 +319,9 @@ class NodeController:
         bound: dict[str, list[PodKey]] = {}
         for pod, node in decision.bindings.items():
             bound.setdefault(node, []).append(pod)
-        for name, node in list(self.nodes.items()):
+        for name in sorted((bound.keys() | set(self.nodes.with_bindings())) & self.nodes.keys()):  # (a node neither holding nor given any needs nothing)
             pods = tuple(sorted(bound.get(name, ())))
-            if node.bound_pods != pods:
+            if self.nodes[name].bound_pods != pods:
                 self._update(name, bound_pods=pods)
         for spec in decision.start:
             self._create(spec, now)
@@ -374,8 +375,8 @@ class NodeController:
     def _resume_boots(self) -> None:
         """Nodes still Creating with no instance and no call in flight get their boot again
         (same name, same token): after a throttled call, for instance."""
-        for name, node in list(self.nodes.items()):
-            if node.state is NodeState.CREATING and node.instance_id is None and name not in self.booting and name not in self.marked:
+        for name in self.nodes.in_states(NodeState.CREATING):
+            if self.nodes[name].instance_id is None and name not in self.booting and name not in self.marked:
                 self._submit_boot(name)
 
     def _submit_boot(self, name: str) -> None:
@@ -471,17 +472,16 @@ class NodeController:
         self._purge(now)
 
     def _sync_registrations(self, now: float, announce: bool = True) -> None:
-        for name, node in list(self.nodes.items()):
-            if node.state is NodeState.CREATED:
-                registered = self.cache.node(name)
-                if registered is not None and registered.ready:
-                    log.info("node %s: registered and Ready after %.0fs", name, now - node.created_at)
-                    self.lock.after_release(self.cluster.label_node, name, node.labels)
-                    if announce:
-                        self.event("Node", name, "Registered", f"Ready {now - node.created_at:.0f}s after boot")
-                    self.set_state(name, NodeState.AVAILABLE)
-                    if self.cache.usage(name).pods:
-                        self.set_state(name, NodeState.CLAIMED)
+        for name in self.nodes.in_states(NodeState.CREATED):
+            node, registered = self.nodes[name], self.cache.node(name)
+            if registered is not None and registered.ready:
+                log.info("node %s: registered and Ready after %.0fs", name, now - node.created_at)
+                self.lock.after_release(self.cluster.label_node, name, node.labels)
+                if announce:
+                    self.event("Node", name, "Registered", f"Ready {now - node.created_at:.0f}s after boot")
+                self.set_state(name, NodeState.AVAILABLE)
+                if self.cache.usage(name).pods:
+                    self.set_state(name, NodeState.CLAIMED)
 
     def _dispatch(self, now: float) -> None:
         """Assume each pod whose node is ready for it on that node (it counts there from now
@@ -489,9 +489,9 @@ class NodeController:
         if not self.cluster.schedules_pods:
             return  # another scheduler binds; the pods' reservations end when they are bound
         binds: list[tuple[Pod, str]] = []
-        for name in sorted(self.nodes):
+        for name in self.nodes.with_bindings():
             node = self.nodes[name]
-            if node.state not in (NodeState.AVAILABLE, NodeState.CLAIMED) or not node.bound_pods:
+            if node.state not in (NodeState.AVAILABLE, NodeState.CLAIMED):
                 continue
             for key in node.bound_pods:
                 pod = self.cache.pod(key)
@@ -568,9 +568,10 @@ class NodeController:
         self.metrics.loop_duration.labels("reaper").observe(self.timers["reaper"].last_ms / 1000)
 
     def _purge(self, now: float) -> None:
-        ended = sorted((self.terminated_at.get(n, now), n) for n, node in self.nodes.items() if node.state is NodeState.TERMINATED)
+        ended = sorted((self.terminated_at.get(n, now), n) for n in self.nodes.in_states(NodeState.TERMINATED))
         crowded = {name for _, name in ended[: max(0, len(ended) - TERMINATED_KEPT_MAX)]}
-        for name, node in list(self.nodes.items()):
+        for name in self.nodes.in_states(NodeState.TERMINATED, NodeState.TERMINATING):
+            node = self.nodes[name]
             if node.state is NodeState.TERMINATED and (name in crowded or now - self.terminated_at.get(name, now) >= TERMINATED_KEPT_FOR):
                 self.lock.after_release(self.cluster.remove_node, name)  # once more: a dying kubelet may have registered it again
                 del self.nodes[name]

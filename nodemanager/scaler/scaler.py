@@ -117,6 +117,7 @@ class _Class:
     """Waiting pods that are interchangeable for scheduling."""
 
     pods: list[Pod]
+    key: tuple | None = None  # (class key, requests) as grouped; None for a share split off while placing
 
     @property
     def rep(self) -> Pod:
@@ -139,7 +140,7 @@ class _Run:
         self.s = scaler
         self.excluded = excluded  # gang members that cannot all be placed: left out entirely
         self.last = last  # members of gangs that failed in their turn: planned after the rest
-        self.left_for_new: list[Pod] = []  # the pods existing nodes did not take
+        self.left_for_new: list[tuple[tuple | None, list[Pod]]] = []  # the pods existing nodes did not take, by class key
         self.carried: list[DeferredNode] = []  # deferred nodes past this loop's boot cap: left as planned
         self.next_start: dict[int, int] = {}  # per readiness rank: where the next search of existing nodes begins
         self.failed: dict[PodKey, str] = {}  # gang members found to fail in this run
@@ -834,7 +835,7 @@ class _Run:
     def _class_keys(self) -> dict[PodKey, tuple]:
         """The pods left for new nodes -> their class key and requests (made only when a
         deferral is stored or checked)."""
-        return {p.key: (self.key(p), p.requests) for p in self.left_for_new}
+        return {p.key: key for key, pods in self.left_for_new for p in pods}
 
     def reuse_deferred(self, classes: list[_Class]) -> None:
         """Place the pods the last capped plan left for later on the nodes it planned for them,
@@ -975,7 +976,7 @@ class _Run:
         self.place_on_existing(then)
         self.claim_standby()
         self.mark_expired()
-        self.left_for_new = [p for c in classes + then for p in c.pods]
+        self.left_for_new = [(c.key, list(c.pods)) for c in classes + then if c.pods]
         self.reuse_deferred(classes)
         self.place_on_new(classes)
         self.place_on_new(then)
@@ -1190,7 +1191,7 @@ def _classes(pods: list[Pod], key_of: Callable[[Pod], tuple]) -> list[_Class]:
         if key in classes:
             classes[key].pods.append(pod)
         else:
-            classes[key] = _Class([pod])
+            classes[key] = _Class([pod], key)
     return list(classes.values())
 
 

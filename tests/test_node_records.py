@@ -1,0 +1,46 @@
+"""The controller's node records keep their index (names by state, names with bindings) true
+whatever sequence of assignments and deletions made them, in the records' own order."""
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nodemanager.controller.records import NodeRecords
+from nodemanager.model import CapacityType, Node, NodeName, NodeState
+
+NAMES = ["n1", "n2", "n3", "n4"]
+change = st.one_of(
+    st.tuples(st.just("set"), st.sampled_from(NAMES), st.sampled_from(list(NodeState)), st.booleans()),
+    st.tuples(st.just("del"), st.sampled_from(NAMES), st.just(NodeState.CREATING), st.just(False)),
+)
+
+
+def record(name: str, state: NodeState, bound: bool) -> Node:
+    node = Node(NodeName(name), "pool", "m5.large", CapacityType.ON_DEMAND, "us-east-1a")
+    return dataclasses.replace(node, state=state, bound_pods=("default/p",) if bound else ())
+
+
+@given(st.lists(change, max_size=30))
+def test_the_index_matches_the_records(changes: list[tuple[str, str, NodeState, bool]]) -> None:
+    records, plain = NodeRecords(), {}
+    for op, name, state, bound in changes:
+        if op == "set":
+            records[name] = plain[name] = record(name, state, bound)
+        elif name in plain:
+            del records[name], plain[name]
+    assert list(records) == list(plain)
+    for first in NodeState:
+        for second in NodeState:
+            assert records.in_states(first, second) == [n for n, node in plain.items() if node.state in (first, second)]
+    assert records.with_bindings() == sorted(n for n, node in plain.items() if node.bound_pods)
+
+
+def test_mutators_that_would_bypass_the_index_are_refused() -> None:
+    records = NodeRecords()
+    records["n1"] = record("n1", NodeState.CREATED, False)
+    for call in (lambda: records.pop("n1"), records.clear, lambda: records.update(n2=record("n2", NodeState.CREATED, False))):
+        with pytest.raises(TypeError, match="assignment and del only"):
+            call()
+    assert records.in_states(NodeState.CREATED) == ["n1"]
