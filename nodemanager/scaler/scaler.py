@@ -249,7 +249,8 @@ class _Run:
             elif pod.phase is PodPhase.PENDING and not pod.of_node and pod.key not in self.excluded:
                 waiting[pod.key] = defaults.apply(pod)
         for on_node in placed.values():
-            on_node.sort(key=_KEY)
+            if len(on_node) > 1:  # (most nodes of a busy cluster hold one pod or two: no call for one)
+                on_node.sort(key=_KEY)
         self.waiting.update(self.excluded)
         pictures = self.s.pictures  # allowing for these DaemonSets: views_for saw them first
         pictures.forget_all_but(self.snapshot.nodes)
