@@ -140,18 +140,8 @@ class Simulation:
     def _load_now(self) -> tuple[int, int, int, int]:
         """The running pods' CPU and memory requests and the registered nodes' allocatable;
         the pods without a duration running from now on go to the tracker."""
-        cpu = memory = 0
-        forever = set()
-        for key, sim in self.cluster.pods.items():
-            pod = sim.pod
-            if not pod.node_name or pod.of_node:
-                continue  # a DaemonSet pod is part of its node's cost, not a pod of the workload
-            pod_cpu, pod_memory = pod.requests.cpu_memory()
-            cpu += pod_cpu
-            memory += pod_memory
-            if sim.duration is None:
-                forever.add(key)
-        self.tracker.forever_running(forever)
+        cpu, memory = self.cluster.bound_requests
+        self.tracker.forever_running(self.cluster.bound_forever)
         alloc_cpu = alloc_memory = 0
         for name in self.cluster.nodes:
             node = self.controller.nodes.get(name)

@@ -96,6 +96,11 @@ class SimulatedCluster:
         self._next_arrival = 0
         self.pods: dict[PodKey, _SimPod] = {}
         self._on_node: dict[str, set[PodKey]] = {}  # node -> the pods bound to it (a removed node's are found at once)
+        # The workload pods bound now (DaemonSet pods are their nodes'): their CPU and memory
+        # requests, and those without a duration; kept as pods are bound, orphaned and finish,
+        # so a simulation integrating them does not walk every pod at every step.
+        self.bound_requests = (0, 0)
+        self.bound_forever: set[PodKey] = set()
         self._added = itertools.count()  # seq of the next pod added to ``pods``
         self.nodes: dict[str, ClusterNode] = {}
         self._finishing: list[tuple[float, PodKey]] = []  # heap of (finish time, pod)
@@ -152,6 +157,7 @@ class SimulatedCluster:
         self._provision_for(sim.pod, node)
         sim.pod = replace(sim.pod, node_name=node, phase=PodPhase.RUNNING)
         self._on_node.setdefault(node, set()).add(pod)
+        self._count_bound(sim, 1)
         sim.bound_at = now
         if sim.duration is not None:
             heapq.heappush(self._finishing, (now + sim.duration, pod))
@@ -338,6 +344,14 @@ class SimulatedCluster:
             self._emit(NodeEvent(EventType.MODIFIED, node))
         self._schedule_beat(name, node.last_heartbeat + self.heartbeat_interval)
 
+    def _count_bound(self, sim: _SimPod, sign: int) -> None:
+        if sim.pod.of_node:
+            return
+        cpu, memory = sim.pod.requests.cpu_memory()
+        self.bound_requests = (self.bound_requests[0] + sign * cpu, self.bound_requests[1] + sign * memory)
+        if sim.duration is None:
+            (self.bound_forever.add if sign > 0 else self.bound_forever.discard)(sim.pod.key)
+
     def _orphan_pods(self, node: str) -> None:
         for key in sorted(self._on_node.pop(node, ()), key=lambda k: self.pods[k].seq):
             sim = self.pods[key]
@@ -350,6 +364,7 @@ class SimulatedCluster:
                         self._claims[claim] = replace(found, allocation=None)
                 if self.resume_evicted and sim.duration is not None and sim.bound_at is not None:
                     sim.duration = max(sim.duration - (self.clock.now() - sim.bound_at), 0.0)
+                self._count_bound(sim, -1)
                 sim.pod = replace(sim.pod, node_name="", phase=PodPhase.PENDING)
                 sim.bound_at = None
                 self._emit(PodEvent(EventType.MODIFIED, sim.pod))
@@ -362,6 +377,7 @@ class SimulatedCluster:
                 continue  # restarted elsewhere since: its new finish time is queued
             done = replace(sim.pod, phase=PodPhase.SUCCEEDED)
             del self.pods[key]
+            self._count_bound(sim, -1)
             self._on_node[done.node_name].discard(key)
             for claim in sim.pod.claims:  # claims made for the pod go with it
                 if claim.startswith(f"{done.namespace}/{done.name}-"):
