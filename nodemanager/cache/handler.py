@@ -61,6 +61,7 @@ class ClusterEventsHandler:
         self._entries: dict[PodKey, _Entry] = {}
         self._waiting: dict[PodKey, Pod] = {}
         self._usage: dict[str, NodeUsage] = defaultdict(NodeUsage)
+        self._held: dict[str, frozenset[PodKey]] = {}  # node -> its ``pods``, frozen when they change (see pods_by_node)
         self._nodes: dict[str, ClusterNode] = {}
         self._objects: dict[type, dict[str, ClusterObject]] = defaultdict(dict)
         self.generation = 0
@@ -83,12 +84,21 @@ class ClusterEventsHandler:
 
     def _place(self, pod: Pod) -> None:
         usage = self._usage[pod.node_name]
-        (usage.node_pods if pod.of_node else usage.pods).add(pod.key)
+        if pod.of_node:
+            usage.node_pods.add(pod.key)
+        else:
+            usage.pods.add(pod.key)
+            self._held[pod.node_name] = frozenset(usage.pods)
         usage.requested = usage.requested + pod.requests
 
     def _unplace(self, pod: Pod) -> None:
         usage = self._usage[pod.node_name]
-        usage.pods.discard(pod.key)
+        if pod.key in usage.pods:
+            usage.pods.discard(pod.key)
+            if usage.pods:
+                self._held[pod.node_name] = frozenset(usage.pods)
+            else:
+                del self._held[pod.node_name]
         usage.node_pods.discard(pod.key)
         usage.requested = usage.requested - pod.requests
         if not usage.pods and not usage.node_pods:
@@ -262,9 +272,11 @@ class ClusterEventsHandler:
         return self._pods_as_of[1], self._pods_as_of[2]
 
     def pods_by_node(self) -> dict[str, frozenset[PodKey]]:
-        """The pods each node holds, assumed or added, besides its DaemonSet and mirror pods."""
+        """The pods each node holds, assumed or added, besides its DaemonSet and mirror pods.
+        A node's set is the same object until its pods change (frozen as they change, not
+        for each call: a pass over thousands of nodes asks this every 10 s)."""
         with self._lock:
-            return {name: frozenset(usage.pods) for name, usage in self._usage.items() if usage.pods}
+            return dict(self._held)
 
     def usage(self, node: str) -> NodeUsage:
         with self._lock:

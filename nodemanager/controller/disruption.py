@@ -218,7 +218,7 @@ class DisruptionController:
         tracked = {}
         for name in self.c.nodes:
             held, seen = held_now.get(name, _NONE), self.pods_since.get(name)
-            tracked[name] = seen if seen is not None and seen[0] == held else (held, now)
+            tracked[name] = seen if seen is not None and (seen[0] is held or seen[0] == held) else (held, now)
         self.pods_since = tracked
 
     def _counts(self, pool: str) -> tuple[int, int]:
