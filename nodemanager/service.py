@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 
 STOP_GRACE = 10.0  # seconds a stop waits for running loops
 EXIT_STUCK = 1  # the exit status when a loop had to be left running
+SIGNAL_POLL = 0.2  # seconds between looks for a stop signal (see wait_for_stop_signal)
 
 log = logging.getLogger("nodemanager")
 # Loops whose cloud and API calls get the pass deadline, so that a pass through an outage
@@ -195,14 +197,29 @@ class Service:
         return finished
 
 
+def wait_for_stop_signal(start: Callable[[], None], poll: float = SIGNAL_POLL) -> int:
+    """Call ``start``, then wait for SIGTERM, SIGINT or SIGHUP (a clean stop, not a reload:
+    restart to load a changed provider.yaml) and return it. The handlers stay: a second
+    signal while the service stops changes nothing.
+
+    The handler only notes the signal: one that took a lock (``Event.set``) deadlocked when
+    the signal came while this thread held that lock entering its wait, and the service ran
+    on, deaf to the signal. The wait is a short sleep in a loop, not one blocking call: a
+    signal the kernel hands to another thread is acted on only once this thread runs Python
+    again, which a wait without a timeout never does."""
+    received: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: received.append(signum))
+    start()
+    while not received:
+        time.sleep(poll)
+    return received[0]
+
+
 def run_service(config: ProviderConfig, catalog: Catalog, source: str) -> int:
     service = Service(config, catalog, source)
-    stop = threading.Event()
-    # SIGHUP stops cleanly too (no reload: restart to load a changed provider.yaml).
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: stop.set())
-    service.start()
-    stop.wait()
+    signum = wait_for_stop_signal(service.start)
+    log.info("%s received", signal.Signals(signum).name)
     if not service.stop():
         logging.shutdown()
         os._exit(EXIT_STUCK)  # a loop's thread would keep the interpreter from exiting

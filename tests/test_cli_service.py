@@ -256,3 +256,30 @@ def test_the_progress_bar_shows_simulated_time_pods_bound_and_cost():
     shown = stream.getvalue()
     assert "simulated" in shown
     assert f"/{len(workload)} pods bound, $" in shown
+
+
+@pytest.fixture
+def stop_handlers_restored():
+    stops = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    before = {sig: signal.getsignal(sig) for sig in stops}
+    yield
+    for sig, handler in before.items():
+        signal.signal(sig, handler)
+
+
+@pytest.mark.usefixtures("stop_handlers_restored")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"])
+def test_the_stop_signal_is_caught_wherever_it_comes(sig):
+    """A signal during start, or later from any thread, ends the wait with that signal. The
+    handler only notes it: the old one set an Event, and a signal arriving while the waiting
+    thread held that Event's lock (entering its wait) deadlocked the stop under load."""
+    from nodemanager.service import wait_for_stop_signal
+
+    assert wait_for_stop_signal(lambda: os.kill(os.getpid(), sig), poll=0.01) == sig  # during start
+    began = time.monotonic()
+    assert wait_for_stop_signal(lambda: threading.Timer(0.05, os.kill, (os.getpid(), sig)).start(), poll=0.01) == sig
+    assert time.monotonic() - began < 5
+    # a handler run outside the waiting thread (the kernel may deliver to any thread)
+    began = time.monotonic()
+    assert wait_for_stop_signal(lambda: threading.Timer(0.05, signal.getsignal(sig), (sig, None)).start(), poll=0.01) == sig
+    assert time.monotonic() - began < 5

@@ -11,8 +11,10 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from types import MappingProxyType
 
+from nodemanager.cache.key_ordered import KeyOrdered
 from nodemanager.cache.pod_state import PodOp, PodState, next_state
 from nodemanager.cluster.base import ClusterEvent, ClusterNode, ClusterObject, EventType, NodeEvent, ObjectEvent, PodEvent
 from nodemanager.model import Pod, PodKey, PodPhase, Resources
@@ -22,6 +24,10 @@ from nodemanager.model.pod_owners import SELECTING_KINDS, Namespace, PodSelectin
 from nodemanager.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass, VolumeContext
 
 DEFAULT_ASSUME_TTL = 15 * 60.0  # seconds (godel-scheduler's PodAssumedTTL)
+
+
+def _itself(pod: Pod) -> Pod:
+    return pod
 
 
 @dataclass
@@ -58,8 +64,8 @@ class ClusterEventsHandler:
     def __init__(self, assume_ttl: float = DEFAULT_ASSUME_TTL) -> None:
         self.assume_ttl = assume_ttl
         self._lock = threading.RLock()
-        self._entries: dict[PodKey, _Entry] = {}
-        self._waiting: dict[PodKey, Pod] = {}
+        self._entries: KeyOrdered[_Entry] = KeyOrdered(attrgetter("pod"))
+        self._waiting: KeyOrdered[Pod] = KeyOrdered(_itself)
         self._usage: dict[str, NodeUsage] = defaultdict(NodeUsage)
         self._held: dict[str, frozenset[PodKey]] = {}  # node -> its ``pods``, frozen when they change (see pods_by_node)
         self._nodes: dict[str, ClusterNode] = {}
@@ -266,8 +272,7 @@ class ClusterEventsHandler:
         """The snapshot's pods (waiting, then placed, each by key), and whether any uses a
         resource claim: made once per generation (every pod change makes a new one)."""
         if self._pods_as_of is None or self._pods_as_of[0] != self.generation:
-            entries, waiting_pods = self._entries, self._waiting  # keys sorted alone: strings compare faster than pairs
-            pods = tuple(waiting_pods[k] for k in sorted(waiting_pods)) + tuple(entries[k].pod for k in sorted(entries))
+            pods = self._waiting.pods() + self._entries.pods()
             self._pods_as_of = (self.generation, pods, any(p.claims for p in pods))
         return self._pods_as_of[1], self._pods_as_of[2]
 
@@ -288,7 +293,7 @@ class ClusterEventsHandler:
 
     def waiting(self) -> list[Pod]:
         with self._lock:
-            return [p for _, p in sorted(self._waiting.items())]
+            return list(self._waiting.pods())
 
     def pod(self, key: PodKey) -> Pod | None:
         with self._lock:
