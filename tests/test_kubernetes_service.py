@@ -37,6 +37,24 @@ status: {{listen: "127.0.0.1:{port}"}}
 """
 
 
+# Every kind the service lists and watches (the leader's and the follower's caches alike).
+WATCHED = {
+    "pods",
+    "nodes",
+    "leases",
+    "daemonsets",
+    "persistentvolumeclaims",
+    "persistentvolumes",
+    "storageclasses",
+    "namespaces",
+    "services",
+    "replicationcontrollers",
+    "replicasets",
+    "statefulsets",
+    "poddisruptionbudgets",
+}
+
+
 def eventually(check: Callable[[], object], seconds: float = 20.0) -> object:
     """Wait for real threads to get somewhere (polling, never a fixed sleep)."""
     deadline = time.monotonic() + seconds
@@ -110,22 +128,10 @@ def test_two_replicas_one_leader_binds_the_other_reports_it(live_stub: KubeStub,
             assert follower_doc["controller"]["leader_election"]["holder"] == first.elector.identity  # type: ignore[union-attr]
             assert follower_doc["nodes"] == []
             assert second.cloud.list_instances() == []  # the follower never acted
+            # Each kind's watch thread starts on its own: under load the last may start after the pods are bound.
+            eventually(lambda: {c.resource for c in live_stub.calls if c.verb == "watch"} >= WATCHED)
             watches = [c for c in live_stub.calls if c.verb == "watch"]
-            assert {c.resource for c in watches} == {
-                "pods",
-                "nodes",
-                "leases",
-                "daemonsets",
-                "persistentvolumeclaims",
-                "persistentvolumes",
-                "storageclasses",
-                "namespaces",
-                "services",
-                "replicationcontrollers",
-                "replicasets",
-                "statefulsets",
-                "poddisruptionbudgets",
-            }
+            assert {c.resource for c in watches} == WATCHED
             live_stub.drop_watches()  # every stream dies mid-way; the threads reconnect
             live_stub.create_pod("after-drop", cpu="1", memory="1Gi")
             eventually(kubelets)
