@@ -49,3 +49,24 @@ def test_skipping_types_that_cannot_win_changes_no_plan(shapes: list[tuple[int, 
         assert _plan(requests, counts, per_node) == pruned
     finally:
         binpack._cannot_win = original
+
+
+budgets = st.tuples(st.none() | st.integers(0, 6), st.none() | st.integers(0, 64_000), st.none() | st.integers(0, 256 * GI))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(classes, budgets, st.sampled_from([None, 1])), min_size=1, max_size=6))
+def test_a_packing_kept_is_the_packing_made_afresh(calls: list[tuple[list[tuple[int, int, int]], tuple, int | None]]) -> None:
+    """Tables that packed before (the same pods, other pods, other budgets) answer as fresh
+    ones do, and spend the same from the budget; each call asked twice."""
+    tables = binpack.TypeTables()
+    for shapes, limits, per_node in calls * 2:
+        requests = [Resources({"cpu": cpu, "memory": memory}) for cpu, memory, _ in shapes]
+        counts = [n for _, _, n in shapes]
+        kept, fresh = binpack.Budget(*limits), binpack.Budget(*limits)
+        answer = binpack.pack(requests, counts, _candidates(), kept, per_node=per_node, tables=tables)
+        assert answer == binpack.pack(requests, counts, _candidates(), fresh, per_node=per_node)
+        assert kept == fresh
+        answer[0].clear()  # a caller's changes to what it got reach no later answer
+        answer[1][0] += 1
+    assert len(tables.packs) == len({(tuple(map(tuple, s)), limits, p) for s, limits, p in calls})

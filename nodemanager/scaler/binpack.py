@@ -25,6 +25,7 @@ from nodemanager.scaler.pools import Candidate, capacity_of
 
 CANDIDATES_PER_ROUND = 10  # most LP-efficient types tried per round
 TABLES_KEPT = 256  # candidate lists whose tables a TypeTables keeps
+PACKS_KEPT = 4096  # packings a TypeTables keeps (a decision packs the few pods that just arrived: the same ones again and again)
 MAX_CLASSES = 64  # the packer's work grows with classes x nodes: more distinct requests are grouped
 GROUPINGS = (16, 32, 48)  # how many groups of similar requests are tried; the cheapest plan wins
 
@@ -214,6 +215,8 @@ class TypeTables:
     def __init__(self) -> None:
         self._tables: dict[tuple, tuple[Sequence[Candidate], list[Candidate], list[Shape], dict[str, tuple[int, ...]]]] = {}
         self._rankings: dict[tuple[int, float, float], list[int]] = {}
+        # pack's arguments -> (its candidates, what it returned, the budget it left)
+        self.packs: dict[tuple, tuple[Sequence[Candidate], tuple[list[Fill], list[int], dict[int, str]], tuple[int | None, ...]]] = {}
 
     def ranking(self, shapes: list[Shape], cpu_price: float, memory_price: float) -> list[int]:
         """``shapes``' indices, the most allocatable per dollar at these dual prices first
@@ -268,11 +271,29 @@ def pack(
 ) -> tuple[list[Fill], list[int], dict[int, str]]:
     """Fills for ``counts[i]`` pods of ``requests[i]`` (largest first), at most ``per_node``
     pods on a node (1 for a cell pool; None: as many as fit), the pods left over per class,
-    and for classes left over why (``"limit:cpu"`` or ``"fit"``). ``tables``: derived
-    figures kept across calls (a scaler's own)."""
+    and for classes left over why (``"limit:cpu"`` or ``"fit"``); what the fills take is
+    spent from ``budget``. ``tables``: derived figures and earlier packings kept across
+    calls (a scaler's own): a pure function of its arguments, a packing asked for again is
+    answered from them."""
+    if tables is None:
+        return _pack(requests, counts, candidates, budget, per_node=per_node, tables=TypeTables())
+    key = (tuple(requests), tuple(counts), tuple(map(id, candidates)), dataclasses.astuple(budget), per_node)
+    found = tables.packs.get(key)
+    if found is None:
+        if len(tables.packs) >= PACKS_KEPT:
+            tables.packs.clear()
+        found = tables.packs[key] = (candidates, _pack(requests, counts, candidates, budget, per_node=per_node, tables=tables), dataclasses.astuple(budget))
+    else:
+        budget.nodes, budget.cpu, budget.memory = found[2]
+    fills, remaining, why = found[1]
+    return list(fills), list(remaining), dict(why)
+
+
+def _pack(
+    requests: Sequence[Resources], counts: Sequence[int], candidates: Sequence[Candidate], budget: Budget, *, per_node: int | None, tables: TypeTables
+) -> tuple[list[Fill], list[int], dict[int, str]]:
     vectors = Vectors(requests)
     remaining = list(counts)
-    tables = tables or TypeTables()
     pool, shapes, alloc = tables.get(candidates, vectors)
     fills: list[Fill] = []
     why: dict[int, str] = {}
