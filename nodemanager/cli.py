@@ -155,7 +155,7 @@ def _simulate_command(args: argparse.Namespace) -> int:
     reports = []
     span = until if until is not None else max((a.at for a in workload), default=0.0)
     for path, config, catalog in loaded:
-        simulation = Simulation(config, catalog, workload, devices, objects)
+        simulation = Simulation(config, catalog, workload, devices, objects, timeline=bool(args.plot))
         if sys.stderr.isatty() and not args.quiet:
             show, close = _progress(simulation, span, sys.stderr)
             try:
@@ -177,6 +177,7 @@ def _simulate_command(args: argparse.Namespace) -> int:
         from nodemanager.plot import PlotUnavailable, plot
 
         try:
+            assert simulation.timeline is not None  # asked for with --plot
             plot(simulation.timeline, Path(args.plot), f"{Path(args.workload).name} on {Path(args.config).name}")
         except PlotUnavailable as exc:
             raise InvalidInput(str(exc)) from None

@@ -82,7 +82,14 @@ class _Tracker:
 
 class Simulation:
     def __init__(
-        self, config: ProviderConfig, catalog: Catalog, workload: list[Arrival], devices: DeviceContext | None = None, objects: ClusterObjects | None = None
+        self,
+        config: ProviderConfig,
+        catalog: Catalog,
+        workload: list[Arrival],
+        devices: DeviceContext | None = None,
+        objects: ClusterObjects | None = None,
+        *,
+        timeline: bool = False,
     ) -> None:
         self.config = config
         self.catalog = catalog
@@ -104,7 +111,9 @@ class Simulation:
         views = pool_views(list(config.pools), catalog, config.nodes.volume_size, daemon_sets=objects.daemon_sets if objects else ())
         self.bound = CostBound(views, (a.pod for a in workload))
         self.ended = "until"  # why the last run stopped: settled, until or stalled
-        self.timeline = Timeline()  # what --plot draws
+        # What --plot draws (``timeline``): sampled only when asked for, as the bound's rate
+        # for the pods running is a pass over every pod each simulated minute.
+        self.timeline: Timeline | None = Timeline() if timeline else None
 
     def _on_decision(self, decision: Decision, now: float) -> None:
         self.unschedulable.update(decision.unschedulable)
@@ -150,10 +159,10 @@ class Simulation:
                 alloc_memory += node.allocatable.memory
         return cpu, memory, alloc_cpu, alloc_memory
 
-    def _sample(self, now: float) -> None:
+    def _sample(self, now: float, timeline: Timeline) -> None:
         nodes = Counter(n.instance_type for n in self.controller.nodes.values() if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED))
         bound = self.bound.rate(s.pod for s in self.cluster.pods.values() if s.pod.node_name and not s.pod.of_node)
-        self.timeline.add(Sample(now, nodes, len(self._waiting()), self.controller.cost_per_hour(), bound))
+        timeline.add(Sample(now, nodes, len(self._waiting()), self.controller.cost_per_hour(), bound))
 
     def _waiting(self) -> tuple[PodKey, ...]:
         """Workload pods not bound and not reported unschedulable by the last decision (asked
@@ -208,8 +217,8 @@ class Simulation:
             now = driver.next_due()
             self._integrate(now - last)
             last = driver.step()
-            if self.timeline.due(last):
-                self._sample(last)
+            if self.timeline is not None and self.timeline.due(last):
+                self._sample(last, self.timeline)
             if progress is not None:
                 progress(now, horizon)
             if (current := self._progress_mark()) != mark:

@@ -27,7 +27,7 @@ class ColocationReconciler:
         """Whether there is anything to do: nothing at all when no pool offers batch resources
         and no node has them."""
         c = self.c
-        return c.config.colocation_anywhere or any(set(BATCH_RESOURCES) & n.allocatable.names() for n in c.nodes.values())
+        return c.config.colocation_anywhere or any(n.allocatable.has(name) for n in c.nodes.values() for name in BATCH_RESOURCES)
 
     def read_metrics(self) -> Mapping[str, NodeMetric]:
         """The nodes' metrics (outside the controller's lock: the metrics API is a call)."""

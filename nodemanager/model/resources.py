@@ -70,6 +70,10 @@ class Resources:
     def names(self) -> frozenset[str]:
         return frozenset(self._amounts)
 
+    def has(self, name: str) -> bool:
+        """Whether ``name`` is listed (perhaps at zero)."""
+        return name in self._amounts
+
     def items(self) -> Iterator[tuple[str, int]]:
         return iter(sorted(self._amounts.items()))
 
