@@ -277,9 +277,9 @@ def pack(
     answered from them."""
     if tables is None:
         return _pack(requests, counts, candidates, budget, per_node=per_node, tables=TypeTables())
-    key = (tuple(requests), tuple(counts), tuple(map(id, candidates)), dataclasses.astuple(budget), per_node)
+    key = (tuple(requests), tuple(counts), id(candidates), dataclasses.astuple(budget), per_node)  # the entry holds the candidates
     found = tables.packs.get(key)
-    if found is None:
+    if found is None or found[0] is not candidates:
         if len(tables.packs) >= PACKS_KEPT:
             tables.packs.clear()
         found = tables.packs[key] = (candidates, _pack(requests, counts, candidates, budget, per_node=per_node, tables=tables), dataclasses.astuple(budget))

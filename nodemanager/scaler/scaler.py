@@ -48,6 +48,7 @@ from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, extended
 from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scaler import binpack
 from nodemanager.scaler import interpod_plan as plan
+from nodemanager.scaler.by_identity import ByIdentity
 from nodemanager.scaler.decision import Decision, NodeSpec, StopOrder
 from nodemanager.scaler.deferred import DeferredNode, DeferredPlan, plain
 from nodemanager.scaler.open_nodes import OpenNodes
@@ -167,7 +168,7 @@ class _Run:
         self.new_nodes: dict[str, _NewNode] = {}
         self.names_taken = {n.name for n in snapshot.nodes}
         self.unavailable = {k for k, until in snapshot.unavailable.items() if until > now}
-        self._available_memo: dict[int, tuple[tuple[Candidate, ...], tuple[Candidate, ...]]] = {}
+        self._available_memo: ByIdentity[tuple[Candidate, ...], tuple[Candidate, ...]] = ByIdentity(PROBE_MEMO_SIZE)
         self.kept: set[str] = set()  # nodes held for standby entries
         self.missing: list[tuple[PoolView, str, CapacityType, str | None, int]] = []  # standby to boot
         self.stopping: set[str] = set()  # idle past the grace: stopped by this decision
@@ -179,7 +180,6 @@ class _Run:
         self.open = OpenNodes(Resources(), {v.name: i for i, v in enumerate(self.views)})  # new nodes with room left
         self.zone_load: Counter[str] = Counter()  # nodes per zone, live and decided: new nodes go to the emptiest
         self.type_tables = scaler.type_tables  # the packer's figures per candidate list
-        self._frontiers = scaler.frontiers
 
     def claims_of(self, pod: PodKey) -> tuple[str, ...]:
         node = self.bindings.get(pod)
@@ -515,23 +515,13 @@ class _Run:
         in this computation."""
         if not self.unavailable:
             return accepted
-        found = self._available_memo.get(id(accepted))
-        if found is None or found[0] is not accepted:
-            found = self._available_memo[id(accepted)] = (accepted, tuple(c for c in accepted if not self._blocked(c)))
-        return found[1]
+        return self._available_memo.get(accepted, lambda offerings: tuple(c for c in offerings if not self._blocked(c)))
 
     def _frontier(self, offerings: Sequence[Candidate]) -> list[Resources]:
-        """``binpack.frontier`` of the offerings' allocatables, once per set of offerings (a
+        """``binpack.frontier`` of the offerings' allocatables, once per list of offerings (a
         pool's accepted offerings are the same for every group with the same constraints, and
-        the scaler keeps them across computations); each entry holds its offerings, so the
-        ids in its key stay theirs."""
-        key = tuple(map(id, offerings))
-        found = self._frontiers.get(key)
-        if found is None:
-            if len(self._frontiers) >= binpack.TABLES_KEPT:
-                self._frontiers.clear()
-            found = self._frontiers[key] = (offerings, binpack.frontier([o.allocatable for o in offerings]))
-        return found[1]
+        the scaler keeps them across computations)."""
+        return self.s.frontiers.get(offerings, _frontier_of)
 
     def _report(self, group: list[_Class], reasons: dict[int, list[tuple[str, bool]]]) -> None:
         """Pods of ``group`` left over wait (if a reason may clear) or are unschedulable."""
@@ -710,9 +700,7 @@ class _Run:
     def _new_nodes_for(self, view: PoolView, fills: list[binpack.Fill], available: Sequence[Candidate]) -> Iterator[tuple[_NewNode, binpack.Fill]]:
         """A new node for each copy of each fill, in turn, each in the emptiest zone that
         offers its type at no higher price."""
-        same_type: dict[tuple[int, CapacityType], list[Candidate]] = {}
-        for c in available:
-            same_type.setdefault((id(c.itype), c.offering.capacity_type), []).append(c)
+        same_type = self.s.by_type.get(available, _by_type)
         for fill in fills:
             chosen = fill.candidate
             # the same type and capacity type at no higher price, in every zone offering it
@@ -1111,7 +1099,9 @@ class BindingNodeScaler:
         # What the packer derives from a list of offerings, and the largest allocatables of
         # one, are pure functions of the offerings (their prices included) too.
         self.type_tables = binpack.TypeTables()
-        self.frontiers: dict[tuple[int, ...], tuple[list[Candidate], list[Resources]]] = {}  # offerings' ids -> (them, their frontier)
+        self.frontiers: ByIdentity[Sequence[Candidate], list[Resources]] = ByIdentity(binpack.TABLES_KEPT)  # offerings -> their frontier
+        # offerings -> (instance type's id, capacity type) -> those offerings: where a new node may go
+        self.by_type: ByIdentity[Sequence[Candidate], dict[tuple[int, CapacityType], list[Candidate]]] = ByIdentity(binpack.TABLES_KEPT)
         # (offerings' id, zone, capacity type, extended resources) -> (the offerings, those of
         # that zone and capacity type with those resources): what right-sizing looks through
         self.domains: dict[tuple, tuple[Sequence[Candidate], list[Candidate]]] = {}
@@ -1131,6 +1121,7 @@ class BindingNodeScaler:
             self.probe_memo.clear()
             self.type_tables = binpack.TypeTables()
             self.frontiers.clear()
+            self.by_type.clear()
             self.domains.clear()
             self.pictures = NodePictures(self.catalog, settings.nodes.volume_size, daemon_sets)
         return self.views
@@ -1194,6 +1185,18 @@ def _classes(pods: list[Pod], key_of: Callable[[Pod], tuple]) -> list[_Class]:
         else:
             classes[key] = _Class([pod], key)
     return list(classes.values())
+
+
+def _frontier_of(offerings: Sequence[Candidate]) -> list[Resources]:
+    return binpack.frontier([o.allocatable for o in offerings])
+
+
+def _by_type(offerings: Sequence[Candidate]) -> dict[tuple[int, CapacityType], list[Candidate]]:
+    """The offerings by instance type (its id) and capacity type."""
+    found: dict[tuple[int, CapacityType], list[Candidate]] = {}
+    for c in offerings:
+        found.setdefault((id(c.itype), c.offering.capacity_type), []).append(c)
+    return found
 
 
 def _spec(node: _NewNode) -> NodeSpec:
