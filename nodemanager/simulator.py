@@ -15,6 +15,7 @@ The report (``--json``; its fields are a documented contract):
 
 from __future__ import annotations
 
+import gc
 import math
 from collections import Counter
 from collections.abc import Callable
@@ -199,6 +200,13 @@ class Simulation:
     def run(self, until: float | None = None, progress: Callable[[float, float], None] | None = None) -> dict[str, object]:
         """Play the workload until it settles (then long enough for idle nodes to be
         stopped), until ``until`` if given, or until it stalls (see ``STALL_SECONDS``)."""
+        gc.freeze()  # what exists now (the workload, the catalog) lives all run: full collections need not walk it
+        try:
+            return self._run(until, progress)
+        finally:
+            gc.unfreeze()
+
+    def _run(self, until: float | None, progress: Callable[[float, float], None] | None) -> dict[str, object]:
         self.controller.recover()
         driver = VirtualDriver(self.controller, self.clock, self.config.loops.intervals())
         loops = self.config.loops  # after settling: time for idle nodes to be stopped and reaped

@@ -228,3 +228,29 @@ def test_the_tracker_counts_the_time_each_pod_without_a_duration_ran() -> None:
     t.forever_running({a, b})  # a runs again
     t.elapsed += 1
     assert t.forever() == {a: 16.0, b: 26.0}
+
+
+def test_a_run_freezes_what_exists_for_the_collector_and_thaws_it_after() -> None:
+    """What exists when a run starts is frozen for the cycle collector while it runs (full
+    collections walk only what the run makes), and thawed after, even when the run fails:
+    a process that simulates again and again keeps no frozen garbage."""
+    import gc
+
+    from nodemanager.cluster.workload import parse_workload
+    from nodemanager.config import parse_config
+    from nodemanager.simulator import Simulation
+
+    config, catalog = parse_config(BOUND_PROVIDER % {"boot": "30s", "boots": 10}, "provider.yaml", Path("."))
+    workload = "pods: [{name: p, duration: 60s, pod: {containers: [{name: c, resources: {requests: {cpu: 100m}}}]}}]"
+    frozen: list[int] = []
+    assert gc.get_freeze_count() == 0
+    Simulation(config, catalog, parse_workload(workload)).run(progress=lambda *_: frozen.append(gc.get_freeze_count()))
+    assert min(frozen) > 0
+    assert gc.get_freeze_count() == 0
+
+    def fail(*_: float) -> None:
+        raise RuntimeError("stopped")
+
+    with pytest.raises(RuntimeError):
+        Simulation(config, catalog, parse_workload(workload)).run(progress=fail)
+    assert gc.get_freeze_count() == 0
