@@ -21,8 +21,9 @@ from nodemanager.errors import ConfigError, InvalidManifest
 from nodemanager.model import Node, NodeName, NodeState, PodPhase, Resources
 from nodemanager.model.interpod import parse_label_selector
 from nodemanager.model.pdb import PodDisruptionBudget
+from nodemanager.model.selectors import TaintEffect, Toleration
 from nodemanager.scaler import ClusterSnapshot, Decision, NodeSpec
-from nodemanager.scaler.consolidation import SPOT_TO_SPOT_CHOICES, Planner, maximal
+from nodemanager.scaler.consolidation import SPOT_TO_SPOT_CHOICES, CheaperSizes, Planner
 from nodemanager.scaler.drift import drifted
 
 HOUR = 3600.0
@@ -92,7 +93,7 @@ def _spec(itype: str, price: float, capacity=OD, standby: bool = False) -> NodeS
 def _planner(decision: Decision, spot_choices: int = 0, biggest: tuple[int, int] = (64_000, 1 << 40)) -> Planner:
     """A planner whose scaler answers ``decision``; offerings under any price hold ``biggest``."""
     prices = {"a.large": 0.10, "m.xlarge": 0.20, "m.4xlarge": 0.80}
-    return Planner(lambda _snapshot: decision, lambda n: prices[n.instance_type], lambda _n: spot_choices, lambda _price: [biggest])
+    return Planner(lambda _snapshot: decision, lambda n: prices[n.instance_type], lambda _n: spot_choices, lambda _price, _pods: [biggest])
 
 
 def test_a_replacement_must_be_strictly_cheaper_and_of_another_type() -> None:
@@ -156,12 +157,12 @@ def test_pods_no_other_node_has_room_for_must_fit_one_cheaper_node_or_nothing_is
     fillers = tuple(pod(f"f{i}", cpu="3", memory="1Gi", node=f"o{i}") for i in range(2))  # 1 CPU left on each
     snapshot = ClusterSnapshot(pods + fillers, (_node("n1"), *others))
     asked = []
-    tight = Planner(lambda s: asked.append(s) or Decision(), lambda n: 0.20, lambda _n: 0, lambda _price: [(2000, 8 << 30)])
+    tight = Planner(lambda s: asked.append(s) or Decision(), lambda n: 0.20, lambda _n: 0, lambda _price, _pods: [(2000, 8 << 30)])
     result, why = tight.consolidate(snapshot, [_node("n1")])
     assert result is None
     assert why == "its pods fit neither on the other nodes nor with them on a cheaper node"
     assert asked == []
-    roomy = Planner(lambda s: asked.append(s) or Decision(), lambda n: 0.20, lambda _n: 0, lambda _price: [(2000, 8 << 30), (3000, 2 << 30)])
+    roomy = Planner(lambda s: asked.append(s) or Decision(), lambda n: 0.20, lambda _n: 0, lambda _price, _pods: [(2000, 8 << 30), (3000, 2 << 30)])
     roomy.consolidate(snapshot, [_node("n1")])
     assert len(asked) == 1  # a cheaper node could hold both: ask the scaler
 
@@ -169,32 +170,70 @@ def test_pods_no_other_node_has_room_for_must_fit_one_cheaper_node_or_nothing_is
 CELL_TYPES = ["a.large", "b.large", "m.xlarge", "m.4xlarge"]
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    st.lists(st.tuples(st.sampled_from(CELL_TYPES), st.lists(st.sampled_from(["250m", "700m", "1500m", "3", "6"]), max_size=4)), min_size=2, max_size=4),
-    st.integers(1, 2),
-)
-def test_a_consolidation_the_quick_test_skips_is_one_the_scaler_refuses(layout: list[tuple[str, list[str]]], take: int) -> None:
-    """Soundness of the quick test against the real scaler: whatever it skips, the what-if
-    would not have allowed."""
+TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
+TOLERATES = (Toleration("dedicated", "Equal", "batch", TaintEffect.NO_SCHEDULE),)
+
+
+def _real_planner(*pools: Pool, spot_choices: int = 0, asked: list[ClusterSnapshot] | None = None) -> Planner:
+    """A planner over the real scaler of ``pools``, at catalog prices; what-ifs go to ``asked``."""
     from builders import scaler
 
-    sc = scaler(Pool(name="general", instance_types=CELL_TYPES, capacity_types=[OD]))
+    sc = scaler(*pools)
+
+    def compute(what_if: ClusterSnapshot) -> Decision:
+        if asked is not None:
+            asked.append(what_if)
+        return sc.compute(what_if, 0.0)
+
+    return Planner(compute, lambda n: CATALOG.hourly(n.instance_type, n.capacity_type, n.zone), lambda _n: spot_choices, CheaperSizes(sc.views).below)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(CELL_TYPES), st.lists(st.tuples(st.sampled_from(["250m", "700m", "1500m", "3", "6"]), st.booleans()), max_size=4)),
+        min_size=2,
+        max_size=4,
+    ),
+    st.integers(1, 2),
+)
+def test_a_consolidation_the_quick_test_skips_is_one_the_scaler_refuses(layout: list[tuple[str, list[tuple[str, bool]]]], take: int) -> None:
+    """Soundness of the quick test against the real scaler: whatever it skips, the what-if
+    would not have allowed. A tainted pool sells the same types for less (spot): only pods
+    that tolerate its taint may move to one of its nodes."""
+    general = Pool(name="general", instance_types=CELL_TYPES, capacity_types=[OD])
+    planner = _real_planner(general, Pool(name="tainted", instance_types=CELL_TYPES, capacity_types=[SPOT], taints=[TAINT]), spot_choices=SPOT_TO_SPOT_CHOICES)
     nodes = [dataclasses.replace(_node(f"n{i}", itype), allocatable=CATALOG[itype].allocatable) for i, (itype, _) in enumerate(layout)]
-    placed = [(i, j, cpu) for i, (_, cpus) in enumerate(layout) for j, cpu in enumerate(cpus)]
-    pods = tuple(pod(f"p{i}-{j}", cpu=cpu, memory="512Mi", node=f"n{i}", phase=PodPhase.RUNNING) for i, j, cpu in placed)
-    snapshot = ClusterSnapshot(pods, tuple(nodes))
-    offers = sorted((c.price, c.allocatable.cpu, c.allocatable.memory) for v in sc.views for c in v.candidates)
-    planner = Planner(
-        lambda s: sc.compute(s, 0.0),
-        lambda n: CATALOG.hourly(n.instance_type, n.capacity_type, n.zone),
-        lambda _n: 0,
-        lambda price: maximal([(c, m) for p, c, m in offers if p < price]),
+    placed = [(i, j, cpu, tolerant) for i, (_, asks) in enumerate(layout) for j, (cpu, tolerant) in enumerate(asks)]
+    pods = tuple(
+        dataclasses.replace(pod(f"p{i}-{j}", cpu=cpu, memory="512Mi", node=f"n{i}", phase=PodPhase.RUNNING), tolerations=TOLERATES if tolerant else ())
+        for i, j, cpu, tolerant in placed
     )
+    snapshot = ClusterSnapshot(pods, tuple(nodes))
     candidates = nodes[:take]
     if planner._hopeless(snapshot, candidates):
         planner._hopeless = lambda _s, _n: False  # ask the scaler after all
         assert planner.consolidate(snapshot, candidates)[0] is None
+
+
+@pytest.mark.parametrize(("tolerations", "skipped"), [((), True), (TOLERATES, False)])
+def test_the_quick_test_looks_for_a_cheaper_node_only_where_the_moving_pods_may_go(tolerations: tuple, skipped: bool) -> None:
+    """A node's only pod fits nowhere else; a cheaper node that holds it is sold only in a
+    tainted pool (listed first). A pod that does not tolerate the taint cannot move: the
+    what-if is skipped; one that tolerates it is asked about, and moves there."""
+    asked: list[ClusterSnapshot] = []
+    tainted = Pool(name="tainted", instance_types=["a.large"], capacity_types=[OD], taints=[TAINT])
+    planner = _real_planner(tainted, Pool(name="general", instance_types=["m.xlarge"], capacity_types=[OD]), asked=asked)
+    node = dataclasses.replace(_node("n1", "m.xlarge"), allocatable=CATALOG["m.xlarge"].allocatable)
+    held = dataclasses.replace(pod("p1", cpu="1", memory="1Gi", node="n1", phase=PodPhase.RUNNING), tolerations=tolerations)
+    result, why = planner.consolidate(ClusterSnapshot((held,), (node,)), [node])
+    assert (asked == []) is skipped
+    if skipped:
+        assert result is None
+        assert why == "its pods fit neither on the other nodes nor with them on a cheaper node"
+    else:
+        assert result is not None
+        assert [r.instance_type for r in result.replacements] == ["a.large"]
 
 
 # -- the controller on the virtual clock ----------------------------------------------------

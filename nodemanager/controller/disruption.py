@@ -13,10 +13,10 @@ Empty nodes are stopped by the pool loop after ``nodes.idleGrace``, within the E
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import logging
 from collections import Counter, defaultdict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,7 @@ from nodemanager.controller.budgets import allowed
 from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod, PodKey
 from nodemanager.model.pod import DO_NOT_DISRUPT_ANNOTATION
 from nodemanager.scaler import ClusterSnapshot, StopOrder
-from nodemanager.scaler.consolidation import Command, Planner, maximal
+from nodemanager.scaler.consolidation import CheaperSizes, Command, Planner
 from nodemanager.scaler.drift import drifted
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class DisruptionController:
         self.actions: deque[dict[str, object]] = deque(maxlen=ACTIONS_KEPT)
         self.totals: Counter[str] = Counter()  # nodes, pods, savings by reason (simulation report)
         self.planner = Planner(lambda s: self.c.scaler.compute(s, self.c.clock.now()), self._price, self._spot_choices, self._sizes_below, self._takes_more)
-        self._sizes: tuple[object, list[tuple[float, int, int]], dict[int, list[tuple[int, int]]]] | None = None  # views, offers by price, sizes
+        self._sizes: CheaperSizes | None = None  # of the scaler's current views
 
     # -- what the pool loop asks -----------------------------------------------------------
     @property
@@ -349,17 +349,11 @@ class DisruptionController:
     def _price(self, node: Node) -> float:
         return self.c.catalog.hourly(node.instance_type, node.capacity_type, node.zone)
 
-    def _sizes_below(self, price: float) -> list[tuple[int, int]]:
-        """The (CPU, memory) of the offerings of any pool that cost less than ``price``,
-        those that another is at least as large as in both left out."""
+    def _sizes_below(self, price: float, pods: Sequence[Pod]) -> list[tuple[int, int]]:
         views = self.c.scaler.views
-        if self._sizes is None or self._sizes[0] is not views:
-            self._sizes = (views, sorted((c.price, c.allocatable.cpu, c.allocatable.memory) for v in views for c in v.candidates), {})
-        _, offers, found = self._sizes
-        at = bisect.bisect_left(offers, (price,))
-        if at not in found:
-            found[at] = maximal([(cpu, memory) for _, cpu, memory in offers[:at]])
-        return found[at]
+        if self._sizes is None or self._sizes.views is not views:
+            self._sizes = CheaperSizes(views)
+        return self._sizes.below(price, pods)
 
     def _takes_more(self, node: Node) -> bool:
         """Whether the node may hold another pod: a cell pool's never does."""

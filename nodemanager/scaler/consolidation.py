@@ -5,16 +5,20 @@ so a consolidation never plans what provisioning would not."""
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from nodemanager.model import CapacityType, Node, NodeName, NodeState, PodPhase
+from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod, PodPhase
 from nodemanager.scaler.decision import Decision, NodeSpec
+from nodemanager.scaler.pools import PoolView
 from nodemanager.scaler.snapshot import ClusterSnapshot
+from nodemanager.scaler.usable import UsableOfferings, placement_key
 
 SPOT_TO_SPOT_CHOICES = 15  # cheaper spot types needed before a spot node is replaced by spot (Karpenter's)
 MULTI_NODE_MAX = 100  # candidates multi-node consolidation considers at once (Karpenter's)
+SIZES_KEPT = 256  # kinds of moving pods whose cheaper offerings the quick test keeps
 
 
 @dataclass(frozen=True)
@@ -44,48 +48,51 @@ class Planner:
         compute: Callable[[ClusterSnapshot], Decision],
         price_of: Callable[[Node], float],
         spot_choices: Callable[[Node], int],
-        sizes_below: Callable[[float], Sequence[tuple[int, int]]] = lambda _price: (),
+        sizes_below: Callable[[float, Sequence[Pod]], Sequence[tuple[int, int]]] = lambda _price, _pods: (),
         takes_more: Callable[[Node], bool] = lambda _node: True,
     ) -> None:
         self.compute = compute  # the scaler's compute at this instant
         self.price_of = price_of
         self.spot_choices = spot_choices  # spot types of the node's pool cheaper than it
-        self.sizes_below = sizes_below  # the (CPU, memory) of offerings under a price, none larger in both
+        self.sizes_below = sizes_below  # the (CPU, memory) of offerings under a price that all these pods may use, none larger in both
         self.takes_more = takes_more  # False for a node that never holds a second pod (a cell pool's)
         self.evaluations = 0
         # The last snapshot's room, kept with it: an id could be reused once a snapshot is freed.
-        self._room: tuple[ClusterSnapshot, dict[str, list[tuple[int, int]]], dict[str, tuple[int, int]]] | None = None
+        self._room: tuple[ClusterSnapshot, dict[str, list[Pod]], dict[str, tuple[int, int]]] | None = None
 
     def _hopeless(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> bool:
         """A quick test before the what-if, with room counted generously (only CPU and
         memory, every other node as if it took any pod), so a consolidation that may work is
         never skipped. It cannot work if the nodes' pods exceed the room the other nodes have
         plus the largest node that costs less than they do; or if the pods no other node has
-        room for, which must all go on that one node, fit on no offering that costs less."""
+        room for, which must all go on that one node, fit on no offering that costs less and
+        that all of them may use (their selectors, affinity and tolerations allow it)."""
         if self._room is None or self._room[0] is not snapshot:
-            held: dict[str, list[tuple[int, int]]] = {}
+            held: dict[str, list[Pod]] = {}
             for p in snapshot.pods:
                 if p.node_name and not p.of_node:
-                    held.setdefault(p.node_name, []).append((p.requests.cpu, p.requests.memory))
+                    held.setdefault(p.node_name, []).append(p)
             free = {}
             for n in snapshot.nodes:
                 if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED) and self.takes_more(n):
                     on = held.get(n.name, ())
-                    free[n.name] = (n.allocatable.cpu - sum(c for c, _ in on), n.allocatable.memory - sum(m for _, m in on))
+                    free[n.name] = (n.allocatable.cpu - sum(p.requests.cpu for p in on), n.allocatable.memory - sum(p.requests.memory for p in on))
             self._room = (snapshot, held, free)
         _, held, free = self._room
         names = {n.name for n in nodes}
-        moving = [r for name in names for r in held.get(name, ())]
-        sizes = self.sizes_below(sum(self.price_of(n) for n in nodes))
+        moving = [p for name in names for p in held.get(name, ())]
+        asks = [p.requests.cpu_memory() for p in moving]
+        price = sum(self.price_of(n) for n in nodes)
+        sizes = self.sizes_below(price, ())
         big = (max((c for c, _ in sizes), default=0), max((m for _, m in sizes), default=0))
         room = [f for name, f in free.items() if name not in names]
         for i in (0, 1):
-            if sum(r[i] for r in moving) > sum(max(f[i], 0) for f in room) + big[i]:
+            if sum(r[i] for r in asks) > sum(max(f[i], 0) for f in room) + big[i]:
                 return True
         roomiest = maximal(room)
-        homeless = [r for r in moving if not _holds(roomiest, r)]
-        need = (sum(c for c, _ in homeless), sum(m for _, m in homeless))
-        return bool(homeless) and not _holds(sizes, need)
+        homeless = [p for p, r in zip(moving, asks, strict=True) if not _holds(roomiest, r)]
+        need = (sum(p.requests.cpu for p in homeless), sum(p.requests.memory for p in homeless))
+        return bool(homeless) and not _holds(self.sizes_below(price, homeless), need)
 
     def relocate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Command | None, str]:
         """Where ``nodes``' pods would go without them (the other nodes, and the new nodes the
@@ -155,6 +162,36 @@ class Planner:
                 return result, why
             why[node.name] = reason
         return None, why
+
+
+class CheaperSizes:
+    """The quick test's offerings: the (CPU, memory) of those under a price that every one
+    of some pods may use (none: of any pool), those another is at least as large as in both
+    left out. Kept per kind of pods (their ``placement_key``s) and per price step."""
+
+    def __init__(self, views: Sequence[PoolView]) -> None:
+        self.views = views
+        self.usable = UsableOfferings(views)
+        self._kinds: dict[frozenset, tuple[list[tuple[float, int, int]], dict[int, list[tuple[int, int]]]]] = {}  # kind -> (offers by price, sizes below each)
+
+    def below(self, price: float, pods: Sequence[Pod]) -> list[tuple[int, int]]:
+        each = {placement_key(p): p for p in pods}  # one pod of each kind
+        kind = frozenset(each)
+        entry = self._kinds.get(kind)
+        if entry is None:
+            if len(self._kinds) >= SIZES_KEPT:
+                self._kinds.clear()
+            shared: set[int] | None = None  # the ids of the offerings every kind may use (None: no pods, every offering)
+            for pod in each.values():
+                ids = {id(c) for _, c in self.usable.of(pod)}
+                shared = ids if shared is None else shared & ids
+            offers = sorted((c.price, c.allocatable.cpu, c.allocatable.memory) for _, c, _ in self.usable.offers if shared is None or id(c) in shared)
+            entry = self._kinds[kind] = (offers, {})
+        offers, found = entry
+        at = bisect.bisect_left(offers, (price,))
+        if at not in found:
+            found[at] = maximal([(cpu, memory) for _, cpu, memory in offers[:at]])
+        return found[at]
 
 
 def maximal(points: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:

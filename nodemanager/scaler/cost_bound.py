@@ -22,50 +22,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from nodemanager.model import CapacityPolicy, Pod, PodKey, Resources
+from nodemanager.model import Pod, PodKey, Resources
 from nodemanager.model.resources import GPU_RESOURCES
 from nodemanager.scaler.binpack import cheapest_per_type, shape_of
 from nodemanager.scaler.lp import DualSolver
-from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info
-from nodemanager.scheduling.cycle_state import CycleState
-from nodemanager.scheduling.nodeinfo import NodeInfo
-from nodemanager.scheduling.plugins.placement import CapacityTypeMatch, InstanceTypeMatch, NodeAffinity, TaintToleration, Zone
-
-# kube's own filters for labels, taints and placement annotations; they read nothing but the
-# pod and the node, so no framework handle is needed
-_FILTERS = tuple(plugin(None) for plugin in (NodeAffinity, TaintToleration, InstanceTypeMatch, CapacityTypeMatch, Zone))  # type: ignore[arg-type]
-
-
-def _placement(pod: Pod) -> tuple:
-    """What decides the offerings a pod may use (its requests aside)."""
-    return (tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations, pod.instance_type, pod.capacity_policy, pod.zone)
-
-
-def _usable(pod: Pod, offers: Sequence[tuple[str, Candidate, NodeInfo]]) -> list[tuple[str, Candidate]]:
-    """The (pool, offering)s the filters let the pod use. The filters read only some of an
-    offering's node (the label keys the pod selects on, the pool's taints, and its type,
-    capacity type or zone where the pod names one), so offerings alike in those are judged
-    once: a pod selecting a pool label is judged once per pool, not once per offering."""
-    selected = set(pod.node_selector) | {r.key for term in pod.affinity for r in term.requirements if not r.on_field}
-    by_name = any(r.on_field for term in pod.affinity for r in term.requirements)
-    state, verdicts, out = CycleState(), {}, []
-    keys = sorted(selected)
-    for pool, cand, info in offers:
-        o = cand.offering
-        seen = (
-            pool,
-            tuple(info.labels.get(k) for k in keys),
-            info.name if by_name else "",
-            o.instance_type if pod.instance_type else "",
-            o.capacity_type if pod.capacity_policy is not CapacityPolicy.ANY else None,
-            o.zone if pod.zone else "",
-        )
-        verdict = verdicts.get(seen)
-        if verdict is None:
-            verdict = verdicts[seen] = all(f.filter(state, pod, info) is None for f in _FILTERS)
-        if verdict:
-            out.append((pool, cand))
-    return out
+from nodemanager.scaler.pools import Candidate, PoolView
+from nodemanager.scaler.usable import UsableOfferings, placement_key
 
 
 def _gpus(requests: Resources) -> int:
@@ -82,9 +44,8 @@ class _Component:
 class CostBound:
     def __init__(self, views: Sequence[PoolView], pods: Iterable[Pod]) -> None:
         self._pods: dict[PodKey, tuple[Pod, tuple]] = {}  # the workload's pods and their placements
-        usable: dict[tuple, list[tuple[str, Candidate]]] = {}  # placement -> the (pool, offering)s it may use
+        self._usable = UsableOfferings(views)
         parent = {v.name: v.name for v in views}
-        offers = [(view.name, cand, offering_node_info(view, cand)) for view in views for cand in view.candidates]  # the nodes they would be
 
         def root(pool: str) -> str:
             while parent[pool] != pool:
@@ -93,15 +54,13 @@ class CostBound:
             return pool
 
         for pod in pods:
-            key = _placement(pod)
+            key = placement_key(pod)
             self._pods[pod.key] = (pod, key)
-            if key in usable:
+            if key in self._usable.found:
                 continue
-            usable[key] = _usable(pod, offers)
-            pools = sorted({pool for pool, _ in usable[key]})
+            pools = sorted({pool for pool, _ in self._usable.of(pod)})
             for pool in pools[1:]:
                 parent[root(pool)] = root(pools[0])
-        self._usable = usable
         cells = {v.name: v.cell for v in views}
         members: dict[str, list[Candidate]] = {}
         for view in views:
@@ -109,7 +68,7 @@ class CostBound:
         self._components = {
             name: _Component(all(cells[p] for p in parent if root(p) == name), _solver(cands), _gpu_price(cands)) for name, cands in members.items()
         }
-        self._component_of = {key: root(found[0][0]) for key, found in usable.items() if found}
+        self._component_of = {key: root(found[0][0]) for key, found in self._usable.found.items() if found}
         self._cheapest: dict[tuple[tuple, Resources], float] = {}
 
     def _node_price(self, pod: Pod, placement: tuple) -> float:
@@ -117,7 +76,7 @@ class CostBound:
         key = (placement, pod.requests)
         price = self._cheapest.get(key)
         if price is None:
-            price = self._cheapest[key] = min((c.price for _, c in self._usable[placement] if pod.requests.fits(c.allocatable)), default=0.0)
+            price = self._cheapest[key] = min((c.price for _, c in self._usable.found[placement] if pod.requests.fits(c.allocatable)), default=0.0)
         return price
 
     def usd(self, ran: Mapping[PodKey, float]) -> float:
