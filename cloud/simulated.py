@@ -91,6 +91,10 @@ class SimulatedCloud:
         # Not terminated: what listings and failures walk. Ids are issued in increasing order
         # (a counter, zero-padded), so this is in id order without a sort.
         self._live: dict[str, _Record] = {}
+        # The live instances as last listed, and until when that holds: a boot or an end drops
+        # it, and it lapses when the next pending instance is due to run (a poll lists every
+        # few seconds; most find nothing changed).
+        self._listing: tuple[float, list[Instance]] | None = None
         self._by_token: dict[str, str] = {}
         self._checked_at: float | None = None
         self._reclaim: dict[str, float] = {}  # spot instance -> when it goes (two minutes after its warning)
@@ -114,6 +118,7 @@ class SimulatedCloud:
         offering = (request.instance_type, request.capacity_type, request.zone)
         instance = Instance(instance_id, request.node_name, request.pool, *offering, InstanceState.PENDING, now, tags, self.image)
         self._records[instance_id] = self._live[instance_id] = _Record(instance)
+        self._listing = None
         self._by_token[request.token] = instance_id
         self.events.append(CloudEvent(now, "launched", instance_id, request.node_name))
         if self.on_boot is not None:
@@ -135,7 +140,11 @@ class SimulatedCloud:
     def list_instances(self) -> list[Instance]:
         self._check_throttle("DescribeInstances")
         self._inject_failures()
-        return [self._view(r) for r in self._live.values()]
+        now = self.clock.now()
+        if self._listing is None or now >= self._listing[0]:
+            views = [self._view(r) for r in self._live.values()]
+            self._listing = (min((i.launched_at + self.boot_delay for i in views if i.state is InstanceState.PENDING), default=math.inf), views)
+        return list(self._listing[1])
 
     def describe(self, instance_id: str) -> Instance:
         self._inject_failures()
@@ -171,6 +180,7 @@ class SimulatedCloud:
     def _end(self, record: _Record, now: float, kind: str) -> None:
         record.terminated_at = now
         self._live.pop(record.instance.instance_id, None)
+        self._listing = None
         record.reason = kind
         self.events.append(CloudEvent(now, kind, record.instance.instance_id, record.instance.node_name))
 

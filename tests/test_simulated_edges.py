@@ -3,6 +3,8 @@
 import contextlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cloud.base import CONTROLLER_TAG, NODE_TAG, BootRequest, InstanceState
 from cloud.errors import InsufficientCapacity, NotFound, Throttled
@@ -55,6 +57,27 @@ def test_instances_are_listed_in_id_order() -> None:
     cloud.terminate(ids[3:30:4])
     listed = [i.instance_id for i in cloud.list_instances()]
     assert listed == sorted(listed) == [i for n, i in enumerate(ids) if not (3 <= n < 30 and (n - 3) % 4 == 0)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["boot", "terminate", "warn", "advance"]), st.integers(0, 45)), max_size=30))
+def test_a_listing_is_what_describing_each_instance_says_now(steps: list[tuple[str, int]]) -> None:
+    """Kept between calls, the listing follows boots, the boot delay running out, terminations
+    and reclaimed spot instances: always the instances alive now, as describe sees each."""
+    clock = VirtualClock()
+    cloud = SimulatedCloud("ctl", clock, boot_delay=30)
+    ids: list[str] = []
+    for what, n in steps:
+        if what == "boot":
+            ids.append(cloud.boot(req(f"n{len(ids)}", capacity=SPOT if n % 2 else OD)).instance_id)
+        elif what == "terminate" and ids:
+            cloud.terminate([ids[n % len(ids)]])
+        elif what == "warn" and ids:
+            cloud.warn(ids[n % len(ids)])
+        else:
+            clock.advance(n)
+        alive = [d for d in (cloud.describe(i) for i in ids) if d.state in (InstanceState.PENDING, InstanceState.RUNNING)]
+        assert [(i.instance_id, i.state) for i in cloud.list_instances()] == [(d.instance_id, d.state) for d in alive]
 
 
 def test_capacity_per_offering():
