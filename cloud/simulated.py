@@ -9,6 +9,7 @@ the same call times give the same history.
 from __future__ import annotations
 
 import fnmatch
+import heapq
 import itertools
 import math
 import random
@@ -91,10 +92,11 @@ class SimulatedCloud:
         # Not terminated: what listings and failures walk. Ids are issued in increasing order
         # (a counter, zero-padded), so this is in id order without a sort.
         self._live: dict[str, _Record] = {}
-        # The live instances as last listed, and until when that holds: a boot or an end drops
-        # it, and it lapses when the next pending instance is due to run (a poll lists every
-        # few seconds; most find nothing changed).
-        self._listing: tuple[float, list[Instance]] | None = None
+        # The live instances as a listing shows them, kept as they change (a poll lists every
+        # few seconds): a boot adds one, an end takes it out, and a pending one is looked at
+        # again when its boot delay is over (``_due``: when, instance id).
+        self._listed: dict[str, Instance] = {}
+        self._due: list[tuple[float, str]] = []
         self._by_token: dict[str, str] = {}
         self._checked_at: float | None = None
         self._reclaim: dict[str, float] = {}  # spot instance -> when it goes (two minutes after its warning)
@@ -118,7 +120,8 @@ class SimulatedCloud:
         offering = (request.instance_type, request.capacity_type, request.zone)
         instance = Instance(instance_id, request.node_name, request.pool, *offering, InstanceState.PENDING, now, tags, self.image)
         self._records[instance_id] = self._live[instance_id] = _Record(instance)
-        self._listing = None
+        self._listed[instance_id] = instance
+        heapq.heappush(self._due, (now + self.boot_delay, instance_id))
         self._by_token[request.token] = instance_id
         self.events.append(CloudEvent(now, "launched", instance_id, request.node_name))
         if self.on_boot is not None:
@@ -140,11 +143,12 @@ class SimulatedCloud:
     def list_instances(self) -> list[Instance]:
         self._check_throttle("DescribeInstances")
         self._inject_failures()
-        now = self.clock.now()
-        if self._listing is None or now >= self._listing[0]:
-            views = [self._view(r) for r in self._live.values()]
-            self._listing = (min((i.launched_at + self.boot_delay for i in views if i.state is InstanceState.PENDING), default=math.inf), views)
-        return list(self._listing[1])
+        now, due, listed = self.clock.now(), self._due, self._listed
+        while due and due[0][0] <= now:
+            _, instance_id = heapq.heappop(due)
+            if instance_id in listed:
+                listed[instance_id] = self._view(self._live[instance_id])
+        return list(listed.values())
 
     def describe(self, instance_id: str) -> Instance:
         self._inject_failures()
@@ -180,7 +184,7 @@ class SimulatedCloud:
     def _end(self, record: _Record, now: float, kind: str) -> None:
         record.terminated_at = now
         self._live.pop(record.instance.instance_id, None)
-        self._listing = None
+        self._listed.pop(record.instance.instance_id, None)
         record.reason = kind
         self.events.append(CloudEvent(now, kind, record.instance.instance_id, record.instance.node_name))
 
