@@ -226,5 +226,6 @@ def test_a_heartbeat_is_the_same_node_and_only_a_heartbeat_is_ignored() -> None:
     beat = node.with_heartbeat(15.0)
     assert beat == dataclasses.replace(node, last_heartbeat=15.0)
     assert node.same_but_heartbeat(beat)
+    assert node.same_but_heartbeat(dataclasses.replace(beat, labels={"a": "b"}, allocatable=Resources({"cpu": 1000})))  # equal, not the same objects
     for changed in (dataclasses.replace(beat, labels={"a": "c"}), dataclasses.replace(beat, ready=False), dataclasses.replace(beat, unschedulable=True)):
         assert not node.same_but_heartbeat(changed)

@@ -49,8 +49,13 @@ class ClusterNode:
         return beat
 
     def same_but_heartbeat(self, other: ClusterNode) -> bool:
-        """Whether ``other`` differs from this node at most in its heartbeat."""
-        return {**self.__dict__, "last_heartbeat": 0.0} == {**other.__dict__, "last_heartbeat": 0.0}
+        """Whether ``other`` differs from this node at most in its heartbeat (a heartbeat's
+        copy shares every other field's object: compared by identity first)."""
+        theirs = other.__dict__
+        for name, value in self.__dict__.items():
+            if value is not theirs[name] and name != "last_heartbeat" and value != theirs[name]:
+                return False
+        return True
 
 
 @dataclass(frozen=True)
