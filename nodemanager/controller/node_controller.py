@@ -107,6 +107,7 @@ class NodeController:
         self.lock = ControllerLock()  # never held across a cloud or API call: calls wait for its release
         self._gauges_shown: tuple[tuple, dict[tuple[str, NodeState], int]] = ((), {})  # the records the node gauges were last set from, and their counts
         self._startup: dict[str, tuple[Taint, ...]] = {}  # pool -> its startup taints (the config is fixed)
+        self._labelled: dict[str, tuple[Mapping[str, str], Mapping[str, str]]] = {}  # node -> (its record's labels, the cluster's) found to hold them all
         self._last_status: tuple[float, dict[str, object]] | None = None  # (when, document): answered while the lock is held too long
         self.nodes = NodeRecords()
         self.marked: dict[str, tuple[str, str]] = {}  # node -> (reason, metric label)
@@ -544,18 +545,26 @@ class NodeController:
             healthy, boot = self.config.nodes.healthy_timeout, self.config.nodes.boot_timeout
             relabel: list[str] = []
             marks: list[tuple[str, str, str]] = []  # (node, reason, label): acted on by name, as the few there are
+            checked, labelled = self._labelled, {}
             for name, node in self.nodes.items():
                 if node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
                     registered = self.cache.node(name)
                     if registered is None:
                         marks.append((name, "node left the cluster", "unhealthy"))
                         continue
-                    if node.labels and not registered.labels.keys() >= node.labels.keys():
-                        relabel.append(name)  # again: labelling failed at registration
+                    if node.labels:
+                        seen = checked.get(name)
+                        if seen is not None and seen[0] is node.labels and seen[1] is registered.labels:
+                            labelled[name] = seen  # the same label sets as when they were found to hold (heartbeats share them)
+                        elif registered.labels.keys() >= node.labels.keys():
+                            labelled[name] = (node.labels, registered.labels)
+                        else:
+                            relabel.append(name)  # again: labelling failed at registration
                     if (silent := min(now, self.synced_at) - registered.last_heartbeat) > healthy:
                         marks.append((name, f"no heartbeat for {silent:.0f}s (healthy timeout {healthy:g}s)", "unhealthy"))
                 elif node.state in (NodeState.CREATING, NodeState.CREATED) and now - node.created_at > boot:
                     marks.append((name, f"not Ready {now - node.created_at:.0f}s after boot (boot timeout {boot:g}s)", "boot_timeout"))
+            self._labelled = labelled
             for name in sorted(relabel):
                 self.lock.after_release(self.cluster.label_node, name, self.nodes[name].labels)
             for name, reason, label in sorted(marks):

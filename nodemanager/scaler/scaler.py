@@ -782,6 +782,8 @@ class _Run:
 
     def top_up_standby(self) -> None:
         for view, itype, capacity, zone, want in self.missing:
+            if want <= 0:
+                continue  # the entry is made up (most decisions): no offering to look through
             options = [
                 c
                 for c in view.candidates
