@@ -23,7 +23,7 @@ from nodemanager.model.interpod import parse_label_selector
 from nodemanager.model.pdb import PodDisruptionBudget
 from nodemanager.model.selectors import TaintEffect, Toleration
 from nodemanager.scaler import ClusterSnapshot, Decision, NodeSpec
-from nodemanager.scaler.consolidation import SPOT_TO_SPOT_CHOICES, CheaperSizes, Planner
+from nodemanager.scaler.consolidation import SIZES_KEPT, SPOT_TO_SPOT_CHOICES, CheaperSizes, Planner
 from nodemanager.scaler.drift import drifted
 
 HOUR = 3600.0
@@ -587,3 +587,18 @@ def test_a_pod_no_pool_can_ever_hold_does_not_block_consolidation() -> None:
     h = _run(binpack_pool(), [*_steady_and_finishing(), never])
     assert "default/huge" in h.controller.last_decision.unschedulable
     assert h.controller.disruption.summary()["Underutilized"]["nodes"] >= 1
+
+
+def test_the_quick_tests_offerings_stay_bounded_whatever_pods_come() -> None:
+    """A long-running controller meets ever new kinds of pods (each pinned to its own host):
+    what the quick test keeps of them stays bounded, and answers stay right after it starts again."""
+    from builders import scaler
+
+    sizes = CheaperSizes(scaler(Pool(name="general", instance_types=CELL_TYPES, capacity_types=[OD])).views)
+    everything = sizes.below(1.0, ())
+    for i in range(3 * SIZES_KEPT):
+        pinned = pod(f"p{i}", selector={"kubernetes.io/hostname": f"host-{i}"})
+        assert sizes.below(1.0, [pinned]) == []  # no offering is that host
+        assert len(sizes.usable.found) <= SIZES_KEPT
+        assert len(sizes._kinds) <= SIZES_KEPT
+    assert sizes.below(1.0, [pod("free")]) == everything

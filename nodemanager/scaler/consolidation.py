@@ -18,7 +18,7 @@ from nodemanager.scaler.usable import UsableOfferings, placement_key
 
 SPOT_TO_SPOT_CHOICES = 15  # cheaper spot types needed before a spot node is replaced by spot (Karpenter's)
 MULTI_NODE_MAX = 100  # candidates multi-node consolidation considers at once (Karpenter's)
-SIZES_KEPT = 256  # kinds of moving pods whose cheaper offerings the quick test keeps
+SIZES_KEPT = 256  # kinds of moving pods (and placements) whose cheaper offerings the quick test keeps
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ class CheaperSizes:
 
     def __init__(self, views: Sequence[PoolView]) -> None:
         self.views = views
-        self.usable = UsableOfferings(views)
+        self.usable = UsableOfferings(views, limit=SIZES_KEPT)
         self._kinds: dict[frozenset, tuple[list[tuple[float, int, int]], dict[int, list[tuple[int, int]]]]] = {}  # kind -> (offers by price, sizes below each)
 
     def below(self, price: float, pods: Sequence[Pod]) -> list[tuple[int, int]]:

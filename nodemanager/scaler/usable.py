@@ -28,15 +28,18 @@ def placement_key(pod: Pod) -> tuple:
 class UsableOfferings:
     """The pools' offerings, and those each kind of pod (its ``placement_key``) may use."""
 
-    def __init__(self, views: Sequence[PoolView]) -> None:
+    def __init__(self, views: Sequence[PoolView], limit: int | None = None) -> None:
         self.offers = [(view.name, cand, offering_node_info(view, cand)) for view in views for cand in view.candidates]  # the nodes they would be
         self.found: dict[tuple, list[tuple[str, Candidate]]] = {}  # placement -> the (pool, offering)s it may use
+        self.limit = limit  # placements kept at most (None: all, as a workload's are few); past it they are found again
 
     def of(self, pod: Pod) -> list[tuple[str, Candidate]]:
         """The (pool, offering)s ``pod`` may use, in the pools' order."""
         key = placement_key(pod)
         found = self.found.get(key)
         if found is None:
+            if self.limit is not None and len(self.found) >= self.limit:
+                self.found.clear()  # a long-lived owner meets ever new placements (pods pinned to one host)
             found = self.found[key] = _usable(pod, self.offers)
         return found
 
