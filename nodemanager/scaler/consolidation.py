@@ -94,15 +94,17 @@ class Planner:
         need = (sum(p.requests.cpu for p in homeless), sum(p.requests.memory for p in homeless))
         return bool(homeless) and not _holds(self.sizes_below(price, homeless), need)
 
-    def relocate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Command | None, str]:
+    def relocate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node], one_new_node: bool = False) -> tuple[Command | None, str]:
         """Where ``nodes``' pods would go without them (the other nodes, and the new nodes the
-        scaler would boot for them), or None and why they could not all go."""
+        scaler would boot for them; with ``one_new_node``, on one new node if it would boot
+        several), or None and why they could not all go."""
         self.evaluations += 1
         names = {n.name for n in nodes}
         moving = [dataclasses.replace(p, node_name="", phase=PodPhase.PENDING) for p in snapshot.pods if p.node_name in names and not p.of_node]
         staying = [p for p in snapshot.pods if p.node_name not in names]
         what_if = dataclasses.replace(
             snapshot,
+            one_new_node=one_new_node,
             pods=tuple(staying + moving),
             nodes=tuple(dataclasses.replace(n, state=NodeState.TERMINATING) if n.name in names else n for n in snapshot.nodes),
         )
@@ -120,7 +122,7 @@ class Planner:
         costs strictly less, never of their type; or None and why not."""
         if self._hopeless(snapshot, nodes):
             return None, "its pods fit neither on the other nodes nor with them on a cheaper node"
-        moved, why = self.relocate(snapshot, nodes)
+        moved, why = self.relocate(snapshot, nodes, one_new_node=True)
         if moved is None:
             return None, why
         if any(s.standby for s in moved.replacements):

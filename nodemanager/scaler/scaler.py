@@ -68,6 +68,7 @@ from nodemanager.scheduling.status import Code
 from nodemanager.scheduling.topology import PodTopology
 
 PROBE_MEMO_SIZE = 4096
+MERGE_TRIES = 8  # cheapest offerings tried for a what-if's one new node
 NEW_HOST = "\x00a new node"  # the hostname domain of a node this run may still create: it holds no pod
 _READINESS = {NodeState.AVAILABLE: 0, NodeState.CLAIMED: 0, NodeState.CREATED: 1, NodeState.CREATING: 2}
 
@@ -950,6 +951,54 @@ class _Run:
                 node.candidate, node.info = best, fresh
                 self.infos[fresh.name] = fresh
 
+    def merge_new_nodes(self) -> None:
+        """A what-if that may boot one node at most (consolidation's replacement): when the
+        plan boots several, all their pods go on one node instead, of the cheapest offering
+        that every one of those nodes' pods accepts and that takes them all through the
+        filters. Karpenter's consolidation asks the same: would the pods fit elsewhere plus one
+        new node (its scheduler fills a new node while any type holds its pods, where the
+        packer plans the cheapest fleet). Pods whose placement depends on other pods' (hard
+        inter-pod constraints), with claims or of a gang are left as planned."""
+        nodes = [n for n in self.new_nodes.values() if n.info.pods]
+        if len(nodes) < 2 or any(n.standby or not n.accepted for n in nodes) or len({n.view.name for n in nodes}) > 1:
+            return
+        pods = sorted((p for n in nodes for p in n.info.pods.values()), key=priority_key)
+        if any(p.inter_pod or p.claims or p.pod_group for p in pods):
+            return
+        shared = set.intersection(*({id(c) for c in n.accepted} for n in nodes))
+        need = Resources.total((p.requests for p in pods), Resources({"pods": len(pods)}))
+        view = nodes[0].view
+        choices = sorted(
+            (c for c in nodes[0].accepted if id(c) in shared and need.fits(c.allocatable) and not self._blocked(c)),
+            key=lambda c: (c.price, self.zone_load[c.offering.zone], c.offering.zone, c.itype.name),
+        )
+        for cand in choices[:MERGE_TRIES]:
+            trial = offering_node_info(view, cand, NEW_HOST)
+            if not all(self._passes(pod, trial) for pod in pods):
+                continue
+            budget = self._budget(view)
+            for n in nodes:
+                budget.spend(n.candidate.itype, -1)
+            if budget.copies(cand.itype) == 0:
+                continue
+            for n in nodes:
+                for key in list(n.info.pods):
+                    self._unplace(key)
+                self._forget(n.info.name)
+            merged = self._new_node(view, cand, accepted=nodes[0].accepted)
+            for pod in pods:
+                placed = self._place(pod, merged.info, CycleState())
+                assert placed, "a pod that passed every filter on the trial node is placed on the merged one"
+            return
+
+    def _passes(self, pod: Pod, trial: NodeInfo) -> bool:
+        """PreFilter and Filter pass for ``pod`` on ``trial``, which then holds it."""
+        state = CycleState()
+        if not (self.fw.run_pre_filter_plugins(state, pod).is_success() and self.fw.run_filter_plugins(state, pod, trial).is_success()):
+            return False
+        trial.add_pod(pod)
+        return True
+
     def _accepts(self, node: _NewNode, cand: Candidate) -> bool:
         """The node's pods, of more than one group, accept it as ``cand`` (their inter-pod
         constraints hold already: the node keeps its zone, capacity type and name)."""
@@ -975,6 +1024,8 @@ class _Run:
         if self.failed:
             return []
         self.right_size()
+        if self.snapshot.one_new_node:
+            self.merge_new_nodes()
         self.top_up_standby()
         return self.cap_boots()
 

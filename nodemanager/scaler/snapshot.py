@@ -31,3 +31,4 @@ class ClusterSnapshot:
     paused_pools: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # pool -> why it boots nothing now
     reserved: frozenset[NodeName] = frozenset()  # nodes booted to replace others: not idle while their pods move
     pdbs: tuple[PodDisruptionBudget, ...] = ()  # what voluntary disruption may evict now
+    one_new_node: bool = False  # a consolidation's what-if: the pods that move may take one new node at most
