@@ -12,7 +12,7 @@ from builders import CATALOG, OD, node, pod, scaler
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodemanager.config.schema import Pool
+from nodemanager.config.schema import Limits, Pool
 from nodemanager.model import NodeState, PodPhase, Resources
 from nodemanager.model.pod import Pod
 from nodemanager.model.ports import HostPort
@@ -55,6 +55,14 @@ def test_a_what_if_puts_the_pods_the_packer_spread_on_one_node() -> None:
 )
 def test_pods_that_may_not_share_a_node_keep_their_nodes(pods: list[Pod]) -> None:
     assert _started(pods, one_new_node=True) == [("a.large", 1), ("a.large", 1)]
+
+
+def test_a_pool_limit_the_one_node_would_break_keeps_the_plan() -> None:
+    """Two a.large (4 CPUs) fit the pool's 8-CPU limit; one m.4xlarge (16 CPUs) would not."""
+    pods = (pod("p1", cpu="1500m", memory="1Gi"), pod("p2", cpu="1500m", memory="1Gi"))
+    limited = _pool("a.large", "m.4xlarge").model_copy(update={"limits": Limits(cpu="8")})
+    decision = scaler(limited).compute(ClusterSnapshot(pods, (), one_new_node=True), 0.0)
+    assert sorted(s.instance_type for s in decision.start) == ["a.large", "a.large"]
 
 
 def test_eight_nodes_consolidate_into_one_larger_node() -> None:
