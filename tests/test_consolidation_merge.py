@@ -73,7 +73,8 @@ def test_eight_nodes_consolidate_into_one_larger_node() -> None:
     pods = tuple(pod(f"p{i}", cpu="900m", memory="1Gi", node=f"n{i}", phase=PodPhase.RUNNING) for i in range(8))
     sc = scaler(_pool("a.large", "b.large", "m.4xlarge"))
     hourly = CATALOG.hourly
-    planner = Planner(lambda s: sc.compute(s, 0.0), lambda n: hourly(n.instance_type, n.capacity_type, n.zone), lambda _n: 0, CheaperSizes(sc.views).below)
+    price = lambda n: hourly(n.instance_type, n.capacity_type, n.zone)  # noqa: E731
+    planner = Planner(lambda s: sc.compute(s, 0.0), price, lambda _n: 0, sizes_below=CheaperSizes(sc.views).below)
     snapshot = ClusterSnapshot(pods, tuple(nodes))
     spread, _ = planner.relocate(snapshot, nodes)
     assert spread is not None

@@ -71,7 +71,14 @@ class DisruptionController:
         self._fruitless: tuple | None = None  # the inputs of the last pass that found nothing
         self.actions: deque[dict[str, object]] = deque(maxlen=ACTIONS_KEPT)
         self.totals: Counter[str] = Counter()  # nodes, pods, savings by reason (simulation report)
-        self.planner = Planner(lambda s: self.c.scaler.compute(s, self.c.clock.now()), self._price, self._spot_choices, self._sizes_below, self._takes_more)
+        self.planner = Planner(
+            lambda s: self.c.scaler.compute(s, self.c.clock.now()),
+            self._price,
+            self._spot_choices,
+            sizes_below=self._sizes_below,
+            takes_more=self._takes_more,
+            own_node=self._own_node,
+        )
         self._sizes: CheaperSizes | None = None  # of the scaler's current views
 
     # -- what the pool loop asks -----------------------------------------------------------
@@ -350,10 +357,16 @@ class DisruptionController:
         return self.c.catalog.hourly(node.instance_type, node.capacity_type, node.zone)
 
     def _sizes_below(self, price: float, pods: Sequence[Pod]) -> list[tuple[int, int]]:
+        return self._cheaper().below(price, pods)
+
+    def _own_node(self, pod: Pod) -> bool:
+        return self._cheaper().own_node(pod)
+
+    def _cheaper(self) -> CheaperSizes:
         views = self.c.scaler.views
         if self._sizes is None or self._sizes.views is not views:
             self._sizes = CheaperSizes(views)
-        return self._sizes.below(price, pods)
+        return self._sizes
 
     def _takes_more(self, node: Node) -> bool:
         """Whether the node may hold another pod: a cell pool's never does."""

@@ -48,14 +48,17 @@ class Planner:
         compute: Callable[[ClusterSnapshot], Decision],
         price_of: Callable[[Node], float],
         spot_choices: Callable[[Node], int],
+        *,
         sizes_below: Callable[[float, Sequence[Pod]], Sequence[tuple[int, int]]] = lambda _price, _pods: (),
         takes_more: Callable[[Node], bool] = lambda _node: True,
+        own_node: Callable[[Pod], bool] = lambda _pod: False,
     ) -> None:
         self.compute = compute  # the scaler's compute at this instant
         self.price_of = price_of
         self.spot_choices = spot_choices  # spot types of the node's pool cheaper than it
         self.sizes_below = sizes_below  # the (CPU, memory) of offerings under a price that all these pods may use, none larger in both
         self.takes_more = takes_more  # False for a node that never holds a second pod (a cell pool's)
+        self.own_node = own_node  # True for a pod that may go only to such nodes: a new node holds it alone
         self.evaluations = 0
         # The last snapshot's room, kept with it: an id could be reused once a snapshot is freed.
         self._room: tuple[ClusterSnapshot, dict[str, list[Pod]], dict[str, tuple[int, int]]] | None = None
@@ -66,7 +69,8 @@ class Planner:
         never skipped. It cannot work if the nodes' pods exceed the room the other nodes have
         plus the largest node that costs less than they do; or if the pods no other node has
         room for, which must all go on that one node, fit on no offering that costs less and
-        that all of them may use (their selectors, affinity and tolerations allow it)."""
+        that all of them may use (their selectors, affinity and tolerations allow it), or are
+        more than one and one of them may go only to a cell pool's nodes (which hold one pod)."""
         if self._room is None or self._room[0] is not snapshot:
             held: dict[str, list[Pod]] = {}
             for p in snapshot.pods:
@@ -90,7 +94,9 @@ class Planner:
             if sum(r[i] for r in asks) > sum(max(f[i], 0) for f in room) + big[i]:
                 return True
         roomiest = maximal(room)
-        homeless = [p for p, r in zip(moving, asks, strict=True) if not _holds(roomiest, r)]
+        homeless = [p for p, r in zip(moving, asks, strict=True) if self.own_node(p) or not _holds(roomiest, r)]  # (a cell pool's nodes take no more)
+        if len(homeless) > 1 and any(self.own_node(p) for p in homeless):
+            return True
         need = (sum(p.requests.cpu for p in homeless), sum(p.requests.memory for p in homeless))
         return bool(homeless) and not _holds(self.sizes_below(price, homeless), need)
 
@@ -175,6 +181,12 @@ class CheaperSizes:
         self.views = views
         self.usable = UsableOfferings(views, limit=SIZES_KEPT)
         self._kinds: dict[frozenset, tuple[list[tuple[float, int, int]], dict[int, list[tuple[int, int]]]]] = {}  # kind -> (offers by price, sizes below each)
+
+    def own_node(self, pod: Pod) -> bool:
+        """Every offering ``pod`` may use is a cell pool's: a new node holds it alone."""
+        cells = {v.name for v in self.views if v.cell}
+        usable = self.usable.of(pod)
+        return bool(usable) and all(pool in cells for pool, _ in usable)
 
     def below(self, price: float, pods: Sequence[Pod]) -> list[tuple[int, int]]:
         each = {placement_key(p): p for p in pods}  # one pod of each kind
