@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from builders import CATALOG, OD, node, pod, scaler
+from builders import CATALOG, OD, cell_pool, node, pod, scaler
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -55,6 +55,12 @@ def test_a_what_if_puts_the_pods_the_packer_spread_on_one_node() -> None:
 )
 def test_pods_that_may_not_share_a_node_keep_their_nodes(pods: list[Pod]) -> None:
     assert _started(pods, one_new_node=True) == [("a.large", 1), ("a.large", 1)]
+
+
+def test_a_cell_pools_pods_keep_a_node_each() -> None:
+    pods = (pod("p1", cpu="250m"), pod("p2", cpu="250m"))
+    decision = scaler(cell_pool()).compute(ClusterSnapshot(pods, (), one_new_node=True), 0.0)
+    assert [len(s.pods) for s in decision.start] == [1, 1]
 
 
 def test_a_pool_limit_the_one_node_would_break_keeps_the_plan() -> None:
