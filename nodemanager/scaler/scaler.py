@@ -987,8 +987,8 @@ class _Run:
                 self._forget(n.info.name)
             merged = self._new_node(view, cand, accepted=nodes[0].accepted)
             for pod in pods:
-                placed = self._place(pod, merged.info, CycleState())
-                assert placed, "a pod that passed every filter on the trial node is placed on the merged one"
+                if not self._place(pod, merged.info, CycleState()):  # (no claims, no gang: Reserve and Permit have nothing to refuse)
+                    self.waiting[pod.key] = f"pool {view.name}: rejected at reserve or permit on the one new node"
             return
 
     def _passes(self, pod: Pod, trial: NodeInfo) -> bool:
