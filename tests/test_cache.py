@@ -7,7 +7,7 @@ import pytest
 from builders import pod
 
 from nodemanager.cache import POD_TRANSITIONS, ClusterEventsHandler, IllegalPodTransition, PodOp, PodState
-from nodemanager.cluster.base import ClusterNode, EventType, NodeEvent, PodEvent
+from nodemanager.cluster.base import ClusterNode, EventType, Heartbeats, NodeEvent, PodEvent
 from nodemanager.model import PodPhase, Resources
 
 S, Op = PodState, PodOp
@@ -229,3 +229,16 @@ def test_a_heartbeat_is_the_same_node_and_only_a_heartbeat_is_ignored() -> None:
     assert node.same_but_heartbeat(dataclasses.replace(beat, labels={"a": "b"}, allocatable=Resources({"cpu": 1000})))  # equal, not the same objects
     for changed in (dataclasses.replace(beat, labels={"a": "c"}), dataclasses.replace(beat, ready=False), dataclasses.replace(beat, unschedulable=True)):
         assert not node.same_but_heartbeat(changed)
+
+
+def test_heartbeats_move_known_nodes_on_and_nothing_else() -> None:
+    cache = ClusterEventsHandler()
+    node = ClusterNode("n1", "i-1", ready=True, last_heartbeat=5.0, labels={"a": "b"})
+    cache.apply([NodeEvent(EventType.ADDED, node)])
+    generation = cache.snapshot().generation
+    cache.apply([Heartbeats(15.0, ("n1", "gone"))])
+    assert cache.node("n1") == dataclasses.replace(node, last_heartbeat=15.0)
+    assert cache.node("gone") is None  # a beat of a node the cache does not know makes none
+    cache.apply([Heartbeats(10.0, ("n1",))])  # late: never backwards
+    assert cache.node("n1").last_heartbeat == 15.0
+    assert cache.snapshot().generation == generation  # nothing the scaler looks at changed

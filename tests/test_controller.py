@@ -148,7 +148,7 @@ def test_a_node_that_lost_its_pool_labels_is_labelled_again_by_the_heartbeat_loo
     h.run(40)
     [name] = h.controller.nodes
     assert h.cluster.nodes[name].labels["team"] == "ml"  # labelled at registration
-    h.cluster.nodes[name] = dataclasses.replace(h.cluster.nodes[name], labels={})  # say, an operator removed them
+    h.cluster._set_node(dataclasses.replace(h.cluster.nodes[name], labels={}))  # say, an operator removed them (a Node update)
     h.run(30)
     assert h.cluster.nodes[name].labels["team"] == "ml"
     assert h.controller.nodes[name].state is not S.TERMINATING  # nothing else is done to it

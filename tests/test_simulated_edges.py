@@ -10,7 +10,7 @@ from cloud.base import CONTROLLER_TAG, NODE_TAG, BootRequest, InstanceState
 from cloud.errors import InsufficientCapacity, NotFound, Throttled
 from cloud.simulated import SimulatedCloud
 from nodemanager.clock import VirtualClock
-from nodemanager.cluster.base import BindError, EventType, NodeEvent, PodEvent
+from nodemanager.cluster.base import BindError, EventType, Heartbeats, NodeEvent, PodEvent
 from nodemanager.cluster.simulated import SimulatedCluster
 from nodemanager.cluster.workload import Arrival, WorkloadError, parse_workload
 from nodemanager.model import CapacityType, PodPhase, Resources
@@ -143,8 +143,8 @@ def test_nodes_register_after_boot_and_register_delay_then_heartbeat():
     assert isinstance(event, NodeEvent)
     assert (event.type, event.node.name, event.node.ready, event.node.last_heartbeat) == (EventType.ADDED, "n1", True, 40)
     clock.advance(10)
-    [beat] = cluster.poll()
-    assert (beat.type, beat.node.last_heartbeat) == (EventType.MODIFIED, 50)
+    assert cluster.poll() == [Heartbeats(50, ("n1",))]
+    assert cluster.nodes["n1"].last_heartbeat == 50
 
 
 def test_kubelets_heartbeat_on_time_whatever_the_poll_rate_and_a_silenced_one_stops() -> None:
@@ -159,7 +159,7 @@ def test_kubelets_heartbeat_on_time_whatever_the_poll_rate_and_a_silenced_one_st
         clock.advance(7)
         if clock.now() == 58:
             cloud.throttle_rate = 1.0  # a poll that cannot list the instances: the kubelets still beat
-        beats += [(e.node.last_heartbeat, e.node.name) for e in cluster.poll() if isinstance(e, NodeEvent)]
+        beats += [(e.at, name) for e in cluster.poll() if isinstance(e, Heartbeats) for name in e.nodes]
         cloud.throttle_rate = 0.0
     assert beats == [(t, n) for t in (44, 58, 72, 86, 100, 114) for n in ("n1", "n2")]
 

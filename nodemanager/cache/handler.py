@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 from nodemanager.cache.key_ordered import KeyOrdered
 from nodemanager.cache.pod_state import PodOp, PodState, next_state
-from nodemanager.cluster.base import ClusterEvent, ClusterNode, ClusterObject, EventType, NodeEvent, ObjectEvent, PodEvent
+from nodemanager.cluster.base import ClusterEvent, ClusterNode, ClusterObject, EventType, Heartbeats, NodeEvent, ObjectEvent, PodEvent
 from nodemanager.model import Pod, PodKey, PodPhase, Resources
 from nodemanager.model.daemonset import DaemonSet
 from nodemanager.model.pdb import PodDisruptionBudget
@@ -194,6 +194,8 @@ class ClusterEventsHandler:
                     self._on_pod(event)
                 elif isinstance(event, NodeEvent):
                     self._on_node(event)
+                elif isinstance(event, Heartbeats):
+                    self._on_heartbeats(event)
                 else:
                     self._on_object(event)
 
@@ -235,6 +237,14 @@ class ClusterEventsHandler:
             return
         self._waiting[key] = pod
         self.generation += 1
+
+    def _on_heartbeats(self, event: Heartbeats) -> None:
+        """The nodes' heartbeats move on; nothing the scaler looks at changes (no generation)."""
+        nodes = self._nodes
+        for name in event.nodes:
+            node = nodes.get(name)
+            if node is not None and node.last_heartbeat < event.at:
+                nodes[name] = node.with_heartbeat(event.at)
 
     def _on_node(self, event: NodeEvent) -> None:
         old = self._nodes.get(event.node.name)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from cloud.base import STARTUP_TAINTS_TAG, TAINTS_TAG, CloudClient, InstanceState, parse_taints
 from cloud.errors import CloudError
 from nodemanager.clock import Clock
-from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, ClusterObject, DrainStatus, EventType, NodeEvent, ObjectEvent, PodEvent
+from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, ClusterObject, DrainStatus, EventType, Heartbeats, NodeEvent, ObjectEvent, PodEvent
 from nodemanager.cluster.workload import Arrival, ClusterObjects, NodeAction, UsageProfile
 from nodemanager.dra.context import DeviceContext
 from nodemanager.dra.model import AllocationResult, ResourceClaim
@@ -288,21 +288,22 @@ class SimulatedCluster:
     # -- internals ---------------------------------------------------------------------------
     def _emit(self, event: ClusterEvent) -> None:
         self._events.append(event)
-        if not (isinstance(event, NodeEvent) and event.type is EventType.MODIFIED):  # a heartbeat, a label: nothing integrated
+        # a heartbeat, a label: nothing the report integrates
+        if not (isinstance(event, Heartbeats) or (isinstance(event, NodeEvent) and event.type is EventType.MODIFIED)):
             self.version += 1
 
     def _sync_nodes(self, now: float) -> None:
         try:
             instances = self.cloud.list_instances()
         except CloudError:  # the cloud cannot be seen (throttled, an outage); the kubelets still run
-            for name in sorted(self.nodes):
-                self._heartbeat(name, now)
+            self._beat([name for name in sorted(self.nodes) if self._heartbeat(name, now)], now)
             return
         alive = {i.node_name: i for i in instances if i.state is InstanceState.RUNNING}
         for name in sorted(self.nodes.keys() - alive.keys()):
             self.remove_node(name)
         for name in self._running_since.keys() - alive.keys():
             del self._running_since[name]
+        beating: list[str] = []
         for name in sorted((alive.keys() - self.nodes.keys()) | self._due(now)):
             node = self.nodes.get(name)
             if node is None:
@@ -318,8 +319,13 @@ class SimulatedCluster:
                     if startup:
                         self._startup[name] = (now + self.startup_delay, startup)
                     self._emit(NodeEvent(EventType.ADDED, node))
-            else:
-                self._heartbeat(name, now)
+            elif self._heartbeat(name, now):
+                beating.append(name)
+        self._beat(beating, now)
+
+    def _beat(self, names: list[str], now: float) -> None:
+        if names:
+            self._emit(Heartbeats(now, tuple(names)))
 
     def _due(self, now: float) -> set[str]:
         """Registered nodes whose heartbeat may be due (``_heartbeat`` has the last word)."""
@@ -334,15 +340,16 @@ class SimulatedCluster:
         self._next_beat[name] = at
         heapq.heappush(self._beats, (at, name))
 
-    def _heartbeat(self, name: str, now: float) -> None:
+    def _heartbeat(self, name: str, now: float) -> bool:
+        """Whether the node's kubelet renews its Lease now (it is due and not silenced)."""
         node = self.nodes[name]
         if name in self._silenced:
-            return
-        if now - node.last_heartbeat >= self.heartbeat_interval:
-            node = node.with_heartbeat(now)
-            self.nodes[name] = node
-            self._emit(NodeEvent(EventType.MODIFIED, node))
+            return False
+        beats = now - node.last_heartbeat >= self.heartbeat_interval
+        if beats:
+            node = self.nodes[name] = node.with_heartbeat(now)
         self._schedule_beat(name, node.last_heartbeat + self.heartbeat_interval)
+        return beats
 
     def _count_bound(self, sim: _SimPod, sign: int) -> None:
         if sim.pod.of_node:
