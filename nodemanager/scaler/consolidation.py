@@ -94,8 +94,9 @@ class Planner:
             if sum(r[i] for r in asks) > sum(max(f[i], 0) for f in room) + big[i]:
                 return True
         roomiest = maximal(room)
-        homeless = [p for p, r in zip(moving, asks, strict=True) if self.own_node(p) or not _holds(roomiest, r)]  # (a cell pool's nodes take no more)
-        if len(homeless) > 1 and any(self.own_node(p) for p in homeless):
+        own = [self.own_node(p) for p in moving]  # a cell pool's nodes take no more: such a pod has no room elsewhere
+        homeless = [p for p, r, alone in zip(moving, asks, own, strict=True) if alone or not _holds(roomiest, r)]
+        if len(homeless) > 1 and any(own):
             return True
         need = (sum(p.requests.cpu for p in homeless), sum(p.requests.memory for p in homeless))
         return bool(homeless) and not _holds(self.sizes_below(price, homeless), need)
@@ -180,13 +181,13 @@ class CheaperSizes:
     def __init__(self, views: Sequence[PoolView]) -> None:
         self.views = views
         self.usable = UsableOfferings(views, limit=SIZES_KEPT)
+        self._cells = frozenset(v.name for v in views if v.cell)
         self._kinds: dict[frozenset, tuple[list[tuple[float, int, int]], dict[int, list[tuple[int, int]]]]] = {}  # kind -> (offers by price, sizes below each)
 
     def own_node(self, pod: Pod) -> bool:
         """Every offering ``pod`` may use is a cell pool's: a new node holds it alone."""
-        cells = {v.name for v in self.views if v.cell}
         usable = self.usable.of(pod)
-        return bool(usable) and all(pool in cells for pool, _ in usable)
+        return bool(usable) and all(pool in self._cells for pool, _ in usable)
 
     def below(self, price: float, pods: Sequence[Pod]) -> list[tuple[int, int]]:
         each = {placement_key(p): p for p in pods}  # one pod of each kind

@@ -972,14 +972,14 @@ class _Run:
             (c for c in nodes[0].accepted if id(c) in shared and need.fits(c.allocatable) and not self._blocked(c)),
             key=lambda c: (c.price, self.zone_load[c.offering.zone], c.offering.zone, c.itype.name),
         )
+        budget = self._budget(view)  # what the pool may add once the planned nodes are not booted
+        for n in nodes:
+            budget.spend(n.candidate.itype, -1)
         for cand in choices[:MERGE_TRIES]:
+            if budget.copies(cand.itype) == 0:
+                continue
             trial = offering_node_info(view, cand, NEW_HOST)
             if not all(self._passes(pod, trial) for pod in pods):
-                continue
-            budget = self._budget(view)
-            for n in nodes:
-                budget.spend(n.candidate.itype, -1)
-            if budget.copies(cand.itype) == 0:
                 continue
             for n in nodes:
                 for key in list(n.info.pods):
