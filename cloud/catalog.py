@@ -37,6 +37,9 @@ def _sort_key(offering: Offering, itype: InstanceType) -> tuple[float, int, int,
     return (offering.price, itype.vcpu, itype.memory_mib, itype.name, offering.capacity_type.value, offering.zone)
 
 
+HOURLY_KEPT = 4096  # offerings whose prices ``hourly`` keeps
+
+
 class Catalog:
     """An immutable set of instance types with lookups by name and glob."""
 
@@ -49,6 +52,7 @@ class Catalog:
         self._ranked: tuple[tuple[Offering, InstanceType], ...] = tuple(ranked)
         self.zones: tuple[str, ...] = tuple(sorted({o.zone for o, _ in ranked}))
         self._match = lru_cache(maxsize=1024)(self._match_uncached)
+        self._hourly: dict[OfferingKey, float] = {}  # offerings' prices as asked for (the catalog never changes)
 
     # -- loading ------------------------------------------------------------------------
     @classmethod
@@ -96,8 +100,14 @@ class Catalog:
     def hourly(self, instance_type: str, capacity_type: CapacityType, zone: str) -> float:
         """What a running instance of this offering costs an hour (0 for a type the catalog
         does not know: it is not counted)."""
-        itype = self._types.get(instance_type)
-        return (itype.price(capacity_type, zone) if itype else None) or 0.0
+        key = (instance_type, capacity_type, zone)
+        found = self._hourly.get(key)
+        if found is None:
+            if len(self._hourly) >= HOURLY_KEPT:
+                self._hourly.clear()
+            itype = self._types.get(instance_type)
+            found = self._hourly[key] = (itype.price(capacity_type, zone) if itype else None) or 0.0
+        return found
 
     def __getitem__(self, name: str) -> InstanceType:
         return self._types[name]

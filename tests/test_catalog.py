@@ -167,3 +167,16 @@ def test_a_bin_pack_pool_over_the_whole_catalog_buys_neither_previous_generation
     assert all(catalog[t].current_generation and not catalog[t].burstable for t in types), types
     anything = bought(Pool(name="general", instance_generation=InstanceGeneration.ANY, packing="cell"))
     assert any(not catalog[t].current_generation or catalog[t].burstable for t in anything)  # what the filters keep out
+
+
+def test_hourly_prices_are_the_offerings_own_however_many_are_asked_for(catalog, monkeypatch):
+    """``hourly`` keeps the prices it was asked for, a bounded number of them."""
+    import cloud.catalog as module
+
+    monkeypatch.setattr(module, "HOURLY_KEPT", 7)
+    offerings = [(t.name, o.capacity_type, o.zone, o.price) for t in list(catalog)[:40] for o in t.offerings]
+    for _ in range(2):  # the second round is answered from what was kept, or made again once cleared
+        for name, capacity, zone, price in offerings:
+            assert catalog.hourly(name, capacity, zone) == price
+        assert catalog.hourly("no.such-type", OD, "us-east-1a") == 0.0
+        assert len(catalog._hourly) <= 7

@@ -11,6 +11,7 @@ from harness import Harness, arrive
 from cloud.base import BootRequest
 from cloud.errors import CloudError, Throttled
 from cloud.simulated import SimulatedCloud
+from nodemanager.cluster.base import EventType, Heartbeats, NodeEvent
 from nodemanager.config.schema import Limits, Standby
 from nodemanager.controller import NO_BINDING, NOT_YET, boot_token
 from nodemanager.model import CapacityPolicy, NodeState
@@ -152,6 +153,34 @@ def test_a_node_that_lost_its_pool_labels_is_labelled_again_by_the_heartbeat_loo
     h.run(30)
     assert h.cluster.nodes[name].labels["team"] == "ml"
     assert h.controller.nodes[name].state is not S.TERMINATING  # nothing else is done to it
+
+
+def test_the_nodes_the_scaler_plans_with_are_kept_until_a_record_a_mark_or_a_node_changes() -> None:
+    """The planning picture of every record is made again only when something it is made of
+    changed; each change below is applied to the cache alone, so only it can tell."""
+    h = Harness(binpack_pool(), arrivals=[arrive("p1")])
+    h.run(40)
+    c = h.controller
+    [name] = c.nodes
+    now = h.clock.now()
+    first = c.snapshot(now).nodes
+    c.cache.apply([Heartbeats(now + 5, (name,))])
+    assert c.snapshot(now).nodes is first  # a heartbeat changes nothing the scaler plans with
+
+    registered = c.cache.node(name)
+    assert registered is not None
+    c.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(registered, unschedulable=True))])  # kubectl cordon
+    [cordoned] = c.snapshot(now).nodes
+    assert cordoned.unschedulable
+
+    c.mark_for_termination(name, "test", "test")
+    assert [n.state for n in c.snapshot(now).nodes] == [S.TERMINATING]
+
+    c.marked.clear()
+    c.update_node(name, labels={"team": "ml"})
+    [relabelled] = c.snapshot(now).nodes
+    assert relabelled.labels == {"team": "ml"}
+    assert relabelled.state is not S.TERMINATING
 
 
 def test_healthy_nodes_are_left_alone():

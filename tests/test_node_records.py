@@ -44,3 +44,15 @@ def test_mutators_that_would_bypass_the_index_are_refused() -> None:
         with pytest.raises(TypeError, match="assignment and del only"):
             call()
     assert records.in_states(NodeState.CREATED) == ["n1"]
+
+
+def test_every_change_gives_the_records_a_stamp_no_records_had() -> None:
+    a, b = NodeRecords(), NodeRecords()
+    seen = {a.stamp, b.stamp}
+    a["n1"] = record("n1", NodeState.CREATED, False)
+    b["n1"] = record("n1", NodeState.CREATED, False)
+    assert a.stamp not in seen
+    assert b.stamp not in seen | {a.stamp}
+    seen |= {a.stamp, b.stamp}
+    del a["n1"]
+    assert a.stamp not in seen

@@ -52,6 +52,8 @@ class InterruptionController:
 
     def handle(self, messages: list[tuple[str, str]], now: float) -> None:
         """Call with the controller's lock held."""
+        if not messages:
+            return  # (most polls: no index of the nodes is made for none)
         by_instance = {n.instance_id: n for n in self.c.nodes.values() if n.instance_id}
         for receipt, body in messages:
             self.counts["received"] += 1

@@ -129,6 +129,7 @@ class NodeController:
         self.synced_at = clock.now()
         self.records_generation = 0
         self._last_inputs: tuple | None = None
+        self._planned: tuple[tuple, tuple[Node, ...]] = ((), ())  # the nodes as the scaler plans with them, and what they were made from
         self._pools = {p.name: p for p in config.pools}
         self.on_decision: Callable[[Decision, float], None] | None = None
         self.colocation = ColocationReconciler(self)
@@ -289,7 +290,7 @@ class NodeController:
         devices = self.devices if cached.claims else None
         # A node marked for termination (perhaps draining) takes no more pods and counts
         # against no limit: the scaler sees it as already terminating.
-        nodes = tuple(replace(n, state=NodeState.TERMINATING) if n.name in self.marked else self._planning_view(n) for n in self.nodes.values())
+        nodes = self._planning_nodes()
         return ClusterSnapshot(
             pods,
             nodes,
@@ -304,6 +305,15 @@ class NodeController:
             self.disruption.reserved,
             cached.pdbs,
         )
+
+    def _planning_nodes(self) -> tuple[Node, ...]:
+        """Every record as the scaler plans with it, made again only when the records, the
+        nodes marked for termination or the cluster's Nodes (but for heartbeats) changed."""
+        made_from = (self.nodes.stamp, self.cache.nodes_generation, tuple(self.marked))
+        if made_from != self._planned[0]:
+            nodes = tuple(replace(n, state=NodeState.TERMINATING) if n.name in self.marked else self._planning_view(n) for n in self.nodes.values())
+            self._planned = (made_from, nodes)
+        return self._planned[1]
 
     def _compute(self, now: float) -> Decision:
         snapshot = self.snapshot(now)

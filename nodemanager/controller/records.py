@@ -12,6 +12,8 @@ from itertools import count
 
 from nodemanager.model import Node, NodeState
 
+_STAMPS = count(1)  # one sequence for every instance: a stamp names one state of one set of records
+
 
 class NodeRecords(dict[str, Node]):
     """Node records by name (a dict: reads cost what a dict's do), changed only by item
@@ -23,6 +25,7 @@ class NodeRecords(dict[str, Node]):
         self._bound: set[str] = set()
         self._order: dict[str, int] = {}  # a record's place among the records (a dict's order)
         self._next = count()
+        self.stamp = next(_STAMPS)  # new whenever a record is set or removed
 
     def __setitem__(self, name: str, node: Node) -> None:
         old = self.get(name)
@@ -31,6 +34,7 @@ class NodeRecords(dict[str, Node]):
         else:
             self._states[old.state].discard(name)
         super().__setitem__(name, node)
+        self.stamp = next(_STAMPS)
         self._states[node.state].add(name)
         if node.bound_pods:
             self._bound.add(name)
@@ -40,6 +44,7 @@ class NodeRecords(dict[str, Node]):
     def __delitem__(self, name: str) -> None:
         node = self[name]
         super().__delitem__(name)
+        self.stamp = next(_STAMPS)
         self._states[node.state].discard(name)
         self._bound.discard(name)
         del self._order[name]
