@@ -108,6 +108,12 @@ class Budget:
         if self.memory is not None:
             self.memory -= memory * count
 
+    def share(self, itype: InstanceType) -> float:
+        """The largest fraction of what is left of any limit that one node of ``itype`` takes
+        (0: no limit)."""
+        cpu, memory = capacity_of(itype)
+        return max((c / b if b > 0 else math.inf for b, c in ((self.nodes, 1), (self.cpu, cpu), (self.memory, memory)) if b is not None), default=0.0)
+
     def blocking(self, itype: InstanceType) -> str:
         cpu, _memory = capacity_of(itype)
         if self.nodes is not None and self.nodes < 1:
@@ -246,14 +252,15 @@ def pack_similar(
     requests: Sequence[Resources], counts: Sequence[int], candidates: Sequence[Candidate], budget: Budget, tables: TypeTables | None = None
 ) -> tuple[list[list[int]], list[Fill]]:
     """Fills for many distinct requests, planned for groups of similar ones (``similar``):
-    the groups (indices of ``requests``) and their fills, of the grouping whose plan costs
-    least. How many groups plan best varies with the requests, so each of ``GROUPINGS`` is tried."""
-    best: tuple[float, list[list[int]], list[Fill]] | None = None
+    the groups (indices of ``requests``) and their fills, of the grouping whose plan leaves
+    the fewest pods over (the pool's limits may leave some), then costs least. How many
+    groups plan best varies with the requests, so each of ``GROUPINGS`` is tried."""
+    best: tuple[tuple[int, float], list[list[int]], list[Fill]] | None = None
     for limit, (groups, typical) in zip(GROUPINGS, similar_groupings(requests, counts, GROUPINGS), strict=True):
-        fills, _, _ = pack(typical, [sum(counts[i] for i in g) for g in groups], candidates, dataclasses.replace(budget), tables=tables)
-        cost = sum(f.candidate.price * f.copies for f in fills)
-        if best is None or cost < best[0]:
-            best = (cost, groups, fills)
+        fills, left, _ = pack(typical, [sum(counts[i] for i in g) for g in groups], candidates, dataclasses.replace(budget), tables=tables)
+        rank = (sum(left), _cost(fills))
+        if best is None or rank < best[0]:
+            best = (rank, groups, fills)
         if len(groups) < limit:
             break  # a finer grouping would be the same one
     assert best is not None
@@ -276,21 +283,53 @@ def pack(
     calls (a scaler's own): a pure function of its arguments, a packing asked for again is
     answered from them."""
     if tables is None:
-        return _pack(requests, counts, candidates, budget, per_node=per_node, tables=TypeTables())
+        return _pack_within(requests, counts, candidates, budget, per_node=per_node, tables=TypeTables())
     key = (tuple(requests), tuple(counts), id(candidates), dataclasses.astuple(budget), per_node)  # the entry holds the candidates
     found = tables.packs.get(key)
     if found is None or found[0] is not candidates:
         if len(tables.packs) >= PACKS_KEPT:
             tables.packs.clear()
-        found = tables.packs[key] = (candidates, _pack(requests, counts, candidates, budget, per_node=per_node, tables=tables), dataclasses.astuple(budget))
+        packed = _pack_within(requests, counts, candidates, budget, per_node=per_node, tables=tables)
+        found = tables.packs[key] = (candidates, packed, dataclasses.astuple(budget))
     else:
         budget.nodes, budget.cpu, budget.memory = found[2]
     fills, remaining, why = found[1]
     return list(fills), list(remaining), dict(why)
 
 
-def _pack(
+def _pack_within(
     requests: Sequence[Resources], counts: Sequence[int], candidates: Sequence[Candidate], budget: Budget, *, per_node: int | None, tables: TypeTables
+) -> tuple[list[Fill], list[int], dict[int, str]]:
+    """The cheapest packing; and if the pool's limits leave pods of it over, also the one
+    that makes the most of what the limits leave (each node the one holding the most for
+    the share of the limits it takes): whichever places more pods, then costs less. (The
+    cheapest fleet is often of small nodes; under a limit of nodes or CPU, larger ones
+    place more, and a pod the limits leave over waits until others finish.)"""
+    cheapest = dataclasses.replace(budget)
+    found = _pack(requests, counts, candidates, cheapest, per_node=per_node, tables=tables)
+    left = cheapest
+    if any(why.startswith("limit:") for why in found[2].values()):
+        dense = dataclasses.replace(budget)
+        denser = _pack(requests, counts, candidates, dense, per_node=per_node, tables=tables, dense=True)
+        if (sum(found[1]), _cost(found[0])) > (sum(denser[1]), _cost(denser[0])):
+            found, left = denser, dense
+    budget.nodes, budget.cpu, budget.memory = left.nodes, left.cpu, left.memory
+    return found
+
+
+def _cost(fills: Sequence[Fill]) -> float:
+    return sum(f.candidate.price * f.copies for f in fills)
+
+
+def _pack(
+    requests: Sequence[Resources],
+    counts: Sequence[int],
+    candidates: Sequence[Candidate],
+    budget: Budget,
+    *,
+    per_node: int | None,
+    tables: TypeTables,
+    dense: bool = False,
 ) -> tuple[list[Fill], list[int], dict[int, str]]:
     vectors = Vectors(requests)
     remaining = list(counts)
@@ -301,6 +340,7 @@ def _pack(
     solver = _solver(tuple(shapes))
     usable = pool
     holders: dict[tuple[int, int], Candidate | None] = {}  # (class, types excluded so far) -> the cheapest type that holds one
+    limited: InstanceType | None = None  # the last type the limits ruled out
     while any(remaining):
         if len(usable) + len(excluded) != len(pool):  # a type was excluded: the LP without it
             usable_at = [i for i, c in enumerate(pool) if c.itype.name not in excluded]
@@ -314,7 +354,7 @@ def _pack(
         first = next(i for i, k in enumerate(remaining) if k)
         # The types whose allocatable is worth the most per dollar at the dual prices.
         ranked = tables.ranking(shapes, duals.cpu, duals.memory)
-        best_at = list(itertools.islice((i for i in ranked if pool[i].itype.name not in excluded), CANDIDATES_PER_ROUND))
+        best_at = list(itertools.islice((i for i in ranked if pool[i].itype.name not in excluded), None if dense else CANDIDATES_PER_ROUND))
         trial = [pool[i] for i in best_at]
         # Always try the cheapest type that can hold the first (largest) remaining pod.
         if (first, len(excluded)) not in holders:
@@ -331,10 +371,16 @@ def _pack(
             tuple(sorted(classes, key=lambda i: (-requests[i].memory, -requests[i].cpu))),
         }
         by_value = tuple(sorted(classes, key=lambda i: -value[i]))
+        total = sum(map(operator.mul, value, remaining))  # what is left, at the dual prices
         left = [sum(r[j] * k for r, k in zip(vectors.requests, remaining, strict=True)) for j in range(len(vectors.names))]
         best: tuple[float, float, float, str, Candidate, tuple[int, ...]] | None = None
         for c in trial:
-            if best is not None and _cannot_win(duals, c, -best[0]):
+            share = budget.share(c.itype) if dense else 0.0
+            if share > 1:  # (dense) not one node of it fits the limits left
+                excluded.add(c.itype.name)
+                limited = c.itype
+                continue
+            if not dense and best is not None and _cannot_win(duals, c, -best[0]):
                 continue
             options = [greedy_fill(alloc[c.itype.name], vectors.requests, remaining, per_node, order) for order in sorted(orders)]
             if per_node is None:
@@ -348,9 +394,17 @@ def _pack(
                 # Value per dollar decides; among near-equals, the fill that leaves less of
                 # either resource idle (what the LP cannot see) wins.
                 used = _utilisation(alloc[c.itype.name], vectors, fill)
-                key = (-round(worth / c.price, 3), -used, c.price, c.itype.name)
+                if dense:  # nodes that keep pace with the limits (at their density all that is left fits), by value per dollar; else the densest
+                    density = worth / max(share, 1e-12)
+                    pace = density >= total * (1 - 1e-9)
+                    key = (not pace, -round(worth / c.price if pace else density, 6), c.price, c.itype.name)
+                else:
+                    key = (-round(worth / c.price, 3), -used, c.price, c.itype.name)
                 if best is None or key < best[:4]:
                     best = (*key, c, fill)
+        if best is None and limited is not None and any(greedy_fill(alloc[c.itype.name], [vectors.requests[first]], [1], per_node)[0] for c in pool):
+            _limited(remaining, why, budget, limited)  # a type the limits ruled out holds it: they, not the types, leave it over
+            break
         if best is None:
             why[first] = "fit"
             remaining[first] = 0
@@ -362,16 +416,22 @@ def _pack(
             copies = allowed
         if copies <= 0:
             excluded.add(candidate.itype.name)
+            limited = candidate.itype
             if len(excluded) == len(pool):
-                for i, k in enumerate(remaining):
-                    if k:
-                        why[i] = f"limit:{budget.blocking(candidate.itype)}"
+                _limited(remaining, why, budget, limited)
             continue
         budget.spend(candidate.itype, copies)
         fills.append(Fill(candidate, fill, copies))
         for i, k in enumerate(fill):
             remaining[i] -= k * copies
     return fills, remaining, why
+
+
+def _limited(remaining: Sequence[int], why: dict[int, str], budget: Budget, itype: InstanceType) -> None:
+    """The classes left over are left by the pool's limits (the one ``itype`` ran into)."""
+    for i, k in enumerate(remaining):
+        if k:
+            why[i] = f"limit:{budget.blocking(itype)}"
 
 
 def _cannot_win(duals: Duals, candidate: Candidate, best: float) -> bool:
