@@ -341,6 +341,7 @@ def _pack(
     usable = pool
     holders: dict[tuple[int, int], Candidate | None] = {}  # (class, types excluded so far) -> the cheapest type that holds one
     limited: InstanceType | None = None  # the last type the limits ruled out
+    set_aside = [0] * len(counts)  # pods of classes no type left holds: out of the rounds, still left over
     while any(remaining):
         if len(usable) + len(excluded) != len(pool):  # a type was excluded: the LP without it
             usable_at = [i for i, c in enumerate(pool) if c.itype.name not in excluded]
@@ -402,12 +403,10 @@ def _pack(
                     key = (-round(worth / c.price, 3), -used, c.price, c.itype.name)
                 if best is None or key < best[:4]:
                     best = (*key, c, fill)
-        if best is None and limited is not None and any(greedy_fill(alloc[c.itype.name], [vectors.requests[first]], [1], per_node)[0] for c in pool):
-            _limited(remaining, why, budget, limited)  # a type the limits ruled out holds it: they, not the types, leave it over
-            break
-        if best is None:
-            why[first] = "fit"
-            remaining[first] = 0
+        if best is None:  # no type left holds the first class: set aside (if a type the limits ruled out would, they leave it over)
+            held = limited is not None and any(greedy_fill(alloc[c.itype.name], [vectors.requests[first]], [1], per_node)[0] for c in pool)
+            why[first] = f"limit:{budget.blocking(limited)}" if held and limited is not None else "fit"
+            set_aside[first], remaining[first] = remaining[first], 0
             continue
         candidate, fill = best[4], best[5]
         copies = min(remaining[i] // k for i, k in enumerate(fill) if k)
@@ -417,21 +416,15 @@ def _pack(
         if copies <= 0:
             excluded.add(candidate.itype.name)
             limited = candidate.itype
-            if len(excluded) == len(pool):
-                _limited(remaining, why, budget, limited)
             continue
         budget.spend(candidate.itype, copies)
         fills.append(Fill(candidate, fill, copies))
         for i, k in enumerate(fill):
             remaining[i] -= k * copies
-    return fills, remaining, why
-
-
-def _limited(remaining: Sequence[int], why: dict[int, str], budget: Budget, itype: InstanceType) -> None:
-    """The classes left over are left by the pool's limits (the one ``itype`` ran into)."""
-    for i, k in enumerate(remaining):
-        if k:
-            why[i] = f"limit:{budget.blocking(itype)}"
+    for i, k in enumerate(remaining):  # left when no type was left at all
+        if k and i not in why:
+            why[i] = f"limit:{budget.blocking(limited)}" if limited is not None else "fit"
+    return fills, [k + aside for k, aside in zip(remaining, set_aside, strict=True)], why
 
 
 def _cannot_win(duals: Duals, candidate: Candidate, best: float) -> bool:
