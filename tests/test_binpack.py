@@ -70,3 +70,44 @@ def test_a_packing_kept_is_the_packing_made_afresh(calls: list[tuple[list[tuple[
         answer[0].clear()  # a caller's changes to what it got reach no later answer
         answer[1][0] += 1
     assert len(tables.packs) == len({(tuple(map(tuple, s)), limits, p) for s, limits, p in calls})
+
+
+def _uniform_cost(requests: list[Resources], counts: list[int]) -> float:
+    """The cheapest fleet of one type alone holding every pod (largest first, filled one node
+    after another): worked out here, independently of the packer's rounds."""
+    vectors = binpack.Vectors(requests)
+    order = sorted(range(len(requests)), key=lambda i: (-requests[i].cpu, -requests[i].memory))
+    best = float("inf")
+    for c in binpack.cheapest_per_type(_candidates()):
+        room, remaining, cost = vectors.of(c.allocatable), list(counts), 0.0
+        while any(remaining):
+            fill = binpack.greedy_fill(room, vectors.requests, remaining, None, order)
+            if not any(fill):
+                break
+            remaining = [k - n for k, n in zip(remaining, fill, strict=True)]
+            cost += c.price
+        if not any(remaining):
+            best = min(best, cost)
+    return best
+
+
+def test_nine_pods_of_two_cpus_get_nodes_sized_for_them_not_one_small_node_each() -> None:
+    """Ranked by their whole allocatable per dollar, the largest types were tried first for
+    nine pods and, holding only those nine, lost to the smallest type that holds one: nine
+    c6i.xlarge, $1.53/h, where three c6i.2xlarge hold them for $1.02/h."""
+    fills, remaining, _ = binpack.pack([Resources({"cpu": 2000, "memory": 4 * GI})], [9], _candidates(), binpack.Budget())
+    assert remaining == [0]
+    assert sum(f.counts[0] * f.copies for f in fills) == 9
+    assert sum(f.candidate.price * f.copies for f in fills) <= 3 * 0.34 + 1e-9
+
+
+@settings(max_examples=80, deadline=None)
+@given(classes.filter(lambda shapes: sum(n for *_, n in shapes) <= binpack.UNIFORM_MAX_PODS))
+def test_a_few_pods_never_cost_more_than_the_cheapest_fleet_of_one_type(shapes: list[tuple[int, int, int]]) -> None:
+    requests = [Resources({"cpu": cpu, "memory": memory}) for cpu, memory, _ in shapes]
+    counts = [n for _, _, n in shapes]
+    fills, remaining, _ = binpack.pack(requests, counts, _candidates(), binpack.Budget())
+    uniform = _uniform_cost(requests, counts)
+    if uniform < float("inf"):
+        assert remaining == [0] * len(counts)
+        assert sum(f.candidate.price * f.copies for f in fills) <= uniform * (1 + 1e-9)

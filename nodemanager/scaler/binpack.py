@@ -15,7 +15,7 @@ import itertools
 import math
 import operator
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -25,6 +25,8 @@ from nodemanager.scaler.pools import Candidate, capacity_of
 
 CANDIDATES_PER_ROUND = 10  # most LP-efficient types tried per round
 TABLES_KEPT = 256  # candidate lists whose tables a TypeTables keeps
+UNIFORM_MAX_PODS = 64  # pods at most for which fleets of one type are compared with the packer's
+RANKINGS_KEPT = 4096  # rankings a TypeTables keeps
 PACKS_KEPT = 4096  # packings a TypeTables keeps (a decision packs the few pods that just arrived: the same ones again and again)
 MAX_CLASSES = 64  # the packer's work grows with classes x nodes: more distinct requests are grouped
 GROUPINGS = (16, 32, 48)  # how many groups of similar requests are tried; the cheapest plan wins
@@ -220,18 +222,21 @@ class TypeTables:
 
     def __init__(self) -> None:
         self._tables: dict[tuple, tuple[Sequence[Candidate], list[Candidate], list[Shape], dict[str, tuple[int, ...]]]] = {}
-        self._rankings: dict[tuple[int, float, float], list[int]] = {}
+        self._rankings: dict[tuple[int, float, float, int, int], list[int]] = {}
         # pack's arguments -> (its candidates, what it returned, the budget it left)
         self.packs: dict[tuple, tuple[Sequence[Candidate], tuple[list[Fill], list[int], dict[int, str]], tuple[int | None, ...]]] = {}
 
-    def ranking(self, shapes: list[Shape], cpu_price: float, memory_price: float) -> list[int]:
-        """``shapes``' indices, the most allocatable per dollar at these dual prices first
-        (then the cheaper, then by name). The duals are one of the LP's few vertices, so a
-        ranking is asked for again and again; ``shapes`` is a list these tables hold."""
-        key = (id(shapes), cpu_price, memory_price)
+    def ranking(self, shapes: list[Shape], cpu_price: float, memory_price: float, cpu: int, memory: int) -> list[int]:
+        """``shapes``' indices, the most allocatable per dollar at these dual prices first,
+        counting no more than ``cpu`` and ``memory`` of it (then the cheaper, then by name).
+        The duals are one of the LP's few vertices, so a ranking is asked for again and
+        again; ``shapes`` is a list these tables hold."""
+        key = (id(shapes), cpu_price, memory_price, cpu, memory)
         found = self._rankings.get(key)
         if found is None:
-            worth = [-(cpu_price * s.cpu + memory_price * s.memory) / s.price for s in shapes]
+            if len(self._rankings) >= RANKINGS_KEPT:
+                self._rankings.clear()
+            worth = [-(cpu_price * min(s.cpu, cpu) + memory_price * min(s.memory, memory)) / s.price for s in shapes]
             found = self._rankings[key] = sorted(range(len(shapes)), key=lambda i: (worth[i], shapes[i].price, shapes[i].name))
         return found
 
@@ -308,6 +313,10 @@ def _pack_within(
     cheapest = dataclasses.replace(budget)
     found = _pack(requests, counts, candidates, cheapest, per_node=per_node, tables=tables)
     left = cheapest
+    if sum(counts) <= UNIFORM_MAX_PODS:
+        for plan, spent in _uniform_fleets(requests, counts, candidates, budget, per_node=per_node, tables=tables):
+            if (sum(plan[1]), _cost(plan[0])) < (sum(found[1]), _cost(found[0]) * (1 - 1e-9)):
+                found, left = plan, spent
     if any(why.startswith("limit:") for why in found[2].values()):
         dense = dataclasses.replace(budget)
         denser = _pack(requests, counts, candidates, dense, per_node=per_node, tables=tables, dense=True)
@@ -319,6 +328,38 @@ def _pack_within(
 
 def _cost(fills: Sequence[Fill]) -> float:
     return sum(f.candidate.price * f.copies for f in fills)
+
+
+def _uniform_fleets(
+    requests: Sequence[Resources], counts: Sequence[int], candidates: Sequence[Candidate], budget: Budget, *, per_node: int | None, tables: TypeTables
+) -> Iterator[tuple[tuple[list[Fill], list[int], dict[int, str]], Budget]]:
+    """For a few pods, each type's fleet of its own nodes only, filled one after another
+    (largest pods first) within the budget, for every type that holds them all. The
+    packer's rounds take the type worth the most per dollar for the pods left and then
+    size the rest round by round; for a few pods that can cost more than one type alone
+    (ten pods of 8 CPU and 30 GiB: an m6i.16xlarge with seven and three m6i.4xlarge,
+    $5.38/h, where two m6i.12xlarge hold all ten for $4.61/h), so each fleet of one type
+    is an alternative."""
+    vectors = Vectors(requests)
+    pool, _, alloc = tables.get(candidates, vectors)
+    order = sorted(range(len(requests)), key=lambda i: (-requests[i].cpu, -requests[i].memory))
+    for c in pool:
+        room = alloc[c.itype.name]
+        if not all(greedy_fill(room, [vectors.requests[i]], [1], per_node)[0] for i, k in enumerate(counts) if k):
+            continue
+        spent, remaining, fills = dataclasses.replace(budget), list(counts), []
+        while any(remaining):
+            fill = greedy_fill(room, vectors.requests, remaining, per_node, order)
+            copies = min(remaining[i] // k for i, k in enumerate(fill) if k)
+            allowed = spent.copies(c.itype)
+            copies = copies if allowed is None else min(copies, allowed)
+            if copies <= 0:
+                break
+            spent.spend(c.itype, copies)
+            fills.append(Fill(c, fill, copies))
+            remaining = [k - n * copies for k, n in zip(remaining, fill, strict=True)]
+        why = {i: f"limit:{spent.blocking(c.itype)}" for i, k in enumerate(remaining) if k}
+        yield (fills, remaining, why), spent
 
 
 def _pack(
@@ -350,11 +391,15 @@ def _pack(
         if not usable:
             break
         demand = zip(requests, remaining, strict=True)
-        duals = solver.solve(*map(sum, zip(*((r.cpu * k, r.memory * k) for r, k in demand), strict=True)))
+        want_cpu, want_memory = map(sum, zip(*((r.cpu * k, r.memory * k) for r, k in demand), strict=True))
+        duals = solver.solve(want_cpu, want_memory)
         value = [duals.value(r.cpu, r.memory) for r in requests]
         first = next(i for i, k in enumerate(remaining) if k)
-        # The types whose allocatable is worth the most per dollar at the dual prices.
-        ranked = tables.ranking(shapes, duals.cpu, duals.memory)
+        # The types whose allocatable, as much of it as the pods left can use, is worth the
+        # most per dollar at the dual prices (a node larger than what is left is worth no
+        # more than what is left: ranked by its whole allocatable, the largest types came
+        # first for a few pods and, filled with only those, lost to the smallest that holds one).
+        ranked = tables.ranking(shapes, duals.cpu, duals.memory, want_cpu, want_memory)
         best_at = list(itertools.islice((i for i in ranked if pool[i].itype.name not in excluded), None if dense else CANDIDATES_PER_ROUND))
         trial = [pool[i] for i in best_at]
         # Always try the cheapest type that can hold the first (largest) remaining pod.
