@@ -111,3 +111,29 @@ def test_a_few_pods_never_cost_more_than_the_cheapest_fleet_of_one_type(shapes: 
     if uniform < float("inf"):
         assert remaining == [0] * len(counts)
         assert sum(f.candidate.price * f.copies for f in fills) <= uniform * (1 + 1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0, 1e-4), st.floats(0, 1e-11), st.integers(1, 10**6), st.integers(1, 2**40), st.integers(1, 40))
+def test_the_first_few_of_a_ranking_are_the_first_of_the_whole_ranking(cpu_price: float, memory_price: float, cpu: int, memory: int, first: int) -> None:
+    tables = binpack.TypeTables()
+    _, shapes, _ = tables.get(_candidates(), binpack.Vectors([Resources({"cpu": 1})]))
+    assert tables.ranking(shapes, cpu_price, memory_price, cpu, memory, first=first) == tables.ranking(shapes, cpu_price, memory_price, cpu, memory)[:first]
+
+
+def test_the_types_a_fleet_of_one_type_is_tried_for_are_those_no_type_as_cheap_outdoes() -> None:
+    vectors = binpack.Vectors([Resources({"cpu": 1})])
+    tables = binpack.TypeTables()
+    pool, _, alloc = tables.get(_candidates(), vectors)
+    kept = tables.undominated(_candidates(), vectors)
+    for c in pool:
+        outdone = any(o is not c and o.price <= c.price and all(a >= b for a, b in zip(alloc[o.itype.name], alloc[c.itype.name], strict=True)) for o in pool)
+        strictly = any(
+            o.price < c.price or alloc[o.itype.name] != alloc[c.itype.name]
+            for o in pool
+            if o is not c and o.price <= c.price and all(a >= b for a, b in zip(alloc[o.itype.name], alloc[c.itype.name], strict=True))
+        )
+        if not outdone:
+            assert c in kept
+        elif strictly:
+            assert c not in kept

@@ -11,6 +11,7 @@ with the number of pods. Pool limits bound every emission.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import itertools
 import math
 import operator
@@ -223,22 +224,49 @@ class TypeTables:
     def __init__(self) -> None:
         self._tables: dict[tuple, tuple[Sequence[Candidate], list[Candidate], list[Shape], dict[str, tuple[int, ...]]]] = {}
         self._rankings: dict[tuple[int, float, float, int, int], list[int]] = {}
+        self._columns: dict[int, tuple[list[Shape], list[tuple[int, int, float]]]] = {}  # id(shapes) -> (them, their cpu, memory and price)
+        self._undominated: dict[tuple, tuple[Sequence[Candidate], list[Candidate]]] = {}  # candidates' key -> (them, see undominated)
         # pack's arguments -> (its candidates, what it returned, the budget it left)
         self.packs: dict[tuple, tuple[Sequence[Candidate], tuple[list[Fill], list[int], dict[int, str]], tuple[int | None, ...]]] = {}
 
-    def ranking(self, shapes: list[Shape], cpu_price: float, memory_price: float, cpu: int, memory: int) -> list[int]:
+    def ranking(self, shapes: list[Shape], cpu_price: float, memory_price: float, cpu: int, memory: int, *, first: int | None = None) -> list[int]:
         """``shapes``' indices, the most allocatable per dollar at these dual prices first,
-        counting no more than ``cpu`` and ``memory`` of it (then the cheaper, then by name).
-        The duals are one of the LP's few vertices, so a ranking is asked for again and
-        again; ``shapes`` is a list these tables hold."""
-        key = (id(shapes), cpu_price, memory_price, cpu, memory)
+        counting no more than ``cpu`` and ``memory`` of it (then the cheaper, then by name);
+        only the ``first`` so many (None: all). Asked for again and again (the duals are one
+        of the LP's few vertices, the pods left recur); ``shapes`` is a list these tables hold."""
+        key = (id(shapes), cpu_price, memory_price, cpu, memory, first)
         found = self._rankings.get(key)
         if found is None:
             if len(self._rankings) >= RANKINGS_KEPT:
                 self._rankings.clear()
-            worth = [-(cpu_price * min(s.cpu, cpu) + memory_price * min(s.memory, memory)) / s.price for s in shapes]
-            found = self._rankings[key] = sorted(range(len(shapes)), key=lambda i: (worth[i], shapes[i].price, shapes[i].name))
+            columns = self._columns.get(id(shapes))
+            if columns is None or columns[0] is not shapes:
+                columns = self._columns[id(shapes)] = (shapes, [(s.cpu, s.memory, s.price) for s in shapes])
+            worth = [-(cpu_price * (c if c < cpu else cpu) + memory_price * (m if m < memory else memory)) / p for c, m, p in columns[1]]
+
+            def rank(i: int) -> tuple[float, float, str]:
+                return (worth[i], shapes[i].price, shapes[i].name)
+
+            found = sorted(range(len(shapes)), key=rank) if first is None or first >= len(shapes) else heapq.nsmallest(first, range(len(shapes)), key=rank)
+            self._rankings[key] = found
         return found
+
+    def undominated(self, candidates: Sequence[Candidate], vectors: Vectors) -> list[Candidate]:
+        """The types of ``candidates`` (each at its cheapest) that no type as cheap has at
+        least as much of every resource as: the others never make a cheaper fleet."""
+        key = (tuple(map(id, candidates)), tuple(vectors.names))
+        found = self._undominated.get(key)
+        if found is None or found[0] is not candidates:
+            if len(self._undominated) >= TABLES_KEPT:
+                self._undominated.clear()
+            pool, _, alloc = self.get(candidates, vectors)
+            kept: list[Candidate] = []
+            for c in sorted(pool, key=lambda c: (c.price, [-a for a in alloc[c.itype.name]], c.itype.name)):
+                mine = alloc[c.itype.name]
+                if not any(all(o >= m for o, m in zip(alloc[k.itype.name], mine, strict=True)) for k in kept):
+                    kept.append(c)
+            found = self._undominated[key] = (candidates, kept)
+        return found[1]
 
     def get(self, candidates: Sequence[Candidate], vectors: Vectors) -> tuple[list[Candidate], list[Shape], dict[str, tuple[int, ...]]]:
         key = (tuple(map(id, candidates)), tuple(vectors.names))
@@ -247,6 +275,7 @@ class TypeTables:
             if len(self._tables) >= TABLES_KEPT:
                 self._tables.clear()
                 self._rankings.clear()
+                self._columns.clear()
             pool = cheapest_per_type(candidates)
             shapes = [shape_of(c) for c in pool]
             found = self._tables[key] = (candidates, pool, shapes, {c.itype.name: vectors.of(c.allocatable) for c in pool})
@@ -314,7 +343,7 @@ def _pack_within(
     found = _pack(requests, counts, candidates, cheapest, per_node=per_node, tables=tables)
     left = cheapest
     if sum(counts) <= UNIFORM_MAX_PODS:
-        for plan, spent in _uniform_fleets(requests, counts, candidates, budget, per_node=per_node, tables=tables):
+        for plan, spent in _uniform_fleets(requests, counts, candidates, budget, per_node=per_node, tables=tables, below=_cost(found[0])):
             if (sum(plan[1]), _cost(plan[0])) < (sum(found[1]), _cost(found[0]) * (1 - 1e-9)):
                 found, left = plan, spent
     if any(why.startswith("limit:") for why in found[2].values()):
@@ -331,7 +360,14 @@ def _cost(fills: Sequence[Fill]) -> float:
 
 
 def _uniform_fleets(
-    requests: Sequence[Resources], counts: Sequence[int], candidates: Sequence[Candidate], budget: Budget, *, per_node: int | None, tables: TypeTables
+    requests: Sequence[Resources],
+    counts: Sequence[int],
+    candidates: Sequence[Candidate],
+    budget: Budget,
+    *,
+    per_node: int | None,
+    tables: TypeTables,
+    below: float,
 ) -> Iterator[tuple[tuple[list[Fill], list[int], dict[int, str]], Budget]]:
     """For a few pods, each type's fleet of its own nodes only, filled one after another
     (largest pods first) within the budget, for every type that holds them all. The
@@ -339,12 +375,18 @@ def _uniform_fleets(
     size the rest round by round; for a few pods that can cost more than one type alone
     (ten pods of 8 CPU and 30 GiB: an m6i.16xlarge with seven and three m6i.4xlarge,
     $5.38/h, where two m6i.12xlarge hold all ten for $4.61/h), so each fleet of one type
-    is an alternative."""
+    is an alternative. Types whose fleet could not cost less than ``below`` (as many nodes
+    as the pods' total of some resource needs, or their count over ``per_node``) are skipped."""
     vectors = Vectors(requests)
-    pool, _, alloc = tables.get(candidates, vectors)
+    _, _, alloc = tables.get(candidates, vectors)
     order = sorted(range(len(requests)), key=lambda i: (-requests[i].cpu, -requests[i].memory))
-    for c in pool:
+    total = [sum(r[j] * k for r, k in zip(vectors.requests, counts, strict=True)) for j in range(len(vectors.names))]
+    least = -(-sum(counts) // per_node) if per_node else 1
+    for c in tables.undominated(candidates, vectors):
         room = alloc[c.itype.name]
+        nodes = max([least] + [-(-t // a) if a else math.inf for t, a in zip(total, room, strict=True) if t])
+        if nodes * c.price >= below:
+            continue
         if not all(greedy_fill(room, [vectors.requests[i]], [1], per_node)[0] for i, k in enumerate(counts) if k):
             continue
         spent, remaining, fills = dataclasses.replace(budget), list(counts), []
@@ -399,7 +441,7 @@ def _pack(
         # most per dollar at the dual prices (a node larger than what is left is worth no
         # more than what is left: ranked by its whole allocatable, the largest types came
         # first for a few pods and, filled with only those, lost to the smallest that holds one).
-        ranked = tables.ranking(shapes, duals.cpu, duals.memory, want_cpu, want_memory)
+        ranked = tables.ranking(shapes, duals.cpu, duals.memory, want_cpu, want_memory, first=None if dense else CANDIDATES_PER_ROUND + len(excluded))
         best_at = list(itertools.islice((i for i in ranked if pool[i].itype.name not in excluded), None if dense else CANDIDATES_PER_ROUND))
         trial = [pool[i] for i in best_at]
         # Always try the cheapest type that can hold the first (largest) remaining pod.
