@@ -334,16 +334,18 @@ def pack(
 def _pack_within(
     requests: Sequence[Resources], counts: Sequence[int], candidates: Sequence[Candidate], budget: Budget, *, per_node: int | None, tables: TypeTables
 ) -> tuple[list[Fill], list[int], dict[int, str]]:
-    """The cheapest packing; and if the pool's limits leave pods of it over, also the one
-    that makes the most of what the limits leave (each node the one holding the most for
-    the share of the limits it takes): whichever places more pods, then costs less. (The
-    cheapest fleet is often of small nodes; under a limit of nodes or CPU, larger ones
-    place more, and a pod the limits leave over waits until others finish.)"""
+    """The packer's rounds; for a few pods, also each fleet of one type (``_uniform_fleets``);
+    and if the pool's limits leave pods over, also the packing that makes the most of what
+    the limits leave (each node the one holding the most for the share of the limits it
+    takes). Whichever places more pods, then costs less. (The cheapest fleet is often of
+    small nodes; under a limit of nodes or CPU, larger ones place more, and a pod the
+    limits leave over waits until others finish.)"""
     cheapest = dataclasses.replace(budget)
     found = _pack(requests, counts, candidates, cheapest, per_node=per_node, tables=tables)
     left = cheapest
     if sum(counts) <= UNIFORM_MAX_PODS:
-        for plan, spent in _uniform_fleets(requests, counts, candidates, budget, per_node=per_node, tables=tables, below=_cost(found[0])):
+        below = math.inf if any(found[1]) else _cost(found[0])  # (a fleet that places more may cost more)
+        for plan, spent in _uniform_fleets(requests, counts, candidates, budget, per_node=per_node, tables=tables, below=below):
             if (sum(plan[1]), _cost(plan[0])) < (sum(found[1]), _cost(found[0]) * (1 - 1e-9)):
                 found, left = plan, spent
     if any(why.startswith("limit:") for why in found[2].values()):
