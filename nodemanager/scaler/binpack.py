@@ -16,7 +16,7 @@ import itertools
 import math
 import operator
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -85,6 +85,9 @@ def similar_groupings(requests: Sequence[Resources], counts: Sequence[int], limi
             typical.append(Resources({n: -(-v // pods) for n, v in total.items()}))
         out.append((groups, typical))
     return out
+
+
+Allocatables = Mapping[str, tuple[int, ...]]  # instance type -> its allocatable as a Vectors tuple
 
 
 @dataclass
@@ -345,7 +348,9 @@ def _pack_within(
     left = cheapest
     if sum(counts) <= UNIFORM_MAX_PODS:
         below = math.inf if any(found[1]) else _cost(found[0])  # (a fleet that places more may cost more)
-        for plan, spent in _uniform_fleets(requests, counts, candidates, budget, per_node=per_node, tables=tables, below=below):
+        vectors = Vectors(requests)
+        _, _, alloc = tables.get(candidates, vectors)
+        for plan, spent in _uniform_fleets(tables.undominated(candidates, vectors), alloc, vectors, counts, budget, per_node=per_node, below=below):
             if (sum(plan[1]), _cost(plan[0])) < (sum(found[1]), _cost(found[0]) * (1 - 1e-9)):
                 found, left = plan, spent
     if any(why.startswith("limit:") for why in found[2].values()):
@@ -362,29 +367,20 @@ def _cost(fills: Sequence[Fill]) -> float:
 
 
 def _uniform_fleets(
-    requests: Sequence[Resources],
-    counts: Sequence[int],
-    candidates: Sequence[Candidate],
-    budget: Budget,
-    *,
-    per_node: int | None,
-    tables: TypeTables,
-    below: float,
+    types: Sequence[Candidate], alloc: Allocatables, vectors: Vectors, counts: Sequence[int], budget: Budget, *, per_node: int | None, below: float
 ) -> Iterator[tuple[tuple[list[Fill], list[int], dict[int, str]], Budget]]:
-    """For a few pods, each type's fleet of its own nodes only, filled one after another
-    (largest pods first) within the budget, for every type that holds them all. The
+    """For a few pods, each of ``types``' fleet of its own nodes only, filled one after
+    another (largest pods first) within the budget, for every type that holds them all. The
     packer's rounds take the type worth the most per dollar for the pods left and then
     size the rest round by round; for a few pods that can cost more than one type alone
     (ten pods of 8 CPU and 30 GiB: an m6i.16xlarge with seven and three m6i.4xlarge,
     $5.38/h, where two m6i.12xlarge hold all ten for $4.61/h), so each fleet of one type
     is an alternative. Types whose fleet could not cost less than ``below`` (as many nodes
     as the pods' total of some resource needs, or their count over ``per_node``) are skipped."""
-    vectors = Vectors(requests)
-    _, _, alloc = tables.get(candidates, vectors)
-    order = sorted(range(len(requests)), key=lambda i: (-requests[i].cpu, -requests[i].memory))
+    order = sorted(range(len(counts)), key=lambda i: [-vectors.requests[i][j] for j in vectors.cpu_memory])
     total = [sum(r[j] * k for r, k in zip(vectors.requests, counts, strict=True)) for j in range(len(vectors.names))]
     least = -(-sum(counts) // per_node) if per_node else 1
-    for c in tables.undominated(candidates, vectors):
+    for c in types:
         room = alloc[c.itype.name]
         nodes = max([least] + [-(-t // a) if a else math.inf for t, a in zip(total, room, strict=True) if t])
         if nodes * c.price >= below:
