@@ -136,7 +136,7 @@ class Simulation:
         if dt <= 0:
             return
         t = self.tracker
-        changed = (self.cluster.version, self.controller.records_generation)
+        changed = (self.cluster.version, self.controller.nodes.stamp)
         if changed != self._load_as_of:  # pods and nodes as they are now (most steps change neither)
             self._load_as_of, self._load = changed, self._load_now()
         cpu, memory, alloc_cpu, alloc_memory = self._load

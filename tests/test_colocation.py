@@ -77,10 +77,10 @@ def test_loop_writes_batch_resources_only_when_need_sync_says_so():
     when, reason, messages = h.controller.colocation.synced[name]
     assert reason == "never synced"
     assert "nodeCapacity:16000" in messages[BATCH_CPU]
-    generation = h.controller.records_generation
+    generation = h.controller.nodes.stamp
     h.clock.advance(30)
     h.controller.colocation_loop()
-    assert h.controller.records_generation == generation  # nothing changed: nothing written
+    assert h.controller.nodes.stamp == generation  # nothing changed: nothing written
     assert h.controller.colocation.synced[name][0] == when
     doc = next(n for n in h.controller.status()["nodes"] if n["name"] == name)
     assert doc["batch"]["allocatable"][BATCH_CPU] == str(first)

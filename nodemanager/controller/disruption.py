@@ -147,7 +147,7 @@ class DisruptionController:
                 return
             self._act(again, DisruptionReason.UNDERUTILIZED, now)
             return
-        inputs = (c.cache.generation, c.records_generation, tuple(n.name for n in candidates), frozenset(c.unneeded_since), together)
+        inputs = (c.cache.generation, c.nodes.stamp, tuple(n.name for n in candidates), frozenset(c.unneeded_since), together)
         if inputs == self._fruitless:
             return  # nothing changed since the last pass found nothing
         found, why = self.planner.best(snapshot, candidates, SINGLE_NODE_TRIES, together)

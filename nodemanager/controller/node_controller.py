@@ -127,7 +127,6 @@ class NodeController:
         # When the cache last caught up with the cluster: a heartbeat is missed only if the
         # cluster could have told us of it (a pass starved by a cloud outage reads none).
         self.synced_at = clock.now()
-        self.records_generation = 0
         self._last_inputs: tuple | None = None
         self._planned: tuple[tuple, tuple[Node, ...]] = ((), ())  # the nodes as the scaler plans with them, and what they were made from
         self._pools = {p.name: p for p in config.pools}
@@ -146,7 +145,6 @@ class NodeController:
         if state is NodeState.AVAILABLE and node.ready_at is None:
             node = node.with_changes(ready_at=self.clock.now())
         self.nodes[name] = node
-        self.records_generation += 1
         if state is NodeState.TERMINATED:
             self.terminated_at[name] = self.clock.now()
         return node
@@ -157,7 +155,6 @@ class NodeController:
 
     def _update(self, name: str, **changes: object) -> None:
         self.nodes[name] = self.nodes[name].with_changes(**changes)
-        self.records_generation += 1
 
     def event(self, kind: str, key: str, reason: str, message: str, *, warning: bool = False) -> None:
         """Post a Kubernetes event once the lock is released (at once outside it)."""
@@ -236,7 +233,6 @@ class NodeController:
                     continue
                 self.nodes[instance.node_name] = self._adopt(instance)
                 log.info("adopted instance %s as node %s (%s)", instance.instance_id, instance.node_name, self.nodes[instance.node_name].state)
-            self.records_generation += 1
             self._sync_registrations(now, announce=False)  # adopted nodes registered long ago
             self.ready = True
 
@@ -269,7 +265,7 @@ class NodeController:
                 self._resume_boots()
                 # Compute only when an input changed (or an idle grace ran out): the key is what
                 # this decision is computed from, so whatever applying it changes counts as new.
-                inputs = (self.cache.generation, self.records_generation, frozenset(self.keeper.active(now)), frozenset(self.backoff.active(now)))
+                inputs = (self.cache.generation, self.nodes.stamp, frozenset(self.keeper.active(now)), frozenset(self.backoff.active(now)))
                 due = inputs != self._last_inputs or any(now - since >= self.config.nodes.idle_grace for since in self.unneeded_since.values())
                 read_devices = due and self.cache.has_claims()
             if read_devices:
@@ -380,7 +376,6 @@ class NodeController:
             bound_pods=spec.pods,
             created_at=now,
         )
-        self.records_generation += 1
 
     # -- booting ------------------------------------------------------------------------------
     def _resume_boots(self) -> None:
@@ -596,7 +591,6 @@ class NodeController:
                 del self.nodes[name]
                 self.terminated_at.pop(name, None)
                 self.drain_blocked.discard(name)
-                self.records_generation += 1
             elif node.state is NodeState.TERMINATING and name not in self.marked:
                 self.marked[name] = ("terminating", "terminating")  # confirm on the next reap
 
@@ -685,7 +679,7 @@ class NodeController:
     def _refresh_gauges(self) -> None:
         """Node, pod and cost gauges; the node counts and the cost are made again only when
         the records or the prices changed."""
-        records = (self.records_generation, id(self.catalog))  # what the node counts and the cost are made of
+        records = (self.nodes.stamp, id(self.catalog))  # what the node counts and the cost are made of
         if records != self._gauges_shown[0]:
             counts: dict[tuple[str, NodeState], int] = {}
             for node in self.nodes.values():
