@@ -125,7 +125,7 @@ def test_the_types_a_fleet_of_one_type_is_tried_for_are_those_no_type_as_cheap_o
     vectors = binpack.Vectors([Resources({"cpu": 1})])
     tables = binpack.TypeTables()
     pool, _, alloc = tables.get(_candidates(), vectors)
-    kept = tables.undominated(_candidates(), vectors)
+    kept = tables.undominated(pool, alloc)
     for c in pool:
         outdone = any(o is not c and o.price <= c.price and all(a >= b for a, b in zip(alloc[o.itype.name], alloc[c.itype.name], strict=True)) for o in pool)
         strictly = any(

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from nodemanager.model import InstanceType, Resources
+from nodemanager.scaler.by_identity import ByIdentity
 from nodemanager.scaler.lp import Duals, DualSolver, Shape
 from nodemanager.scaler.pools import Candidate, capacity_of
 
@@ -227,8 +228,8 @@ class TypeTables:
     def __init__(self) -> None:
         self._tables: dict[tuple, tuple[Sequence[Candidate], list[Candidate], list[Shape], dict[str, tuple[int, ...]]]] = {}
         self._rankings: dict[tuple[int, float, float, int, int], list[int]] = {}
-        self._columns: dict[int, tuple[list[Shape], list[tuple[int, int, float]]]] = {}  # id(shapes) -> (them, their cpu, memory and price)
-        self._undominated: dict[tuple, tuple[Sequence[Candidate], list[Candidate]]] = {}  # candidates' key -> (them, see undominated)
+        self._columns: ByIdentity[list[Shape], list[tuple[int, int, float]]] = ByIdentity(TABLES_KEPT)  # shapes -> their cpu, memory and price
+        self._undominated: ByIdentity[list[Candidate], list[Candidate]] = ByIdentity(TABLES_KEPT)  # a pool of ``get`` -> see undominated
         # pack's arguments -> (its candidates, what it returned, the budget it left)
         self.packs: dict[tuple, tuple[Sequence[Candidate], tuple[list[Fill], list[int], dict[int, str]], tuple[int | None, ...]]] = {}
 
@@ -242,10 +243,8 @@ class TypeTables:
         if found is None:
             if len(self._rankings) >= RANKINGS_KEPT:
                 self._rankings.clear()
-            columns = self._columns.get(id(shapes))
-            if columns is None or columns[0] is not shapes:
-                columns = self._columns[id(shapes)] = (shapes, [(s.cpu, s.memory, s.price) for s in shapes])
-            worth = [-(cpu_price * (c if c < cpu else cpu) + memory_price * (m if m < memory else memory)) / p for c, m, p in columns[1]]
+            columns = self._columns.get(shapes, lambda them: [(s.cpu, s.memory, s.price) for s in them])
+            worth = [-(cpu_price * (c if c < cpu else cpu) + memory_price * (m if m < memory else memory)) / p for c, m, p in columns]
 
             def rank(i: int) -> tuple[float, float, str]:
                 return (worth[i], shapes[i].price, shapes[i].name)
@@ -254,22 +253,10 @@ class TypeTables:
             self._rankings[key] = found
         return found
 
-    def undominated(self, candidates: Sequence[Candidate], vectors: Vectors) -> list[Candidate]:
-        """The types of ``candidates`` (each at its cheapest) that no type as cheap has at
-        least as much of every resource as: the others never make a cheaper fleet."""
-        key = (tuple(map(id, candidates)), tuple(vectors.names))
-        found = self._undominated.get(key)
-        if found is None or found[0] is not candidates:
-            if len(self._undominated) >= TABLES_KEPT:
-                self._undominated.clear()
-            pool, _, alloc = self.get(candidates, vectors)
-            kept: list[Candidate] = []
-            for c in sorted(pool, key=lambda c: (c.price, [-a for a in alloc[c.itype.name]], c.itype.name)):
-                mine = alloc[c.itype.name]
-                if not any(all(o >= m for o, m in zip(alloc[k.itype.name], mine, strict=True)) for k in kept):
-                    kept.append(c)
-            found = self._undominated[key] = (candidates, kept)
-        return found[1]
+    def undominated(self, pool: list[Candidate], alloc: Allocatables) -> list[Candidate]:
+        """Of a ``pool`` that ``get`` gave (with its allocatables), the types that no type as
+        cheap has at least as much of every resource as: the others never make a cheaper fleet."""
+        return self._undominated.get(pool, lambda types: _undominated(types, alloc))
 
     def get(self, candidates: Sequence[Candidate], vectors: Vectors) -> tuple[list[Candidate], list[Shape], dict[str, tuple[int, ...]]]:
         key = (tuple(map(id, candidates)), tuple(vectors.names))
@@ -279,10 +266,20 @@ class TypeTables:
                 self._tables.clear()
                 self._rankings.clear()
                 self._columns.clear()
+                self._undominated.clear()
             pool = cheapest_per_type(candidates)
             shapes = [shape_of(c) for c in pool]
             found = self._tables[key] = (candidates, pool, shapes, {c.itype.name: vectors.of(c.allocatable) for c in pool})
         return found[1], found[2], found[3]
+
+
+def _undominated(pool: list[Candidate], alloc: Allocatables) -> list[Candidate]:
+    kept: list[Candidate] = []
+    for c in sorted(pool, key=lambda c: (c.price, [-a for a in alloc[c.itype.name]], c.itype.name)):
+        mine = alloc[c.itype.name]
+        if not any(all(o >= m for o, m in zip(alloc[k.itype.name], mine, strict=True)) for k in kept):
+            kept.append(c)
+    return kept
 
 
 def pack_similar(
@@ -349,8 +346,8 @@ def _pack_within(
     if sum(counts) <= UNIFORM_MAX_PODS:
         below = math.inf if any(found[1]) else _cost(found[0])  # (a fleet that places more may cost more)
         vectors = Vectors(requests)
-        _, _, alloc = tables.get(candidates, vectors)
-        for plan, spent in _uniform_fleets(tables.undominated(candidates, vectors), alloc, vectors, counts, budget, per_node=per_node, below=below):
+        pool, _, alloc = tables.get(candidates, vectors)
+        for plan, spent in _uniform_fleets(tables.undominated(pool, alloc), alloc, vectors, counts, budget, per_node=per_node, below=below):
             if (sum(plan[1]), _cost(plan[0])) < (sum(found[1]), _cost(found[0]) * (1 - 1e-9)):
                 found, left = plan, spent
     if any(why.startswith("limit:") for why in found[2].values()):
