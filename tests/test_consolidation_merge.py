@@ -14,10 +14,12 @@ from hypothesis import strategies as st
 
 from nodemanager.config.schema import Limits, Pool
 from nodemanager.model import NodeState, PodPhase, Resources
+from nodemanager.model.by_node import PodsByNode
 from nodemanager.model.pod import Pod
 from nodemanager.model.ports import HostPort
 from nodemanager.scaler import ClusterSnapshot
 from nodemanager.scaler.consolidation import CheaperSizes, Planner
+from nodemanager.scaler.decision import Decision
 
 
 def _pool(*types: str) -> Pool:
@@ -108,3 +110,24 @@ def test_a_what_if_binds_the_same_pods_on_one_node_that_holds_them(asks: list[tu
         assert set(spec.pods) == set(merged.bindings)
         requests = Resources.total((p.requests for p in pods if p.key in merged.bindings), Resources({"pods": len(spec.pods)}))
         assert requests.fits(CATALOG[spec.instance_type].allocatable)
+
+
+def test_a_what_ifs_grouping_is_its_own_pods_grouped() -> None:
+    """A what-if keeps the other nodes' pod tuples (their pictures are reused), and its
+    grouping is exactly its pods grouped afresh: the moving pods wait, in key order, and the
+    DaemonSet pods of the nodes that go go with them."""
+    nodes = [dataclasses.replace(node(f"n{i}", "b.large", state=NodeState.AVAILABLE), allocatable=CATALOG["b.large"].allocatable) for i in range(3)]
+    running = [pod(f"p{i}{j}", cpu="200m", node=f"n{i}", phase=PodPhase.RUNNING) for i in range(3) for j in range(2)]
+    daemon = dataclasses.replace(pod("ds-n1", node="n1", phase=PodPhase.RUNNING), daemon_set="ds")
+    pods = (pod("waiting"), *running, daemon)
+    asked: list[ClusterSnapshot] = []
+    planner = Planner(lambda s: asked.append(s) or Decision(), lambda n: 0.2, lambda _n: 0, sizes_below=lambda _price, _pods: [])
+    snapshot = ClusterSnapshot(pods, tuple(nodes))
+    planner.relocate(snapshot, [nodes[1], nodes[0]])
+    [what_if] = asked
+    fresh = PodsByNode.of(what_if.pods)
+    assert what_if.by_node is what_if.grouped
+    assert what_if.by_node.waiting == fresh.waiting
+    assert [p.key for p in fresh.waiting] == ["default/waiting", "default/p00", "default/p01", "default/p10", "default/p11"]
+    assert dict(what_if.by_node.placed) == dict(fresh.placed) == {"n2": snapshot.by_node.placed["n2"]}
+    assert what_if.by_node.placed["n2"] is snapshot.by_node.placed["n2"]

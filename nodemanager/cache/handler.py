@@ -18,12 +18,16 @@ from nodemanager.cache.key_ordered import KeyOrdered
 from nodemanager.cache.pod_state import PodOp, PodState, next_state
 from nodemanager.cluster.base import ClusterEvent, ClusterNode, ClusterObject, EventType, Heartbeats, NodeEvent, ObjectEvent, PodEvent
 from nodemanager.model import Pod, PodKey, PodPhase, Resources
+from nodemanager.model.by_node import PodsByNode
 from nodemanager.model.daemonset import DaemonSet
 from nodemanager.model.pdb import PodDisruptionBudget
 from nodemanager.model.pod_owners import SELECTING_KINDS, Namespace, PodSelecting
 from nodemanager.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass, VolumeContext
 
 DEFAULT_ASSUME_TTL = 15 * 60.0  # seconds (godel-scheduler's PodAssumedTTL)
+
+
+_KEY = attrgetter("key")
 
 
 def _itself(pod: Pod) -> Pod:
@@ -52,6 +56,7 @@ class CacheSnapshot:
     pods: tuple[Pod, ...]  # waiting pods, then assumed and added ones on their nodes
     nodes: Mapping[str, ClusterNode]
     generation: int
+    grouped: PodsByNode | None = None  # ``pods`` by node (None: group them when asked)
     daemon_sets: tuple[DaemonSet, ...] = ()
     volumes: VolumeContext | None = None  # None: the cluster has no volume objects
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # labels by namespace
@@ -68,12 +73,14 @@ class ClusterEventsHandler:
         self._waiting: KeyOrdered[Pod] = KeyOrdered(_itself)
         self._usage: dict[str, NodeUsage] = defaultdict(NodeUsage)
         self._held: dict[str, frozenset[PodKey]] = {}  # node -> its ``pods``, frozen when they change (see pods_by_node)
+        self._on: dict[str, dict[PodKey, Pod]] = {}  # node -> every pod placed there (DaemonSet and mirror pods too)
+        self._on_sorted: dict[str, tuple[Pod, ...]] = {}  # node -> those pods in key order, made when first asked after a change
         self._nodes: dict[str, ClusterNode] = {}
         self._objects: dict[type, dict[str, ClusterObject]] = defaultdict(dict)
         self.generation = 0
         self.nodes_generation = 0  # moves when a Node changes other than by its heartbeat
         self._assumed: dict[PodKey, None] = {}  # the entries in state Assumed, in the order they were assumed
-        self._pods_as_of: tuple[int, tuple[Pod, ...], bool] | None = None  # see _pods
+        self._pods_as_of: tuple[int, PodsByNode, bool] | None = None  # see _pods
         self.finished: list[Pod] = []  # pods that left a node since the last take_finished()
 
     # -- the state machine ----------------------------------------------------------------
@@ -90,6 +97,8 @@ class ClusterEventsHandler:
         return state
 
     def _place(self, pod: Pod) -> None:
+        self._on.setdefault(pod.node_name, {})[pod.key] = pod
+        self._on_sorted.pop(pod.node_name, None)
         usage = self._usage[pod.node_name]
         if pod.of_node:
             usage.node_pods.add(pod.key)
@@ -99,6 +108,11 @@ class ClusterEventsHandler:
         usage.requested = usage.requested + pod.requests
 
     def _unplace(self, pod: Pod) -> None:
+        on = self._on[pod.node_name]
+        del on[pod.key]
+        if not on:
+            del self._on[pod.node_name]
+        self._on_sorted.pop(pod.node_name, None)
         usage = self._usage[pod.node_name]
         if pod.key in usage.pods:
             usage.pods.discard(pod.key)
@@ -261,13 +275,14 @@ class ClusterEventsHandler:
     # -- reading ---------------------------------------------------------------------------
     def snapshot(self) -> CacheSnapshot:
         with self._lock:
-            pods, claims = self._pods()
+            grouped, claims = self._pods()
+            pods = grouped.pods
             daemon_sets = tuple(obj for _, obj in sorted(self._objects[DaemonSet].items()) if isinstance(obj, DaemonSet))
             namespaces = {name: ns.labels for name, ns in self._objects[Namespace].items() if isinstance(ns, Namespace)}
             selecting = tuple(o for kind in SELECTING_KINDS for _, o in sorted(self._objects[kind].items()) if isinstance(o, PodSelecting))
             pdbs = tuple(b for _, b in sorted(self._objects[PodDisruptionBudget].items()) if isinstance(b, PodDisruptionBudget))
             nodes = MappingProxyType(dict(self._nodes))
-            return CacheSnapshot(pods, nodes, self.generation, daemon_sets, self._volume_context(), namespaces, selecting, pdbs, claims)
+            return CacheSnapshot(pods, nodes, self.generation, grouped, daemon_sets, self._volume_context(), namespaces, selecting, pdbs, claims)
 
     def _volume_context(self) -> VolumeContext | None:
         claims, volumes, classes = (dict(self._objects[kind]) for kind in (PersistentVolumeClaim, PersistentVolume, StorageClass))
@@ -280,12 +295,19 @@ class ClusterEventsHandler:
         with self._lock:
             return self._pods()[1]
 
-    def _pods(self) -> tuple[tuple[Pod, ...], bool]:
-        """The snapshot's pods (waiting, then placed, each by key), and whether any uses a
-        resource claim: made once per generation (every pod change makes a new one)."""
+    def _pods(self) -> tuple[PodsByNode, bool]:
+        """The snapshot's pods (waiting, then placed, each by key) grouped by node, and
+        whether any uses a resource claim: made once per generation (every pod change makes
+        a new one); a node's pods are sorted again only when they changed."""
         if self._pods_as_of is None or self._pods_as_of[0] != self.generation:
-            pods = self._waiting.pods() + self._entries.pods()
-            self._pods_as_of = (self.generation, pods, any(p.claims for p in pods))
+            waiting = self._waiting.pods()
+            pods = waiting + self._entries.pods()
+            sorted_on = self._on_sorted
+            for name, on in self._on.items():
+                if name not in sorted_on:
+                    sorted_on[name] = tuple(sorted(on.values(), key=_KEY))
+            grouped = PodsByNode(pods, waiting, dict(sorted_on))
+            self._pods_as_of = (self.generation, grouped, any(p.claims for p in pods))
         return self._pods_as_of[1], self._pods_as_of[2]
 
     def pods_by_node(self) -> dict[str, frozenset[PodKey]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections import Counter, defaultdict, deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -179,7 +179,7 @@ class DisruptionController:
                 reason, why = DisruptionReason.EXPIRED, f"older than expireAfter {expire:g}s"
             elif drift := drifted(node, pool, c.catalog, current_image(node.instance_type) if current_image else None):
                 reason, why = DisruptionReason.DRIFTED, drift
-                held = [p for p in snapshot.pods if p.node_name == node.name and not p.of_node]
+                held = snapshot.by_node.held(node.name)
                 keep = next((p for p in held if p.do_not_disrupt), None)
                 over = next((b.key for b in snapshot.pdbs if sum(b.selects(p) for p in held) > allowance[b.key]), None)
                 if keep is not None or registered.do_not_disrupt or over is not None:
@@ -239,10 +239,7 @@ class DisruptionController:
         them may go together (their pods within every PodDisruptionBudget); and why nodes
         that hold pods are not candidates."""
         c = self.c
-        held_by: dict[str, list[Pod]] = defaultdict(list)
-        for pod in snapshot.pods:
-            if pod.node_name and not pod.of_node:
-                held_by[pod.node_name].append(pod)
+        by_node = snapshot.by_node
         blocked: dict[NodeName, str] = {}
         found: list[tuple[int, float, str, Node]] = []
         for node in snapshot.nodes:
@@ -259,7 +256,7 @@ class DisruptionController:
                 or now - since < pool.disruption.consolidate_after
             ):
                 continue
-            keep = next((p for p in held_by[node.name] if p.do_not_disrupt), None)
+            keep = next((p for p in by_node.held(node.name) if p.do_not_disrupt), None)
             if keep is not None or registered.do_not_disrupt:
                 blocked[node.name] = f"{DO_NOT_DISRUPT_ANNOTATION} on {'pod ' + keep.key if keep else 'the node'}"
             elif registered.unschedulable:
@@ -281,7 +278,7 @@ class DisruptionController:
             if left <= 0:
                 blocked[node.name] = f"disruption budget: {budget or 'none left'}"
                 continue
-            takes = Counter(b.key for p in held_by[node.name] for b in snapshot.pdbs if b.selects(p))
+            takes = Counter(b.key for p in by_node.held(node.name) for b in snapshot.pdbs if b.selects(p))
             over = next((k for k, n in sorted(takes.items()) if n > allowance[k]), None)
             if over is not None:
                 blocked[node.name] = f"PodDisruptionBudget {over} allows {allowance[over]} eviction(s) now; {takes[over]} of its pods run here"

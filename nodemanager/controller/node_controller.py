@@ -300,6 +300,7 @@ class NodeController:
             {pool: pause.describe() for pool, pause in self.backoff.active(now).items()},
             self.disruption.reserved,
             cached.pdbs,
+            grouped=cached.grouped,
         )
 
     def _planning_nodes(self) -> tuple[Node, ...]:

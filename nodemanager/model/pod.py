@@ -8,7 +8,7 @@ the client's own serializer into the same parser, so both give the same ``Pod``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, NewType
@@ -18,7 +18,7 @@ from nodemanager.model.interpod import NO_AFFINITY, PodAffinity, SpreadConstrain
 from nodemanager.model.manifest import as_list as _list
 from nodemanager.model.manifest import as_mapping
 from nodemanager.model.ports import ANY_IP, HostPort
-from nodemanager.model.resources import ZERO, Resources, asks_for_batch
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, ZERO, Resources, asks_for_batch
 from nodemanager.model.selectors import Operator, Requirement, SelectorTerm, TaintEffect, Toleration, terms_match
 
 PodKey = NewType("PodKey", str)  # "namespace/name"
@@ -367,3 +367,13 @@ def _claims(spec: Mapping[str, Any], namespace: str, pod: str, where: str) -> tu
         else:
             raise InvalidManifest(f"{where}[{i}]", "needs resourceClaimName or resourceClaimTemplateName")
     return tuple(out)
+
+
+def as_regular(pod: Pod) -> Pod:
+    """The pod with its batch requests turned into cpu and memory requests (where no pool
+    offers batch resources, a batch pod's requests are ordinary ones)."""
+    if not pod.batch:
+        return pod
+    batch_cpu, batch_memory = pod.requests[BATCH_CPU], pod.requests[BATCH_MEMORY]
+    regular = pod.requests - Resources({BATCH_CPU: batch_cpu, BATCH_MEMORY: batch_memory}) + Resources({"cpu": batch_cpu, "memory": batch_memory})
+    return replace(pod, requests=regular)

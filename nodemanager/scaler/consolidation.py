@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod, PodPhase
+from nodemanager.model.by_node import PodsByNode
 from nodemanager.scaler.decision import Decision, NodeSpec
 from nodemanager.scaler.pools import PoolView
 from nodemanager.scaler.snapshot import ClusterSnapshot
@@ -19,6 +21,7 @@ from nodemanager.scaler.usable import UsableOfferings, placement_key
 SPOT_TO_SPOT_CHOICES = 15  # cheaper spot types needed before a spot node is replaced by spot (Karpenter's)
 MULTI_NODE_MAX = 100  # candidates multi-node consolidation considers at once (Karpenter's)
 SIZES_KEPT = 256  # kinds of moving pods (and placements) whose cheaper offerings the quick test keeps
+_KEY = operator.attrgetter("key")
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ class Planner:
         self.own_node = own_node  # True for a pod that may go only to such nodes: a new node holds it alone
         self.evaluations = 0
         # The last snapshot's room, kept with it: an id could be reused once a snapshot is freed.
-        self._room: tuple[ClusterSnapshot, dict[str, list[Pod]], dict[str, tuple[int, int]]] | None = None
+        self._room: tuple[ClusterSnapshot, dict[str, tuple[int, int]]] | None = None
 
     def _hopeless(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> bool:
         """A quick test before the what-if, with room counted generously (only CPU and
@@ -72,19 +75,16 @@ class Planner:
         that all of them may use (their selectors, affinity and tolerations allow it), or are
         more than one and one of them may go only to a cell pool's nodes (which hold one pod)."""
         if self._room is None or self._room[0] is not snapshot:
-            held: dict[str, list[Pod]] = {}
-            for p in snapshot.pods:
-                if p.node_name and not p.of_node:
-                    held.setdefault(p.node_name, []).append(p)
+            by_node = snapshot.by_node
             free = {}
             for n in snapshot.nodes:
                 if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED) and self.takes_more(n):
-                    on = held.get(n.name, ())
+                    on = by_node.held(n.name)
                     free[n.name] = (n.allocatable.cpu - sum(p.requests.cpu for p in on), n.allocatable.memory - sum(p.requests.memory for p in on))
-            self._room = (snapshot, held, free)
-        _, held, free = self._room
+            self._room = (snapshot, free)
+        _, free = self._room
         names = {n.name for n in nodes}
-        moving = [p for name in names for p in held.get(name, ())]
+        moving = [p for name in names for p in snapshot.by_node.held(name)]
         asks = [p.requests.cpu_memory() for p in moving]
         price = sum(self.price_of(n) for n in nodes)
         sizes = self.sizes_below(price, ())
@@ -107,13 +107,18 @@ class Planner:
         several), or None and why they could not all go."""
         self.evaluations += 1
         names = {n.name for n in nodes}
-        moving = [dataclasses.replace(p, node_name="", phase=PodPhase.PENDING) for p in snapshot.pods if p.node_name in names and not p.of_node]
-        staying = [p for p in snapshot.pods if p.node_name not in names]
+        by_node = snapshot.by_node
+        held = sorted((p for name in names for p in by_node.held(name)), key=_KEY)
+        moving = [dataclasses.replace(p, node_name="", phase=PodPhase.PENDING) for p in held]
+        waiting = by_node.waiting + tuple(moving)
+        staying = {name: on for name, on in by_node.placed.items() if name not in names}  # the pods of every other node, as they were
+        pods = waiting + tuple(p for on in staying.values() for p in on)
         what_if = dataclasses.replace(
             snapshot,
             one_new_node=one_new_node,
-            pods=tuple(staying + moving),
+            pods=pods,
             nodes=tuple(dataclasses.replace(n, state=NodeState.TERMINATING) if n.name in names else n for n in snapshot.nodes),
+            grouped=PodsByNode(pods, waiting, staying),
         )
         decision = self.compute(what_if)
         missing = [p.key for p in moving if p.key not in decision.bindings]

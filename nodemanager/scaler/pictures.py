@@ -21,27 +21,30 @@ from collections.abc import Iterable, Sequence
 from cloud.catalog import Catalog
 from nodemanager.model import Node, NodeState, Pod
 from nodemanager.model.daemonset import daemon_overhead
+from nodemanager.model.pod import as_regular
 from nodemanager.scaler.pools import PoolView, node_node_info
 from nodemanager.scheduling.nodeinfo import NodeInfo
 
 
 class NodePictures:
-    def __init__(self, catalog: Catalog, volume_bytes: int, daemon_sets: tuple) -> None:
+    def __init__(self, catalog: Catalog, volume_bytes: int, daemon_sets: tuple, *, regular: bool = False) -> None:
         self.catalog = catalog
         self.volume_bytes = volume_bytes
         self.daemon_sets = daemon_sets  # the DaemonSets every picture allows for
+        self.regular = regular  # batch pods' requests count as cpu and memory (no pool offers batch resources)
         # node name -> (the record, its pool's view, its pods, the picture as built)
         self._kept: dict[str, tuple[Node, PoolView | None, tuple[Pod, ...], NodeInfo]] = {}
 
     def info(self, node: Node, view: PoolView | None, pods: Sequence[Pod]) -> NodeInfo:
-        """A picture of ``node`` holding ``pods`` (in key order). Lent: a computation that
-        changes it must name it to ``spoiled`` before the next computation starts."""
+        """A picture of ``node`` holding ``pods`` (in key order; the same tuple as last time
+        when they are the same, as the cache gives them). Lent: a computation that changes
+        it must name it to ``spoiled`` before the next computation starts."""
         kept = self._kept.get(node.name)
         if kept is not None and kept[1] is view and _same_node(kept[0], node) and _same_pods(kept[2], pods):
             return kept[3]
         info = node_node_info(node, view, self.catalog, self.volume_bytes)
         if pods:
-            info.add_pods(pods)
+            info.add_pods([as_regular(p) for p in pods] if self.regular else pods)
         if self.daemon_sets:
             # DaemonSet pods that will run here but do not yet keep their room.
             present = frozenset(p.daemon_set for p in pods if p.daemon_set)
@@ -82,5 +85,6 @@ def _same_node(a: Node, b: Node) -> bool:
 
 
 def _same_pods(a: tuple[Pod, ...], b: Sequence[Pod]) -> bool:
-    """The same pods in the same order (compared in C: the same objects, as they mostly are, at once)."""
-    return len(a) == len(b) and a == tuple(b)
+    """The same pods in the same order (the same tuple, as the cache's mostly are; else
+    compared in C: the same objects at once)."""
+    return a is b or (len(a) == len(b) and a == tuple(b))

@@ -28,7 +28,6 @@ import functools
 import gc
 import hashlib
 import heapq
-import operator
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -42,9 +41,9 @@ from nodemanager.dra.context import instance_slices
 from nodemanager.model import BINDABLE_STATES, LIVE_STATES, CapacityPolicy, CapacityType, NodeName, NodeState, Pod, PodKey, PodPhase, Resources
 from nodemanager.model.interpod import NO_AFFINITY, SpreadConstraint, parse_spread_defaults
 from nodemanager.model.labels import HOSTNAME, ZONE
-from nodemanager.model.pod import TERMINAL_PHASES
+from nodemanager.model.pod import as_regular
 from nodemanager.model.pod_owners import SpreadDefaults
-from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, extended
+from nodemanager.model.resources import extended
 from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scaler import binpack
 from nodemanager.scaler import interpod_plan as plan
@@ -238,27 +237,18 @@ class _Run:
             self.s.pod_keys = {k: v for k, v in kept.items() if k[0] in live}
         regular = not self.s.settings.colocation  # no pool offers batch resources: batch requests are ordinary cpu and memory
         defaults = SpreadDefaults(self.s.settings.spread_defaults, self.snapshot.pod_selecting)
+        grouped = self.snapshot.by_node  # the placed pods by node (batch ones as the pictures see them: see NodePictures)
         waiting: dict[PodKey, Pod] = {}
-        placed: dict[str, list[Pod]] = defaultdict(list)
-        for pod in self.snapshot.pods:  # one pass: every pod of the cluster comes here
-            if pod.phase in TERMINAL_PHASES:
-                continue
-            if regular and pod.batch:
-                pod = as_regular(pod)  # noqa: PLW2901 (the pod as this computation sees it)
-            if pod.node_name:
-                placed[pod.node_name].append(pod)
-            elif pod.phase is PodPhase.PENDING and not pod.of_node and pod.key not in self.excluded:
-                waiting[pod.key] = defaults.apply(pod)
-        for on_node in placed.values():
-            if len(on_node) > 1:  # (most nodes of a busy cluster hold one pod or two: no call for one)
-                on_node.sort(key=_KEY)
+        for pod in grouped.waiting:
+            if pod.phase is PodPhase.PENDING and not pod.of_node and pod.key not in self.excluded:
+                waiting[pod.key] = defaults.apply(as_regular(pod) if regular and pod.batch else pod)
         self.waiting.update(self.excluded)
         pictures = self.s.pictures  # allowing for these DaemonSets: views_for saw them first
         pictures.forget_all_but(self.snapshot.nodes)
         for node in sorted(self.snapshot.nodes, key=lambda n: n.name):
             if node.state not in LIVE_STATES:
                 continue
-            info = self.infos[node.name] = pictures.info(node, self.view_by_name.get(node.pool), placed.get(node.name, ()))
+            info = self.infos[node.name] = pictures.info(node, self.view_by_name.get(node.pool), grouped.on(node.name))
             self.node_state[node.name] = node.state
             if node.state in _READINESS:
                 self.readiness[node.name] = _READINESS[node.state]
@@ -1101,9 +1091,6 @@ def node_level(pod: Pod) -> Pod:
     return dataclasses.replace(pod, spread=(), pod_affinity=NO_AFFINITY) if pod.spread or pod.pod_affinity else pod
 
 
-_KEY = operator.attrgetter("key")
-
-
 def _summed(scores: Iterable[dict[str, int]]) -> dict[str, int]:
     """Each node's total over the score plugins."""
     totals: dict[str, int] = {}
@@ -1114,15 +1101,6 @@ def _summed(scores: Iterable[dict[str, int]]) -> dict[str, int]:
         for name, value in by_node.items():
             totals[name] += value
     return totals
-
-
-def as_regular(pod: Pod) -> Pod:
-    """The pod with its batch requests turned into cpu and memory requests."""
-    if not pod.batch:
-        return pod
-    batch_cpu, batch_memory = pod.requests[BATCH_CPU], pod.requests[BATCH_MEMORY]
-    regular = pod.requests - Resources({BATCH_CPU: batch_cpu, BATCH_MEMORY: batch_memory}) + Resources({"cpu": batch_cpu, "memory": batch_memory})
-    return dataclasses.replace(pod, requests=regular)
 
 
 def _distinct(pods: Iterable[Pod]) -> list[Pod]:
@@ -1159,7 +1137,8 @@ class BindingNodeScaler:
         # that zone and capacity type with those resources): what right-sizing looks through
         self.domains: dict[tuple, tuple[Sequence[Candidate], list[Candidate]]] = {}
         self.pod_keys: dict[tuple[int, bool], tuple[Pod, tuple]] = {}  # (id(pod), node_only) -> (the pod, its constraint_key)
-        self.pictures = NodePictures(catalog, settings.nodes.volume_size, self._views_daemon_sets)  # each existing node as computations start from it
+        # each existing node as computations start from it
+        self.pictures = NodePictures(catalog, settings.nodes.volume_size, self._views_daemon_sets, regular=not settings.colocation)
         # The nodes the last capped plan left for later, reused while what they were planned
         # from stays the same (checked in full before each use; see ``deferred``).
         self.deferred: DeferredPlan | None = None
@@ -1176,7 +1155,7 @@ class BindingNodeScaler:
             self.frontiers.clear()
             self.by_type.clear()
             self.domains.clear()
-            self.pictures = NodePictures(self.catalog, settings.nodes.volume_size, daemon_sets)
+            self.pictures = NodePictures(self.catalog, settings.nodes.volume_size, daemon_sets, regular=not settings.colocation)
         return self.views
 
     def compute(self, snapshot: ClusterSnapshot, now: float) -> Decision:

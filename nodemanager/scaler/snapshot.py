@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 
 from nodemanager.dra.context import DeviceContext
 from nodemanager.model import Node, NodeName, Pod
+from nodemanager.model.by_node import PodsByNode
 from nodemanager.model.daemonset import DaemonSet
 from nodemanager.model.pdb import PodDisruptionBudget
 from nodemanager.model.pod_owners import PodSelecting
@@ -32,3 +34,12 @@ class ClusterSnapshot:
     reserved: frozenset[NodeName] = frozenset()  # nodes booted to replace others: not idle while their pods move
     pdbs: tuple[PodDisruptionBudget, ...] = ()  # what voluntary disruption may evict now
     one_new_node: bool = False  # a consolidation's what-if: the pods that move may take one new node at most
+    grouped: PodsByNode | None = None  # ``pods`` already grouped (the cache keeps them so): see ``by_node``
+
+    @cached_property
+    def by_node(self) -> PodsByNode:
+        """``pods``, waiting and by node: ``grouped`` if it was made from these very pods (a
+        copy made with other pods, as a what-if is, does not carry a stale one), else grouped
+        now, once."""
+        grouped = self.grouped
+        return grouped if grouped is not None and grouped.pods is self.pods else PodsByNode.of(self.pods)
