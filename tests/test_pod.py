@@ -211,3 +211,19 @@ def test_a_pod_knows_whether_it_asks_for_batch_capacity_whatever_made_it() -> No
     assert not Pod("default", "r", "u", Resources({"cpu": 500})).batch
     assert not dataclasses.replace(batch, requests=Resources({"cpu": 500})).batch  # made again with the pod
     assert dataclasses.replace(batch, node_name="n1").batch
+
+
+def test_a_pods_life_copies_it_as_replace_would_and_nothing_else() -> None:
+    """``living`` (slot by slot, for speed) gives what ``dataclasses.replace`` gives, derived
+    fields and a kind already made included; it refuses a field the derived ones are made from."""
+    batch = Pod.from_manifest(MANIFEST)
+    _ = batch.kind  # made once, then carried
+    for changes in ({"node_name": "n1", "phase": PodPhase.RUNNING}, {"phase": PodPhase.SUCCEEDED}, {"created_at": 7.0}, {}):
+        copy = batch.living(**changes)
+        assert copy == dataclasses.replace(batch, **changes)
+        assert (copy.key, copy.of_node, copy.batch, copy.kind) == (batch.key, batch.of_node, batch.batch, batch.kind)
+        assert copy is not batch
+    assert batch.node_name == ""  # the original is untouched
+    for refused in ({"name": "other"}, {"requests": Resources()}, {"daemon_set": "ns/ds"}):
+        with pytest.raises(TypeError, match="living changes only"):
+            batch.living(**refused)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from operator import attrgetter
 from types import MappingProxyType
 
@@ -129,7 +129,7 @@ class ClusterEventsHandler:
         """Initial -> Assumed: the pod counts on ``node`` before the cluster confirms it."""
         with self._lock:
             state = self._move(pod.key, PodOp.ASSUME)
-            placed = replace(pod, node_name=node)
+            placed = pod.living(node_name=node)
             self._waiting.pop(pod.key, None)
             self._entries[pod.key] = _Entry(placed, state)
             self._place(placed)
@@ -151,7 +151,7 @@ class ClusterEventsHandler:
             self._move(key, PodOp.FORGET)
             self._unplace(entry.pod)
             del self._entries[key]
-            self._waiting[key] = replace(entry.pod, node_name="", phase=PodPhase.PENDING)
+            self._waiting[key] = entry.pod.living(node_name="", phase=PodPhase.PENDING)
             self.generation += 1
 
     def expire(self, now: float) -> list[PodKey]:
@@ -165,7 +165,7 @@ class ClusterEventsHandler:
                     self._unplace(entry.pod)
                     del self._entries[key]
                     # Not confirmed, not denied: count it as waiting until the cluster says more.
-                    self._waiting[key] = replace(entry.pod, node_name="", phase=PodPhase.PENDING)
+                    self._waiting[key] = entry.pod.living(node_name="", phase=PodPhase.PENDING)
                     expired.append(key)
             if expired:
                 self.generation += 1

@@ -155,7 +155,7 @@ class SimulatedCluster:
             raise BindError(pod, node, "node is not registered and Ready")
         now = self.clock.now()
         self._provision_for(sim.pod, node)
-        sim.pod = replace(sim.pod, node_name=node, phase=PodPhase.RUNNING)
+        sim.pod = sim.pod.living(node_name=node, phase=PodPhase.RUNNING)
         self._on_node.setdefault(node, set()).add(pod)
         self._count_bound(sim, 1)
         sim.bound_at = now
@@ -372,7 +372,7 @@ class SimulatedCluster:
                 if self.resume_evicted and sim.duration is not None and sim.bound_at is not None:
                     sim.duration = max(sim.duration - (self.clock.now() - sim.bound_at), 0.0)
                 self._count_bound(sim, -1)
-                sim.pod = replace(sim.pod, node_name="", phase=PodPhase.PENDING)
+                sim.pod = sim.pod.living(node_name="", phase=PodPhase.PENDING)
                 sim.bound_at = None
                 self._emit(PodEvent(EventType.MODIFIED, sim.pod))
 
@@ -382,7 +382,7 @@ class SimulatedCluster:
             sim = self.pods.get(key)
             if sim is None or sim.bound_at is None or sim.duration is None or sim.bound_at + sim.duration > now:
                 continue  # restarted elsewhere since: its new finish time is queued
-            done = replace(sim.pod, phase=PodPhase.SUCCEEDED)
+            done = sim.pod.living(phase=PodPhase.SUCCEEDED)
             del self.pods[key]
             self._count_bound(sim, -1)
             self._on_node[done.node_name].discard(key)
@@ -396,7 +396,7 @@ class SimulatedCluster:
         while self._next_arrival < len(self._arrivals) and self.origin + self._arrivals[self._next_arrival].at <= now:
             arrival = self._arrivals[self._next_arrival]
             self._next_arrival += 1
-            pod = replace(arrival.pod, created_at=self.origin + arrival.at)
+            pod = arrival.pod.living(created_at=self.origin + arrival.at)
             self.pods[pod.key] = _SimPod(pod, arrival.duration, usage=arrival.usage, seq=next(self._added))
             for claim in arrival.claims:  # made from the pod's claim templates
                 self._claims[claim.key] = claim

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -372,7 +372,7 @@ def _node_action(value: Any, where: str) -> NodeAction:
 
 
 def _created(pod: Pod, at: float) -> Pod:
-    return replace(pod, created_at=at)
+    return pod.living(created_at=at)
 
 
 def _from_list(doc: Mapping[str, Any], source: str, max_pods: int) -> list[Arrival]:
@@ -390,7 +390,7 @@ def _from_list(doc: Mapping[str, Any], source: str, max_pods: int) -> list[Arriv
             problems.append(str(exc))
             continue
         # A listed pod waits for a node again: its old binding and phase are not replayed.
-        arrivals.append(Arrival(0.0, None, replace(pod, node_name="", phase=PodPhase.PENDING, created_at=0.0)))
+        arrivals.append(Arrival(0.0, None, pod.living(node_name="", phase=PodPhase.PENDING, created_at=0.0)))
     if problems:
         raise WorkloadError(source, problems)
     return arrivals

@@ -22,12 +22,13 @@ class ColocationReconciler:
         self.c = controller
         self.framework = NodeResourceFramework([BatchResource()], enabled=controller.config.colocation.plugins)
         self.synced: dict[str, tuple[float, str, dict[str, str]]] = {}  # node -> (when, why, messages)
+        self.anywhere = controller.config.colocation_anywhere  # (the configuration is the controller's for life; merging it is not free)
 
     def wanted(self) -> bool:
         """Whether there is anything to do: nothing at all when no pool offers batch resources
         and no node has them."""
         c = self.c
-        return c.config.colocation_anywhere or any(n.allocatable.has(name) for n in c.nodes.values() for name in BATCH_RESOURCES)
+        return self.anywhere or any(n.allocatable.has(name) for n in c.nodes.values() for name in BATCH_RESOURCES)
 
     def read_metrics(self) -> Mapping[str, NodeMetric]:
         """The nodes' metrics (outside the controller's lock: the metrics API is a call)."""

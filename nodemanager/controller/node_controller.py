@@ -119,7 +119,7 @@ class NodeController:
         self.devices: DeviceContext | None = None  # as last read, while pods with claims wait
         self.orphan_suspects: set[str] = set()
         self._bind_waits: dict[PodKey, str] = {}  # pod -> why its bind waits (said once)
-        self.timers = {name: LoopTimer() for name in LOOPS}
+        self.timers = {name: LoopTimer(observe=self.metrics.loop_duration.labels(name).observe) for name in LOOPS}
         self.last_decision: Decision | None = None
         self.compute_ms: list[float] = []  # every computation's duration (simulation reports)
         self.started_at = clock.now()
@@ -276,7 +276,6 @@ class NodeController:
                     self._apply(self._compute(now), now)
                 self._dispatch(now)
                 self._refresh_gauges()
-        self.metrics.loop_duration.labels("pool").observe(self.timers["pool"].last_ms / 1000)
 
     def snapshot(self, now: float, cached: CacheSnapshot | None = None) -> ClusterSnapshot:
         """What the scaler decides from now: the cache's view (``cached``, if the caller has
@@ -575,12 +574,10 @@ class NodeController:
                 self.lock.after_release(self.cluster.label_node, name, self.nodes[name].labels)
             for name, reason, label in sorted(marks):
                 self.mark_for_termination(name, reason, label)
-        self.metrics.loop_duration.labels("heartbeat").observe(self.timers["heartbeat"].last_ms / 1000)
 
     def reaper_loop(self) -> None:
         with self.timers["reaper"].timing(self.clock):
             self.reaper.run(self.clock.now())
-        self.metrics.loop_duration.labels("reaper").observe(self.timers["reaper"].last_ms / 1000)
 
     def _purge(self, now: float) -> None:
         ended = sorted((self.terminated_at.get(n, now), n) for n in self.nodes.in_states(NodeState.TERMINATED))
@@ -622,7 +619,6 @@ class NodeController:
                     log.warning("orphan termination failed, will retry: %s", exc)
                     with self.lock:
                         self.orphan_suspects |= set(doomed)
-        self.metrics.loop_duration.labels("orphan_gc").observe(self.timers["orphan_gc"].last_ms / 1000)
 
     def _refresh_images(self, instances: list[Instance]) -> None:
         refresh = getattr(self.cloud, "refresh_images", None)  # a cloud that resolves images by query
@@ -649,18 +645,15 @@ class NodeController:
                 self.scaler = BindingNodeScaler(ScalerSettings.from_config(self.config), self.catalog)
                 self._last_inputs = None  # decide again with the new prices
             log.info("prices refreshed: %d on-demand, %d spot (per zone)", len(update.on_demand), len(update.spot))
-        self.metrics.loop_duration.labels("prices").observe(self.timers["prices"].last_ms / 1000)
 
     def disruption_loop(self) -> None:
         with self.timers["disruption"].timing(self.clock), self.lock:
             self.disruption.run(self.clock.now())  # on the cache as the pool loop last synced it
-        self.metrics.loop_duration.labels("disruption").observe(self.timers["disruption"].last_ms / 1000)
 
     def interruption_loop(self) -> None:
         messages = self.interruption.receive()  # a long poll: outside the lock
         with self.timers["interruption"].timing(self.clock), self.lock:
             self.interruption.handle(messages, self.clock.now())
-        self.metrics.loop_duration.labels("interruption").observe(self.timers["interruption"].last_ms / 1000)
 
     def colocation_loop(self) -> None:
         """Recalculate every Ready node's batch resources; write them when NeedSync says so."""
@@ -671,7 +664,6 @@ class NodeController:
                 metrics = self.colocation.read_metrics()
                 with self.lock:
                     self.colocation.reconcile_all(metrics, self.clock.now())
-        self.metrics.loop_duration.labels("colocation").observe(self.timers["colocation"].last_ms / 1000)
 
     # -- reading ----------------------------------------------------------------------------
     def cost_per_hour(self) -> float:

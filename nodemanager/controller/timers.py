@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -17,6 +17,7 @@ class LoopTimer:
     last_ms: float = 0.0  # wall time the body took (perf counter, not the clock)
     avg_ms: float = 0.0
     count: int = 0
+    observe: Callable[[float], None] | None = None  # told each run's seconds (a histogram's, say), however the run ended
 
     @contextmanager
     def timing(self, clock: Clock) -> Iterator[None]:
@@ -29,6 +30,8 @@ class LoopTimer:
             self.count += 1
             self.avg_ms += (self.last_ms - self.avg_ms) / self.count
             self.end = clock.now()
+            if self.observe is not None:
+                self.observe(self.last_ms / 1000)
 
     @property
     def running(self) -> bool:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
+from operator import attrgetter
 from typing import Any, NewType
 
 from nodemanager.errors import InvalidManifest
@@ -120,6 +121,22 @@ class Pod:
     def is_terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
 
+    def living(self, **changes: object) -> Pod:
+        """A copy with some of ``node_name``, ``phase`` and ``created_at`` changed: what a
+        pod's life changes (none of them is one ``key``, ``of_node`` or ``batch`` is made
+        from). Copied slot by slot: ``dataclasses.replace`` runs every field through
+        ``__init__`` again, at twice the cost, and a pod is copied at every arrival, bind,
+        assumption and exit."""
+        if not changes.keys() <= _LIFE:
+            raise TypeError(f"Pod.living changes only {sorted(_LIFE)}, not {sorted(changes.keys() - _LIFE)}")
+        values = list(_READ(self))
+        for name, value in changes.items():
+            values[_AT[name]] = value
+        copy = object.__new__(Pod)
+        for write, value in zip(_WRITE, values, strict=True):
+            write(copy, value)
+        return copy
+
     @property
     def is_bound(self) -> bool:
         return bool(self.node_name)
@@ -146,6 +163,12 @@ class Pod:
 
 
 # --- parsing -----------------------------------------------------------------------------
+
+
+_LIFE = frozenset({"node_name", "phase", "created_at"})
+_READ = attrgetter(*Pod.__slots__)
+_WRITE = tuple(getattr(Pod, name).__set__ for name in Pod.__slots__)  # each slot's own setter (past the frozen __setattr__)
+_AT = {name: i for i, name in enumerate(Pod.__slots__)}
 
 
 def _str_map(value: Any, path: str) -> dict[str, str]:

@@ -109,7 +109,7 @@ class Planner:
         names = {n.name for n in nodes}
         by_node = snapshot.by_node
         held = sorted((p for name in names for p in by_node.held(name)), key=_KEY)
-        moving = [dataclasses.replace(p, node_name="", phase=PodPhase.PENDING) for p in held]
+        moving = [p.living(node_name="", phase=PodPhase.PENDING) for p in held]
         waiting = by_node.waiting + tuple(moving)
         staying = {name: on for name, on in by_node.placed.items() if name not in names}  # the pods of every other node, as they were
         pods = waiting + tuple(p for on in staying.values() for p in on)

@@ -30,7 +30,7 @@ from nodemanager.scheduling.cycle_state import CycleState
 from nodemanager.scheduling.nodeinfo import NodeInfo
 from nodemanager.scheduling.profile import DEFAULT_PROFILE, Profile
 from nodemanager.scheduling.registry import Registry, default_registry
-from nodemanager.scheduling.status import SUCCESS, Code, Status, error
+from nodemanager.scheduling.status import SKIP, SUCCESS, Code, Status, error
 from nodemanager.scheduling.waiting import MAX_PERMIT_WAIT, WaitingPod
 
 MAX_NODE_SCORE = 100
@@ -356,7 +356,7 @@ class Framework:
             if not status.is_success():
                 return error(f'plugin "{plugin.name}" failed to bind pod "{pod.key}": {status.message}', plugin.name)
             return Status()
-        return Status(Code.SKIP)
+        return SKIP
 
     def run_post_bind_plugins(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for plugin in self._post_bind:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from nodemanager.model import Pod
 from nodemanager.scheduling.cycle_state import CycleState
 from nodemanager.scheduling.nodeinfo import NodeInfo
-from nodemanager.scheduling.status import Code, Status
+from nodemanager.scheduling.status import SKIP, Code, Status
 
 if TYPE_CHECKING:
     from nodemanager.scheduling.waiting import WaitingPod
@@ -83,7 +83,7 @@ class SkipsUnasked(PreFilterPlugin):
         raise NotImplementedError
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status | None:
-        return None if self.asks(pod) else Status(Code.SKIP)
+        return None if self.asks(pod) else SKIP
 
 
 class FilterPlugin(Plugin):

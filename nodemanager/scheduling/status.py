@@ -36,6 +36,7 @@ class Status:
 
 
 SUCCESS = Status()
+SKIP = Status(Code.SKIP)  # (statuses are immutable: the plain ones are made once)
 
 
 def is_success(status: Status | None) -> bool:

@@ -31,7 +31,7 @@ from nodemanager.model.selectors import HARD_EFFECTS, untolerated
 from nodemanager.scheduling.cycle_state import CycleState
 from nodemanager.scheduling.interfaces import FilterPlugin, FrameworkHandle, PreFilterPlugin, ScorePlugin
 from nodemanager.scheduling.nodeinfo import NodeInfo
-from nodemanager.scheduling.status import Code, Status, unresolvable, unschedulable
+from nodemanager.scheduling.status import SKIP, Status, unresolvable, unschedulable
 from nodemanager.scheduling.topology import NodeFilter, PodTopology
 
 _SPREAD_KEY = "PodTopologySpread/preFilter"
@@ -118,7 +118,7 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
         soft = [c for c in pod.spread if not c.hard]
         state.write(_SPREAD_KEY, self._prepare(pod, hard) if hard else [])
         state.write(_SOFT_SPREAD_KEY, self._prepare(pod, soft) if soft else [])
-        return None if hard else Status(Code.SKIP)  # kube: no constraints to filter by, Skip
+        return None if hard else SKIP  # kube: no constraints to filter by, Skip
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         for s in state.get(_SPREAD_KEY) or ():
@@ -131,7 +131,7 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         """kube: Skip for a pod without ScheduleAnyway constraints."""
-        return None if any(not c.hard for c in pod.spread) else Status(Code.SKIP)
+        return None if any(not c.hard for c in pod.spread) else SKIP
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
         """ScheduleAnyway constraints: the matching pods already in the node's domains,
@@ -172,7 +172,7 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
         anti = [(t, topology.term_counts((t,))[0]) for t in a.anti_required]
         by_term = {t: c for t, c in topology.anti_affinity().items() if t.selects(pod.namespace, pod.labels, namespaces)}
         if not (a.required or a.anti_required or any(v > 0 for c in by_term.values() for v in c.values())):
-            return Status(Code.SKIP)  # kube: no terms of its own and no placed pod's anti-affinity matches it
+            return SKIP  # kube: no terms of its own and no placed pod's anti-affinity matches it
         state.write(
             _AFFINITY_KEY,
             _Affinity(
@@ -210,7 +210,7 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
         """kube (with ``ignorePreferredTermsOfExistingPods``, as this score is): Skip for a
         pod without preferred terms."""
         a = pod.pod_affinity
-        return None if a.preferred or a.anti_preferred else Status(Code.SKIP)
+        return None if a.preferred or a.anti_preferred else SKIP
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
         """Preferred terms: +weight for each matching pod in the node's domain (affinity),

@@ -21,7 +21,7 @@ from nodemanager.model.volumes import EBS_DRIVERS, BindingMode, PersistentVolume
 from nodemanager.scheduling.cycle_state import CycleState
 from nodemanager.scheduling.interfaces import FilterPlugin, PreFilterPlugin, SkipsUnasked
 from nodemanager.scheduling.nodeinfo import NodeInfo
-from nodemanager.scheduling.status import Code, Status, error, unresolvable, unschedulable
+from nodemanager.scheduling.status import SKIP, Status, error, unresolvable, unschedulable
 
 EBS_ZONE = "topology.ebs.csi.aws.com/zone"  # the EBS CSI driver's own zone key, an alias of the zone label
 _CLAIMS_KEY = "PreFilterVolumeBinding"
@@ -38,7 +38,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin):
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status | None:
         if not pod.volume_claims:
-            return Status(Code.SKIP)  # kube: a pod with no claims skips VolumeBinding's Filter
+            return SKIP  # kube: a pod with no claims skips VolumeBinding's Filter
         context = _context(self)
         claims = []
         for key in pod.volume_claims:
