@@ -68,6 +68,7 @@ def pods(draw: st.DrawFn, name: str = "incoming") -> Pod:
 @st.composite
 def nodes(draw: st.DrawFn) -> list[NodeInfo]:
     out = []
+    pools = draw(st.lists(taints, min_size=1, max_size=3))  # a pool's nodes share its taint list (one object), as the scaler's do
     for i in range(draw(st.integers(1, 8))):
         zone = draw(st.sampled_from(ZONES))
         cpu, memory, slots, gpus = draw(st.integers(1, 8)) * 1000, draw(st.integers(1, 16)) * GI, draw(st.integers(1, 6)), draw(st.integers(0, 4))
@@ -80,7 +81,7 @@ def nodes(draw: st.DrawFn) -> list[NodeInfo]:
             zone,
             allocatable,
             {ZONE: zone},
-            draw(taints),
+            draw(st.sampled_from(pools)),
             cell=draw(st.booleans()),
             unschedulable=draw(st.booleans()),
         )

@@ -82,6 +82,13 @@ def test_a_picture_is_lent_and_made_again_once_spoiled_or_when_the_node_changes(
     assert again is not first
     assert set(again.pods) == {"default/p0"}
     assert again.requested.cpu == 500
+    more = [*placed, pod("p1", "250m", node="n0", phase=PodPhase.RUNNING)]
+    grown = pictures.info(record, view, more)  # the record stands, its pods changed: made from a copy of its bare picture
+    fresh = node_node_info(record, view, CATALOG, 0)
+    fresh.add_pods(more)
+    assert grown == fresh
+    assert grown.requested.cpu == 750
+    assert set(again.pods) == {"default/p0"}  # the picture lent before is not touched
     tainted = pictures.info(dataclasses.replace(record, taints=(TAINT,)), view, placed)
     assert tainted.taints == (TAINT,)
     built = node_node_info(dataclasses.replace(record, taints=(TAINT,)), view, CATALOG, 0)

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from cloud.base import STARTUP_TAINTS_TAG, TAINTS_TAG, CloudClient, InstanceState, parse_taints
+from cloud.base import STARTUP_TAINTS_TAG, TAINTS_TAG, CloudClient, Instance, InstanceState, parse_taints
 from cloud.errors import CloudError
 from nodemanager.clock import Clock
 from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, ClusterObject, DrainStatus, EventType, Heartbeats, NodeEvent, ObjectEvent, PodEvent
@@ -116,6 +116,7 @@ class SimulatedCluster:
         self.binds = 0
         self.recorded: deque[tuple[str, str, str, str]] = deque(maxlen=1000)  # (kind, key, reason, message)
         self._listed_objects = False
+        self._listed: tuple[list[Instance], dict[str, Instance]] = ([], {})  # the cloud's last list, and its running instances by node
 
     # -- ClusterSource -------------------------------------------------------------------
     def poll(self) -> list[ClusterEvent]:
@@ -298,7 +299,9 @@ class SimulatedCluster:
         except CloudError:  # the cloud cannot be seen (throttled, an outage); the kubelets still run
             self._beat([name for name in sorted(self.nodes) if self._heartbeat(name, now)], now)
             return
-        alive = {i.node_name: i for i in instances if i.state is InstanceState.RUNNING}
+        if instances != self._listed[0]:  # (the same instance objects as last time, mostly: compared by identity first, in C)
+            self._listed = (instances, {i.node_name: i for i in instances if i.state is InstanceState.RUNNING})
+        alive = self._listed[1]
         for name in sorted(self.nodes.keys() - alive.keys()):
             self.remove_node(name)
         for name in self._running_since.keys() - alive.keys():

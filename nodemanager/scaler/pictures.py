@@ -32,30 +32,38 @@ class NodePictures:
         self.volume_bytes = volume_bytes
         self.daemon_sets = daemon_sets  # the DaemonSets every picture allows for
         self.regular = regular  # batch pods' requests count as cpu and memory (no pool offers batch resources)
-        # node name -> (the record, its pool's view, its pods, the picture as built)
-        self._kept: dict[str, tuple[Node, PoolView | None, tuple[Pod, ...], NodeInfo]] = {}
+        # node name -> (the record, its pool's view, its pods, the picture as built (None once
+        # spoiled), the picture without pods): a node whose pods changed but not its record is
+        # pictured from a copy of the last (its labels, taints and allocatable stand).
+        self._kept: dict[str, tuple[Node, PoolView | None, tuple[Pod, ...], NodeInfo | None, NodeInfo]] = {}
 
     def info(self, node: Node, view: PoolView | None, pods: Sequence[Pod]) -> NodeInfo:
         """A picture of ``node`` holding ``pods`` (in key order; the same tuple as last time
         when they are the same, as the cache gives them). Lent: a computation that changes
         it must name it to ``spoiled`` before the next computation starts."""
         kept = self._kept.get(node.name)
-        if kept is not None and kept[1] is view and _same_node(kept[0], node) and _same_pods(kept[2], pods):
-            return kept[3]
-        info = node_node_info(node, view, self.catalog, self.volume_bytes)
+        if kept is not None and kept[1] is view and _same_node(kept[0], node):
+            if kept[3] is not None and _same_pods(kept[2], pods):
+                return kept[3]
+            bare = kept[4]
+        else:
+            bare = node_node_info(node, view, self.catalog, self.volume_bytes)
+        info = bare.clone()
         if pods:
             info.add_pods([as_regular(p) for p in pods] if self.regular else pods)
         if self.daemon_sets:
             # DaemonSet pods that will run here but do not yet keep their room.
             present = frozenset(p.daemon_set for p in pods if p.daemon_set)
             info.set_allocatable(info.allocatable - daemon_overhead(self.daemon_sets, info.labels, info.taints, present))
-        self._kept[node.name] = (node, view, tuple(pods), info)
+        self._kept[node.name] = (node, view, tuple(pods), info, bare)
         return info
 
     def spoiled(self, names: Iterable[str]) -> None:
-        """The pictures a computation changed: each is built again when next asked for."""
+        """The pictures a computation changed: each is made again when next asked for."""
+        kept = self._kept
         for name in names:
-            self._kept.pop(name, None)
+            if (entry := kept.get(name)) is not None:
+                kept[name] = (*entry[:3], None, entry[4])
 
     def forget_all_but(self, nodes: Sequence[Node]) -> None:
         """Forget the nodes gone from the cluster, once they are many (each call is a pass

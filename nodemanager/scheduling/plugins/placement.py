@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from nodemanager.model import CapacityPolicy, CapacityType, Pod, TaintEffect
 from nodemanager.model.ports import port_conflict
@@ -47,19 +47,35 @@ class TaintToleration(FilterPlugin, ScorePlugin):
         return None
 
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
-        return [n for n in nodes if not n.taints or not untolerated(n.taints, pod.tolerations, HARD_EFFECTS)]
+        untolerated_count = _by_taints(pod, HARD_EFFECTS)
+        return [n for n in nodes if not n.taints or not untolerated_count(n.taints)]
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
         return len(untolerated(node.taints, pod.tolerations, _PREFER)), None
 
     def score_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> tuple[dict[str, int], Status | None]:
-        return {n.name: len(untolerated(n.taints, pod.tolerations, _PREFER)) if n.taints else 0 for n in nodes}, None
+        untolerated_count = _by_taints(pod, _PREFER)
+        return {n.name: untolerated_count(n.taints) if n.taints else 0 for n in nodes}, None
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: dict[str, int]) -> Status | None:
         worst = max(scores.values(), default=0)
         for name, count in scores.items():
             scores[name] = 100 if worst == 0 else 100 - count * 100 // worst
         return None
+
+
+def _by_taints(pod: Pod, effects: frozenset[TaintEffect]) -> Callable[[tuple[Taint, ...]], int]:
+    """How many of a node's taints with ``effects`` the pod does not tolerate, worked out once
+    per taint list for one look at many nodes (the nodes of a pool share their list)."""
+    counted: dict[int, int] = {}  # by the list's id: the nodes hold their lists while this is used
+
+    def count(taints: tuple[Taint, ...]) -> int:
+        found = counted.get(id(taints))
+        if found is None:
+            found = counted[id(taints)] = len(untolerated(taints, pod.tolerations, effects))
+        return found
+
+    return count
 
 
 class NodeUnschedulable(FilterPlugin):
