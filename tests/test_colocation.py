@@ -12,7 +12,7 @@ from harness import Harness, arrive
 from nodemanager.cluster.workload import UsageProfile, load_workload_file
 from nodemanager.config import parse_config
 from nodemanager.config.schema import Colocation, Pool
-from nodemanager.model import NodeState, Resources
+from nodemanager.model import NodeState, PodPhase, Resources
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
 from nodemanager.noderesource import ColocationStrategy, NodeMetric
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, ScalerSettings
@@ -164,6 +164,21 @@ def test_without_colocation_anywhere_batch_requests_are_ordinary_cpu_and_memory(
     assert spec.allocatable.cpu >= 3000
     assert BATCH_CPU not in spec.allocatable.names()
     assert d.unschedulable == {}
+
+
+def test_without_colocation_anywhere_a_placed_batch_pods_requests_take_cpu_on_its_node():
+    """The pictures of existing nodes see placed batch pods as the scheduler does where no
+    pool offers batch resources: their batch requests are ordinary cpu and memory."""
+    pool = Pool(name="general", instance_types=["m.*"], capacity_types=["on-demand"])
+    allocatable = CATALOG["m.4xlarge"].allocatable
+    ready = dataclasses.replace(node("n1", "m.4xlarge", pool="general", state=NodeState.AVAILABLE), allocatable=allocatable)
+    placed = dataclasses.replace(batch_pod("b1", cpu=allocatable.cpu - 500, memory=GI), node_name="n1", phase=PodPhase.RUNNING)
+    s = scaler(pool)
+    d = s.compute(ClusterSnapshot((placed, pod("w", cpu="1", memory="1Gi")), (ready,)), 0.0)
+    assert "default/w" not in d.bindings or d.bindings["default/w"] != "n1"  # 500m left on n1: the 1-CPU pod goes to a new node
+    assert len(d.start) == 1
+    fits = s.compute(ClusterSnapshot((placed, pod("w", cpu="400m", memory="1Gi")), (ready,)), 0.0)
+    assert fits.bindings == {"default/w": "n1"}
 
 
 def test_metrics_follow_usage_profiles():

@@ -50,7 +50,7 @@ class NodePictures:
             bare = node_node_info(node, view, self.catalog, self.volume_bytes)
         info = bare.clone()
         if pods:
-            info.add_pods([as_regular(p) for p in pods] if self.regular else pods)
+            info.add_pods([as_regular(p) for p in pods] if self.regular and any(p.batch for p in pods) else pods)
         if self.daemon_sets:
             # DaemonSet pods that will run here but do not yet keep their room.
             present = frozenset(p.daemon_set for p in pods if p.daemon_set)
