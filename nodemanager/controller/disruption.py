@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nodemanager.config.schema import ConsolidationPolicy, DisruptionReason, Packing
+from nodemanager.config.schema import ConsolidationPolicy, DisruptionReason, Packing, Pool
 from nodemanager.controller.budgets import allowed
 from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod, PodKey
 from nodemanager.model.pod import DO_NOT_DISRUPT_ANNOTATION
@@ -29,6 +29,7 @@ from nodemanager.scaler.consolidation import CheaperSizes, Command, Planner
 from nodemanager.scaler.drift import drifted
 
 if TYPE_CHECKING:
+    from cloud.catalog import Catalog
     from nodemanager.controller.node_controller import NodeController
 
 log = logging.getLogger("nodemanager.disruption")
@@ -80,6 +81,7 @@ class DisruptionController:
             own_node=self._own_node,
         )
         self._sizes: CheaperSizes | None = None  # of the scaler's current views
+        self._drift: dict[str, tuple[Node, Pool, Catalog, str | None, str]] = {}  # node -> (its record, pool, catalog, image, why drifted) as last found
 
     # -- what the pool loop asks -----------------------------------------------------------
     @property
@@ -177,7 +179,7 @@ class DisruptionController:
             expire = pool.disruption.expire_after
             if expire is not None and now - node.created_at >= expire:
                 reason, why = DisruptionReason.EXPIRED, f"older than expireAfter {expire:g}s"
-            elif drift := drifted(node, pool, c.catalog, current_image(node.instance_type) if current_image else None):
+            elif drift := self._drifted(node, pool, current_image(node.instance_type) if current_image else None):
                 reason, why = DisruptionReason.DRIFTED, drift
                 held = snapshot.by_node.held(node.name)
                 keep = next((p for p in held if p.do_not_disrupt), None)
@@ -199,6 +201,18 @@ class DisruptionController:
             self._act(moved, reason, now)
             return True
         return False
+
+    def _drifted(self, node: Node, pool: Pool, image: str | None) -> str:
+        """``drifted``, worked out again only when the record, its pool, the catalog or the
+        current image changed (every pass asks it of every settled node)."""
+        catalog = self.c.catalog
+        kept = self._drift.get(node.name)
+        if kept is not None and kept[0] is node and kept[1] is pool and kept[2] is catalog and kept[3] == image:
+            return kept[4]
+        if len(self._drift) > 2 * len(self.c.nodes) + 16:  # records gone
+            self._drift = {name: entry for name, entry in self._drift.items() if name in self.c.nodes}
+        entry = self._drift[node.name] = (node, pool, catalog, image, drifted(node, pool, catalog, image))
+        return entry[4]
 
     def _without_idle(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
         """The cluster as consolidation must see it: idle nodes are on their way out (after
