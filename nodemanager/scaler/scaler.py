@@ -28,6 +28,7 @@ import functools
 import gc
 import hashlib
 import heapq
+import operator
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -245,14 +246,16 @@ class _Run:
         self.waiting.update(self.excluded)
         pictures = self.s.pictures  # allowing for these DaemonSets: views_for saw them first
         pictures.forget_all_but(self.snapshot.nodes)
-        for node in sorted(self.snapshot.nodes, key=lambda n: n.name):
+        zones = []
+        for node in sorted(self.snapshot.nodes, key=_NAME):
             if node.state not in LIVE_STATES:
                 continue
             info = self.infos[node.name] = pictures.info(node, self.view_by_name.get(node.pool), grouped.on(node.name))
             self.node_state[node.name] = node.state
             if node.state in _READINESS:
                 self.readiness[node.name] = _READINESS[node.state]
-            self.zone_load[info.zone] += 1
+            zones.append(info.zone)
+        self.zone_load.update(zones)  # (counted in C: a count per node was a hundredth of a busy day)
         # Earlier bindings are kept while their pod still waits and still passes every
         # filter on that node (it may have been resized, tainted or filled meanwhile).
         carried = [(pod, n.name) for n in self.snapshot.nodes if n.name in self.infos for k in n.bound_pods if (pod := waiting.get(k)) is not None]
@@ -754,22 +757,20 @@ class _Run:
     def claim_standby(self) -> None:
         """Standby entries take idle nodes that match them (after pods had their pick)."""
         for view, itype, capacity, zone, count in self._standby_entries():
-            want = count
-            for name, info in sorted(self.infos.items()):
-                if want == 0:
-                    break
-                if (
-                    name not in self.kept
-                    and not _holds_work(info)
-                    and info.pool == view.name
-                    and info.instance_type == itype
-                    and info.capacity_type is capacity
-                    and (not zone or info.zone == zone)
-                    and self.node_state.get(name) in BINDABLE_STATES
-                ):
-                    self.kept.add(name)
-                    want -= 1
-            self.missing.append((view, itype, capacity, zone, want))
+            matching = sorted(
+                name
+                for name, info in self.infos.items()
+                if info.instance_type == itype
+                and info.pool == view.name
+                and info.capacity_type is capacity
+                and (not zone or info.zone == zone)
+                and name not in self.kept
+                and not _holds_work(info)
+                and self.node_state.get(name) in BINDABLE_STATES
+            )
+            taken = matching[:count]  # the first by name
+            self.kept.update(taken)
+            self.missing.append((view, itype, capacity, zone, count - len(taken)))
 
     def top_up_standby(self) -> None:
         for view, itype, capacity, zone, want in self.missing:
@@ -1046,6 +1047,9 @@ class _Run:
             else:
                 unneeded[NodeName(name)] = since
         return stops, unneeded
+
+
+_NAME = operator.attrgetter("name")
 
 
 def _shares_prefilter(pod: Pod) -> bool:
