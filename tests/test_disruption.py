@@ -17,6 +17,7 @@ from nodemanager.cluster.workload import ClusterObjects, WorkloadError, parse_cl
 from nodemanager.config import parse_config
 from nodemanager.config.schema import Disruption, DisruptionBudget, DisruptionReason, Pool, Standby
 from nodemanager.controller.budgets import active, allowed
+from nodemanager.controller.disruption import VALIDATION_DELAY
 from nodemanager.errors import ConfigError, InvalidManifest
 from nodemanager.model import Node, NodeName, NodeState, PodPhase, Resources
 from nodemanager.model.interpod import parse_label_selector
@@ -353,6 +354,23 @@ def test_a_proposal_is_dropped_when_a_pod_arrives_before_it_is_acted_on() -> Non
     second.run(proposed_at + 20)
     assert second.controller.disruption.proposal is None
     assert not [a for a in second.controller.disruption.actions if a["reason"] == "Underutilized" and a["at"] <= 1000 + proposed_at + 20]
+
+
+def test_a_pending_proposal_waits_its_delay_without_looking_again_then_is_validated() -> None:
+    """While a proposal waits out its validation delay a pass only checks that the cluster is
+    settled (nothing is planned or weighed); once the delay is over it is checked again."""
+    h = Harness(binpack_pool(), arrivals=_steady_and_finishing(), idle_grace=30)
+    while h.controller.disruption.proposal is None:
+        h.driver.step()
+    dc = h.controller.disruption
+    proposal = dc.proposal
+    looked: list[float] = []
+    weigh = dc._candidates
+    dc._candidates = lambda snapshot, now: looked.append(now) or weigh(snapshot, now)  # type: ignore[method-assign]
+    while dc.proposal is proposal:
+        h.driver.step()
+    assert looked == [h.clock.now()]  # one look, the pass that validated it
+    assert looked[0] - proposal.at >= VALIDATION_DELAY
 
 
 @pytest.mark.heavy

@@ -126,14 +126,14 @@ class DisruptionController:
                 log.info("consolidation dropped before acting: %s", unsettled)
             self.proposal, self.state = None, unsettled
             return
+        if self.proposal is not None and now - self.proposal.at < VALIDATION_DELAY:
+            return  # validated once the delay is over; until then the candidates stand as the proposal found them
         snapshot = self._without_idle(c.snapshot(now, c.cache.snapshot()))
         if self.proposal is None and self._renew(snapshot, now):
             return
         candidates, together, blocked = self._candidates(snapshot, now)
         c.metrics.disruption_candidates.set(len(candidates))
         if self.proposal is not None:
-            if now - self.proposal.at < VALIDATION_DELAY:
-                return
             proposed, self.proposal = self.proposal.command, None
             at = {n.name: i for i, n in enumerate(candidates)}
             nodes = [n for n in candidates if n.name in proposed.nodes]
