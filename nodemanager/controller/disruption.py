@@ -65,6 +65,7 @@ class DisruptionController:
         self.proposal: _Proposal | None = None
         self.replacing: _Replacing | None = None
         self.pods_since: dict[str, tuple[frozenset[PodKey], float]] = {}  # node -> (its pods, unchanged since)
+        self._tracked_as_of: tuple[int, int] | None = None  # (cache generation, records stamp) pods_since was made from
         self.state = "starting"  # what the last pass found, for /status
         self.blocked: dict[NodeName, str] = {}  # candidates not consolidated, and why
         self.held: dict[NodeName, str] = {}  # expired or drifted nodes not replaced yet, and why
@@ -234,7 +235,12 @@ class DisruptionController:
         return ""
 
     def _track(self, now: float) -> None:
-        """Since when each node has held the same pods (consolidateAfter counts from then)."""
+        """Since when each node has held the same pods (consolidateAfter counts from then);
+        nothing to do when neither the pods nor the records changed since the last pass."""
+        as_of = (self.c.cache.generation, self.c.nodes.stamp)
+        if as_of == self._tracked_as_of:
+            return
+        self._tracked_as_of = as_of
         held_now = self.c.cache.pods_by_node()
         tracked = {}
         for name in self.c.nodes:

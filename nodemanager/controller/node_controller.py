@@ -71,6 +71,8 @@ EPHEMERAL_TAINT_KEYS = frozenset(
 )
 TERMINATED_KEPT_FOR = 60.0  # seconds a Terminated record stays visible in /status
 TERMINATED_KEPT_MAX = 100  # ... and at most this many of them (the newest)
+_SETTLED = frozenset({NodeState.AVAILABLE, NodeState.CLAIMED})  # Ready: its heartbeats and labels are watched
+_BOOTING = frozenset({NodeState.CREATING, NodeState.CREATED})
 STATUS_WAIT = 0.05  # seconds /status waits for the controller before answering with its last document
 
 
@@ -551,9 +553,10 @@ class NodeController:
             relabel: list[str] = []
             marks: list[tuple[str, str, str]] = []  # (node, reason, label): acted on by name, as the few there are
             checked, labelled = self._labelled, {}
+            registered_as, seen_until = self.cache.node, min(now, self.synced_at)  # (every node, every 10 s)
             for name, node in self.nodes.items():
-                if node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
-                    registered = self.cache.node(name)
+                if node.state in _SETTLED:
+                    registered = registered_as(name)
                     if registered is None:
                         marks.append((name, "node left the cluster", "unhealthy"))
                         continue
@@ -565,9 +568,9 @@ class NodeController:
                             labelled[name] = (node.labels, registered.labels)
                         else:
                             relabel.append(name)  # again: labelling failed at registration
-                    if (silent := min(now, self.synced_at) - registered.last_heartbeat) > healthy:
+                    if (silent := seen_until - registered.last_heartbeat) > healthy:
                         marks.append((name, f"no heartbeat for {silent:.0f}s (healthy timeout {healthy:g}s)", "unhealthy"))
-                elif node.state in (NodeState.CREATING, NodeState.CREATED) and now - node.created_at > boot:
+                elif node.state in _BOOTING and now - node.created_at > boot:
                     marks.append((name, f"not Ready {now - node.created_at:.0f}s after boot (boot timeout {boot:g}s)", "boot_timeout"))
             self._labelled = labelled
             for name in sorted(relabel):
