@@ -6,9 +6,11 @@ import dataclasses
 from pathlib import Path
 
 from builders import CATALOG, binpack_pool, cell_pool, node, pod, scaler
+from harness import Harness, arrive
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nodemanager.cluster.base import EventType, NodeEvent
 from nodemanager.cluster.workload import parse_cluster_objects, parse_workload
 from nodemanager.config import parse_config
 from nodemanager.model import Taint, TaintEffect, Toleration
@@ -296,3 +298,26 @@ def test_a_cell_node_running_only_daemonset_pods_takes_its_one_pod():
     d = compute(scaler(cells), [pod("job"), proxy], [n1])
     assert d.bindings == {"default/job": "n1"}
     assert not d.start
+
+
+def test_the_planning_view_follows_the_clusters_taints_and_cordon_and_is_kept_across_heartbeats():
+    """The scaler plans with the cluster's taints and cordon (less startup and ephemeral
+    taints); the view is kept while neither changed (a heartbeat shares the taints) and
+    made again when either does."""
+    h = Harness(binpack_pool("general"), arrivals=[arrive("p1", cpu="500m")])
+    h.run(120)
+    [name] = h.controller.nodes
+    record = h.controller.nodes[name]
+    registered = h.controller.cache.node(name)
+    dedicated = Taint("dedicated", TaintEffect.NO_SCHEDULE, "x")
+    ephemeral = Taint("node.kubernetes.io/not-ready", TaintEffect.NO_SCHEDULE)
+    h.controller.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(registered, taints=(dedicated, ephemeral)))])
+    tainted = h.controller._planning_view(record)
+    assert tainted.taints == (dedicated,)
+    h.controller.cache.apply([NodeEvent(EventType.MODIFIED, h.controller.cache.node(name).with_heartbeat(registered.last_heartbeat + 10))])
+    assert h.controller._planning_view(record) is tainted  # a heartbeat: the same view
+    h.controller.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(h.controller.cache.node(name), unschedulable=True))])
+    cordoned = h.controller._planning_view(record)
+    assert (cordoned.taints, cordoned.unschedulable) == ((dedicated,), True)
+    h.controller.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(h.controller.cache.node(name), taints=(), unschedulable=False))])
+    assert h.controller._planning_view(record) is record  # nothing to shed or take

@@ -109,6 +109,7 @@ class NodeController:
         self.lock = ControllerLock()  # never held across a cloud or API call: calls wait for its release
         self._gauges_shown: tuple[tuple, dict[tuple[str, NodeState], int]] = ((), {})  # the records the node gauges were last set from, and their counts
         self._startup: dict[str, tuple[Taint, ...]] = {}  # pool -> its startup taints (the config is fixed)
+        self._views: dict[str, tuple[Node, tuple[Taint, ...], bool, Node]] = {}  # node -> (its record, the cluster's taints and cordon, the planning view)
         self._labelled: dict[str, tuple[Mapping[str, str], Mapping[str, str]]] = {}  # node -> (its record's labels, the cluster's) found to hold them all
         self._last_status: tuple[float, dict[str, object]] | None = None  # (when, document): answered while the lock is held too long
         self.nodes = NodeRecords()
@@ -195,11 +196,18 @@ class NodeController:
         registered = self.cache.node(node.name)
         if registered is None or not (registered.taints or node.taints or registered.unschedulable or node.unschedulable):
             return node  # nothing to shed or to take: most nodes, at every decision
+        kept = self._views.get(node.name)  # (a tainted pool's nodes come here at every decision; a heartbeat keeps the taints' tuple)
+        if kept is not None and kept[0] is node and kept[1] is registered.taints and kept[2] == registered.unschedulable:
+            return kept[3]
         passing = self._startup_taints(node.pool)
         taints = tuple(t for t in registered.taints if t not in passing and t.key not in EPHEMERAL_TAINT_KEYS)
-        if taints == node.taints and registered.unschedulable == node.unschedulable:
-            return node
-        return replace(node, taints=taints, unschedulable=registered.unschedulable)
+        view = node
+        if taints != node.taints or registered.unschedulable != node.unschedulable:
+            view = replace(node, taints=taints, unschedulable=registered.unschedulable)
+        if len(self._views) > 2 * len(self.nodes) + 16:  # records gone
+            self._views = {name: entry for name, entry in self._views.items() if name in self.nodes}
+        self._views[node.name] = (node, registered.taints, registered.unschedulable, view)
+        return view
 
     def _log_wait(self, pod: PodKey, node: str, why: str) -> None:
         said = f"{node}: {why}"
