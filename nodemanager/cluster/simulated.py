@@ -399,7 +399,8 @@ class SimulatedCluster:
         while self._next_arrival < len(self._arrivals) and self.origin + self._arrivals[self._next_arrival].at <= now:
             arrival = self._arrivals[self._next_arrival]
             self._next_arrival += 1
-            pod = arrival.pod.living(created_at=self.origin + arrival.at)
+            at = self.origin + arrival.at
+            pod = arrival.pod if arrival.pod.created_at == at else arrival.pod.living(created_at=at)  # (a workload's pods are made with theirs)
             self.pods[pod.key] = _SimPod(pod, arrival.duration, usage=arrival.usage, seq=next(self._added))
             for claim in arrival.claims:  # made from the pod's claim templates
                 self._claims[claim.key] = claim

@@ -6,7 +6,6 @@ derived from the table, and ``Node.moved_to`` is the only way to change a state.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -17,6 +16,7 @@ from nodemanager.errors import IllegalTransition
 from nodemanager.model.pod import PodKey
 from nodemanager.model.resources import ZERO, Resources
 from nodemanager.model.selectors import Taint
+from nodemanager.model.slot_copy import copied
 
 NodeName = NewType("NodeName", str)
 InstanceId = NewType("InstanceId", str)
@@ -122,10 +122,11 @@ class Node:
         """A copy in ``target``; raises ``IllegalTransition`` (and changes nothing) otherwise."""
         if not can_transition(self.state, target):
             raise IllegalTransition(self.name, self.state, target)
-        return dataclasses.replace(self, state=target)
+        return copied(self, {"state": target})
 
     def with_changes(self, **changes: object) -> Node:
-        """A copy with other fields changed; the state only changes through ``moved_to``."""
+        """A copy with other fields changed; the state only changes through ``moved_to``.
+        (Copied slot by slot, see ``slot_copy``: nothing of a record is derived.)"""
         if "state" in changes:
             raise TypeError("change a node's state with moved_to()")
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+        return copied(self, changes)

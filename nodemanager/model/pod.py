@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from operator import attrgetter
 from typing import Any, NewType
 
 from nodemanager.errors import InvalidManifest
@@ -21,6 +20,7 @@ from nodemanager.model.manifest import as_mapping
 from nodemanager.model.ports import ANY_IP, HostPort
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, ZERO, Resources, asks_for_batch
 from nodemanager.model.selectors import Operator, Requirement, SelectorTerm, TaintEffect, Toleration, terms_match
+from nodemanager.model.slot_copy import copied
 
 PodKey = NewType("PodKey", str)  # "namespace/name"
 
@@ -124,18 +124,10 @@ class Pod:
     def living(self, **changes: object) -> Pod:
         """A copy with some of ``node_name``, ``phase`` and ``created_at`` changed: what a
         pod's life changes (none of them is one ``key``, ``of_node`` or ``batch`` is made
-        from). Copied slot by slot: ``dataclasses.replace`` runs every field through
-        ``__init__`` again, at twice the cost, and a pod is copied at every arrival, bind,
-        assumption and exit."""
+        from), copied slot by slot (see ``slot_copy``)."""
         if not changes.keys() <= _LIFE:
             raise TypeError(f"Pod.living changes only {sorted(_LIFE)}, not {sorted(changes.keys() - _LIFE)}")
-        values = list(_READ(self))
-        for name, value in changes.items():
-            values[_AT[name]] = value
-        copy = object.__new__(Pod)
-        for write, value in zip(_WRITE, values, strict=True):
-            write(copy, value)
-        return copy
+        return copied(self, changes)
 
     @property
     def is_bound(self) -> bool:
@@ -166,9 +158,6 @@ class Pod:
 
 
 _LIFE = frozenset({"node_name", "phase", "created_at"})
-_READ = attrgetter(*Pod.__slots__)
-_WRITE = tuple(getattr(Pod, name).__set__ for name in Pod.__slots__)  # each slot's own setter (past the frozen __setattr__)
-_AT = {name: i for i, name in enumerate(Pod.__slots__)}
 
 
 def _str_map(value: Any, path: str) -> dict[str, str]:
