@@ -1022,13 +1022,12 @@ class _Run:
 
     # -- 7. stopping --------------------------------------------------------------------
     def _idle_since(self) -> dict[str, float]:
-        """Existing nodes nothing needs (no pods, not kept for standby), with since when."""
+        """Existing nodes nothing needs (no pods, not kept for standby), with since when, by name."""
         out = {}
-        for name, info in sorted(self.infos.items()):
-            if name in self.new_nodes or _holds_work(info) or name in self.kept or name in self.snapshot.reserved:
-                continue
-            if self.node_state.get(name) in (NodeState.CREATING, NodeState.CREATED, NodeState.AVAILABLE):
-                out[name] = self.snapshot.unneeded_since.get(NodeName(name), self.now)
+        infos, kept, reserved, since = self.infos, self.kept, self.snapshot.reserved, self.snapshot.unneeded_since
+        for name, state in self.node_state.items():  # the existing live nodes, by name (as the picture was made)
+            if state in _MAY_IDLE and name not in kept and name not in reserved and not _holds_work(infos[name]):
+                out[name] = since.get(NodeName(name), self.now)
         return out
 
     def mark_expired(self) -> None:
@@ -1050,6 +1049,7 @@ class _Run:
 
 
 _NAME = operator.attrgetter("name")
+_MAY_IDLE = frozenset({NodeState.CREATING, NodeState.CREATED, NodeState.AVAILABLE})  # the states an unneeded node is stopped from
 
 
 def _shares_prefilter(pod: Pod) -> bool:
