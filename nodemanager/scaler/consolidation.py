@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod, PodPhase
 from nodemanager.model.by_node import PodsByNode
+from nodemanager.scaler.by_identity import ByIdentity
 from nodemanager.scaler.decision import Decision, NodeSpec
 from nodemanager.scaler.pools import PoolView
 from nodemanager.scaler.snapshot import ClusterSnapshot
@@ -21,6 +22,7 @@ from nodemanager.scaler.usable import UsableOfferings, placement_key
 SPOT_TO_SPOT_CHOICES = 15  # cheaper spot types needed before a spot node is replaced by spot (Karpenter's)
 MULTI_NODE_MAX = 100  # candidates multi-node consolidation considers at once (Karpenter's)
 SIZES_KEPT = 256  # kinds of moving pods (and placements) whose cheaper offerings the quick test keeps
+HELD_KEPT = 8192  # nodes' pod lists whose requests the quick test keeps (beyond most clusters' nodes; each holds its pods)
 _KEY = operator.attrgetter("key")
 
 
@@ -65,6 +67,7 @@ class Planner:
         self.evaluations = 0
         # The last snapshot's room, kept with it: an id could be reused once a snapshot is freed.
         self._room: tuple[ClusterSnapshot, dict[str, tuple[int, int]]] | None = None
+        self._asked: ByIdentity[tuple[Pod, ...], tuple[int, int]] = ByIdentity(HELD_KEPT)  # a node's pods -> what they ask
 
     def _hopeless(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> bool:
         """A quick test before the what-if, with room counted generously (only CPU and
@@ -79,8 +82,8 @@ class Planner:
             free = {}
             for n in snapshot.nodes:
                 if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED) and self.takes_more(n):
-                    on = by_node.held(n.name)
-                    free[n.name] = (n.allocatable.cpu - sum(p.requests.cpu for p in on), n.allocatable.memory - sum(p.requests.memory for p in on))
+                    cpu, memory = self._asked.get(by_node.on(n.name), _held_request)  # (a node's pods: the same tuple while they are)
+                    free[n.name] = (n.allocatable.cpu - cpu, n.allocatable.memory - memory)
             self._room = (snapshot, free)
         _, free = self._room
         names = {n.name for n in nodes}
@@ -212,6 +215,18 @@ class CheaperSizes:
         if at not in found:
             found[at] = maximal([(cpu, memory) for _, cpu, memory in offers[:at]])
         return found[at]
+
+
+def _held_request(on: tuple[Pod, ...]) -> tuple[int, int]:
+    """The cpu and memory asked by the pods a node is there for (not its DaemonSet and
+    mirror pods)."""
+    cpu = memory = 0
+    for pod in on:
+        if not pod.of_node:
+            asked = pod.requests.cpu_memory()
+            cpu += asked[0]
+            memory += asked[1]
+    return cpu, memory
 
 
 def maximal(points: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
