@@ -94,15 +94,17 @@ class Framework:
         if problems:
             raise FrameworkConfigError(problems)
         self._registry, self._points = registry, points
+        # What ``fresh`` makes each plugin from, looked up once (a scaler makes a framework per computation).
+        self._makers = tuple((name, registry.factory(name), profile.plugin_args.get(name, {})) for name in instances)
         self._assemble(instances)
 
     def fresh(self) -> Framework:
         """A framework of this profile with plugins and a handle of its own (nothing of a run
         carried over), without checking the profile again: a scaler makes one per decision."""
         out = object.__new__(Framework)
-        out.profile, out.seed, out._registry, out._points = self.profile, self.seed, self._registry, self._points
-        out.handle = ifc.FrameworkHandle()
-        out._assemble({name: self._registry.create(name, out.handle, self.profile.plugin_args.get(name, {})) for name in self.plugins})
+        out.profile, out.seed, out._registry, out._points, out._makers = self.profile, self.seed, self._registry, self._points, self._makers
+        handle = out.handle = ifc.FrameworkHandle()
+        out._assemble({name: make(handle, args) for name, make, args in self._makers})
         return out
 
     def _assemble(self, instances: dict[str, ifc.Plugin]) -> None:

@@ -25,7 +25,10 @@ class Registry:
         return iter(sorted(self._factories))
 
     def create(self, name: str, handle: FrameworkHandle, args: Mapping[str, object]) -> Plugin:
-        return self._factories[name](handle, args)
+        return self.factory(name)(handle, args)
+
+    def factory(self, name: str) -> PluginFactory:
+        return self._factories[name]
 
 
 def default_registry() -> Registry:
