@@ -5,6 +5,7 @@ a fresh one on every snapshot of a changing cluster (hypothesis)."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 
 from builders import CATALOG, OD, SPOT, ZONES, binpack_pool, cell_pool, node, pod, scaler
 from hypothesis import HealthCheck, given, settings
@@ -104,3 +105,27 @@ def test_pictures_of_nodes_gone_are_forgotten() -> None:
         pictures.info(record, view, [])
     pictures.forget_all_but(records[:5])
     assert len(pictures._kept) == 5
+
+
+def test_a_computation_leaves_nothing_for_the_cycle_collector() -> None:
+    """A computation's run, framework and plugins are freed when it returns (each run's
+    framework held the run's own methods, so every decision was cyclic garbage: the
+    collector spent 0.63 s of the README's day on it, 0.08 s without)."""
+    sc = scaler(*POOLS)
+    ready = node("n1", "a.large", pool="binpack", state=NodeState.AVAILABLE)
+    snapshot = ClusterSnapshot((pod("placed", node="n1", phase=PodPhase.RUNNING), pod("w1", "1"), pod("w2", "3")), (ready,))
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        decision = sc.compute(snapshot, 0.0)
+        gc.collect()
+        left = [type(o).__name__ for o in gc.garbage if type(o).__module__.startswith("nodemanager")]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was:
+            gc.enable()
+    assert decision.bindings  # it placed pods (so the run made pictures, classes and new nodes)
+    assert left == []

@@ -182,6 +182,15 @@ class _Run:
         self.zone_load: Counter[str] = Counter()  # nodes per zone, live and decided: new nodes go to the emptiest
         self.type_tables = scaler.type_tables  # the packer's figures per candidate list
 
+    def close(self) -> None:
+        """Drop what refers back to this run (its bound methods, held by the framework's
+        handle and by the device state), so that the run and all it made are freed as soon
+        as it is done with, rather than left to the cycle collector: every computation's
+        run, framework and plugins were cyclic garbage, walked by the collector."""
+        self.fw.handle.possible_domains = {}
+        self.fw.handle.devices = None
+        self.devices = None
+
     def claims_of(self, pod: PodKey) -> tuple[str, ...]:
         node = self.bindings.get(pod)
         placed = self.infos[node].pods.get(pod) if node in self.infos else None
@@ -1182,19 +1191,23 @@ class BindingNodeScaler:
             if not run.failed:
                 break
             failed = run.failed_gangs()
+            run.close()
             excluded = {**excluded, **{k: why for k, why in failed.items() if k in last}}
             last = (last | failed.keys()) - excluded.keys()
-        stops, unneeded = run.stops()
-        specs = tuple(_spec(n) for n in started)
-        return Decision(
-            start=specs,
-            stop=tuple(stops),
-            bindings={k: NodeName(v) for k, v in run.bindings.items()},
-            unschedulable=dict(sorted(run.unschedulable.items())),
-            waiting=dict(sorted((k, v) for k, v in run.waiting.items() if k not in run.bindings)),
-            unneeded_since=unneeded,
-            allocations={k: (NodeName(n), r) for k, (n, r) in allocations_of(run.devices).items() if any(k in run.claims_of(p) for p in run.bindings)},
-        )
+        try:
+            stops, unneeded = run.stops()
+            specs = tuple(_spec(n) for n in started)
+            return Decision(
+                start=specs,
+                stop=tuple(stops),
+                bindings={k: NodeName(v) for k, v in run.bindings.items()},
+                unschedulable=dict(sorted(run.unschedulable.items())),
+                waiting=dict(sorted((k, v) for k, v in run.waiting.items() if k not in run.bindings)),
+                unneeded_since=unneeded,
+                allocations={k: (NodeName(n), r) for k, (n, r) in allocations_of(run.devices).items() if any(k in run.claims_of(p) for p in run.bindings)},
+            )
+        finally:
+            run.close()
 
 
 @contextmanager
