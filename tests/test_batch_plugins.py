@@ -102,8 +102,12 @@ def _prefiltered(pod: Pod, infos: list[NodeInfo], profile: Profile = DEFAULT_PRO
 
 
 @settings(max_examples=150, deadline=None)
-@given(pods(), nodes())
-def test_the_nodes_every_filter_passes_are_those_each_node_passes_alone(pod: Pod, infos: list[NodeInfo]) -> None:
+@given(pods(), nodes(), st.integers(-1, 7), st.booleans())
+def test_the_nodes_every_filter_passes_are_those_each_node_passes_alone(pod: Pod, infos: list[NodeInfo], on: int, daemon: bool) -> None:
+    if 0 <= on < len(infos):  # the pod already placed there (a binding checked again), maybe beside a DaemonSet pod
+        infos[on].add_pod(pod)
+        if daemon:
+            infos[on].add_pod(replace(pod, name="ds-pod", daemon_set="kube-system/ds"))
     for profile in (DEFAULT_PROFILE, NO_SKIPS):
         fw, state = _prefiltered(pod, infos, profile)
         alone = [n.name for n in infos if fw.run_filter_plugins(state, pod, n).is_success()]

@@ -34,6 +34,16 @@ class NodeAffinity(SkipsUnasked, FilterPlugin):
             return unresolvable("node(s) didn't match Pod's node affinity", self.name)
         return None
 
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
+        """``filter``'s answer without a Status (and its message) for every node it refuses."""
+        selector, affinity = tuple(pod.node_selector.items()), pod.affinity
+        out = []
+        for node in nodes:
+            labels = node.labels
+            if all(labels.get(key) == value for key, value in selector) and terms_match(affinity, labels, node.name):
+                out.append(node)
+        return out
+
 
 class TaintToleration(FilterPlugin, ScorePlugin):
     """Untolerated NoSchedule / NoExecute taints exclude a node; PreferNoSchedule ones lower its score."""
@@ -165,4 +175,6 @@ class CellIsolation(FilterPlugin):
         return None
 
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
-        return [n for n in nodes if not n.cell or self.filter(state, pod, n) is None]
+        # A cell node passes when the pods it is there for are none, or the one being filtered.
+        key = pod.key
+        return [n for n in nodes if not n.cell or (held := len(n.pods) - n.node_pods) == 0 or (held == 1 and key in n.pods)]
