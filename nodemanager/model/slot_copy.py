@@ -5,34 +5,46 @@ at twice the cost, and the controller copies a pod at every arrival, bind, assum
 exit, and a node record at every binding and change of state. A copy made here skips
 ``__post_init__``: a class whose derived fields depend on the ones changed must not use it
 for those (``Pod.living`` allows only the fields nothing is derived from).
+
+Each class's copier is one straight run of slot reads and writes, made once (as
+``dataclasses`` makes ``__init__``): a loop over the slots cost twice as much.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import attrgetter
 from typing import Any, TypeVar
 
 _T = TypeVar("_T")
-# class -> (read every slot, each slot's own setter (past a frozen __setattr__), slot -> its place)
-_LAYOUTS: dict[type, tuple[Callable[[Any], tuple], tuple[Callable[[Any, Any], None], ...], dict[str, int]]] = {}
+_Setter = Callable[[Any, Any], None]
+# class -> (a copy of every slot, each slot's own setter (past a frozen __setattr__) by name)
+_COPIERS: dict[type, tuple[Callable[[Any], Any], dict[str, _Setter]]] = {}
 
 
 def copied(obj: _T, changes: dict[str, Any]) -> _T:
     """``obj`` with ``changes``; a name that is no slot of its class raises TypeError."""
     kind = type(obj)
-    layout = _LAYOUTS.get(kind)
-    if layout is None:
-        slots = kind.__slots__  # type: ignore[attr-defined]
-        layout = _LAYOUTS[kind] = (attrgetter(*slots), tuple(getattr(kind, name).__set__ for name in slots), {name: i for i, name in enumerate(slots)})
-    read, writes, at = layout
-    values = list(read(obj))
+    found = _COPIERS.get(kind)
+    if found is None:
+        found = _COPIERS[kind] = _copier(kind)
+    copy_all, setters = found
+    copy = copy_all(obj)
     for name, value in changes.items():
-        place = at.get(name)
-        if place is None:
+        setter = setters.get(name)
+        if setter is None:
             raise TypeError(f"{kind.__name__} has no field {name!r}")
-        values[place] = value
-    copy = object.__new__(kind)
-    for write, value in zip(writes, values, strict=True):
-        write(copy, value)
+        setter(copy, value)
     return copy
+
+
+def _copier(kind: type) -> tuple[Callable[[Any], Any], dict[str, _Setter]]:
+    slots: tuple[str, ...] = kind.__slots__  # type: ignore[attr-defined]
+    setters: dict[str, _Setter] = {name: getattr(kind, name).__set__ for name in slots}
+    scope: dict[str, Any] = {"_new": object.__new__, "_kind": kind}
+    lines = ["def copy_all(obj):", "    copy = _new(_kind)"]
+    for i, name in enumerate(slots):  # slot names are identifiers: nothing else enters the source
+        scope[f"_set{i}"] = setters[name]
+        lines.append(f"    _set{i}(copy, obj.{name})")
+    lines.append("    return copy")
+    exec("\n".join(lines), scope)  # (made from the class's own slot names, as dataclasses makes __init__)
+    return scope["copy_all"], setters
