@@ -682,8 +682,8 @@ class NodeController:
 
     def _refresh_gauges(self) -> None:
         """Node, pod and cost gauges; the node counts and the cost are made again only when
-        the records or the prices changed."""
-        records = (self.nodes.stamp, id(self.catalog))  # what the node counts and the cost are made of
+        a record came, went or changed what they are made of, or the prices changed."""
+        records = (self.nodes.census, id(self.catalog))  # what the node counts and the cost are made of
         if records != self._gauges_shown[0]:
             counts: dict[tuple[str, NodeState], int] = {}
             for node in self.nodes.values():

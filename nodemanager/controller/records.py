@@ -26,6 +26,7 @@ class NodeRecords(dict[str, Node]):
         self._order: dict[str, int] = {}  # a record's place among the records (a dict's order)
         self._next = count()
         self.stamp = next(_STAMPS)  # new whenever a record is set or removed
+        self.census = next(_STAMPS)  # new whenever a record comes, goes or changes its pool, state, type, capacity type or zone
 
     def __setitem__(self, name: str, node: Node) -> None:
         old = self.get(name)
@@ -35,6 +36,8 @@ class NodeRecords(dict[str, Node]):
             self._states[old.state].discard(name)
         super().__setitem__(name, node)
         self.stamp = next(_STAMPS)
+        if old is None or _counted(old) != _counted(node):
+            self.census = self.stamp
         self._states[node.state].add(name)
         if node.bound_pods:
             self._bound.add(name)
@@ -44,7 +47,7 @@ class NodeRecords(dict[str, Node]):
     def __delitem__(self, name: str) -> None:
         node = self[name]
         super().__delitem__(name)
-        self.stamp = next(_STAMPS)
+        self.census = self.stamp = next(_STAMPS)
         self._states[node.state].discard(name)
         self._bound.discard(name)
         del self._order[name]
@@ -62,3 +65,8 @@ class NodeRecords(dict[str, Node]):
     def with_bindings(self) -> list[str]:
         """Names of the records holding bound pods, by name."""
         return sorted(self._bound)
+
+
+def _counted(node: Node) -> tuple:
+    """What the node counts and the fleet's cost are made of."""
+    return (node.pool, node.state, node.instance_type, node.capacity_type, node.zone)
