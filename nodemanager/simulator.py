@@ -106,7 +106,7 @@ class Simulation:
         self._batch_pods = {a.pod.key for a in workload if a.pod.batch}
         self.unschedulable: dict[PodKey, str] = {}
         self.tracker = _Tracker()
-        self._load_as_of: tuple[int, int] | None = None  # (cluster version, records generation) of _load
+        self._load_as_of: tuple[int, int] | None = None  # (cluster version, records census) of _load
         self._load = (0, 0, 0, 0)
         self._waiting_as_of: tuple[int, Decision | None, tuple[PodKey, ...]] | None = None
         views = pool_views(list(config.pools), catalog, config.nodes.volume_size, daemon_sets=objects.daemon_sets if objects else ())
@@ -136,8 +136,8 @@ class Simulation:
         if dt <= 0:
             return
         t = self.tracker
-        changed = (self.cluster.version, self.controller.nodes.stamp)
-        if changed != self._load_as_of:  # pods and nodes as they are now (most steps change neither)
+        changed = (self.cluster.version, self.controller.nodes.census)
+        if changed != self._load_as_of:  # pods and nodes as they are now (most steps change neither; a binding changes no allocatable)
             self._load_as_of, self._load = changed, self._load_now()
         cpu, memory, alloc_cpu, alloc_memory = self._load
         t.cpu_requested += cpu * dt

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nodemanager.controller.records import NodeRecords
-from nodemanager.model import CapacityType, Node, NodeName, NodeState
+from nodemanager.model import CapacityType, Node, NodeName, NodeState, Resources
 
 NAMES = ["n1", "n2", "n3", "n4"]
 change = st.one_of(
@@ -60,14 +60,17 @@ def test_every_change_gives_the_records_a_stamp_no_records_had() -> None:
 
 def test_the_census_moves_only_when_what_the_gauges_count_changes() -> None:
     """The node gauges and the cost are made again when a record comes, goes or changes its
-    pool, state, type, capacity type or zone; a binding moves the stamp but not the census."""
+    pool, state, type, capacity type, zone or allocatable; a binding moves the stamp but not
+    the census."""
     records = NodeRecords()
     records["n1"] = record("n1", NodeState.AVAILABLE, bound=False)
     census, stamp = records.census, records.stamp
     records["n1"] = dataclasses.replace(records["n1"], bound_pods=("default/p",))
     assert records.stamp != stamp
     assert records.census == census
-    for change in ({"state": NodeState.CLAIMED}, {"zone": "elsewhere"}, {"instance_type": "other.large"}, {"capacity_type": CapacityType.SPOT}):
+    changes = ({"state": NodeState.CLAIMED}, {"zone": "elsewhere"}, {"instance_type": "other.large"}, {"capacity_type": CapacityType.SPOT})
+    changes += ({"allocatable": Resources({"cpu": 1500})},)
+    for change in changes:
         records["n1"] = dataclasses.replace(records["n1"], **change)
         assert records.census != census, change
         census = records.census

@@ -26,7 +26,7 @@ class NodeRecords(dict[str, Node]):
         self._order: dict[str, int] = {}  # a record's place among the records (a dict's order)
         self._next = count()
         self.stamp = next(_STAMPS)  # new whenever a record is set or removed
-        self.census = next(_STAMPS)  # new whenever a record comes, goes or changes its pool, state, type, capacity type or zone
+        self.census = next(_STAMPS)  # new whenever a record comes, goes or changes its pool, state, type, capacity type, zone or allocatable
 
     def __setitem__(self, name: str, node: Node) -> None:
         old = self.get(name)
@@ -68,5 +68,5 @@ class NodeRecords(dict[str, Node]):
 
 
 def _counted(node: Node) -> tuple:
-    """What the node counts and the fleet's cost are made of."""
-    return (node.pool, node.state, node.instance_type, node.capacity_type, node.zone)
+    """What the node counts, the fleet's cost and a simulation's utilization are made of."""
+    return (node.pool, node.state, node.instance_type, node.capacity_type, node.zone, node.allocatable)
