@@ -56,7 +56,7 @@ class CacheSnapshot:
     pods: tuple[Pod, ...]  # waiting pods, then assumed and added ones on their nodes
     nodes: Mapping[str, ClusterNode]
     generation: int
-    grouped: PodsByNode | None = None  # ``pods`` by node (None: group them when asked)
+    grouped: PodsByNode | None = field(default=None, compare=False, repr=False)  # ``pods`` by node (None: group them when asked)
     daemon_sets: tuple[DaemonSet, ...] = ()
     volumes: VolumeContext | None = None  # None: the cluster has no volume objects
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # labels by namespace

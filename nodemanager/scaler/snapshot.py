@@ -34,7 +34,7 @@ class ClusterSnapshot:
     reserved: frozenset[NodeName] = frozenset()  # nodes booted to replace others: not idle while their pods move
     pdbs: tuple[PodDisruptionBudget, ...] = ()  # what voluntary disruption may evict now
     one_new_node: bool = False  # a consolidation's what-if: the pods that move may take one new node at most
-    grouped: PodsByNode | None = None  # ``pods`` already grouped (the cache keeps them so): see ``by_node``
+    grouped: PodsByNode | None = field(default=None, compare=False, repr=False)  # ``pods`` already grouped (the cache keeps them so): see ``by_node``
 
     @cached_property
     def by_node(self) -> PodsByNode:
