@@ -51,6 +51,15 @@ class NodeUsage:
     node_pods: set[PodKey] = field(default_factory=set)
 
 
+@dataclass
+class _OnNode:
+    """The cache's own record of a node's pods (``NodeUsage`` is made from it when asked)."""
+
+    pods: dict[PodKey, Pod] = field(default_factory=dict)  # assumed and added, DaemonSet and mirror pods too
+    requested: Resources = field(default_factory=Resources)
+    sorted: tuple[Pod, ...] | None = None  # ``pods`` in key order, made when first asked after a change
+
+
 @dataclass(frozen=True)
 class CacheSnapshot:
     pods: tuple[Pod, ...]  # waiting pods, then assumed and added ones on their nodes
@@ -71,10 +80,8 @@ class ClusterEventsHandler:
         self._lock = threading.RLock()
         self._entries: KeyOrdered[_Entry] = KeyOrdered(attrgetter("pod"))
         self._waiting: KeyOrdered[Pod] = KeyOrdered(_itself)
-        self._usage: dict[str, NodeUsage] = defaultdict(NodeUsage)
-        self._held: dict[str, frozenset[PodKey]] = {}  # node -> its ``pods``, frozen when they change (see pods_by_node)
-        self._on: dict[str, dict[PodKey, Pod]] = {}  # node -> every pod placed there (DaemonSet and mirror pods too)
-        self._on_sorted: dict[str, tuple[Pod, ...]] = {}  # node -> those pods in key order, made when first asked after a change
+        self._on: dict[str, _OnNode] = defaultdict(_OnNode)
+        self._held: dict[str, frozenset[PodKey]] = {}  # node -> the pods it is there for, frozen when they change (see pods_by_node)
         self._nodes: dict[str, ClusterNode] = {}
         self._objects: dict[type, dict[str, ClusterObject]] = defaultdict(dict)
         self.generation = 0
@@ -97,33 +104,26 @@ class ClusterEventsHandler:
         return state
 
     def _place(self, pod: Pod) -> None:
-        self._on.setdefault(pod.node_name, {})[pod.key] = pod
-        self._on_sorted.pop(pod.node_name, None)
-        usage = self._usage[pod.node_name]
-        if pod.of_node:
-            usage.node_pods.add(pod.key)
-        else:
-            usage.pods.add(pod.key)
-            self._held[pod.node_name] = frozenset(usage.pods)
-        usage.requested = usage.requested + pod.requests
+        on = self._on[pod.node_name]
+        on.pods[pod.key] = pod
+        on.requested = on.requested + pod.requests
+        on.sorted = None
+        if not pod.of_node:
+            self._held[pod.node_name] = _held_by(on)
 
     def _unplace(self, pod: Pod) -> None:
         on = self._on[pod.node_name]
-        del on[pod.key]
-        if not on:
-            del self._on[pod.node_name]
-        self._on_sorted.pop(pod.node_name, None)
-        usage = self._usage[pod.node_name]
-        if pod.key in usage.pods:
-            usage.pods.discard(pod.key)
-            if usage.pods:
-                self._held[pod.node_name] = frozenset(usage.pods)
+        del on.pods[pod.key]
+        on.requested = on.requested - pod.requests
+        on.sorted = None
+        if not pod.of_node:
+            held = _held_by(on)
+            if held:
+                self._held[pod.node_name] = held
             else:
                 del self._held[pod.node_name]
-        usage.node_pods.discard(pod.key)
-        usage.requested = usage.requested - pod.requests
-        if not usage.pods and not usage.node_pods:
-            del self._usage[pod.node_name]
+        if not on.pods:
+            del self._on[pod.node_name]
 
     def assume(self, pod: Pod, node: str) -> None:
         """Initial -> Assumed: the pod counts on ``node`` before the cluster confirms it."""
@@ -302,11 +302,12 @@ class ClusterEventsHandler:
         if self._pods_as_of is None or self._pods_as_of[0] != self.generation:
             waiting = self._waiting.pods()
             pods = waiting + self._entries.pods()
-            sorted_on = self._on_sorted
+            placed = {}
             for name, on in self._on.items():
-                if name not in sorted_on:
-                    sorted_on[name] = tuple(sorted(on.values(), key=_KEY))
-            grouped = PodsByNode(pods, waiting, dict(sorted_on))
+                if on.sorted is None:
+                    on.sorted = tuple(sorted(on.pods.values(), key=_KEY))
+                placed[name] = on.sorted
+            grouped = PodsByNode(pods, waiting, placed)
             self._pods_as_of = (self.generation, grouped, any(p.claims for p in pods))
         return self._pods_as_of[1], self._pods_as_of[2]
 
@@ -319,8 +320,10 @@ class ClusterEventsHandler:
 
     def usage(self, node: str) -> NodeUsage:
         with self._lock:
-            found = self._usage.get(node)
-            return NodeUsage(set(found.pods), found.requested, set(found.node_pods)) if found else NodeUsage()
+            found = self._on.get(node)
+            if found is None:
+                return NodeUsage()
+            return NodeUsage({k for k, p in found.pods.items() if not p.of_node}, found.requested, {k for k, p in found.pods.items() if p.of_node})
 
     def node(self, name: str) -> ClusterNode | None:
         return self._nodes.get(name)
@@ -349,3 +352,7 @@ class ClusterEventsHandler:
         with self._lock:
             done, self.finished = self.finished, []
             return done
+
+
+def _held_by(on: _OnNode) -> frozenset[PodKey]:
+    return frozenset(k for k, p in on.pods.items() if not p.of_node)
