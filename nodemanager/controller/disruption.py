@@ -210,8 +210,7 @@ class DisruptionController:
         kept = self._drift.get(node.name)
         if kept is not None and kept[0] is node and kept[1] is pool and kept[2] is catalog and kept[3] == image:
             return kept[4]
-        if len(self._drift) > 2 * len(self.c.nodes) + 16:  # records gone
-            self._drift = {name: entry for name, entry in self._drift.items() if name in self.c.nodes}
+        self._drift = self.c.nodes.pruned(self._drift)
         entry = self._drift[node.name] = (node, pool, catalog, image, drifted(node, pool, catalog, image))
         return entry[4]
 

@@ -204,8 +204,7 @@ class NodeController:
         view = node
         if taints != node.taints or registered.unschedulable != node.unschedulable:
             view = replace(node, taints=taints, unschedulable=registered.unschedulable)
-        if len(self._views) > 2 * len(self.nodes) + 16:  # records gone
-            self._views = {name: entry for name, entry in self._views.items() if name in self.nodes}
+        self._views = self.nodes.pruned(self._views)
         self._views[node.name] = (node, registered.taints, registered.unschedulable, view)
         return view
 

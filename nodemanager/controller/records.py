@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from itertools import count
+from typing import TypeVar
 
 from nodemanager.model import Node, NodeState
 
+_V = TypeVar("_V")
 _STAMPS = count(1)  # one sequence for every instance: a stamp names one state of one set of records
 
 
@@ -61,6 +63,13 @@ class NodeRecords(dict[str, Node]):
         """Names of the records in ``states``, in the records' order."""
         names: Iterable[str] = set().union(*(self._states[s] for s in states))
         return sorted(names, key=self._order.__getitem__)
+
+    def pruned(self, kept: dict[str, _V]) -> dict[str, _V]:
+        """``kept``, a memo by node name, without the names of records gone, once they may
+        be many (past twice the records, and a few: each pruning is a pass over it)."""
+        if len(kept) <= 2 * len(self) + 16:
+            return kept
+        return {name: entry for name, entry in kept.items() if name in self}
 
     def with_bindings(self) -> list[str]:
         """Names of the records holding bound pods, by name."""

@@ -152,6 +152,15 @@ class Vectors:
     def of(self, resources: Resources, pods: int = 0) -> tuple[int, ...]:
         return tuple(pods if n == "pods" and pods else resources.get(n) for n in self.names)
 
+    def total(self, counts: Sequence[int]) -> list[int]:
+        """What ``counts`` pods of each class ask, summed per resource."""
+        return [sum(r[j] * k for r, k in zip(self.requests, counts, strict=True)) for j in range(len(self.names))]
+
+
+def _holds_one(allocatable: tuple[int, ...], request: tuple[int, ...], per_node: int | None) -> bool:
+    """Whether an empty node of ``allocatable`` takes one pod of ``request``."""
+    return greedy_fill(allocatable, [request], [1], per_node)[0] > 0
+
 
 def greedy_fill(
     allocatable: tuple[int, ...], requests: Sequence[tuple[int, ...]], remaining: Sequence[int], per_node: int | None, order: Sequence[int] | None = None
@@ -375,14 +384,14 @@ def _uniform_fleets(
     is an alternative. Types whose fleet could not cost less than ``below`` (as many nodes
     as the pods' total of some resource needs, or their count over ``per_node``) are skipped."""
     order = sorted(range(len(counts)), key=lambda i: [-vectors.requests[i][j] for j in vectors.cpu_memory])
-    total = [sum(r[j] * k for r, k in zip(vectors.requests, counts, strict=True)) for j in range(len(vectors.names))]
+    total = vectors.total(counts)
     least = -(-sum(counts) // per_node) if per_node else 1
     for c in types:
         room = alloc[c.itype.name]
         nodes = max([least] + [-(-t // a) if a else math.inf for t, a in zip(total, room, strict=True) if t])
         if nodes * c.price >= below:
             continue
-        if not all(greedy_fill(room, [vectors.requests[i]], [1], per_node)[0] for i, k in enumerate(counts) if k):
+        if not all(_holds_one(room, vectors.requests[i], per_node) for i, k in enumerate(counts) if k):
             continue
         spent, remaining, fills = dataclasses.replace(budget), list(counts), []
         while any(remaining):
@@ -441,7 +450,7 @@ def _pack(
         trial = [pool[i] for i in best_at]
         # Always try the cheapest type that can hold the first (largest) remaining pod.
         if (first, len(excluded)) not in holders:
-            holders[first, len(excluded)] = next((c for c in usable if greedy_fill(alloc[c.itype.name], [vectors.requests[first]], [1], per_node)[0]), None)
+            holders[first, len(excluded)] = next((c for c in usable if _holds_one(alloc[c.itype.name], vectors.requests[first], per_node)), None)
         holder = holders[first, len(excluded)]
         if holder is not None and holder not in trial:
             trial.append(holder)
@@ -455,7 +464,7 @@ def _pack(
         }
         by_value = tuple(sorted(classes, key=lambda i: -value[i]))
         total = sum(map(operator.mul, value, remaining))  # what is left, at the dual prices
-        left = [sum(r[j] * k for r, k in zip(vectors.requests, remaining, strict=True)) for j in range(len(vectors.names))]
+        left = vectors.total(remaining)
         best: tuple[float, float, float, str, Candidate, tuple[int, ...]] | None = None
         for c in trial:
             share = budget.share(c.itype) if dense else 0.0
@@ -486,7 +495,7 @@ def _pack(
                 if best is None or key < best[:4]:
                     best = (*key, c, fill)
         if best is None:  # no type left holds the first class: set aside (if a type the limits ruled out would, they leave it over)
-            held = limited is not None and any(greedy_fill(alloc[c.itype.name], [vectors.requests[first]], [1], per_node)[0] for c in pool)
+            held = limited is not None and any(_holds_one(alloc[c.itype.name], vectors.requests[first], per_node) for c in pool)
             why[first] = f"limit:{budget.blocking(limited)}" if held and limited is not None else "fit"
             set_aside[first], remaining[first] = remaining[first], 0
             continue
