@@ -42,14 +42,21 @@ def _same(a: PodsByNode, b: PodsByNode) -> bool:
 
 
 @settings(max_examples=200, deadline=None)
-@given(STEPS)
-def test_the_caches_grouping_is_its_pods_grouped_afresh(steps: list[tuple[str, str, str]]) -> None:
+@given(STEPS, st.lists(st.booleans(), min_size=40, max_size=40))
+def test_the_caches_grouping_is_its_pods_grouped_afresh(steps: list[tuple[str, str, str]], looks: list[bool]) -> None:
+    """Whether a snapshot is taken after every change or after several, and later changes
+    leave an earlier snapshot's grouping as it was."""
     cache = ClusterEventsHandler()
-    for step in steps:
+    taken = []
+    for step, look in zip(steps, looks, strict=False):
         _apply(cache, step)
-        snapshot = cache.snapshot()
-        assert snapshot.grouped is not None
-        assert snapshot.grouped.pods is snapshot.pods
+        if look:
+            snapshot = cache.snapshot()
+            assert snapshot.grouped is not None
+            assert snapshot.grouped.pods is snapshot.pods
+            assert _same(snapshot.grouped, PodsByNode.of(snapshot.pods))
+            taken.append(snapshot)
+    for snapshot in taken:
         assert _same(snapshot.grouped, PodsByNode.of(snapshot.pods))
 
 

@@ -57,7 +57,6 @@ class _OnNode:
 
     pods: dict[PodKey, Pod] = field(default_factory=dict)  # assumed and added, DaemonSet and mirror pods too
     requested: Resources = field(default_factory=Resources)
-    sorted: tuple[Pod, ...] | None = None  # ``pods`` in key order, made when first asked after a change
 
 
 @dataclass(frozen=True)
@@ -82,6 +81,10 @@ class ClusterEventsHandler:
         self._waiting: KeyOrdered[Pod] = KeyOrdered(_itself)
         self._on: dict[str, _OnNode] = defaultdict(_OnNode)
         self._held: dict[str, frozenset[PodKey]] = {}  # node -> the pods it is there for, frozen when they change (see pods_by_node)
+        # node -> its pods in key order, as the last snapshot grouped them; the nodes whose
+        # pods changed since are sorted again when the next snapshot is made (see _pods)
+        self._sorted: dict[str, tuple[Pod, ...]] = {}
+        self._resort: set[str] = set()
         self._nodes: dict[str, ClusterNode] = {}
         self._objects: dict[type, dict[str, ClusterObject]] = defaultdict(dict)
         self.generation = 0
@@ -107,7 +110,7 @@ class ClusterEventsHandler:
         on = self._on[pod.node_name]
         on.pods[pod.key] = pod
         on.requested = on.requested + pod.requests
-        on.sorted = None
+        self._resort.add(pod.node_name)
         if not pod.of_node:
             self._held[pod.node_name] = _held_by(on)
 
@@ -115,7 +118,7 @@ class ClusterEventsHandler:
         on = self._on[pod.node_name]
         del on.pods[pod.key]
         on.requested = on.requested - pod.requests
-        on.sorted = None
+        self._resort.add(pod.node_name)
         if not pod.of_node:
             held = _held_by(on)
             if held:
@@ -298,17 +301,21 @@ class ClusterEventsHandler:
     def _pods(self) -> tuple[PodsByNode, bool]:
         """The snapshot's pods (waiting, then placed, each by key) grouped by node, and
         whether any uses a resource claim: made once per generation (every pod change makes
-        a new one); a node's pods are sorted again only when they changed."""
+        a new one); only the nodes whose pods changed are grouped again (a walk over every
+        node for each snapshot was a twentieth of a large simulation)."""
         if self._pods_as_of is None or self._pods_as_of[0] != self.generation:
             waiting = self._waiting.pods()
             pods = waiting + self._entries.pods()
-            placed = {}
-            for name, on in self._on.items():
-                if on.sorted is None:
-                    on.sorted = tuple(sorted(on.pods.values(), key=_KEY))
-                placed[name] = on.sorted
-            grouped = PodsByNode(pods, waiting, placed)
-            self._pods_as_of = (self.generation, grouped, any(p.claims for p in pods))
+            placed = self._sorted
+            for name in self._resort:
+                on = self._on.get(name)
+                if on is None:
+                    placed.pop(name, None)
+                else:
+                    placed[name] = tuple(sorted(on.pods.values(), key=_KEY))
+            self._resort.clear()
+            claims = self._waiting.claimed > 0 or self._entries.claimed > 0
+            self._pods_as_of = (self.generation, PodsByNode(pods, waiting, dict(placed)), claims)
         return self._pods_as_of[1], self._pods_as_of[2]
 
     def pods_by_node(self) -> dict[str, frozenset[PodKey]]:

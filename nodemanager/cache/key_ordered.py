@@ -26,19 +26,24 @@ class KeyOrdered(dict[PodKey, _V], Generic[_V]):
         self._pod_of = pod_of
         self._keys: list[PodKey] = []
         self._pods: list[Pod] = []
+        self.claimed = 0  # how many of the pods use a resource claim (a snapshot asks)
 
     def __setitem__(self, key: PodKey, value: _V) -> None:
         i = bisect_left(self._keys, key)
+        pod = self._pod_of(value)
         if key in self:
-            self._pods[i] = self._pod_of(value)
+            self.claimed -= bool(self._pods[i].claims)
+            self._pods[i] = pod
         else:
             self._keys.insert(i, key)
-            self._pods.insert(i, self._pod_of(value))
+            self._pods.insert(i, pod)
+        self.claimed += bool(pod.claims)
         super().__setitem__(key, value)
 
     def __delitem__(self, key: PodKey) -> None:
         super().__delitem__(key)
         i = bisect_left(self._keys, key)
+        self.claimed -= bool(self._pods[i].claims)
         del self._keys[i], self._pods[i]
 
     def pop(self, key: PodKey, *default: _V | None) -> _V | None:  # type: ignore[override]

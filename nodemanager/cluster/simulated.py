@@ -108,9 +108,12 @@ class SimulatedCluster:
         self.version = 0  # counts changes to pods and to which nodes are registered (what a simulation integrates)
         self._running_since: dict[str, float] = {}  # node -> when its instance was first seen running
         self._silenced: set[str] = set()
-        # When each registered node heartbeats next (a heap, and each node's latest time: an
-        # entry that differs is stale), so a poll looks only at the nodes due, not at all.
-        self._beats: list[tuple[float, str]] = []
+        # When each registered node heartbeats next (a heap of times, the nodes due at each,
+        # and each node's latest time: an entry that differs is stale), so a poll looks only
+        # at the nodes due, not at all. Kubelets registered in one poll beat in the same polls
+        # from then on: a time per poll, not per node, goes through the heap.
+        self._beats: list[float] = []
+        self._due_at: dict[float, list[str]] = {}
         self._next_beat: dict[str, float] = {}
         self.first_bound: dict[PodKey, float] = {}  # pod -> when it was first bound (simulation reports)
         self.binds = 0
@@ -332,16 +335,20 @@ class SimulatedCluster:
 
     def _due(self, now: float) -> set[str]:
         """Registered nodes whose heartbeat may be due (``_heartbeat`` has the last word)."""
-        due, beats = set(), self._beats
-        while beats and beats[0][0] <= now + 1e-6:  # a margin for rounding: the test itself is exact
-            at, name = heapq.heappop(beats)
-            if self._next_beat.get(name) == at and name in self.nodes:
-                due.add(name)
+        due, beats, latest, nodes = set(), self._beats, self._next_beat, self.nodes
+        while beats and beats[0] <= now + 1e-6:  # a margin for rounding: the test itself is exact
+            at = heapq.heappop(beats)
+            due.update(name for name in self._due_at.pop(at) if latest.get(name) == at and name in nodes)
         return due
 
     def _schedule_beat(self, name: str, at: float) -> None:
         self._next_beat[name] = at
-        heapq.heappush(self._beats, (at, name))
+        bucket = self._due_at.get(at)
+        if bucket is None:
+            self._due_at[at] = [name]
+            heapq.heappush(self._beats, at)
+        else:
+            bucket.append(name)
 
     def _heartbeat(self, name: str, now: float) -> bool:
         """Whether the node's kubelet renews its Lease now (it is due and not silenced)."""
