@@ -108,6 +108,7 @@ class Simulation:
         self.tracker = _Tracker()
         self._load_as_of: tuple[int, int] | None = None  # (cluster version, records census) of _load
         self._load = (0, 0, 0, 0)
+        self._allocatable: tuple[tuple[int, int], tuple[int, int]] | None = None  # ((registrations, census), the sums) of _allocatable_now
         self._waiting_as_of: tuple[int, Decision | None, tuple[PodKey, ...]] | None = None
         views = pool_views(list(config.pools), catalog, config.nodes.volume_size, daemon_sets=objects.daemon_sets if objects else ())
         self.bound = CostBound(views, (a.pod for a in workload))
@@ -152,13 +153,22 @@ class Simulation:
         the pods without a duration running from now on go to the tracker."""
         cpu, memory = self.cluster.bound_requests
         self.tracker.forever_running(self.cluster.bound_forever)
-        alloc_cpu = alloc_memory = 0
-        for name in self.cluster.nodes:
-            node = self.controller.nodes.get(name)
-            if node is not None:
-                alloc_cpu += node.allocatable.cpu
-                alloc_memory += node.allocatable.memory
-        return cpu, memory, alloc_cpu, alloc_memory
+        return cpu, memory, *self._allocatable_now()
+
+    def _allocatable_now(self) -> tuple[int, int]:
+        """The registered nodes' CPU and memory allocatable, summed again only when a node
+        registered or left or a record changed what the census counts (a pod's binding or
+        end changes neither, and those are most of the steps that change the load)."""
+        made_from = (self.cluster.registrations, self.controller.nodes.census)
+        if self._allocatable is None or self._allocatable[0] != made_from:
+            alloc_cpu = alloc_memory = 0
+            for name in self.cluster.nodes:
+                node = self.controller.nodes.get(name)
+                if node is not None:
+                    alloc_cpu += node.allocatable.cpu
+                    alloc_memory += node.allocatable.memory
+            self._allocatable = (made_from, (alloc_cpu, alloc_memory))
+        return self._allocatable[1]
 
     def _sample(self, now: float, timeline: Timeline) -> None:
         nodes = Counter(n.instance_type for n in self.controller.nodes.values() if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED))

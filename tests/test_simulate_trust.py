@@ -254,3 +254,40 @@ def test_a_run_freezes_what_exists_for_the_collector_and_thaws_it_after() -> Non
     with pytest.raises(RuntimeError):
         Simulation(config, catalog, parse_workload(workload)).run(progress=fail)
     assert gc.get_freeze_count() == 0
+
+
+def test_the_load_integrated_at_every_step_is_the_load_summed_afresh() -> None:
+    """The simulation sums the registered nodes' allocatable again only when a node
+    registered or left or a record changed what the census counts, and the running pods'
+    requests when pods changed: at every step, what it integrates is what a fresh sum gives
+    (nodes register, pods come and go, nodes stop once idle)."""
+    from nodemanager.cluster.workload import parse_workload
+    from nodemanager.config import parse_config
+    from nodemanager.simulator import Simulation
+
+    config, catalog = parse_config(BOUND_PROVIDER % {"boot": "30s", "boots": 2}, "provider.yaml", Path("."))
+    workload = """
+pods:
+  - {name: a, count: 3, duration: 120s, pod: {containers: [{name: c, resources: {requests: {cpu: 1500m, memory: 1Gi}}}]}}
+  - {name: b, at: 90s, count: 5, duration: 300s, pod: {containers: [{name: c, resources: {requests: {cpu: 700m, memory: 3Gi}}}]}}
+"""
+    sim = Simulation(config, catalog, parse_workload(workload))
+    integrate, checked = sim._integrate, []
+
+    def checking(dt: float) -> None:
+        integrate(dt)
+        if dt > 0:
+            nodes = [sim.controller.nodes[n] for n in sim.cluster.nodes if n in sim.controller.nodes]
+            running = [s.pod for s in sim.cluster.pods.values() if s.pod.node_name and not s.pod.is_terminal]
+            fresh = (
+                sum(p.requests.cpu for p in running),
+                sum(p.requests.memory for p in running),
+                sum(n.allocatable.cpu for n in nodes),
+                sum(n.allocatable.memory for n in nodes),
+            )
+            assert sim._load == fresh, sim.clock.now()
+            checked.append(fresh)
+
+    sim._integrate = checking  # type: ignore[method-assign]
+    sim.run()
+    assert len({load[2] for load in checked}) >= 3  # nodes came and went while it was checked

@@ -106,6 +106,7 @@ class SimulatedCluster:
         self._finishing: list[tuple[float, PodKey]] = []  # heap of (finish time, pod)
         self._events: list[ClusterEvent] = []
         self.version = 0  # counts changes to pods and to which nodes are registered (what a simulation integrates)
+        self.registrations = 0  # counts nodes registered and removed
         self._running_since: dict[str, float] = {}  # node -> when its instance was first seen running
         self._silenced: set[str] = set()
         # When each registered node heartbeats next (a heap of times, the nodes due at each,
@@ -293,7 +294,11 @@ class SimulatedCluster:
     def _emit(self, event: ClusterEvent) -> None:
         self._events.append(event)
         # a heartbeat, a label: nothing the report integrates
-        if not (isinstance(event, Heartbeats) or (isinstance(event, NodeEvent) and event.type is EventType.MODIFIED)):
+        if isinstance(event, NodeEvent):
+            if event.type is not EventType.MODIFIED:
+                self.version += 1
+                self.registrations += 1
+        elif not isinstance(event, Heartbeats):
             self.version += 1
 
     def _sync_nodes(self, now: float) -> None:
