@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from nodemanager.cluster.base import EventType, NodeEvent
 from nodemanager.cluster.workload import parse_cluster_objects, parse_workload
 from nodemanager.config import parse_config
-from nodemanager.model import Taint, TaintEffect, Toleration
+from nodemanager.model import Node, Taint, TaintEffect, Toleration
 from nodemanager.model.daemonset import DaemonSet, daemon_overhead
 from nodemanager.model.ports import HostPort
 from nodemanager.model.selectors import Operator, Requirement, SelectorTerm
@@ -309,15 +309,20 @@ def test_the_planning_view_follows_the_clusters_taints_and_cordon_and_is_kept_ac
     [name] = h.controller.nodes
     record = h.controller.nodes[name]
     registered = h.controller.cache.node(name)
+
+    def planned() -> Node:
+        [view] = h.controller._planning_nodes()
+        return view
+
     dedicated = Taint("dedicated", TaintEffect.NO_SCHEDULE, "x")
     ephemeral = Taint("node.kubernetes.io/not-ready", TaintEffect.NO_SCHEDULE)
     h.controller.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(registered, taints=(dedicated, ephemeral)))])
-    tainted = h.controller._planning_view(record)
+    tainted = planned()
     assert tainted.taints == (dedicated,)
     h.controller.cache.apply([NodeEvent(EventType.MODIFIED, h.controller.cache.node(name).with_heartbeat(registered.last_heartbeat + 10))])
-    assert h.controller._planning_view(record) is tainted  # a heartbeat: the same view
+    assert planned() is tainted  # a heartbeat: the same view
     h.controller.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(h.controller.cache.node(name), unschedulable=True))])
-    cordoned = h.controller._planning_view(record)
+    cordoned = planned()
     assert (cordoned.taints, cordoned.unschedulable) == ((dedicated,), True)
     h.controller.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(h.controller.cache.node(name), taints=(), unschedulable=False))])
-    assert h.controller._planning_view(record) is record  # nothing to shed or take
+    assert planned() is record  # nothing to shed or take

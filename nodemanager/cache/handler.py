@@ -20,6 +20,7 @@ from nodemanager.cluster.base import ClusterEvent, ClusterNode, ClusterObject, E
 from nodemanager.model import Pod, PodKey, PodPhase, Resources
 from nodemanager.model.by_node import PodsByNode
 from nodemanager.model.daemonset import DaemonSet
+from nodemanager.model.journal import Journal
 from nodemanager.model.pdb import PodDisruptionBudget
 from nodemanager.model.pod_owners import SELECTING_KINDS, Namespace, PodSelecting
 from nodemanager.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass, VolumeContext
@@ -89,6 +90,7 @@ class ClusterEventsHandler:
         self._objects: dict[type, dict[str, ClusterObject]] = defaultdict(dict)
         self.generation = 0
         self.nodes_generation = 0  # moves when a Node changes other than by its heartbeat
+        self.node_changes = Journal()  # the names of the Nodes that changed other than by their heartbeats
         self._assumed: dict[PodKey, None] = {}  # the entries in state Assumed, in the order they were assumed
         self._pods_as_of: tuple[int, PodsByNode, bool] | None = None  # see _pods
         self.finished: list[Pod] = []  # pods that left a node since the last take_finished()
@@ -274,6 +276,7 @@ class ClusterEventsHandler:
         if old is None or event.type is EventType.DELETED or not old.same_but_heartbeat(event.node):
             self.generation += 1
             self.nodes_generation += 1
+            self.node_changes.add(event.node.name)
 
     # -- reading ---------------------------------------------------------------------------
     def snapshot(self) -> CacheSnapshot:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
 from dataclasses import replace
 
@@ -49,6 +49,7 @@ from nodemanager.dra.context import DeviceContext
 from nodemanager.dra.model import AllocationResult
 from nodemanager.errors import NodeManagerError
 from nodemanager.model import LIVE_STATES, ZERO, CapacityType, InstanceId, Node, NodeName, NodeState, Pod, PodKey, Taint
+from nodemanager.model.journal import Mark
 from nodemanager.model.selectors import HARD_EFFECTS, untolerated
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, Decision, NodeSpec, ScalerSettings, UnavailabilityKeeper
 from nodemanager.scaler.unavailability import ANY_TYPE
@@ -109,7 +110,6 @@ class NodeController:
         self.lock = ControllerLock()  # never held across a cloud or API call: calls wait for its release
         self._gauges_shown: tuple[tuple, dict[tuple[str, NodeState], int]] = ((), {})  # the records the node gauges were last set from, and their counts
         self._startup: dict[str, tuple[Taint, ...]] = {}  # pool -> its startup taints (the config is fixed)
-        self._views: dict[str, tuple[Node, tuple[Taint, ...], bool, Node]] = {}  # node -> (its record, the cluster's taints and cordon, the planning view)
         self._labelled: dict[str, tuple[Mapping[str, str], Mapping[str, str]]] = {}  # node -> (its record's labels, the cluster's) found to hold them all
         self._last_status: tuple[float, dict[str, object]] | None = None  # (when, document): answered while the lock is held too long
         self.nodes = NodeRecords()
@@ -132,6 +132,10 @@ class NodeController:
         self.synced_at = clock.now()
         self._last_inputs: tuple | None = None
         self._planned: tuple[tuple, tuple[Node, ...]] = ((), ())  # the nodes as the scaler plans with them, and what they were made from
+        # Each record's planning view, and where the records' and the cluster's change journals
+        # stood when they were made, with the nodes then marked (see _planning_nodes).
+        self._planned_views: dict[str, Node] = {}
+        self._planned_as_of: tuple[Mark, Mark, frozenset[str]] | None = None
         self._pools = {p.name: p for p in config.pools}
         self.on_decision: Callable[[Decision, float], None] | None = None
         self.colocation = ColocationReconciler(self)
@@ -195,18 +199,12 @@ class NodeController:
         startup and ephemeral taints that a node we booted sheds on its own."""
         registered = self.cache.node(node.name)
         if registered is None or not (registered.taints or node.taints or registered.unschedulable or node.unschedulable):
-            return node  # nothing to shed or to take: most nodes, at every decision
-        kept = self._views.get(node.name)  # (a tainted pool's nodes come here at every decision; a heartbeat keeps the taints' tuple)
-        if kept is not None and kept[0] is node and kept[1] is registered.taints and kept[2] == registered.unschedulable:
-            return kept[3]
+            return node  # nothing to shed or to take: most nodes
         passing = self._startup_taints(node.pool)
         taints = tuple(t for t in registered.taints if t not in passing and t.key not in EPHEMERAL_TAINT_KEYS)
-        view = node
         if taints != node.taints or registered.unschedulable != node.unschedulable:
-            view = replace(node, taints=taints, unschedulable=registered.unschedulable)
-        self._views = self.nodes.pruned(self._views)
-        self._views[node.name] = (node, registered.taints, registered.unschedulable, view)
-        return view
+            return replace(node, taints=taints, unschedulable=registered.unschedulable)
+        return node
 
     def _log_wait(self, pod: PodKey, node: str, why: str) -> None:
         said = f"{node}: {why}"
@@ -313,11 +311,26 @@ class NodeController:
 
     def _planning_nodes(self) -> tuple[Node, ...]:
         """Every record as the scaler plans with it, made again only when the records, the
-        nodes marked for termination or the cluster's Nodes (but for heartbeats) changed."""
+        nodes marked for termination or the cluster's Nodes (but for heartbeats) changed,
+        and then only for the nodes whose record, Node or mark changed (a view of every
+        record at every decision was a thirtieth of a busy simulation)."""
         made_from = (self.nodes.stamp, self.cache.nodes_generation, tuple(self.marked))
         if made_from != self._planned[0]:
-            nodes = tuple(replace(n, state=NodeState.TERMINATING) if n.name in self.marked else self._planning_view(n) for n in self.nodes.values())
-            self._planned = (made_from, nodes)
+            views, marked, as_of = self._planned_views, frozenset(self.marked), self._planned_as_of
+            records, registered = self.nodes.changes.since(as_of and as_of[0]), self.cache.node_changes.since(as_of and as_of[1])
+            if as_of is None or records is None or registered is None:
+                views.clear()
+                changed: Iterable[str] = self.nodes
+            else:
+                changed = records | registered | (marked ^ as_of[2])
+            for name in changed:
+                node = self.nodes.get(name)
+                if node is None:
+                    views.pop(name, None)
+                else:
+                    views[name] = replace(node, state=NodeState.TERMINATING) if name in marked else self._planning_view(node)
+            self._planned_as_of = (self.nodes.changes.mark(), self.cache.node_changes.mark(), marked)
+            self._planned = (made_from, tuple(map(views.__getitem__, self.nodes)))
         return self._planned[1]
 
     def _compute(self, now: float) -> Decision:

@@ -12,6 +12,7 @@ from itertools import count
 from typing import TypeVar
 
 from nodemanager.model import Node, NodeState
+from nodemanager.model.journal import Journal
 
 _V = TypeVar("_V")
 _STAMPS = count(1)  # one sequence for every instance: a stamp names one state of one set of records
@@ -29,6 +30,7 @@ class NodeRecords(dict[str, Node]):
         self._next = count()
         self.stamp = next(_STAMPS)  # new whenever a record is set or removed
         self.census = next(_STAMPS)  # new whenever a record comes, goes or changes its pool, state, type, capacity type, zone or allocatable
+        self.changes = Journal()  # the names of the records set or removed
 
     def __setitem__(self, name: str, node: Node) -> None:
         old = self.get(name)
@@ -38,6 +40,7 @@ class NodeRecords(dict[str, Node]):
             self._states[old.state].discard(name)
         super().__setitem__(name, node)
         self.stamp = next(_STAMPS)
+        self.changes.add(name)
         if old is None or _counted(old) != _counted(node):
             self.census = self.stamp
         self._states[node.state].add(name)
@@ -50,6 +53,7 @@ class NodeRecords(dict[str, Node]):
         node = self[name]
         super().__delitem__(name)
         self.census = self.stamp = next(_STAMPS)
+        self.changes.add(name)
         self._states[node.state].discard(name)
         self._bound.discard(name)
         del self._order[name]

@@ -1,0 +1,58 @@
+"""The nodes the scaler plans with are made again only for the records, cluster Nodes and
+marks that changed; whatever the sequence of changes, and however often the journals start
+again, they are what a view of every record made afresh gives, in the records' order."""
+
+import dataclasses
+
+from builders import binpack_pool, node
+from harness import Harness
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nodemanager.cluster.base import ClusterNode, EventType, NodeEvent
+from nodemanager.controller.node_controller import NodeController
+from nodemanager.model import NodeState, Taint, TaintEffect
+
+NAMES = ["n1", "n2", "n3", "n4"]
+TAINTS = [(), (Taint("dedicated", TaintEffect.NO_SCHEDULE, "x"),), (Taint("node.kubernetes.io/not-ready", TaintEffect.NO_SCHEDULE),)]
+STEP = st.tuples(
+    st.sampled_from(["record", "forget", "register", "deregister", "beat", "mark", "unmark", "plan"]),
+    st.sampled_from(NAMES),
+    st.sampled_from([NodeState.AVAILABLE, NodeState.CLAIMED, NodeState.CREATING]),
+    st.sampled_from(range(len(TAINTS))),
+    st.booleans(),
+)
+
+
+def _fresh(controller: NodeController) -> tuple:
+    return tuple(
+        dataclasses.replace(n, state=NodeState.TERMINATING) if n.name in controller.marked else controller._planning_view(n) for n in controller.nodes.values()
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(STEP, max_size=40), st.sampled_from([2, 5, 4096]))
+def test_the_planning_nodes_are_the_records_viewed_afresh(steps: list, limit: int) -> None:
+    h = Harness(binpack_pool("general"))
+    c = h.controller
+    c.nodes.changes.limit = c.cache.node_changes.limit = limit  # small: the journals start again often
+    beat = 0.0
+    for what, name, state, taints, cordoned in steps:
+        if what == "record":
+            c.nodes[name] = dataclasses.replace(node(name, pool="general", state=state), taints=TAINTS[taints][:1])
+        elif what == "forget" and name in c.nodes:
+            del c.nodes[name]
+        elif what == "register":
+            c.cache.apply([NodeEvent(EventType.ADDED, ClusterNode(name, ready=True, taints=TAINTS[taints], unschedulable=cordoned))])
+        elif what == "deregister" and c.cache.node(name) is not None:
+            c.cache.apply([NodeEvent(EventType.DELETED, c.cache.node(name))])
+        elif what == "beat" and c.cache.node(name) is not None:
+            beat += 10
+            c.cache.apply([NodeEvent(EventType.MODIFIED, c.cache.node(name).with_heartbeat(beat))])
+        elif what == "mark":
+            c.marked[name] = ("test", "test")
+        elif what == "unmark":
+            c.marked.pop(name, None)
+        else:
+            assert c._planning_nodes() == _fresh(c)
+    assert c._planning_nodes() == _fresh(c)
