@@ -183,28 +183,31 @@ def test_whether_a_pod_uses_a_claim_follows_every_pod_change() -> None:
     assert (cache.has_claims(), cache.snapshot().claims) == (False, False)
 
 
-def test_pods_by_node_follows_every_placement_and_leaves_daemon_pods_out() -> None:
+def test_the_pods_a_node_holds_follow_every_placement_and_leave_daemon_pods_out() -> None:
+    """... and a node's set stays the same object until its pods change; the journal names
+    the nodes whose pods changed."""
     cache = ClusterEventsHandler()
     q = pod("q", cpu="1")
     daemon = dataclasses.replace(pod("ds-n1", node="n1", phase=PodPhase.RUNNING), daemon_set="kube-system/ds")
     cache.apply([PodEvent(EventType.ADDED, P), PodEvent(EventType.ADDED, q), PodEvent(EventType.ADDED, daemon)])
-    assert cache.pods_by_node() == {}  # a DaemonSet pod is its node's, not a pod the node is for
+    assert cache.held("n1") == frozenset()  # a DaemonSet pod is its node's, not a pod the node is for
+    mark = cache.held_changes.mark()
     cache.assume(P, "n1")
     cache.assume(q, "n2")
-    first = cache.pods_by_node()
-    assert first == {"n1": frozenset({P.key}), "n2": frozenset({q.key})}
+    assert (cache.held("n1"), cache.held("n2")) == (frozenset({P.key}), frozenset({q.key}))
+    assert cache.held_changes.since(mark) == {"n1", "n2"}
+    mark = cache.held_changes.mark()
     cache.apply([PodEvent(EventType.MODIFIED, pod("p", cpu="1", memory="1Gi", node="n2", phase=PodPhase.RUNNING))])  # bound elsewhere
-    second = cache.pods_by_node()
-    assert second == {"n2": frozenset({P.key, q.key})}
+    assert (cache.held("n1"), cache.held("n2")) == (frozenset(), frozenset({P.key, q.key}))
+    assert cache.held_changes.since(mark) == {"n1", "n2"}
     cache.forget(q.key)
-    third = cache.pods_by_node()
-    assert third == {"n2": frozenset({P.key})}
+    third = cache.held("n2")
+    assert third == frozenset({P.key})
+    mark = cache.held_changes.mark()
     cache.apply([PodEvent(EventType.ADDED, pod("r", node="n3", phase=PodPhase.RUNNING))])
-    fourth = cache.pods_by_node()
-    assert fourth["n2"] is third["n2"]  # a node whose pods did not change keeps the same set (disruption's pass compares by identity first)
-    assert fourth == {"n2": frozenset({P.key}), "n3": frozenset({"default/r"})}
-    fourth.clear()  # a copy: the cache's own map is not the caller's to change
-    assert cache.pods_by_node() == {"n2": frozenset({P.key}), "n3": frozenset({"default/r"})}
+    assert cache.held("n2") is third  # a node whose pods did not change keeps the same set (disruption's pass compares by identity first)
+    assert cache.held("n3") == frozenset({"default/r"})
+    assert cache.held_changes.since(mark) == {"n3"}
 
 
 def test_nodes_and_snapshot_are_immutable_views():

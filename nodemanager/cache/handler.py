@@ -29,6 +29,7 @@ DEFAULT_ASSUME_TTL = 15 * 60.0  # seconds (godel-scheduler's PodAssumedTTL)
 
 
 _KEY = attrgetter("key")
+_NO_KEYS: frozenset[PodKey] = frozenset()
 
 
 def _itself(pod: Pod) -> Pod:
@@ -81,7 +82,8 @@ class ClusterEventsHandler:
         self._entries: KeyOrdered[_Entry] = KeyOrdered(attrgetter("pod"))
         self._waiting: KeyOrdered[Pod] = KeyOrdered(_itself)
         self._on: dict[str, _OnNode] = defaultdict(_OnNode)
-        self._held: dict[str, frozenset[PodKey]] = {}  # node -> the pods it is there for, frozen when they change (see pods_by_node)
+        self._held: dict[str, frozenset[PodKey]] = {}  # node -> the pods it is there for, frozen when they change (see held)
+        self.held_changes = Journal()  # the nodes whose held pods changed
         # node -> its pods in key order, as the last snapshot grouped them; the nodes whose
         # pods changed since are sorted again when the next snapshot is made (see _pods)
         self._sorted: dict[str, tuple[Pod, ...]] = {}
@@ -115,6 +117,7 @@ class ClusterEventsHandler:
         self._resort.add(pod.node_name)
         if not pod.of_node:
             self._held[pod.node_name] = _held_by(on)
+            self.held_changes.add(pod.node_name)
 
     def _unplace(self, pod: Pod) -> None:
         on = self._on[pod.node_name]
@@ -127,6 +130,7 @@ class ClusterEventsHandler:
                 self._held[pod.node_name] = held
             else:
                 del self._held[pod.node_name]
+            self.held_changes.add(pod.node_name)
         if not on.pods:
             del self._on[pod.node_name]
 
@@ -321,12 +325,10 @@ class ClusterEventsHandler:
             self._pods_as_of = (self.generation, PodsByNode(pods, waiting, dict(placed)), claims)
         return self._pods_as_of[1], self._pods_as_of[2]
 
-    def pods_by_node(self) -> dict[str, frozenset[PodKey]]:
-        """The pods each node holds, assumed or added, besides its DaemonSet and mirror pods.
-        A node's set is the same object until its pods change (frozen as they change, not
-        for each call: a pass over thousands of nodes asks this every 10 s)."""
-        with self._lock:
-            return dict(self._held)
+    def held(self, node: str) -> frozenset[PodKey]:
+        """The pods ``node`` holds, assumed or added, besides its DaemonSet and mirror pods:
+        the same set object until they change (``held_changes`` names the nodes whose did)."""
+        return self._held.get(node, _NO_KEYS)
 
     def usage(self, node: str) -> NodeUsage:
         with self._lock:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from nodemanager.config.schema import ConsolidationPolicy, DisruptionReason, Packing, Pool
 from nodemanager.controller.budgets import allowed
 from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod, PodKey
+from nodemanager.model.journal import Mark
 from nodemanager.model.pod import DO_NOT_DISRUPT_ANNOTATION
 from nodemanager.scaler import ClusterSnapshot, StopOrder
 from nodemanager.scaler.consolidation import CheaperSizes, Command, Planner
@@ -42,7 +43,6 @@ SETTLED = (NodeState.AVAILABLE, NodeState.CLAIMED)
 # wait for PodDisruptionBudgets however long they hold.
 LABELS = {DisruptionReason.UNDERUTILIZED: "consolidation", DisruptionReason.DRIFTED: "drifted", DisruptionReason.EXPIRED: "expired"}
 VOLUNTARY = frozenset(LABELS.values())
-_NONE: frozenset[PodKey] = frozenset()
 
 
 @dataclass
@@ -66,6 +66,7 @@ class DisruptionController:
         self.replacing: _Replacing | None = None
         self.pods_since: dict[str, tuple[frozenset[PodKey], float]] = {}  # node -> (its pods, unchanged since)
         self._tracked_as_of: tuple[int, int] | None = None  # (cache generation, records stamp) pods_since was made from
+        self._track_marks: tuple[Mark, Mark] | None = None  # where the records' and the cache's held-pods journals stood then
         self.state = "starting"  # what the last pass found, for /status
         self.blocked: dict[NodeName, str] = {}  # candidates not consolidated, and why
         self.held: dict[NodeName, str] = {}  # expired or drifted nodes not replaced yet, and why
@@ -235,17 +236,24 @@ class DisruptionController:
 
     def _track(self, now: float) -> None:
         """Since when each node has held the same pods (consolidateAfter counts from then);
-        nothing to do when neither the pods nor the records changed since the last pass."""
-        as_of = (self.c.cache.generation, self.c.nodes.stamp)
+        nothing to do when neither the pods nor the records changed since the last pass, and
+        then only for the nodes whose record or pods changed (the journals say which)."""
+        c = self.c
+        as_of = (c.cache.generation, c.nodes.stamp)
         if as_of == self._tracked_as_of:
             return
         self._tracked_as_of = as_of
-        held_now = self.c.cache.pods_by_node()
-        tracked = {}
-        for name in self.c.nodes:
-            held, seen = held_now.get(name, _NONE), self.pods_since.get(name)
-            tracked[name] = seen if seen is not None and (seen[0] is held or seen[0] == held) else (held, now)
-        self.pods_since = tracked
+        marks, tracked = self._track_marks, self.pods_since
+        records, pods = c.nodes.changes.since(marks and marks[0]), c.cache.held_changes.since(marks and marks[1])
+        self._track_marks = (c.nodes.changes.mark(), c.cache.held_changes.mark())
+        changed = tracked.keys() | c.nodes.keys() if records is None or pods is None else records | pods
+        for name in changed:
+            if name not in c.nodes:
+                tracked.pop(name, None)
+                continue
+            held, seen = c.cache.held(name), tracked.get(name)
+            if seen is None or not (seen[0] is held or seen[0] == held):
+                tracked[name] = (held, now)
 
     def _counts(self, pool: str) -> tuple[int, int]:
         """The pool's live nodes, and how many of them are being disrupted."""

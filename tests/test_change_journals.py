@@ -1,17 +1,19 @@
-"""The nodes the scaler plans with are made again only for the records, cluster Nodes and
-marks that changed; whatever the sequence of changes, and however often the journals start
-again, they are what a view of every record made afresh gives, in the records' order."""
+"""Readers that catch up through change journals: the nodes the scaler plans with are made
+again only for the records, cluster Nodes and marks that changed, and disruption tracks since
+when each node held its pods only for the records and nodes whose pods changed. Whatever the
+sequence of changes, and however often the journals start again, they are what a pass over
+every record gives."""
 
 import dataclasses
 
-from builders import binpack_pool, node
+from builders import binpack_pool, node, pod
 from harness import Harness
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodemanager.cluster.base import ClusterNode, EventType, NodeEvent
+from nodemanager.cluster.base import ClusterNode, EventType, NodeEvent, PodEvent
 from nodemanager.controller.node_controller import NodeController
-from nodemanager.model import NodeState, Taint, TaintEffect
+from nodemanager.model import NodeState, PodPhase, Taint, TaintEffect
 
 NAMES = ["n1", "n2", "n3", "n4"]
 TAINTS = [(), (Taint("dedicated", TaintEffect.NO_SCHEDULE, "x"),), (Taint("node.kubernetes.io/not-ready", TaintEffect.NO_SCHEDULE),)]
@@ -56,3 +58,35 @@ def test_the_planning_nodes_are_the_records_viewed_afresh(steps: list, limit: in
         else:
             assert c._planning_nodes() == _fresh(c)
     assert c._planning_nodes() == _fresh(c)
+
+
+TRACK_STEP = st.tuples(st.sampled_from(["record", "forget", "bind", "unbind", "track"]), st.sampled_from(NAMES[:2]), st.sampled_from(["a", "b"]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(TRACK_STEP, max_size=40), st.sampled_from([2, 5, 4096]))
+def test_disruption_tracks_since_when_each_node_held_its_pods_as_a_pass_over_every_record_would(steps: list, limit: int) -> None:
+    h = Harness(binpack_pool("general"))
+    c = h.controller
+    c.nodes.changes.limit = c.cache.held_changes.limit = limit
+    expected: dict[str, tuple[frozenset, float]] = {}
+    now = 0.0
+    for what, name, key in steps:
+        now += 1
+        if what == "record":
+            c.nodes[name] = node(name, pool="general")
+        elif what == "forget" and name in c.nodes:
+            del c.nodes[name]
+        elif what == "bind":  # (a pod bound elsewhere moves: a new pod of that name)
+            c.cache.apply([PodEvent(EventType.ADDED, pod(key, node=name, phase=PodPhase.RUNNING))])
+        elif what == "unbind":
+            c.cache.apply([PodEvent(EventType.DELETED, pod(key))])
+        elif what == "track":
+            c.disruption._track(now)
+            for gone in expected.keys() - c.nodes.keys():
+                del expected[gone]
+            for n in c.nodes:
+                held = c.cache.held(n)
+                if n not in expected or expected[n][0] != held:
+                    expected[n] = (held, now)
+            assert c.disruption.pods_since == expected
