@@ -30,6 +30,7 @@ from nodemanager.controller.node_controller import NodeController
 from nodemanager.controller.virtual import VirtualDriver
 from nodemanager.dra.context import DeviceContext
 from nodemanager.model import NodeState, PodKey
+from nodemanager.model.journal import Mark, changed_since
 from nodemanager.scaler import Decision
 from nodemanager.scaler.cost_bound import CostBound
 from nodemanager.scaler.pools import pool_views
@@ -108,7 +109,11 @@ class Simulation:
         self.tracker = _Tracker()
         self._load_as_of: tuple[int, int] | None = None  # (cluster version, records census) of _load
         self._load = (0, 0, 0, 0)
-        self._allocatable: tuple[tuple[int, int], tuple[int, int]] | None = None  # ((registrations, census), the sums) of _allocatable_now
+        # Each registered node's CPU and memory allocatable (from its record), their sums, and
+        # where the records' and the registrations' journals stood when they were last summed.
+        self._allocatable_of: dict[str, tuple[int, int]] = {}
+        self._allocatable = (0, 0)
+        self._allocatable_marks: tuple[Mark, ...] | None = None
         self._waiting_as_of: tuple[int, Decision | None, tuple[PodKey, ...]] | None = None
         views = pool_views(list(config.pools), catalog, config.nodes.volume_size, daemon_sets=objects.daemon_sets if objects else ())
         self.bound = CostBound(views, (a.pod for a in workload))
@@ -156,19 +161,23 @@ class Simulation:
         return cpu, memory, *self._allocatable_now()
 
     def _allocatable_now(self) -> tuple[int, int]:
-        """The registered nodes' CPU and memory allocatable, summed again only when a node
-        registered or left or a record changed what the census counts (a pod's binding or
-        end changes neither, and those are most of the steps that change the load)."""
-        made_from = (self.cluster.registrations, self.controller.nodes.census)
-        if self._allocatable is None or self._allocatable[0] != made_from:
-            alloc_cpu = alloc_memory = 0
-            for name in self.cluster.nodes:
-                node = self.controller.nodes.get(name)
-                if node is not None:
-                    alloc_cpu += node.allocatable.cpu
-                    alloc_memory += node.allocatable.memory
-            self._allocatable = (made_from, (alloc_cpu, alloc_memory))
-        return self._allocatable[1]
+        """The registered nodes' CPU and memory allocatable, summed again only for the nodes
+        that registered or left and the records set or removed since the last sum (a pass
+        over every node whenever the census moved was a twentieth of a large simulation)."""
+        changed, self._allocatable_marks = changed_since((self.controller.nodes.changes, self.cluster.registrations), self._allocatable_marks)
+        held = self._allocatable_of
+        if changed is None:
+            changed = held.keys() | self.cluster.nodes.keys()
+        cpu, memory = self._allocatable
+        for name in changed:
+            if (gone := held.pop(name, None)) is not None:
+                cpu, memory = cpu - gone[0], memory - gone[1]
+            node = self.controller.nodes.get(name) if name in self.cluster.nodes else None
+            if node is not None:
+                added = held[name] = node.allocatable.cpu_memory()
+                cpu, memory = cpu + added[0], memory + added[1]
+        self._allocatable = (cpu, memory)
+        return self._allocatable
 
     def _sample(self, now: float, timeline: Timeline) -> None:
         nodes = Counter(n.instance_type for n in self.controller.nodes.values() if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED))

@@ -291,3 +291,19 @@ pods:
     sim._integrate = checking  # type: ignore[method-assign]
     sim.run()
     assert len({load[2] for load in checked}) >= 3  # nodes came and went while it was checked
+
+
+def test_a_node_that_leaves_the_cluster_leaves_the_allocatable_summed_though_its_record_stays() -> None:
+    from nodemanager.cluster.workload import parse_workload
+    from nodemanager.config import parse_config
+    from nodemanager.simulator import Simulation
+
+    config, catalog = parse_config(BOUND_PROVIDER % {"boot": "30s", "boots": 2}, "provider.yaml", Path("."))
+    sim = Simulation(config, catalog, parse_workload("pods: [{name: a, pod: {containers: [{name: c, resources: {requests: {cpu: 1500m}}}]}}]"))
+    sim.run(until=120)
+    [name] = sim.cluster.nodes
+    record = sim.controller.nodes[name]
+    assert sim._allocatable_now() == record.allocatable.cpu_memory()
+    sim.cluster.remove_node(name)  # (the controller has not heard of it yet: the record stands)
+    assert sim.controller.nodes[name] is record
+    assert sim._allocatable_now() == (0, 0)

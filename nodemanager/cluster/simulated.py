@@ -35,6 +35,7 @@ from nodemanager.cluster.workload import Arrival, ClusterObjects, NodeAction, Us
 from nodemanager.dra.context import DeviceContext
 from nodemanager.dra.model import AllocationResult, ResourceClaim
 from nodemanager.model import Operator, Pod, PodKey, PodPhase, Requirement, SelectorTerm
+from nodemanager.model.journal import Journal
 from nodemanager.model.labels import ZONE
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
 from nodemanager.model.volumes import BindingMode, PersistentVolume, PersistentVolumeClaim
@@ -106,7 +107,7 @@ class SimulatedCluster:
         self._finishing: list[tuple[float, PodKey]] = []  # heap of (finish time, pod)
         self._events: list[ClusterEvent] = []
         self.version = 0  # counts changes to pods and to which nodes are registered (what a simulation integrates)
-        self.registrations = 0  # counts nodes registered and removed
+        self.registrations = Journal()  # the names of the nodes registered and removed
         self._running_since: dict[str, float] = {}  # node -> when its instance was first seen running
         self._silenced: set[str] = set()
         # When each registered node heartbeats next (a heap of times, the nodes due at each,
@@ -297,7 +298,7 @@ class SimulatedCluster:
         if isinstance(event, NodeEvent):
             if event.type is not EventType.MODIFIED:
                 self.version += 1
-                self.registrations += 1
+                self.registrations.add(event.node.name)
         elif not isinstance(event, Heartbeats):
             self.version += 1
 

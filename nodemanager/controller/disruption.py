@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from nodemanager.config.schema import ConsolidationPolicy, DisruptionReason, Packing, Pool
 from nodemanager.controller.budgets import allowed
 from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod, PodKey
-from nodemanager.model.journal import Mark
+from nodemanager.model.journal import Mark, changed_since
 from nodemanager.model.pod import DO_NOT_DISRUPT_ANNOTATION
 from nodemanager.scaler import ClusterSnapshot, StopOrder
 from nodemanager.scaler.consolidation import CheaperSizes, Command, Planner
@@ -66,7 +66,7 @@ class DisruptionController:
         self.replacing: _Replacing | None = None
         self.pods_since: dict[str, tuple[frozenset[PodKey], float]] = {}  # node -> (its pods, unchanged since)
         self._tracked_as_of: tuple[int, int] | None = None  # (cache generation, records stamp) pods_since was made from
-        self._track_marks: tuple[Mark, Mark] | None = None  # where the records' and the cache's held-pods journals stood then
+        self._track_marks: tuple[Mark, ...] | None = None  # where the records' and the cache's held-pods journals stood then
         self.state = "starting"  # what the last pass found, for /status
         self.blocked: dict[NodeName, str] = {}  # candidates not consolidated, and why
         self.held: dict[NodeName, str] = {}  # expired or drifted nodes not replaced yet, and why
@@ -243,10 +243,10 @@ class DisruptionController:
         if as_of == self._tracked_as_of:
             return
         self._tracked_as_of = as_of
-        marks, tracked = self._track_marks, self.pods_since
-        records, pods = c.nodes.changes.since(marks and marks[0]), c.cache.held_changes.since(marks and marks[1])
-        self._track_marks = (c.nodes.changes.mark(), c.cache.held_changes.mark())
-        changed = tracked.keys() | c.nodes.keys() if records is None or pods is None else records | pods
+        tracked = self.pods_since
+        changed, self._track_marks = changed_since((c.nodes.changes, c.cache.held_changes), self._track_marks)
+        if changed is None:
+            changed = tracked.keys() | c.nodes.keys()
         for name in changed:
             if name not in c.nodes:
                 tracked.pop(name, None)

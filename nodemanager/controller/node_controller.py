@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import replace
 
@@ -49,7 +49,7 @@ from nodemanager.dra.context import DeviceContext
 from nodemanager.dra.model import AllocationResult
 from nodemanager.errors import NodeManagerError
 from nodemanager.model import LIVE_STATES, ZERO, CapacityType, InstanceId, Node, NodeName, NodeState, Pod, PodKey, Taint
-from nodemanager.model.journal import Mark
+from nodemanager.model.journal import Mark, changed_since
 from nodemanager.model.selectors import HARD_EFFECTS, untolerated
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, Decision, NodeSpec, ScalerSettings, UnavailabilityKeeper
 from nodemanager.scaler.unavailability import ANY_TYPE
@@ -135,7 +135,7 @@ class NodeController:
         # Each record's planning view, and where the records' and the cluster's change journals
         # stood when they were made, with the nodes then marked (see _planning_nodes).
         self._planned_views: dict[str, Node] = {}
-        self._planned_as_of: tuple[Mark, Mark, frozenset[str]] | None = None
+        self._planned_as_of: tuple[tuple[Mark, ...] | None, frozenset[str]] = (None, frozenset())
         self._pools = {p.name: p for p in config.pools}
         self.on_decision: Callable[[Decision, float], None] | None = None
         self.colocation = ColocationReconciler(self)
@@ -316,20 +316,20 @@ class NodeController:
         record at every decision was a thirtieth of a busy simulation)."""
         made_from = (self.nodes.stamp, self.cache.nodes_generation, tuple(self.marked))
         if made_from != self._planned[0]:
-            views, marked, as_of = self._planned_views, frozenset(self.marked), self._planned_as_of
-            records, registered = self.nodes.changes.since(as_of and as_of[0]), self.cache.node_changes.since(as_of and as_of[1])
-            if as_of is None or records is None or registered is None:
+            views, marked, (marks, was_marked) = self._planned_views, frozenset(self.marked), self._planned_as_of
+            changed, marks = changed_since((self.nodes.changes, self.cache.node_changes), marks)
+            if changed is None:
                 views.clear()
-                changed: Iterable[str] = self.nodes
+                changed = set(self.nodes)
             else:
-                changed = records | registered | (marked ^ as_of[2])
+                changed |= marked ^ was_marked
             for name in changed:
                 node = self.nodes.get(name)
                 if node is None:
                     views.pop(name, None)
                 else:
                     views[name] = replace(node, state=NodeState.TERMINATING) if name in marked else self._planning_view(node)
-            self._planned_as_of = (self.nodes.changes.mark(), self.cache.node_changes.mark(), marked)
+            self._planned_as_of = (marks, marked)
             self._planned = (made_from, tuple(map(views.__getitem__, self.nodes)))
         return self._planned[1]
 

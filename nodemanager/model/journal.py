@@ -37,3 +37,13 @@ class Journal:
         if mark is None or mark[0] != self._epoch:
             return None
         return set(self._names[mark[1] :])
+
+
+def changed_since(journals: tuple[Journal, ...], marks: tuple[Mark, ...] | None) -> tuple[set[str] | None, tuple[Mark, ...]]:
+    """The names any of ``journals`` gave since ``marks`` (None: the reader must look at
+    everything), and where the journals stand now (the reader's next marks)."""
+    found = [j.since(m) for j, m in zip(journals, marks, strict=True)] if marks is not None else [None]
+    now = tuple(j.mark() for j in journals)
+    if any(names is None for names in found):
+        return None, now
+    return set().union(*found), now  # type: ignore[arg-type]
