@@ -5,15 +5,19 @@ sequence of changes, and however often the journals start again, they are what a
 every record gives."""
 
 import dataclasses
+import math
+from collections import Counter
 
-from builders import binpack_pool, node, pod
+from builders import CATALOG, TYPES, binpack_pool, node, pod
 from harness import Harness
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodemanager.cluster.base import ClusterNode, EventType, NodeEvent, PodEvent
+from nodemanager.controller.fleet_tally import FleetTally
 from nodemanager.controller.node_controller import NodeController
-from nodemanager.model import NodeState, PodPhase, Taint, TaintEffect
+from nodemanager.controller.records import NodeRecords
+from nodemanager.model import LIVE_STATES, NodeState, PodPhase, Taint, TaintEffect
 from nodemanager.model.journal import Journal, changed_since
 
 NAMES = ["n1", "n2", "n3", "n4"]
@@ -109,3 +113,33 @@ def test_a_journal_tells_what_changed_since_a_mark_until_it_starts_again() -> No
     a.add("n5")  # past its limit of three names: the journal starts again, and the reader must look at everything
     assert changed_since((a, b), marks)[0] is None
     assert a.since(a.mark()) == set()
+
+
+# The same types at other prices (a price refresh makes a new catalog).
+REPRICED = CATALOG.with_prices({t.name: t.on_demand_price / 3 for t in TYPES}, {}, "a price refresh")
+FLEET_STEP = st.tuples(
+    st.sampled_from(["record", "record", "forget", "tally"]),
+    st.sampled_from(NAMES),
+    st.sampled_from(["general", "cells"]),
+    st.sampled_from(list(NodeState)),
+    st.sampled_from(["a.large", "m.xlarge", "m.4xlarge"]),
+    st.sampled_from([CATALOG, REPRICED]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(FLEET_STEP, max_size=40), st.sampled_from([2, 4096]))
+def test_the_fleet_tally_counts_and_prices_the_records_as_a_pass_over_them_would(steps: list, limit: int) -> None:
+    records = NodeRecords()
+    records.changes.limit = limit
+    tally = FleetTally(records)
+    for what, name, pool, state, itype, catalog in steps:
+        if what == "record":
+            records[name] = node(name, itype, pool=pool, state=state)
+        elif what == "forget" and name in records:
+            del records[name]
+        elif what == "tally":
+            tally.update(catalog)
+            assert tally.counts == Counter((n.pool, n.state) for n in records.values())
+            live = [catalog.hourly(n.instance_type, n.capacity_type, n.zone) for n in records.values() if n.state in LIVE_STATES]
+            assert tally.cost_per_hour() == math.fsum(live)

@@ -39,6 +39,7 @@ from nodemanager.controller.colocation import ColocationReconciler
 from nodemanager.controller.dispenser import NodeDispenser
 from nodemanager.controller.disruption import DisruptionController
 from nodemanager.controller.executor import InlineExecutor
+from nodemanager.controller.fleet_tally import FleetTally
 from nodemanager.controller.interruption import InterruptionController
 from nodemanager.controller.lock import ControllerLock
 from nodemanager.controller.reaper import Reaper
@@ -48,7 +49,7 @@ from nodemanager.controller.timers import LoopTimer
 from nodemanager.dra.context import DeviceContext
 from nodemanager.dra.model import AllocationResult
 from nodemanager.errors import NodeManagerError
-from nodemanager.model import LIVE_STATES, ZERO, CapacityType, InstanceId, Node, NodeName, NodeState, Pod, PodKey, Taint
+from nodemanager.model import ZERO, CapacityType, InstanceId, Node, NodeName, NodeState, Pod, PodKey, Taint
 from nodemanager.model.journal import Mark, changed_since
 from nodemanager.model.selectors import HARD_EFFECTS, untolerated
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, Decision, NodeSpec, ScalerSettings, UnavailabilityKeeper
@@ -108,11 +109,12 @@ class NodeController:
         self.backoff = BootBackoff()  # pools whose boots keep failing for no offering's reason
         self.dispenser = NodeDispenser(self)
         self.lock = ControllerLock()  # never held across a cloud or API call: calls wait for its release
-        self._gauges_shown: tuple[tuple, dict[tuple[str, NodeState], int]] = ((), {})  # the records the node gauges were last set from, and their counts
+        self._gauges_shown: dict[tuple[str, NodeState], int] = {}  # the node counts the gauges show
         self._startup: dict[str, tuple[Taint, ...]] = {}  # pool -> its startup taints (the config is fixed)
         self._labelled: dict[str, tuple[Mapping[str, str], Mapping[str, str]]] = {}  # node -> (its record's labels, the cluster's) found to hold them all
         self._last_status: tuple[float, dict[str, object]] | None = None  # (when, document): answered while the lock is held too long
         self.nodes = NodeRecords()
+        self.fleet = FleetTally(self.nodes)
         self.marked: dict[str, tuple[str, str]] = {}  # node -> (reason, metric label)
         self.terminated_at: dict[str, float] = {}
         self.booting: set[str] = set()  # nodes whose boot call is in flight
@@ -690,24 +692,22 @@ class NodeController:
 
     # -- reading ----------------------------------------------------------------------------
     def cost_per_hour(self) -> float:
-        return sum(self.catalog.hourly(n.instance_type, n.capacity_type, n.zone) for n in self.nodes.values() if n.state in LIVE_STATES)
+        """The live fleet's hourly price."""
+        self.fleet.update(self.catalog)
+        return self.fleet.cost_per_hour()
 
     def _refresh_gauges(self) -> None:
-        """Node, pod and cost gauges; the node counts and the cost are made again only when
+        """Node, pod and cost gauges; the node counts and the cost are set again only when
         a record came, went or changed what they are made of, or the prices changed."""
-        records = (self.nodes.census, id(self.catalog))  # what the node counts and the cost are made of
-        if records != self._gauges_shown[0]:
-            counts: dict[tuple[str, NodeState], int] = {}
-            for node in self.nodes.values():
-                counts[(node.pool, node.state)] = counts.get((node.pool, node.state), 0) + 1
-            shown = self._gauges_shown[1]
+        if self.fleet.update(self.catalog):
+            counts, shown = dict(self.fleet.counts), self._gauges_shown
             for pool, state in shown.keys() - counts.keys():  # a state no node is in leaves the metrics
                 self.metrics.nodes.remove(pool, state.value)
             for (pool, state), n in counts.items():
                 if shown.get((pool, state)) != n:  # (most record changes move no count: a binding, a heartbeat)
                     self.metrics.nodes.labels(pool, state.value).set(n)
-            self.metrics.cost.set(self.cost_per_hour())
-            self._gauges_shown = (records, counts)
+            self.metrics.cost.set(self.fleet.cost_per_hour())
+            self._gauges_shown = counts
         self.metrics.pending_pods.set(self.cache.waiting_count())
         self.metrics.unschedulable_pods.set(len(self.last_decision.unschedulable) if self.last_decision else 0)
 
