@@ -485,13 +485,16 @@ def test_pod_group_allows_the_waiting_members_when_quorum_is_reached():
 
 def test_a_fresh_framework_keeps_the_profile_and_nothing_of_a_run():
     """A scaler runs a fresh copy of its framework per decision: the same plugins and
-    arguments, new instances and handle, no member of a gang still counted or waiting."""
+    arguments, new instances and handle (a plugin that keeps nothing is shared), no member of
+    a gang still counted or waiting."""
     fw = Framework(Profile(plugin_args={"PodGroup": {"scheduleTimeout": "60s"}}), seed=7)
     fw.handle.now = 5.0
     assert fw.run_reserve_and_permit(CycleState(), pod("g0", group="g", min_member=2), "n1").code is Code.WAIT
     fresh = fw.fresh()
     assert (fresh.profile, fresh.seed, list(fresh.plugins)) == (fw.profile, 7, list(fw.plugins))
-    assert all(fresh.plugins[n] is not p and fresh.plugins[n].handle is fresh.handle for n, p in fw.plugins.items())
+    shared = {n for n, p in fw.plugins.items() if fresh.plugins[n] is p}
+    assert shared == {n for n, p in fw.plugins.items() if p.keeps_nothing} >= {"NodeResourcesFit", "TaintToleration", "MostAllocated"}
+    assert all(fresh.plugins[n].handle is fresh.handle for n in fw.plugins if n not in shared)
     assert fresh.plugins["PodGroup"].timeout == 60.0
     assert (fresh.handle.now, list(fresh.handle.iterate_over_waiting_pods())) == (0.0, [])
     assert fresh.run_reserve_and_permit(CycleState(), pod("g1", group="g", min_member=2), "n1").code is Code.WAIT  # g0 is not counted
@@ -507,3 +510,32 @@ def test_pod_group_times_out_without_quorum():
     assert "timeout after waiting 60s at plugin PodGroup" in outcome.message
     # its reservation was given back: a new member alone does not reach the quorum
     assert fw.run_reserve_and_permit(CycleState(), pod("g1", group="g", min_member=2), "n1").code is Code.WAIT
+
+
+def test_a_plugin_said_to_keep_nothing_never_reads_the_handle_nor_sets_its_own_state():
+    """Plugins declared ``keeps_nothing`` are shared by every framework of a profile: their
+    module never reads a handle, and they set no attribute of their own outside __init__
+    (read from their source, so a later change that breaks the promise fails here)."""
+    import ast
+    import inspect
+    import sys
+
+    declared = {type(p) for p in Framework().plugins.values() if p.keeps_nothing}
+    assert len(declared) >= 10
+    for cls in declared:
+        module = ast.parse(inspect.getsource(sys.modules[cls.__module__]))
+        assert not [n for n in ast.walk(module) if isinstance(n, ast.Attribute) and n.attr == "handle"], cls
+        for klass in inspect.getmro(cls):
+            if klass.__module__.startswith("nodemanager.scheduling.plugins"):
+                tree = ast.parse(inspect.getsource(klass))
+                for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name != "__init__"):
+                    assigned = [
+                        n.targets if isinstance(n, ast.Assign) else [n.target]
+                        for n in ast.walk(fn)
+                        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                    ]
+                    for target in (t for targets in assigned for t in targets):
+                        inner = target
+                        while isinstance(inner, (ast.Attribute, ast.Subscript)):
+                            assert not (isinstance(inner.value, ast.Name) and inner.value.id == "self"), (cls, fn.name)
+                            inner = inner.value

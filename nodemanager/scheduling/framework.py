@@ -94,17 +94,21 @@ class Framework:
         if problems:
             raise FrameworkConfigError(problems)
         self._registry, self._points = registry, points
-        # What ``fresh`` makes each plugin from, looked up once (a scaler makes a framework per computation).
-        self._makers = tuple((name, registry.factory(name), profile.plugin_args.get(name, {})) for name in instances)
+        # What ``fresh`` makes each plugin from, looked up once (a scaler makes a framework per
+        # computation), or the instance it shares (a plugin that keeps nothing).
+        self._makers = tuple(
+            (name, registry.factory(name), profile.plugin_args.get(name, {}), plugin if plugin.keeps_nothing else None) for name, plugin in instances.items()
+        )
         self._assemble(instances)
 
     def fresh(self) -> Framework:
         """A framework of this profile with plugins and a handle of its own (nothing of a run
-        carried over), without checking the profile again: a scaler makes one per decision."""
+        carried over: the plugins that keep nothing and never read the handle are shared),
+        without checking the profile again: a scaler makes one per decision."""
         out = object.__new__(Framework)
         out.profile, out.seed, out._registry, out._points, out._makers = self.profile, self.seed, self._registry, self._points, self._makers
         handle = out.handle = ifc.FrameworkHandle()
-        out._assemble({name: make(handle, args) for name, make, args in self._makers})
+        out._assemble({name: shared or make(handle, args) for name, make, args, shared in self._makers})
         return out
 
     def _assemble(self, instances: dict[str, ifc.Plugin]) -> None:

@@ -40,6 +40,9 @@ class FrameworkHandle:
 
 class Plugin:
     name: ClassVar[str] = ""
+    # True for a plugin that keeps nothing of its own once made and never reads the handle:
+    # one instance then serves every framework of a profile (``Framework.fresh``).
+    keeps_nothing: ClassVar[bool] = False
 
     def __init__(self, handle: FrameworkHandle, args: Mapping[str, object] | None = None) -> None:
         self.handle = handle

@@ -21,6 +21,7 @@ class NodeAffinity(SkipsUnasked, FilterPlugin):
     """nodeSelector and required node affinity, against the node's labels."""
 
     name = "NodeAffinity"
+    keeps_nothing = True
 
     def asks(self, pod: Pod) -> bool:
         return bool(pod.node_selector or pod.affinity)
@@ -49,6 +50,7 @@ class TaintToleration(FilterPlugin, ScorePlugin):
     """Untolerated NoSchedule / NoExecute taints exclude a node; PreferNoSchedule ones lower its score."""
 
     name = "TaintToleration"
+    keeps_nothing = True
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         bad = untolerated(node.taints, pod.tolerations, HARD_EFFECTS)
@@ -93,6 +95,7 @@ class NodeUnschedulable(FilterPlugin):
     ``node.kubernetes.io/unschedulable:NoSchedule`` taint (DaemonSet pods do)."""
 
     name = "NodeUnschedulable"
+    keeps_nothing = True
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         if node.unschedulable and not any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations):
@@ -107,6 +110,7 @@ class NodePorts(SkipsUnasked, FilterPlugin):
     """Host ports: a pod's hostPorts must not conflict with those of the node's pods."""
 
     name = "NodePorts"
+    keeps_nothing = True
 
     def asks(self, pod: Pod) -> bool:
         return bool(pod.host_ports)
@@ -121,6 +125,7 @@ class InstanceTypeMatch(SkipsUnasked, FilterPlugin):
     """The pod's instance-type annotation, an exact name or a glob such as ``c5*``."""
 
     name = "InstanceTypeMatch"
+    keeps_nothing = True
 
     def asks(self, pod: Pod) -> bool:
         return bool(pod.instance_type)
@@ -136,6 +141,7 @@ class CapacityTypeMatch(SkipsUnasked, FilterPlugin):
     """Spot policy: ``spot`` needs a spot node, ``on-demand`` a non-spot one, ``any`` either."""
 
     name = "CapacityType"
+    keeps_nothing = True
 
     def asks(self, pod: Pod) -> bool:
         return pod.capacity_policy is not CapacityPolicy.ANY
@@ -154,6 +160,7 @@ class Zone(SkipsUnasked, FilterPlugin):
     """The pod's zone annotation."""
 
     name = "Zone"
+    keeps_nothing = True
 
     def asks(self, pod: Pod) -> bool:
         return bool(pod.zone)
@@ -168,6 +175,7 @@ class CellIsolation(FilterPlugin):
     """A node of a ``cell`` pool holds exactly one pod."""
 
     name = "CellIsolation"
+    keeps_nothing = True
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         if node.cell and any(key != pod.key and not other.of_node for key, other in node.pods.items()):

@@ -13,6 +13,7 @@ def priority_key(pod: Pod) -> tuple[int, int, float, str]:
 
 class PrioritySort(QueueSortPlugin):
     name = "PrioritySort"
+    keeps_nothing = True
 
     def less(self, a: Pod, b: Pod) -> bool:
         return priority_key(a) < priority_key(b)

@@ -22,6 +22,7 @@ _ANY = -(2**63)  # below any free amount
 
 class NodeResourcesFit(PreFilterPlugin, FilterPlugin):
     name = "NodeResourcesFit"
+    keeps_nothing = True
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status | None:
         state.write(_STATE_KEY, pod.requests)
@@ -85,6 +86,7 @@ class LeastAllocated(_AllocationScore):
     0 for a resource past its allocatable or with none."""
 
     name = "LeastAllocated"
+    keeps_nothing = True
 
     @staticmethod
     def formula(rows: Rows) -> list[int]:
@@ -96,6 +98,7 @@ class MostAllocated(_AllocationScore):
     resource past its allocatable or with none."""
 
     name = "MostAllocated"
+    keeps_nothing = True
 
     @staticmethod
     def formula(rows: Rows) -> list[int]:
@@ -107,6 +110,7 @@ class BalancedAllocation(_AllocationScore):
     0 when either fraction reaches 1 (a resource with no allocatable counts as full)."""
 
     name = "BalancedAllocation"
+    keeps_nothing = True
 
     @staticmethod
     def formula(rows: Rows) -> list[int]:
