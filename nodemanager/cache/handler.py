@@ -265,10 +265,10 @@ class ClusterEventsHandler:
     def _on_heartbeats(self, event: Heartbeats) -> None:
         """The nodes' heartbeats move on; nothing the scaler looks at changes (no generation)."""
         nodes = self._nodes
-        for name in event.nodes:
-            node = nodes.get(name)
-            if node is not None and node.last_heartbeat < event.at:
-                nodes[name] = node.with_heartbeat(event.at)
+        for beat in event.nodes:
+            node = nodes.get(beat.name)
+            if node is not None and node.last_heartbeat < beat.last_heartbeat:
+                nodes[beat.name] = beat
 
     def _on_node(self, event: NodeEvent) -> None:
         old = self._nodes.get(event.node.name)

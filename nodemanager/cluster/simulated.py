@@ -337,7 +337,8 @@ class SimulatedCluster:
 
     def _beat(self, names: list[str], now: float) -> None:
         if names:
-            self._emit(Heartbeats(now, tuple(names)))
+            nodes = self.nodes
+            self._emit(Heartbeats(now, tuple(nodes[name] for name in names)))
 
     def _due(self, now: float) -> set[str]:
         """Registered nodes whose heartbeat may be due (``_heartbeat`` has the last word)."""
