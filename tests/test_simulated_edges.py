@@ -80,6 +80,30 @@ def test_a_listing_is_what_describing_each_instance_says_now(steps: list[tuple[s
         assert [(i.instance_id, i.state) for i in cloud.list_instances()] == [(d.instance_id, d.state) for d in alive]
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["boot", "terminate", "warn", "advance", "advance"]), st.integers(0, 45)), max_size=30))
+def test_the_cluster_keeps_the_running_instances_by_node_from_the_instances_that_changed(steps: list[tuple[str, int]]) -> None:
+    """The simulated kubelets run on the running instances: the cluster remakes that map
+    from the instances of a new listing that are not the very objects of the last one, and
+    it is what the whole listing says."""
+    clock = VirtualClock()
+    cloud = SimulatedCloud("ctl", clock, boot_delay=30)
+    cluster = SimulatedCluster(clock, cloud, [])
+    ids: list[str] = []
+    for what, n in steps:
+        if what == "boot":
+            ids.append(cloud.boot(req(f"n{len(ids)}", capacity=SPOT if n % 2 else OD)).instance_id)
+        elif what == "terminate" and ids:
+            cloud.terminate([ids[n % len(ids)]])
+        elif what == "warn" and ids:
+            cloud.warn(ids[n % len(ids)])
+        else:
+            clock.advance(n)
+        instances = cloud.list_instances()
+        cluster._listed = cluster._relisted(instances)
+        assert cluster._listed[2] == {i.node_name: i for i in instances if i.state is InstanceState.RUNNING}
+
+
 def test_capacity_per_offering():
     cloud = SimulatedCloud("ctl", VirtualClock(), capacity={"m5.large/spot/*": 1, "c5.*/on-demand/us-east-1a": 0})
     cloud.boot(req("n1", capacity=SPOT))

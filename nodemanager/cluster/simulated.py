@@ -121,7 +121,9 @@ class SimulatedCluster:
         self.binds = 0
         self.recorded: deque[tuple[str, str, str, str]] = deque(maxlen=1000)  # (kind, key, reason, message)
         self._listed_objects = False
-        self._listed: tuple[list[Instance], dict[str, Instance]] = ([], {})  # the cloud's last list, and its running instances by node
+        # The cloud's last list (its instances by identity) and its running instances by node,
+        # made again from the instances that changed (the same objects, mostly, list after list).
+        self._listed: tuple[list[Instance], dict[int, Instance], dict[str, Instance]] = ([], {}, {})
 
     # -- ClusterSource -------------------------------------------------------------------
     def poll(self) -> list[ClusterEvent]:
@@ -309,8 +311,8 @@ class SimulatedCluster:
             self._beat([name for name in sorted(self.nodes) if self._heartbeat(name, now)], now)
             return
         if instances != self._listed[0]:  # (the same instance objects as last time, mostly: compared by identity first, in C)
-            self._listed = (instances, {i.node_name: i for i in instances if i.state is InstanceState.RUNNING})
-        alive = self._listed[1]
+            self._listed = self._relisted(instances)
+        alive = self._listed[2]
         for name in sorted(self.nodes.keys() - alive.keys()):
             self.remove_node(name)
         for name in self._running_since.keys() - alive.keys():
@@ -334,6 +336,21 @@ class SimulatedCluster:
             elif self._heartbeat(name, now):
                 beating.append(name)
         self._beat(beating, now)
+
+    def _relisted(self, instances: list[Instance]) -> tuple[list[Instance], dict[int, Instance], dict[str, Instance]]:
+        """``_listed`` for a new list: only the instances that are not the very objects of
+        the last list (new, or changed state) are looked at."""
+        _, before, alive = self._listed
+        now = dict(zip(map(id, instances), instances, strict=True))
+        for key in before.keys() - now.keys():
+            gone = before[key]
+            if alive.get(gone.node_name) is gone:
+                del alive[gone.node_name]
+        for key in now.keys() - before.keys():
+            came = now[key]
+            if came.state is InstanceState.RUNNING:
+                alive[came.node_name] = came
+        return instances, now, alive
 
     def _beat(self, names: list[str], now: float) -> None:
         if names:
