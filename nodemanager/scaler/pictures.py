@@ -42,8 +42,8 @@ class NodePictures:
         when they are the same, as the cache gives them). Lent: a computation that changes
         it must name it to ``spoiled`` before the next computation starts."""
         kept = self._kept.get(node.name)
-        if kept is not None and kept[1] is view and _same_node(kept[0], node):
-            if kept[3] is not None and _same_pods(kept[2], pods):
+        if kept is not None and kept[1] is view and (kept[0] is node or _same_node(kept[0], node)):  # (identity first: no call)
+            if kept[3] is not None and (kept[2] is pods or _same_pods(kept[2], pods)):
                 return kept[3]
             bare = kept[4]
         else:

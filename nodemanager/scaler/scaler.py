@@ -256,13 +256,17 @@ class _Run:
         pictures = self.s.pictures  # allowing for these DaemonSets: views_for saw them first
         pictures.forget_all_but(self.snapshot.nodes)
         zones = []
+        # (names bound once: this walks every node of the cluster at every decision)
+        infos, node_state, readiness = self.infos, self.node_state, self.readiness
+        picture, view_of, placed = pictures.info, self.view_by_name.get, grouped.placed
         for node in sorted(self.snapshot.nodes, key=_NAME):
-            if node.state not in LIVE_STATES:
+            name, state = node.name, node.state
+            if state not in LIVE_STATES:
                 continue
-            info = self.infos[node.name] = pictures.info(node, self.view_by_name.get(node.pool), grouped.on(node.name))
-            self.node_state[node.name] = node.state
-            if node.state in _READINESS:
-                self.readiness[node.name] = _READINESS[node.state]
+            info = infos[name] = picture(node, view_of(node.pool), placed.get(name, ()))
+            node_state[name] = state
+            if state in _READINESS:
+                readiness[name] = _READINESS[state]
             zones.append(info.zone)
         self.zone_load.update(zones)  # (counted in C: a count per node was a hundredth of a busy day)
         # Earlier bindings are kept while their pod still waits and still passes every
