@@ -1,6 +1,7 @@
 """The simulated cloud and cluster (products of their own) and workload files."""
 
 import contextlib
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
@@ -59,11 +60,12 @@ def test_instances_are_listed_in_id_order() -> None:
     assert listed == sorted(listed) == [i for n, i in enumerate(ids) if not (3 <= n < 30 and (n - 3) % 4 == 0)]
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["boot", "terminate", "warn", "advance"]), st.integers(0, 45)), max_size=30))
-def test_a_listing_is_what_describing_each_instance_says_now(steps: list[tuple[str, int]]) -> None:
-    """Kept between calls, the listing follows boots, the boot delay running out, terminations
-    and reclaimed spot instances: always the instances alive now, as describe sees each."""
+CLOUD_STEPS = st.lists(st.tuples(st.sampled_from(["boot", "terminate", "warn", "advance", "advance"]), st.integers(0, 45)), max_size=30)
+
+
+def _played(steps: list[tuple[str, int]]) -> Iterator[tuple[VirtualClock, SimulatedCloud, list[str]]]:
+    """A simulated cloud (30 s boots) through ``steps``: boots, terminations, reclaimed spot
+    instances and time passing; yields after each step, with the ids booted so far."""
     clock = VirtualClock()
     cloud = SimulatedCloud("ctl", clock, boot_delay=30)
     ids: list[str] = []
@@ -76,29 +78,28 @@ def test_a_listing_is_what_describing_each_instance_says_now(steps: list[tuple[s
             cloud.warn(ids[n % len(ids)])
         else:
             clock.advance(n)
+        yield clock, cloud, ids
+
+
+@settings(max_examples=40, deadline=None)
+@given(CLOUD_STEPS)
+def test_a_listing_is_what_describing_each_instance_says_now(steps: list[tuple[str, int]]) -> None:
+    """Kept between calls, the listing follows boots, the boot delay running out, terminations
+    and reclaimed spot instances: always the instances alive now, as describe sees each."""
+    for _, cloud, ids in _played(steps):
         alive = [d for d in (cloud.describe(i) for i in ids) if d.state in (InstanceState.PENDING, InstanceState.RUNNING)]
         assert [(i.instance_id, i.state) for i in cloud.list_instances()] == [(d.instance_id, d.state) for d in alive]
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["boot", "terminate", "warn", "advance", "advance"]), st.integers(0, 45)), max_size=30))
+@given(CLOUD_STEPS)
 def test_the_cluster_keeps_the_running_instances_by_node_from_the_instances_that_changed(steps: list[tuple[str, int]]) -> None:
     """The simulated kubelets run on the running instances: the cluster remakes that map
     from the instances of a new listing that are not the very objects of the last one, and
     it is what the whole listing says."""
-    clock = VirtualClock()
-    cloud = SimulatedCloud("ctl", clock, boot_delay=30)
-    cluster = SimulatedCluster(clock, cloud, [])
-    ids: list[str] = []
-    for what, n in steps:
-        if what == "boot":
-            ids.append(cloud.boot(req(f"n{len(ids)}", capacity=SPOT if n % 2 else OD)).instance_id)
-        elif what == "terminate" and ids:
-            cloud.terminate([ids[n % len(ids)]])
-        elif what == "warn" and ids:
-            cloud.warn(ids[n % len(ids)])
-        else:
-            clock.advance(n)
+    cluster = None
+    for clock, cloud, _ in _played(steps):
+        cluster = cluster or SimulatedCluster(clock, cloud, [])
         instances = cloud.list_instances()
         cluster._listed = cluster._relisted(instances)
         assert cluster._listed[2] == {i.node_name: i for i in instances if i.state is InstanceState.RUNNING}
