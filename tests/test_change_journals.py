@@ -10,10 +10,10 @@ from collections import Counter
 
 from builders import CATALOG, TYPES, binpack_pool, node, pod
 from harness import Harness
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from nodemanager.cluster.base import ClusterNode, EventType, NodeEvent, PodEvent
+from nodemanager.cluster.base import ClusterNode, EventType, Heartbeats, NodeEvent, PodEvent
 from nodemanager.controller.fleet_tally import FleetTally
 from nodemanager.controller.node_controller import NodeController
 from nodemanager.controller.records import NodeRecords
@@ -143,3 +143,51 @@ def test_the_fleet_tally_counts_and_prices_the_records_as_a_pass_over_them_would
             assert tally.counts == Counter((n.pool, n.state) for n in records.values())
             live = [catalog.hourly(n.instance_type, n.capacity_type, n.zone) for n in records.values() if n.state in LIVE_STATES]
             assert tally.cost_per_hour() == math.fsum(live)
+
+
+LABEL_STEP = st.tuples(
+    st.sampled_from(["record", "forget", "register", "relabel", "deregister", "beat", "look", "look"]),
+    st.sampled_from(NAMES[:2]),
+    st.sampled_from([NodeState.AVAILABLE, NodeState.CREATING]),
+    st.sampled_from([{}, {"team": "ml"}, {"team": "ml", "tier": "gpu"}]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(LABEL_STEP, max_size=40), st.sampled_from([2, 4096, 4096]))
+@example(  # a record alone changes: its pool's labels now ask for one its Node lacks
+    [
+        ("register", "n1", NodeState.AVAILABLE, {}),
+        ("look", "n1", NodeState.AVAILABLE, {}),
+        ("record", "n1", NodeState.AVAILABLE, {"team": "ml"}),
+        ("look", "n1", NodeState.AVAILABLE, {}),
+    ],
+    4096,
+)
+def test_the_nodes_to_label_again_are_those_a_pass_over_every_record_finds(steps: list, limit: int) -> None:
+    h = Harness(binpack_pool("general"))
+    c = h.controller
+    c.nodes.changes.limit = c.cache.node_changes.limit = limit
+    beat = 0.0
+    for what, name, state, labels in steps:
+        if what == "record":
+            c.nodes[name] = dataclasses.replace(node(name, pool="general", state=state), labels=labels)
+        elif what == "forget" and name in c.nodes:
+            del c.nodes[name]
+        elif what in ("register", "relabel"):
+            c.cache.apply([NodeEvent(EventType.ADDED if what == "register" else EventType.MODIFIED, ClusterNode(name, ready=True, labels=labels))])
+        elif what == "deregister" and c.cache.node(name) is not None:
+            c.cache.apply([NodeEvent(EventType.DELETED, c.cache.node(name))])
+        elif what == "beat" and c.cache.node(name) is not None:
+            beat += 10
+            c.cache.apply([Heartbeats(beat, (c.cache.node(name).with_heartbeat(beat),))])
+        elif what == "look":
+            expected = {
+                n
+                for n, record in c.nodes.items()
+                if record.labels
+                and record.state is NodeState.AVAILABLE
+                and (registered := c.cache.node(n)) is not None
+                and not registered.labels.keys() >= record.labels.keys()
+            }
+            assert c._unlabelled_now() == expected

@@ -111,7 +111,8 @@ class NodeController:
         self.lock = ControllerLock()  # never held across a cloud or API call: calls wait for its release
         self._gauges_shown: dict[tuple[str, NodeState], int] = {}  # the node counts the gauges show
         self._startup: dict[str, tuple[Taint, ...]] = {}  # pool -> its startup taints (the config is fixed)
-        self._labelled: dict[str, tuple[Mapping[str, str], Mapping[str, str]]] = {}  # node -> (its record's labels, the cluster's) found to hold them all
+        self._unlabelled: set[str] = set()  # settled nodes whose Node lacks some of their pool's labels (see _unlabelled_now)
+        self._label_marks: tuple[Mark, ...] | None = None
         self._last_status: tuple[float, dict[str, object]] | None = None  # (when, document): answered while the lock is held too long
         self.nodes = NodeRecords()
         self.fleet = FleetTally(self.nodes)
@@ -572,33 +573,34 @@ class NodeController:
         with self.timers["heartbeat"].timing(self.clock), self.lock:
             now = self.clock.now()
             healthy, boot = self.config.nodes.healthy_timeout, self.config.nodes.boot_timeout
-            relabel: list[str] = []
             marks: list[tuple[str, str, str]] = []  # (node, reason, label): acted on by name, as the few there are
-            checked, labelled = self._labelled, {}
             registered_as, seen_until = self.cache.node, min(now, self.synced_at)  # (every node, every 10 s)
             for name, node in self.nodes.items():
                 if node.state in _SETTLED:
                     registered = registered_as(name)
                     if registered is None:
                         marks.append((name, "node left the cluster", "unhealthy"))
-                        continue
-                    if node.labels:
-                        seen = checked.get(name)
-                        if seen is not None and seen[0] is node.labels and seen[1] is registered.labels:
-                            labelled[name] = seen  # the same label sets as when they were found to hold (heartbeats share them)
-                        elif registered.labels.keys() >= node.labels.keys():
-                            labelled[name] = (node.labels, registered.labels)
-                        else:
-                            relabel.append(name)  # again: labelling failed at registration
-                    if (silent := seen_until - registered.last_heartbeat) > healthy:
+                    elif (silent := seen_until - registered.last_heartbeat) > healthy:
                         marks.append((name, f"no heartbeat for {silent:.0f}s (healthy timeout {healthy:g}s)", "unhealthy"))
                 elif node.state in _BOOTING and now - node.created_at > boot:
                     marks.append((name, f"not Ready {now - node.created_at:.0f}s after boot (boot timeout {boot:g}s)", "boot_timeout"))
-            self._labelled = labelled
-            for name in sorted(relabel):
+            for name in sorted(self._unlabelled_now()):  # again: labelling failed at registration
                 self.lock.after_release(self.cluster.label_node, name, self.nodes[name].labels)
             for name, reason, label in sorted(marks):
                 self.mark_for_termination(name, reason, label)
+
+    def _unlabelled_now(self) -> set[str]:
+        """The settled, registered nodes whose Node lacks some of their pool's labels, looked
+        at again only where a record or a Node changed (a heartbeat changes no label)."""
+        changed, self._label_marks = changed_since((self.nodes.changes, self.cache.node_changes), self._label_marks)
+        unlabelled = self._unlabelled
+        for name in self.nodes.keys() | unlabelled if changed is None else changed:
+            node, registered = self.nodes.get(name), self.cache.node(name)
+            if node is not None and node.labels and node.state in _SETTLED and registered is not None and not registered.labels.keys() >= node.labels.keys():
+                unlabelled.add(name)
+            else:
+                unlabelled.discard(name)
+        return unlabelled
 
     def reaper_loop(self) -> None:
         with self.timers["reaper"].timing(self.clock):
