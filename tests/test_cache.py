@@ -228,6 +228,7 @@ def test_a_heartbeat_is_the_same_node_and_only_a_heartbeat_is_ignored() -> None:
     node = ClusterNode("n1", "i-1", True, 5.0, labels={"a": "b"}, allocatable=Resources({"cpu": 1000}))
     beat = node.with_heartbeat(15.0)
     assert beat == dataclasses.replace(node, last_heartbeat=15.0)
+    assert node.last_heartbeat == 5.0  # a copy: the node itself is unchanged
     assert node.same_but_heartbeat(beat)
     assert node.same_but_heartbeat(dataclasses.replace(beat, labels={"a": "b"}, allocatable=Resources({"cpu": 1000})))  # equal, not the same objects
     for changed in (dataclasses.replace(beat, labels={"a": "c"}), dataclasses.replace(beat, ready=False), dataclasses.replace(beat, unschedulable=True)):
