@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import urllib.error
@@ -14,6 +15,7 @@ from harness import Harness, arrive
 from prometheus_client import generate_latest
 
 from nodemanager.config.schema import Standby, Status, parse_listen
+from nodemanager.model import NodeState
 from nodemanager.status.server import StatusServer, load_token
 
 SECRET = "s3cr3t-token-value"
@@ -277,3 +279,21 @@ def test_node_gauges_follow_state_changes_and_drop_states_left_empty():
     text = generate_latest(h.controller.metrics.registry).decode()
     assert 'state="Claimed"' not in text
     assert "nodemanager_pending_pods 0.0" in text
+
+
+def test_the_node_gauges_follow_the_records_when_status_asked_for_the_price_in_between():
+    """The gauges and /status read one tally of the records: /status catching it up first
+    must not leave the gauges behind."""
+    h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large", duration=600.0)])
+    h.run(45)
+    c = h.controller
+    [name] = c.nodes
+    assert 'nodemanager_nodes{pool="cells",state="Claimed"} 1.0' in generate_latest(c.metrics.registry).decode()
+    c.mark_for_termination(name, "a test", "unhealthy")
+    c.nodes[name] = dataclasses.replace(c.nodes[name], state=NodeState.TERMINATING)
+    assert c.status()["cost_per_hour"] == 0.0  # the price caught up with the record first
+    c._refresh_gauges()
+    text = generate_latest(c.metrics.registry).decode()
+    assert 'state="Claimed"' not in text
+    assert 'nodemanager_nodes{pool="cells",state="Terminating"} 1.0' in text
+    assert "nodemanager_cost_per_hour_dollars 0.0" in text

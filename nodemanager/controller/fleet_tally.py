@@ -26,12 +26,13 @@ class FleetTally:
         self._counted: dict[str, tuple[str, NodeState]] = {}  # name -> the (pool, state) it is counted in
         self._prices: dict[str, float] = {}  # name -> hourly price, live nodes only
         self._as_of: tuple[int, tuple[Mark, ...] | None, Catalog | None] = (0, None, None)  # (census, journal marks, catalog)
+        self.version = 0  # moves whenever an update looked again (a reader compares it with the one it last showed)
 
-    def update(self, catalog: Catalog) -> bool:
-        """Catch up with the records (and ``catalog``'s prices); whether anything counted changed."""
+    def update(self, catalog: Catalog) -> None:
+        """Catch up with the records (and ``catalog``'s prices)."""
         census, marks, seen = self._as_of
         if census == self.records.census and seen is catalog:
-            return False
+            return
         changed, marks = changed_since((self.records.changes,), marks)
         if changed is None or seen is not catalog:
             changed = self._counted.keys() | self.records.keys()
@@ -49,7 +50,7 @@ class FleetTally:
                 if node.state in LIVE_STATES:
                     self._prices[name] = catalog.hourly(node.instance_type, node.capacity_type, node.zone)
         self._as_of = (self.records.census, marks, catalog)
-        return True
+        self.version += 1
 
     def cost_per_hour(self) -> float:
         """The live fleet's hourly price, as of the last ``update``."""

@@ -110,6 +110,7 @@ class NodeController:
         self.dispenser = NodeDispenser(self)
         self.lock = ControllerLock()  # never held across a cloud or API call: calls wait for its release
         self._gauges_shown: dict[tuple[str, NodeState], int] = {}  # the node counts the gauges show
+        self._gauges_version = -1  # the fleet tally's version they show
         self._startup: dict[str, tuple[Taint, ...]] = {}  # pool -> its startup taints (the config is fixed)
         self._unlabelled: set[str] = set()  # settled nodes whose Node lacks some of their pool's labels (see _unlabelled_now)
         self._label_marks: tuple[Mark, ...] | None = None
@@ -701,7 +702,8 @@ class NodeController:
     def _refresh_gauges(self) -> None:
         """Node, pod and cost gauges; the node counts and the cost are set again only when
         a record came, went or changed what they are made of, or the prices changed."""
-        if self.fleet.update(self.catalog):
+        self.fleet.update(self.catalog)
+        if self.fleet.version != self._gauges_version:  # (the price asked for in between, by /status, caught up too)
             counts, shown = dict(self.fleet.counts), self._gauges_shown
             for pool, state in shown.keys() - counts.keys():  # a state no node is in leaves the metrics
                 self.metrics.nodes.remove(pool, state.value)
@@ -709,7 +711,7 @@ class NodeController:
                 if shown.get((pool, state)) != n:  # (most record changes move no count: a binding, a heartbeat)
                     self.metrics.nodes.labels(pool, state.value).set(n)
             self.metrics.cost.set(self.fleet.cost_per_hour())
-            self._gauges_shown = counts
+            self._gauges_shown, self._gauges_version = counts, self.fleet.version
         self.metrics.pending_pods.set(self.cache.waiting_count())
         self.metrics.unschedulable_pods.set(len(self.last_decision.unschedulable) if self.last_decision else 0)
 

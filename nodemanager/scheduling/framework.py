@@ -108,7 +108,7 @@ class Framework:
         out = object.__new__(Framework)
         out.profile, out.seed, out._registry, out._points, out._makers = self.profile, self.seed, self._registry, self._points, self._makers
         handle = out.handle = ifc.FrameworkHandle()
-        out._assemble({name: shared or make(handle, args) for name, make, args, shared in self._makers})
+        out._assemble({name: make(handle, args) if shared is None else shared for name, make, args, shared in self._makers})
         return out
 
     def _assemble(self, instances: dict[str, ifc.Plugin]) -> None:
