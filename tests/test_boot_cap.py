@@ -118,6 +118,8 @@ def test_decisions_taken_from_deferred_nodes_stay_valid(scenario) -> None:
 
 @given(st.lists(st.tuples(st.integers(0, 8000), st.integers(0, 8000)), min_size=1, max_size=30), st.integers(0, 9000))
 def test_the_room_index_offers_every_node_with_the_cpu_free(nodes: list[tuple[int, int]], cpu: int) -> None:
+    """... most free CPU first, nodes with as much in the order given (the search for a pod
+    class walks them in that order)."""
     infos = []
     for i, (alloc, used) in enumerate(nodes):
         info = NodeInfo(f"n{i}", "p", "m.large", None, "z", Resources({"cpu": alloc, "memory": 1 << 30, "pods": 110}), {})  # type: ignore[arg-type]
@@ -126,6 +128,9 @@ def test_the_room_index_offers_every_node_with_the_cpu_free(nodes: list[tuple[in
     wanted = pod("w", cpu=f"{cpu}m", memory="1Mi")
     offered = RoomIndex(infos).with_room_for(wanted)
     assert {i.name for i in offered} == {i.name for i in infos if i.allocatable.cpu - i.requested.cpu >= wanted.requests.cpu or cpu == 0}
+    if cpu > 0:
+        by_room = sorted(range(len(infos)), key=lambda k: -(infos[k].allocatable.cpu - infos[k].requested.cpu))
+        assert [i.name for i in offered] == [infos[k].name for k in by_room][: len(offered)]
 
 
 @pytest.mark.parametrize(("nodes", "want"), [(10, 10), (99, 99), (100, 100), (1000, 420), (6000, 300)])

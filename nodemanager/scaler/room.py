@@ -13,20 +13,22 @@ starting where it would have).
 from __future__ import annotations
 
 from bisect import bisect_right
+from operator import attrgetter
 
 from nodemanager.model import Pod
 from nodemanager.model.resources import asks_for_batch, extended
 from nodemanager.scheduling import NodeInfo
 
+_FREE_CPU = attrgetter("free_cpu")
+_FREE_MEMORY = attrgetter("free_memory")
+
 
 class RoomIndex:
     def __init__(self, nodes: list[NodeInfo]) -> None:
         self._all = nodes
-        less_free = [-i.free_cpu for i in nodes]
-        order = sorted(range(len(nodes)), key=less_free.__getitem__)  # most free CPU first (ties as given)
-        self._nodes = [nodes[k] for k in order]
-        self._less_free = [less_free[k] for k in order]  # ascending: minus the free CPU
-        self._most_memory = max((i.free_memory for i in nodes), default=0)
+        self._nodes = sorted(nodes, key=_FREE_CPU, reverse=True)  # most free CPU first (a reversed sort keeps ties as given)
+        self._less_free = [-i.free_cpu for i in self._nodes]  # ascending: minus the free CPU
+        self._most_memory = max(map(_FREE_MEMORY, nodes), default=0)
         self._having: dict[str, list[tuple[int, NodeInfo]]] = {}  # extended resource -> (place in _nodes, node) of those with some free
 
     def _nodes_having(self, name: str) -> list[tuple[int, NodeInfo]]:
