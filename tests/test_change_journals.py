@@ -39,6 +39,13 @@ def _fresh(controller: NodeController) -> tuple:
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(STEP, max_size=40), st.sampled_from([2, 5, 4096]))
+@example(  # the records' journal starts again once every record is gone: nothing left to plan with
+    [
+        (what, name, NodeState.AVAILABLE, 0, False)
+        for what, name in [("record", "n1"), ("plan", "n1"), ("forget", "n1"), ("record", "n2"), ("forget", "n2"), ("plan", "n1")]
+    ],
+    2,
+)
 def test_the_planning_nodes_are_the_records_viewed_afresh(steps: list, limit: int) -> None:
     h = Harness(binpack_pool("general"))
     c = h.controller

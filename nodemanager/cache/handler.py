@@ -91,7 +91,6 @@ class ClusterEventsHandler:
         self._nodes: dict[str, ClusterNode] = {}
         self._objects: dict[type, dict[str, ClusterObject]] = defaultdict(dict)
         self.generation = 0
-        self.nodes_generation = 0  # moves when a Node changes other than by its heartbeat
         self.node_changes = Journal()  # the names of the Nodes that changed other than by their heartbeats
         self._assumed: dict[PodKey, None] = {}  # the entries in state Assumed, in the order they were assumed
         self._pods_as_of: tuple[int, PodsByNode, bool] | None = None  # see _pods
@@ -279,7 +278,6 @@ class ClusterEventsHandler:
         # A heartbeat alone changes nothing the scaler looks at: no new generation for it.
         if old is None or event.type is EventType.DELETED or not old.same_but_heartbeat(event.node):
             self.generation += 1
-            self.nodes_generation += 1
             self.node_changes.add(event.node.name)
 
     # -- reading ---------------------------------------------------------------------------

@@ -65,7 +65,6 @@ class DisruptionController:
         self.proposal: _Proposal | None = None
         self.replacing: _Replacing | None = None
         self.pods_since: dict[str, tuple[frozenset[PodKey], float]] = {}  # node -> (its pods, unchanged since)
-        self._tracked_as_of: tuple[int, int] | None = None  # (cache generation, records stamp) pods_since was made from
         self._track_marks: tuple[Mark, ...] | None = None  # where the records' and the cache's held-pods journals stood then
         self.state = "starting"  # what the last pass found, for /status
         self.blocked: dict[NodeName, str] = {}  # candidates not consolidated, and why
@@ -236,13 +235,9 @@ class DisruptionController:
 
     def _track(self, now: float) -> None:
         """Since when each node has held the same pods (consolidateAfter counts from then);
-        nothing to do when neither the pods nor the records changed since the last pass, and
-        then only for the nodes whose record or pods changed (the journals say which)."""
+        looked at again only for the nodes whose record or pods changed since the last pass
+        (the journals say which)."""
         c = self.c
-        as_of = (c.cache.generation, c.nodes.stamp)
-        if as_of == self._tracked_as_of:
-            return
-        self._tracked_as_of = as_of
         tracked = self.pods_since
         changed, self._track_marks = changed_since((c.nodes.changes, c.cache.held_changes), self._track_marks)
         if changed is None:

@@ -135,7 +135,7 @@ class NodeController:
         # cluster could have told us of it (a pass starved by a cloud outage reads none).
         self.synced_at = clock.now()
         self._last_inputs: tuple | None = None
-        self._planned: tuple[tuple, tuple[Node, ...]] = ((), ())  # the nodes as the scaler plans with them, and what they were made from
+        self._planned: tuple[Node, ...] = ()  # the nodes as the scaler plans with them
         # Each record's planning view, and where the records' and the cluster's change journals
         # stood when they were made, with the nodes then marked (see _planning_nodes).
         self._planned_views: dict[str, Node] = {}
@@ -318,24 +318,24 @@ class NodeController:
         nodes marked for termination or the cluster's Nodes (but for heartbeats) changed,
         and then only for the nodes whose record, Node or mark changed (a view of every
         record at every decision was a thirtieth of a busy simulation)."""
-        made_from = (self.nodes.stamp, self.cache.nodes_generation, tuple(self.marked))
-        if made_from != self._planned[0]:
-            views, marked, (marks, was_marked) = self._planned_views, frozenset(self.marked), self._planned_as_of
-            changed, marks = changed_since((self.nodes.changes, self.cache.node_changes), marks)
-            if changed is None:
-                views.clear()
-                changed = set(self.nodes)
-            else:
-                changed |= marked ^ was_marked
+        views, marked, (marks, was_marked) = self._planned_views, frozenset(self.marked), self._planned_as_of
+        changed, marks = changed_since((self.nodes.changes, self.cache.node_changes), marks)
+        everything = changed is None
+        if changed is None:
+            views.clear()
+            changed = set(self.nodes)
+        else:
+            changed |= marked ^ was_marked
+        self._planned_as_of = (marks, marked)
+        if everything or changed:  # (nothing changed: the same tuple, which the scaler tells by identity)
             for name in changed:
                 node = self.nodes.get(name)
                 if node is None:
                     views.pop(name, None)
                 else:
                     views[name] = replace(node, state=NodeState.TERMINATING) if name in marked else self._planning_view(node)
-            self._planned_as_of = (marks, marked)
-            self._planned = (made_from, tuple(map(views.__getitem__, self.nodes)))
-        return self._planned[1]
+            self._planned = tuple(map(views.__getitem__, self.nodes))
+        return self._planned
 
     def _compute(self, now: float) -> Decision:
         snapshot = self.snapshot(now)
