@@ -14,6 +14,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nodemanager.cluster.base import ClusterNode, EventType, Heartbeats, NodeEvent, PodEvent
+from nodemanager.controller.disruption import Held
 from nodemanager.controller.fleet_tally import FleetTally
 from nodemanager.controller.node_controller import NodeController
 from nodemanager.controller.records import NodeRecords
@@ -81,7 +82,7 @@ def test_disruption_tracks_since_when_each_node_held_its_pods_as_a_pass_over_eve
     h = Harness(binpack_pool("general"))
     c = h.controller
     c.nodes.changes.limit = c.cache.held_changes.limit = limit
-    expected: dict[str, tuple[frozenset, float]] = {}
+    expected: dict[str, Held] = {}
     now = 0.0
     for what, name, key in steps:
         now += 1
@@ -99,8 +100,10 @@ def test_disruption_tracks_since_when_each_node_held_its_pods_as_a_pass_over_eve
                 del expected[gone]
             for n in c.nodes:
                 held = c.cache.held(n)
-                if n not in expected or expected[n][0] != held:
-                    expected[n] = (held, now)
+                if n not in expected or expected[n].pods != held:
+                    was = expected[n].started if n in expected else {}
+                    started = {k: was.get(k, now) for k in held}
+                    expected[n] = Held(held, now, started, sum(started.values()))
             assert c.disruption.pods_since == expected
 
 

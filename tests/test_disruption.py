@@ -294,6 +294,27 @@ def test_underutilized_nodes_are_consolidated_and_every_pod_runs() -> None:
     assert all(a["savingsPerHour"] > 0 for a in actions)
 
 
+def test_the_node_whose_pods_have_run_least_is_consolidated_first() -> None:
+    """Two nodes, each of whose pods fit on the other: one holds a pod that has run for most
+    of an hour, the other two that just started. Moving the young pods loses the least work
+    (a Job's pod starts again), though they are more: the old pod stays where it runs."""
+    arrivals = [
+        arrive("old", at=0, cpu="700m", memory="1Gi"),
+        arrive("big", at=0, duration=3000, cpu="1", memory="1Gi"),  # leaves the old pod's node no room for the young ones
+        arrive("young-1", at=2900, cpu="250m", memory="512Mi"),
+        arrive("young-2", at=2900, cpu="250m", memory="512Mi"),
+    ]
+    h = Harness(binpack_pool(), arrivals=arrivals, idle_grace=30)
+    h.run(2990)
+    first = h.bound()
+    assert first["default/old"] != first["default/young-1"] == first["default/young-2"]
+    h.run(600)
+    actions = [a for a in h.controller.disruption.actions if a["reason"] == "Underutilized"]
+    assert [a["nodes"] for a in actions] == [[first["default/young-1"]]]
+    assert set(h.bound().values()) == {first["default/old"]}
+    assert h.controller.disruption.pods_since[first["default/old"]].started["default/old"] <= 1000 + 60  # never moved: counted from its first pass
+
+
 def test_a_do_not_disrupt_pod_keeps_its_node() -> None:
     arrivals = [dataclasses.replace(a, pod=dataclasses.replace(a.pod, do_not_disrupt=True)) for a in _steady_and_finishing()]
     h = _run(binpack_pool(), arrivals)

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -59,12 +60,34 @@ class _Replacing:
     marked: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What disruption knows of the pods a node holds."""
+
+    pods: frozenset[PodKey]
+    since: float  # the pods have been these since (consolidateAfter counts from then)
+    started: Mapping[PodKey, float]  # since when each has been on the node
+    started_sum: float  # of ``started``: every pass weighs every candidate
+
+    @classmethod
+    def of(cls, pods: frozenset[PodKey], now: float, was: Held | None) -> Held:
+        """``pods`` held from ``now``; those ``was`` held keep their start."""
+        before = was.started if was is not None else {}
+        started = {key: before.get(key, now) for key in pods}
+        return cls(pods, now, started, sum(started.values()))
+
+    def work(self, now: float) -> float:
+        """The seconds its pods have run on it, summed: what they lose if moved (a Job's pod
+        starts its work again)."""
+        return len(self.started) * now - self.started_sum
+
+
 class DisruptionController:
     def __init__(self, controller: NodeController) -> None:
         self.c = controller
         self.proposal: _Proposal | None = None
         self.replacing: _Replacing | None = None
-        self.pods_since: dict[str, tuple[frozenset[PodKey], float]] = {}  # node -> (its pods, unchanged since)
+        self.pods_since: dict[str, Held] = {}  # node -> its pods, since when
         self._track_marks: tuple[Mark, ...] | None = None  # where the records' and the cache's held-pods journals stood then
         self.state = "starting"  # what the last pass found, for /status
         self.blocked: dict[NodeName, str] = {}  # candidates not consolidated, and why
@@ -150,9 +173,9 @@ class DisruptionController:
                 return
             self._act(again, DisruptionReason.UNDERUTILIZED, now)
             return
-        inputs = (c.cache.generation, c.nodes.stamp, tuple(n.name for n in candidates), frozenset(c.unneeded_since), together)
+        inputs = (c.cache.generation, c.nodes.stamp, frozenset(n.name for n in candidates), frozenset(c.unneeded_since), together)
         if inputs == self._fruitless:
-            return  # nothing changed since the last pass found nothing
+            return  # nothing changed since the last pass found nothing (but the candidates' order, as their pods age)
         found, why = self.planner.best(snapshot, candidates, SINGLE_NODE_TRIES, together)
         self.blocked = {**blocked, **why}
         if found is None:
@@ -234,9 +257,10 @@ class DisruptionController:
         return ""
 
     def _track(self, now: float) -> None:
-        """Since when each node has held the same pods (consolidateAfter counts from then);
-        looked at again only for the nodes whose record or pods changed since the last pass
-        (the journals say which)."""
+        """Since when each node has held the same pods (consolidateAfter counts from then),
+        and each of them; looked at again only for the nodes whose record or pods changed
+        since the last pass (the journals say which). A pod first seen on a node counts from
+        then: after a restart, from the first pass."""
         c = self.c
         tracked = self.pods_since
         changed, self._track_marks = changed_since((c.nodes.changes, c.cache.held_changes), self._track_marks)
@@ -247,8 +271,8 @@ class DisruptionController:
                 tracked.pop(name, None)
                 continue
             held, seen = c.cache.held(name), tracked.get(name)
-            if seen is None or not (seen[0] is held or seen[0] == held):
-                tracked[name] = (held, now)
+            if seen is None or not (seen.pods is held or seen.pods == held):
+                tracked[name] = Held.of(held, now, seen)
 
     def _counts(self, pool: str) -> tuple[int, int]:
         """The pool's live nodes, and how many of them are being disrupted."""
@@ -256,26 +280,30 @@ class DisruptionController:
         return len(live), sum(1 for n in live if n.name in self.c.marked)
 
     def _candidates(self, snapshot: ClusterSnapshot, now: float) -> tuple[list[Node], int, dict[NodeName, str]]:
-        """Nodes consolidation may disrupt, cheapest to disrupt first (fewest pods, then the
-        dearest), each pool's share cut to what its Underutilized budget allows; how many of
-        them may go together (their pods within every PodDisruptionBudget); and why nodes
-        that hold pods are not candidates."""
+        """Nodes consolidation may disrupt, cheapest to disrupt first, each pool's share cut
+        to what its Underutilized budget allows; how many of them may go together (their pods
+        within every PodDisruptionBudget); and why nodes that hold pods are not candidates.
+        Cheapest to disrupt: the least work lost per dollar an hour the node costs (the
+        seconds its pods have run on it, summed), then the dearest. Ordered by their count of
+        pods (Karpenter's eviction cost), nodes whose few pods had run long went first, and
+        their pods started again: the README's day cost 2.8% more."""
         c = self.c
         by_node = snapshot.by_node
         blocked: dict[NodeName, str] = {}
-        found: list[tuple[int, float, str, Node]] = []
+        found: list[tuple[float, float, str, Node]] = []
         for node in snapshot.nodes:
             pool = c.pool_config(node.pool)
             registered = c.cache.node(node.name)
-            held, since = self.pods_since.get(node.name, (frozenset(), now))
+            held = self.pods_since.get(node.name)
             if (
                 pool is None
                 or pool.disruption.consolidation_policy is not ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED
                 or node.state not in SETTLED
                 or registered is None
                 or not registered.ready
-                or not held
-                or now - since < pool.disruption.consolidate_after
+                or held is None
+                or not held.pods
+                or now - held.since < pool.disruption.consolidate_after
             ):
                 continue
             keep = next((p for p in by_node.held(node.name) if p.do_not_disrupt), None)
@@ -284,7 +312,8 @@ class DisruptionController:
             elif registered.unschedulable:
                 blocked[node.name] = "cordoned: an operator has the node"
             else:
-                found.append((len(held), -self._price(node), node.name, node))
+                price = self._price(node)
+                found.append((held.work(now) / price if price > 0 else math.inf, -price, node.name, node))
         found.sort(key=lambda f: f[:3])
         room: dict[str, tuple[int, str]] = {}  # pool -> (how many more may go, the budget that says so)
         allowance = {b.key: b.allowed(snapshot.pods) for b in snapshot.pdbs}
