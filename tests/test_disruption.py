@@ -294,7 +294,7 @@ def test_underutilized_nodes_are_consolidated_and_every_pod_runs() -> None:
     assert all(a["savingsPerHour"] > 0 for a in actions)
 
 
-def test_the_node_whose_pods_have_run_least_is_consolidated_first() -> None:
+def test_the_node_whose_pods_have_run_least_is_consolidated_first(caplog: pytest.LogCaptureFixture) -> None:
     """Two nodes, each of whose pods fit on the other: one holds a pod that has run for most
     of an hour, the other two that just started. Moving the young pods loses the least work
     (a Job's pod starts again), though they are more: the old pod stays where it runs."""
@@ -304,6 +304,7 @@ def test_the_node_whose_pods_have_run_least_is_consolidated_first() -> None:
         arrive("young-1", at=2900, cpu="250m", memory="512Mi"),
         arrive("young-2", at=2900, cpu="250m", memory="512Mi"),
     ]
+    caplog.set_level("INFO", logger="nodemanager")
     h = Harness(binpack_pool(), arrivals=arrivals, idle_grace=30)
     h.run(2990)
     first = h.bound()
@@ -313,6 +314,9 @@ def test_the_node_whose_pods_have_run_least_is_consolidated_first() -> None:
     assert [a["nodes"] for a in actions] == [[first["default/young-1"]]]
     assert set(h.bound().values()) == {first["default/old"]}
     assert h.controller.disruption.pods_since[first["default/old"]].started["default/old"] <= 1000 + 60  # never moved: counted from its first pass
+    proposed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("consolidation proposed")]
+    assert proposed
+    assert all(first["default/young-1"] in m and "pod-minutes there" in m for m in proposed)
 
 
 def test_a_do_not_disrupt_pod_keeps_its_node() -> None:

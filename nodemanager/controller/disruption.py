@@ -184,7 +184,14 @@ class DisruptionController:
             return
         self.proposal = _Proposal(found, now)
         self.state = f"proposed at {now:.0f}: {found.describe()}"
-        log.info("consolidation proposed (acted on after %gs if it still holds): %s; %s", VALIDATION_DELAY, found.describe(), ", ".join(found.nodes))
+        work = sum(held.work(now) for name in found.nodes if (held := self.pods_since.get(name)) is not None)
+        log.info(
+            "consolidation proposed (acted on after %gs if it still holds): %s; %s (their pods have run %.0f pod-minutes there)",
+            VALIDATION_DELAY,
+            found.describe(),
+            ", ".join(found.nodes),
+            work / 60,
+        )
 
     def _renew(self, snapshot: ClusterSnapshot, now: float) -> bool:
         """Expired and drifted nodes are replaced first, one at a time, within their pools'
