@@ -67,7 +67,7 @@ class Held:
     pods: frozenset[PodKey]
     since: float  # the pods have been these since (consolidateAfter counts from then)
     started: Mapping[PodKey, float]  # since when each has been on the node
-    started_sum: float  # of ``started``: every pass weighs every candidate
+    started_sum: float  # the sum of ``started``, kept: every pass weighs every candidate
 
     @classmethod
     def of(cls, pods: frozenset[PodKey], now: float, was: Held | None) -> Held:
@@ -293,7 +293,7 @@ class DisruptionController:
         Cheapest to disrupt: the least work lost per dollar an hour the node costs (the
         seconds its pods have run on it, summed), then the dearest. Ordered by their count of
         pods (Karpenter's eviction cost), nodes whose few pods had run long went first, and
-        their pods started again: the README's day cost 2.8% more."""
+        their pods started again: the README's day cost 3.3% more (the mean of six seeds)."""
         c = self.c
         by_node = snapshot.by_node
         blocked: dict[NodeName, str] = {}
