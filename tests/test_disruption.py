@@ -126,6 +126,30 @@ def test_spot_is_replaced_by_spot_only_with_many_cheaper_spot_types() -> None:
     assert many is not None
 
 
+def test_nodes_that_hold_one_pod_are_left_out_of_multi_node_consolidation() -> None:
+    """Two cell-pool nodes come first in the order: each of their pods needs a new node of
+    its own, so any prefix with both fails. The two ordinary nodes after them still merge
+    (their pods fit elsewhere), instead of one of them going alone."""
+    cells = [dataclasses.replace(_node(f"c{i}", "a.large"), pool="batch") for i in range(2)]
+    general = [_node(f"g{i}") for i in range(2)]
+    pods = tuple(pod(f"p-{n.name}", node=n.name) for n in (*cells, *general))
+
+    def compute(what_if: ClusterSnapshot) -> Decision:
+        leaving = [n for n in what_if.nodes if n.state is NodeState.TERMINATING]
+        return Decision(
+            start=tuple(_spec("a.large", 0.10) for n in leaving if n.pool == "batch"),  # the same price: never cheaper
+            bindings={p.key: NodeName("elsewhere") for p in what_if.pods},
+        )
+
+    planner = _planner(Decision())
+    planner.compute = compute
+    planner.takes_more = lambda n: n.pool != "batch"
+    found, _ = planner.best(ClusterSnapshot(pods, (*cells, *general)), [*cells, *general], single_tries=10)
+    assert found is not None
+    assert found.nodes == ("g0", "g1")
+    assert found.replacements == ()
+
+
 def test_pods_that_would_not_fit_elsewhere_keep_their_node() -> None:
     held = pod("p1", node="n1")
     snapshot = ClusterSnapshot((held,), (_node("n1"),))

@@ -161,12 +161,16 @@ class Planner:
         """Karpenter's order: the longest prefix of ``candidates`` (cheapest to disrupt first,
         at most ``together`` of them) that consolidates together, found by bisection; else
         one node at a time, at most ``single_tries`` of them. Also why each single candidate
-        tried did not."""
+        tried did not. Nodes that never hold a second pod (a cell pool's) are left out of the
+        prefix: each of their pods needs a new node of its own, so two of them made every
+        longer prefix fail, and the bisection stopped short of the merges of the nodes after
+        them (they are tried one at a time)."""
         why: dict[NodeName, str] = {}
-        lo, hi, found = 2, min(len(candidates), MULTI_NODE_MAX, len(candidates) if together is None else together), None
+        merging = [n for n in candidates[: len(candidates) if together is None else together] if self.takes_more(n)]
+        lo, hi, found = 2, min(len(merging), MULTI_NODE_MAX), None
         while lo <= hi:
             mid = (lo + hi) // 2
-            result, _ = self.consolidate(snapshot, candidates[:mid])
+            result, _ = self.consolidate(snapshot, merging[:mid])
             if result is not None and result.savings > 0:
                 found, lo = result, mid + 1
             else:
