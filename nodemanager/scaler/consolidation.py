@@ -166,7 +166,7 @@ class Planner:
         longer prefix fail, and the bisection stopped short of the merges of the nodes after
         them (they are tried one at a time)."""
         why: dict[NodeName, str] = {}
-        merging = [n for n in candidates[: len(candidates) if together is None else together] if self.takes_more(n)]
+        merging = [n for n in candidates[:together] if self.takes_more(n)]  # (None: all of them)
         lo, hi, found = 2, min(len(merging), MULTI_NODE_MAX), None
         while lo <= hi:
             mid = (lo + hi) // 2
