@@ -64,9 +64,8 @@ class _Replacing:
 class Held:
     """What disruption knows of the pods a node holds."""
 
-    pods: frozenset[PodKey]
     since: float  # the pods have been these since (consolidateAfter counts from then)
-    started: Mapping[PodKey, float]  # since when each has been on the node
+    started: Mapping[PodKey, float]  # each of the pods, and since when it has been on the node
     started_sum: float  # the sum of ``started``, kept: every pass weighs every candidate
 
     @classmethod
@@ -74,7 +73,7 @@ class Held:
         """``pods`` held from ``now``; those ``was`` held keep their start."""
         before = was.started if was is not None else {}
         started = {key: before.get(key, now) for key in pods}
-        return cls(pods, now, started, sum(started.values()))
+        return cls(now, started, sum(started.values()))
 
     def work(self, now: float) -> float:
         """The seconds its pods have run on it, summed: what they lose if moved (a Job's pod
@@ -278,7 +277,7 @@ class DisruptionController:
                 tracked.pop(name, None)
                 continue
             held, seen = c.cache.held(name), tracked.get(name)
-            if seen is None or not (seen.pods is held or seen.pods == held):
+            if seen is None or seen.started.keys() != held:
                 tracked[name] = Held.of(held, now, seen)
 
     def _counts(self, pool: str) -> tuple[int, int]:
@@ -309,7 +308,7 @@ class DisruptionController:
                 or registered is None
                 or not registered.ready
                 or held is None
-                or not held.pods
+                or not held.started
                 or now - held.since < pool.disruption.consolidate_after
             ):
                 continue
