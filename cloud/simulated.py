@@ -23,6 +23,7 @@ from nodemanager.clock import Clock
 from nodemanager.model import CapacityType
 
 TERMINATED_VISIBLE_FOR = 3600.0  # EC2 keeps describing terminated instances for about an hour
+MINIMUM_BILLED = 60.0  # EC2 bills each second an instance runs, a minute at least for each start
 SPOT_WARNING = 120.0  # a spot instance is reclaimed two minutes after its interruption warning
 
 
@@ -164,6 +165,23 @@ class SimulatedCloud:
     def all_instances(self) -> list[tuple[Instance, float | None]]:
         """Every instance ever launched, with its termination time (None: still alive)."""
         return [(self._view(r), r.terminated_at) for r in self._records.values()]
+
+    def billed(self) -> list[tuple[Instance, float]]:
+        """Every instance ever launched, with the seconds EC2 bills for it until now: each
+        second from when it is ``running`` until it is terminated (``shutting-down``), at
+        least a minute once it ran; nothing while it is ``pending`` (the EC2 user guide's
+        "Instance lifecycle")."""
+        now = self.clock.now()
+        out = []
+        for r in self._records.values():
+            running = r.instance.launched_at + self.boot_delay
+            until = now if r.terminated_at is None else r.terminated_at
+            out.append((self._view(r), max(until - running, MINIMUM_BILLED) if until >= running else 0.0))
+        return out
+
+    def running(self) -> list[Instance]:
+        """The instances billed now: live and past their boot delay."""
+        return [i for r in self._live.values() if (i := self._view(r)).state is InstanceState.RUNNING]
 
     # -- internals --------------------------------------------------------------------------
     def live_count(self) -> int:

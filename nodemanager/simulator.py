@@ -7,7 +7,7 @@ The report (``--json``; its fields are a documented contract):
     ended        settled | until | stalled   why the run stopped
     pods         {total, bound, unschedulable, running, unfinished [{pod, reason}], pending_seconds {p50, p95, max}}
     nodes        {booted, terminated, peak, by_instance_type}
-    cost         {usd, lower_bound_usd}
+    cost         {usd, lower_bound_usd}   usd: each instance billed as EC2 bills it (from running, a minute at least)
     utilization  {cpu, memory}       requested / allocatable of Ready nodes, time-weighted
     decisions    {count, compute_ms {p50, p99, max}}
     unschedulable [{pod, reason}]
@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cloud.base import InstanceState
 from cloud.catalog import Catalog
 from nodemanager.clock import VirtualClock
 from nodemanager.cluster.workload import Arrival, ClusterObjects
@@ -182,7 +183,8 @@ class Simulation:
     def _sample(self, now: float, timeline: Timeline) -> None:
         nodes = Counter(n.instance_type for n in self.controller.nodes.values() if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED))
         bound = self.bound.rate(s.pod for s in self.cluster.pods.values() if s.pod.node_name and not s.pod.of_node)
-        timeline.add(Sample(now, nodes, len(self._waiting()), self.controller.cost_per_hour(), bound))
+        billed = math.fsum(self.catalog.hourly(i.instance_type, i.capacity_type, i.zone) for i in self.cloud.running())
+        timeline.add(Sample(now, nodes, len(self._waiting()), billed, bound))
 
     def _waiting(self) -> tuple[PodKey, ...]:
         """Workload pods not bound and not reported unschedulable by the last decision (asked
@@ -266,17 +268,16 @@ class Simulation:
         return self.report()
 
     def fleet(self) -> tuple[float, Counter[str], int]:
-        """The fleet's cost so far (every instance's price × its lifetime until now), boots
-        by instance type, and how many have been terminated."""
-        end = self.clock.now()
+        """The fleet's cost so far (every instance's price × the seconds EC2 bills for it:
+        from ``running`` until terminated, a minute at least; see ``SimulatedCloud.billed``),
+        boots by instance type, and how many have been terminated."""
         cost = 0.0
         launched: Counter[str] = Counter()
         terminated = 0
-        for instance, ended in self.cloud.all_instances():
-            price = self.catalog.hourly(instance.instance_type, instance.capacity_type, instance.zone)
-            cost += price * ((ended if ended is not None else end) - instance.launched_at) / 3600.0
+        for instance, seconds in self.cloud.billed():
+            cost += self.catalog.hourly(instance.instance_type, instance.capacity_type, instance.zone) * seconds / 3600.0
             launched[instance.instance_type] += 1
-            terminated += ended is not None
+            terminated += instance.state is InstanceState.TERMINATED
         return cost, launched, terminated
 
     def report(self) -> dict[str, object]:

@@ -16,7 +16,7 @@ class Sample:
     at: float  # simulated seconds
     nodes: Counter[str]  # live nodes by instance type
     waiting: int  # pods waiting for a node
-    cost_rate: float  # $/h of the live fleet
+    cost_rate: float  # $/h of the instances billed now (running: not pending)
     bound_rate: float  # $/h the LP bound asks for the pods running now
 
 

@@ -12,8 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nodemanager.cli import main
+from nodemanager.cluster.workload import parse_workload
+from nodemanager.config import parse_config
 from nodemanager.model import PodKey
-from nodemanager.simulator import _Tracker
+from nodemanager.simulator import Simulation, _Tracker
 
 PROVIDER = """
 controllerId: trust
@@ -56,6 +58,29 @@ def test_pods_that_run_forever_are_all_placed_before_the_run_stops(tmp_path: Pat
     assert report["pods"]["unfinished"] == []
     assert report["nodes"]["booted"] == 40
     assert report["cost"]["usd"] >= report["cost"]["lower_bound_usd"] > 0  # pods waited long: the old bound counted that
+
+
+def test_the_cost_is_what_ec2_bills_from_running_not_from_the_launch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One pod for 1,000 s on one m5.large: billed from when the instance is ``running`` (60 s
+    after its launch here) until it is terminated, the boot delay not included."""
+    workload = "pods:\n  - {name: job, duration: 1000s, pod: {containers: [{name: c, resources: {requests: {cpu: 1500m, memory: 1Gi}}}]}}\n"
+    code, report = simulate(tmp_path, capsys, PROVIDER % {"nodes": 1}, workload)
+    assert code == 0
+    assert report["nodes"]["booted"] == report["nodes"]["terminated"] == 1
+    sim = Simulation(*parse_config(PROVIDER % {"nodes": 1}, "provider.yaml", tmp_path), parse_workload(workload, "workload.yaml"), timeline=True)
+    sim.run()
+    ((instance, ended),) = sim.cloud.all_instances()
+    assert ended is not None
+    price = sim.catalog.hourly("m5.large", instance.capacity_type, instance.zone)
+    running = instance.launched_at + 60
+    assert report["cost"]["usd"] == pytest.approx(price * (ended - running) / 3600, abs=1e-4)
+    assert report["cost"]["usd"] < price * (ended - instance.launched_at) / 3600 - 1e-3  # what the old report charged
+    # --plot's cost rate is the same bill's: nothing while the instance is pending
+    assert sim.timeline is not None
+    rates = [(s.at, s.cost_rate) for s in sim.timeline.samples]
+    assert any(instance.launched_at <= at < running for at, _ in rates)
+    assert any(running <= at < ended for at, _ in rates)
+    assert rates == [(at, price if running <= at < ended else 0.0) for at, _ in rates]
 
 
 def test_a_workload_spanning_months_is_not_cut_short(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -52,6 +52,28 @@ def test_instances_run_after_the_boot_delay_and_terminate():
         cloud.describe(i.instance_id)
 
 
+def test_instances_are_billed_as_ec2_bills_them_from_running_a_minute_at_least() -> None:
+    """EC2's user guide ("Instance lifecycle"): ``pending`` is not billed, each second of
+    ``running`` is, with a one-minute minimum, and billing stops at ``shutting-down``. The old
+    report billed from the launch: the boot delay of every instance, and pending ones too."""
+    clock = VirtualClock()
+    cloud = SimulatedCloud("ctl", clock, boot_delay=30)
+    never_ran = cloud.boot(req("n1"))
+    short = cloud.boot(req("n2"))
+    long = cloud.boot(req("n3"))
+    cloud.boot(req("n4"))
+    clock.advance(20)
+    cloud.terminate([never_ran.instance_id])  # terminated while pending
+    clock.advance(20)  # 40 s: the others ran 10 s
+    cloud.terminate([short.instance_id])
+    clock.advance(960)  # 1,000 s
+    cloud.terminate([long.instance_id])
+    clock.advance(5)
+    billed = {i.node_name: seconds for i, seconds in cloud.billed()}
+    assert billed == {"n1": 0.0, "n2": 60.0, "n3": 970.0, "n4": 975.0}
+    assert [i.node_name for i in cloud.running()] == ["n4"]
+
+
 def test_instances_are_listed_in_id_order() -> None:
     cloud = SimulatedCloud("ctl", VirtualClock(), boot_delay=0)
     ids = [cloud.boot(req(f"n{i}")).instance_id for i in range(40)]  # past 0xf and 0x1f: the ids' width never changes
