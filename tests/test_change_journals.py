@@ -190,7 +190,7 @@ def test_the_nodes_to_label_again_are_those_a_pass_over_every_record_finds(steps
             c.cache.apply([NodeEvent(EventType.DELETED, c.cache.node(name))])
         elif what == "beat" and c.cache.node(name) is not None:
             beat += 10
-            c.cache.apply([Heartbeats(beat, (c.cache.node(name).with_heartbeat(beat),))])
+            c.cache.apply([Heartbeats(beat, (name,))])
         elif what == "look":
             expected = {
                 n

@@ -190,8 +190,9 @@ def test_nodes_register_after_boot_and_register_delay_then_heartbeat():
     assert isinstance(event, NodeEvent)
     assert (event.type, event.node.name, event.node.ready, event.node.last_heartbeat) == (EventType.ADDED, "n1", True, 40)
     clock.advance(10)
-    assert cluster.poll() == [Heartbeats(50, (cluster.nodes["n1"],))]
-    assert cluster.nodes["n1"].last_heartbeat == 50
+    assert cluster.poll() == [Heartbeats(50, ("n1",))]
+    [listed] = [e.node for e in cluster.list() if isinstance(e, NodeEvent)]
+    assert listed.last_heartbeat == 50  # a listed (or changed) node carries its latest heartbeat
 
 
 def test_kubelets_heartbeat_on_time_whatever_the_poll_rate_and_a_silenced_one_stops() -> None:
@@ -206,7 +207,7 @@ def test_kubelets_heartbeat_on_time_whatever_the_poll_rate_and_a_silenced_one_st
         clock.advance(7)
         if clock.now() == 58:
             cloud.throttle_rate = 1.0  # a poll that cannot list the instances: the kubelets still beat
-        beats += [(e.at, n.name) for e in cluster.poll() if isinstance(e, Heartbeats) for n in e.nodes]
+        beats += [(e.at, name) for e in cluster.poll() if isinstance(e, Heartbeats) for name in e.names]
         cloud.throttle_rate = 0.0
     assert beats == [(t, n) for t in (44, 58, 72, 86, 100, 114) for n in ("n1", "n2")]
 

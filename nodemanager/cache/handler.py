@@ -89,6 +89,7 @@ class ClusterEventsHandler:
         self._sorted: dict[str, tuple[Pod, ...]] = {}
         self._resort: set[str] = set()
         self._nodes: dict[str, ClusterNode] = {}
+        self._beats: dict[str, float] = {}  # node -> the latest Heartbeats naming it (see Heartbeats)
         self._objects: dict[type, dict[str, ClusterObject]] = defaultdict(dict)
         self.generation = 0
         self.node_changes = Journal()  # the names of the Nodes that changed other than by their heartbeats
@@ -262,17 +263,18 @@ class ClusterEventsHandler:
         self.generation += 1
 
     def _on_heartbeats(self, event: Heartbeats) -> None:
-        """The nodes' heartbeats move on; nothing the scaler looks at changes (no generation)."""
-        nodes = self._nodes
-        for beat in event.nodes:
-            node = nodes.get(beat.name)
-            if node is not None and node.last_heartbeat < beat.last_heartbeat:
-                nodes[beat.name] = beat
+        """The nodes' heartbeats move on (never back); nothing the scaler looks at changes
+        (no generation)."""
+        nodes, beats, at = self._nodes, self._beats, event.at
+        for name in event.names:
+            if name in nodes and beats.get(name, at) <= at:
+                beats[name] = at
 
     def _on_node(self, event: NodeEvent) -> None:
         old = self._nodes.get(event.node.name)
         if event.type is EventType.DELETED:
             self._nodes.pop(event.node.name, None)
+            self._beats.pop(event.node.name, None)
         else:
             self._nodes[event.node.name] = event.node
         # A heartbeat alone changes nothing the scaler looks at: no new generation for it.
@@ -337,6 +339,15 @@ class ClusterEventsHandler:
 
     def node(self, name: str) -> ClusterNode | None:
         return self._nodes.get(name)
+
+    def last_heartbeat(self, name: str) -> float | None:
+        """When the node last heartbeat: its own word (the Ready condition's, the Lease's) or
+        the latest ``Heartbeats``, whichever is later; None for a node the cache does not know."""
+        node = self._nodes.get(name)
+        if node is None:
+            return None
+        beat = self._beats.get(name)
+        return node.last_heartbeat if beat is None or beat < node.last_heartbeat else beat
 
     def waiting(self) -> list[Pod]:
         with self._lock:

@@ -117,6 +117,9 @@ class SimulatedCluster:
         self._beats: list[float] = []
         self._due_at: dict[float, list[str]] = {}
         self._next_beat: dict[str, float] = {}
+        # Each registered node's latest heartbeat: kept apart from its ClusterNode, which
+        # is stamped with it only when the node itself is sent (a listing, a change).
+        self._beat_at: dict[str, float] = {}
         self.first_bound: dict[PodKey, float] = {}  # pod -> when it was first bound (simulation reports)
         self.binds = 0
         self.recorded: deque[tuple[str, str, str, str]] = deque(maxlen=1000)  # (kind, key, reason, message)
@@ -142,7 +145,7 @@ class SimulatedCluster:
 
     def list(self) -> list[ClusterEvent]:
         self.poll()  # bring the state up to now; what changed is in the listing below
-        nodes: list[ClusterEvent] = [NodeEvent(EventType.ADDED, n) for _, n in sorted(self.nodes.items())]
+        nodes: list[ClusterEvent] = [NodeEvent(EventType.ADDED, self._stamped(n)) for _, n in sorted(self.nodes.items())]
         return self._object_events() + nodes + [PodEvent(EventType.ADDED, s.pod) for _, s in sorted(self.pods.items())]
 
     def _object_events(self) -> list[ClusterEvent]:
@@ -175,8 +178,11 @@ class SimulatedCluster:
         return node
 
     def remove_node(self, name: str) -> None:
-        node = self.nodes.pop(name, None)
+        node = self.nodes.get(name)
         if node is not None:
+            node = self._stamped(node)
+            del self.nodes[name]
+            self._beat_at.pop(name, None)
             self._orphan_pods(name)
             self._emit(NodeEvent(EventType.DELETED, node))
 
@@ -187,8 +193,7 @@ class SimulatedCluster:
     def label_node(self, name: str, labels: Mapping[str, str]) -> None:
         node = self.nodes.get(name)
         if node is not None and not labels.items() <= node.labels.items():
-            self.nodes[name] = replace(node, labels={**node.labels, **labels})
-            self._emit(NodeEvent(EventType.MODIFIED, self.nodes[name]))
+            self._set_node(replace(node, labels={**node.labels, **labels}))
 
     def record_event(self, kind: str, key: str, reason: str, message: str, *, warning: bool = False) -> None:
         self.recorded.append((kind, key, reason, message))
@@ -261,8 +266,13 @@ class SimulatedCluster:
                 self._provision(claim, zone)
 
     def _set_node(self, node: ClusterNode) -> None:
-        self.nodes[node.name] = node
+        node = self.nodes[node.name] = self._stamped(node)
         self._emit(NodeEvent(EventType.MODIFIED, node))
+
+    def _stamped(self, node: ClusterNode) -> ClusterNode:
+        """``node`` with its latest heartbeat, as a Node the API server sends carries it."""
+        at = self._beat_at.get(node.name, node.last_heartbeat)
+        return node if at == node.last_heartbeat else node.with_heartbeat(at)
 
     def _act_on_nodes(self, now: float) -> None:
         for name, (when, startup) in list(self._startup.items()):
@@ -328,6 +338,7 @@ class SimulatedCluster:
                     taints = parse_taints(instance.tags.get(TAINTS_TAG, "")) + startup
                     node = ClusterNode(name, instance.instance_id, ready=True, last_heartbeat=now, taints=taints)
                     self.nodes[name] = node
+                    self._beat_at[name] = now
                     self._zones[name] = instance.zone
                     self._schedule_beat(name, now + self.heartbeat_interval)
                     if startup:
@@ -354,8 +365,7 @@ class SimulatedCluster:
 
     def _beat(self, names: list[str], now: float) -> None:
         if names:
-            nodes = self.nodes
-            self._emit(Heartbeats(now, tuple(nodes[name] for name in names)))
+            self._emit(Heartbeats(now, tuple(names)))
 
     def _due(self, now: float) -> set[str]:
         """Registered nodes whose heartbeat may be due (``_heartbeat`` has the last word)."""
@@ -376,13 +386,13 @@ class SimulatedCluster:
 
     def _heartbeat(self, name: str, now: float) -> bool:
         """Whether the node's kubelet renews its Lease now (it is due and not silenced)."""
-        node = self.nodes[name]
         if name in self._silenced:
             return False
-        beats = now - node.last_heartbeat >= self.heartbeat_interval
+        last = self._beat_at[name]
+        beats = now - last >= self.heartbeat_interval
         if beats:
-            node = self.nodes[name] = node.with_heartbeat(now)
-        self._schedule_beat(name, node.last_heartbeat + self.heartbeat_interval)
+            last = self._beat_at[name] = now
+        self._schedule_beat(name, last + self.heartbeat_interval)
         return beats
 
     def _count_bound(self, sim: _SimPod, sign: int) -> None:

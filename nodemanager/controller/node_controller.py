@@ -575,13 +575,13 @@ class NodeController:
             now = self.clock.now()
             healthy, boot = self.config.nodes.healthy_timeout, self.config.nodes.boot_timeout
             marks: list[tuple[str, str, str]] = []  # (node, reason, label): acted on by name, as the few there are
-            registered_as, seen_until = self.cache.node, min(now, self.synced_at)  # (every node, every 10 s)
+            last_heartbeat, seen_until = self.cache.last_heartbeat, min(now, self.synced_at)  # (every node, every 10 s)
             for name, node in self.nodes.items():
                 if node.state in _SETTLED:
-                    registered = registered_as(name)
-                    if registered is None:
+                    beat = last_heartbeat(name)
+                    if beat is None:
                         marks.append((name, "node left the cluster", "unhealthy"))
-                    elif (silent := seen_until - registered.last_heartbeat) > healthy:
+                    elif (silent := seen_until - beat) > healthy:
                         marks.append((name, f"no heartbeat for {silent:.0f}s (healthy timeout {healthy:g}s)", "unhealthy"))
                 elif node.state in _BOOTING and now - node.created_at > boot:
                     marks.append((name, f"not Ready {now - node.created_at:.0f}s after boot (boot timeout {boot:g}s)", "boot_timeout"))
