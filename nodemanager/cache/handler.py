@@ -7,6 +7,7 @@ which assumed pods already sit on their nodes.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -89,7 +90,10 @@ class ClusterEventsHandler:
         self._sorted: dict[str, tuple[Pod, ...]] = {}
         self._resort: set[str] = set()
         self._nodes: dict[str, ClusterNode] = {}
-        self._beats: dict[str, float] = {}  # node -> the latest Heartbeats naming it (see Heartbeats)
+        # node -> when it last heartbeat: its own word (the Ready condition's, the Lease's) or
+        # the latest Heartbeats naming it, whichever is later (see Heartbeats); a live view
+        self._beats: dict[str, float] = {}
+        self.heartbeats: Mapping[str, float] = MappingProxyType(self._beats)
         self._objects: dict[type, dict[str, ClusterObject]] = defaultdict(dict)
         self.generation = 0
         self.node_changes = Journal()  # the names of the Nodes that changed other than by their heartbeats
@@ -265,22 +269,25 @@ class ClusterEventsHandler:
     def _on_heartbeats(self, event: Heartbeats) -> None:
         """The nodes' heartbeats move on (never back); nothing the scaler looks at changes
         (no generation)."""
-        nodes, beats, at = self._nodes, self._beats, event.at
+        beats, at = self._beats, event.at
         for name in event.names:
-            if name in nodes and beats.get(name, at) <= at:
+            if beats.get(name, at) < at:  # (a node the cache does not know has none)
                 beats[name] = at
 
     def _on_node(self, event: NodeEvent) -> None:
-        old = self._nodes.get(event.node.name)
+        name = event.node.name
+        old = self._nodes.get(name)
         if event.type is EventType.DELETED:
-            self._nodes.pop(event.node.name, None)
-            self._beats.pop(event.node.name, None)
+            self._nodes.pop(name, None)
+            self._beats.pop(name, None)
         else:
-            self._nodes[event.node.name] = event.node
+            self._nodes[name] = event.node
+            if self._beats.get(name, -math.inf) < event.node.last_heartbeat:
+                self._beats[name] = event.node.last_heartbeat
         # A heartbeat alone changes nothing the scaler looks at: no new generation for it.
         if old is None or event.type is EventType.DELETED or not old.same_but_heartbeat(event.node):
             self.generation += 1
-            self.node_changes.add(event.node.name)
+            self.node_changes.add(name)
 
     # -- reading ---------------------------------------------------------------------------
     def snapshot(self) -> CacheSnapshot:
@@ -339,15 +346,6 @@ class ClusterEventsHandler:
 
     def node(self, name: str) -> ClusterNode | None:
         return self._nodes.get(name)
-
-    def last_heartbeat(self, name: str) -> float | None:
-        """When the node last heartbeat: its own word (the Ready condition's, the Lease's) or
-        the latest ``Heartbeats``, whichever is later; None for a node the cache does not know."""
-        node = self._nodes.get(name)
-        if node is None:
-            return None
-        beat = self._beats.get(name)
-        return node.last_heartbeat if beat is None or beat < node.last_heartbeat else beat
 
     def waiting(self) -> list[Pod]:
         with self._lock:

@@ -87,7 +87,7 @@ class Heartbeats:
     those nodes changed, so no node is made anew for it (a copy of every node at every beat
     was a tenth of a large simulation). The simulated cluster sends one per poll for every
     node whose beat was due, rather than a node event each (at 900 nodes, 90 beats a
-    second); readers keep the time apart from the node (``ClusterEventsHandler.last_heartbeat``)."""
+    second); readers keep the time apart from the node (``ClusterEventsHandler.heartbeats``)."""
 
     at: float
     names: tuple[str, ...]

@@ -575,10 +575,10 @@ class NodeController:
             now = self.clock.now()
             healthy, boot = self.config.nodes.healthy_timeout, self.config.nodes.boot_timeout
             marks: list[tuple[str, str, str]] = []  # (node, reason, label): acted on by name, as the few there are
-            last_heartbeat, seen_until = self.cache.last_heartbeat, min(now, self.synced_at)  # (every node, every 10 s)
+            heartbeat_of, seen_until = self.cache.heartbeats.get, min(now, self.synced_at)  # (every node, every 10 s)
             for name, node in self.nodes.items():
                 if node.state in _SETTLED:
-                    beat = last_heartbeat(name)
+                    beat = heartbeat_of(name)
                     if beat is None:
                         marks.append((name, "node left the cluster", "unhealthy"))
                     elif (silent := seen_until - beat) > healthy:

@@ -73,7 +73,7 @@ def _node(c: NodeController, node: Node) -> dict[str, object]:
         "allocatable": node.allocatable.to_quantities(),
         "created_at": node.created_at,
         "ready_at": node.ready_at,
-        "last_heartbeat": c.cache.last_heartbeat(node.name),
+        "last_heartbeat": c.cache.heartbeats.get(node.name),
         "unneeded_since": c.unneeded_since.get(node.name),
         "terminating": c.marked.get(node.name, (None,))[0],
         "batch": c.colocation.document(node),
