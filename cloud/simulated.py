@@ -24,6 +24,7 @@ from nodemanager.model import CapacityType
 
 TERMINATED_VISIBLE_FOR = 3600.0  # EC2 keeps describing terminated instances for about an hour
 MINIMUM_BILLED = 60.0  # EC2 bills each second an instance runs, a minute at least for each start
+FREE_IF_RECLAIMED_WITHIN = 3600.0  # a spot instance EC2 interrupts in its first hour costs nothing
 SPOT_WARNING = 120.0  # a spot instance is reclaimed two minutes after its interruption warning
 
 
@@ -170,13 +171,16 @@ class SimulatedCloud:
         """Every instance ever launched, with the seconds EC2 bills for it until now: each
         second from when it is ``running`` until it is terminated (``shutting-down``), at
         least a minute once it ran; nothing while it is ``pending`` (the EC2 user guide's
-        "Instance lifecycle")."""
+        "Instance lifecycle"); nothing for a spot instance EC2 interrupted in its first hour
+        ("Billing for interrupted Spot Instances")."""
         now = self.clock.now()
         out = []
         for r in self._records.values():
             running = r.instance.launched_at + self.boot_delay
             until = now if r.terminated_at is None else r.terminated_at
-            out.append((self._view(r), max(until - running, MINIMUM_BILLED) if until >= running else 0.0))
+            ran = until - running
+            free = ran < 0 or (r.reason == "spot-interrupted" and ran < FREE_IF_RECLAIMED_WITHIN)
+            out.append((self._view(r), 0.0 if free else max(ran, MINIMUM_BILLED)))
         return out
 
     def running(self) -> list[Instance]:

@@ -74,6 +74,26 @@ def test_instances_are_billed_as_ec2_bills_them_from_running_a_minute_at_least()
     assert [i.node_name for i in cloud.running()] == ["n4"]
 
 
+def test_a_spot_instance_ec2_reclaims_in_its_first_hour_is_not_billed() -> None:
+    """EC2's user guide ("Billing for interrupted Spot Instances", Linux): interrupted by EC2
+    in the first hour, no charge; after it, the seconds used; stopped or terminated by the
+    owner, the seconds used either way."""
+    clock = VirtualClock()
+    cloud = SimulatedCloud("ctl", clock, boot_delay=30)
+    early, late, ours = (cloud.boot(req(n, capacity=SPOT)) for n in ("early", "late", "ours"))
+    clock.advance(30 + 1500)  # 25 minutes running
+    cloud.warn(early.instance_id)
+    cloud.terminate([ours.instance_id])  # the owner's own termination is billed
+    clock.advance(120)
+    cloud.list_instances()  # (failures and reclaims are looked at when the cloud is asked)
+    clock.advance(7200)
+    cloud.warn(late.instance_id)
+    clock.advance(120)
+    cloud.list_instances()
+    billed = {i.node_name: (i.state, seconds) for i, seconds in cloud.billed()}
+    assert billed == {"early": (InstanceState.TERMINATED, 0.0), "late": (InstanceState.TERMINATED, 1620.0 + 7320.0), "ours": (InstanceState.TERMINATED, 1500.0)}
+
+
 def test_instances_are_listed_in_id_order() -> None:
     cloud = SimulatedCloud("ctl", VirtualClock(), boot_delay=0)
     ids = [cloud.boot(req(f"n{i}")).instance_id for i in range(40)]  # past 0xf and 0x1f: the ids' width never changes
