@@ -5,6 +5,8 @@ import itertools
 
 import pytest
 from builders import pod
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nodemanager.cache import POD_TRANSITIONS, ClusterEventsHandler, IllegalPodTransition, PodOp, PodState
 from nodemanager.cluster.base import ClusterNode, EventType, Heartbeats, NodeEvent, PodEvent
@@ -222,6 +224,36 @@ def test_nodes_and_snapshot_are_immutable_views():
     assert cache.snapshot().generation > snap.generation
     with pytest.raises(TypeError):
         snap.nodes["n2"] = node  # type: ignore[index]
+
+
+_NODE_STEPS = st.lists(
+    st.tuples(st.sampled_from(["add", "modify", "delete", "beat"]), st.sampled_from(["n1", "n2", "n3"]), st.integers(0, 50)),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_NODE_STEPS)
+def test_a_nodes_heartbeat_is_the_latest_its_node_events_and_heartbeats_said_since_it_registered(steps: list[tuple[str, str, int]]) -> None:
+    """Against a replay: a node's heartbeat is the latest of what its own events (the
+    Kubernetes source's Lease and Ready condition) and the Heartbeats naming it said since
+    it last registered; none for a node the cache does not know; never moved back."""
+    cache = ClusterEventsHandler()
+    said: dict[str, list[float]] = {}  # what was said of each registered node since it registered
+    for what, name, at in steps:
+        node = ClusterNode(name, ready=True, last_heartbeat=float(at), labels={"step": what})
+        if what == "add" or (what == "modify" and name in said):
+            cache.apply([NodeEvent(EventType.ADDED if name not in said else EventType.MODIFIED, node)])
+            said.setdefault(name, []).append(float(at))
+        elif what == "delete" and name in said:
+            cache.apply([NodeEvent(EventType.DELETED, node)])
+            del said[name]
+        elif what == "beat":
+            cache.apply([Heartbeats(float(at), (name,))])
+            if name in said:
+                said[name].append(float(at))
+        assert dict(cache.heartbeats) == {n: max(times) for n, times in said.items()}
+        assert set(cache.heartbeats) == {n for n in ("n1", "n2", "n3") if cache.node(n) is not None}
 
 
 def test_a_heartbeat_is_the_same_node_and_only_a_heartbeat_is_ignored() -> None:
