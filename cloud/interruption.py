@@ -23,6 +23,11 @@ class InterruptionKind(StrEnum):
     STATE_CHANGE = "StateChange"  # stopping, stopped, shutting-down or terminated
 
 
+SPOT_NOTICE = 120.0  # a spot instance is reclaimed two minutes after its interruption warning
+# The EC2 user guide ("Billing for interrupted Spot Instances", Linux): a spot instance EC2
+# interrupts in its first hour is not billed; one its owner terminates is, each second used.
+FREE_IF_RECLAIMED_WITHIN = 3600.0
+
 # Instance states after which the node will not come back (Karpenter's list).
 ENDING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
 _SPOT, _REBALANCE, _STATE = "EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance Recommendation", "EC2 Instance State-change Notification"

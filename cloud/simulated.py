@@ -18,14 +18,12 @@ from dataclasses import dataclass, replace
 
 from cloud.base import BootRequest, Instance, InstanceState, PriceUpdate, launch_tags
 from cloud.errors import InsufficientCapacity, NotFound, Throttled
-from cloud.interruption import InterruptionKind, event_body
+from cloud.interruption import FREE_IF_RECLAIMED_WITHIN, SPOT_NOTICE, InterruptionKind, event_body
 from nodemanager.clock import Clock
 from nodemanager.model import CapacityType
 
 TERMINATED_VISIBLE_FOR = 3600.0  # EC2 keeps describing terminated instances for about an hour
 MINIMUM_BILLED = 60.0  # EC2 bills each second an instance runs, a minute at least for each start
-FREE_IF_RECLAIMED_WITHIN = 3600.0  # a spot instance EC2 interrupts in its first hour costs nothing
-SPOT_WARNING = 120.0  # a spot instance is reclaimed two minutes after its interruption warning
 
 
 class SimulatedQueue:
@@ -256,7 +254,7 @@ class SimulatedCloud:
         if record is None or instance_id in self._reclaim:
             return
         now = self.clock.now()
-        self._reclaim[instance_id] = now + SPOT_WARNING
+        self._reclaim[instance_id] = now + SPOT_NOTICE
         self.events.append(CloudEvent(now, "spot-warning", instance_id, record.instance.node_name))
         body = event_body(f"sim-{instance_id}-{now:.0f}", InterruptionKind.SPOT_INTERRUPTION, instance_id, zone=record.instance.zone)
         self.interruptions.send(body)

@@ -15,9 +15,9 @@ from harness import Harness, arrive
 from moto.server import ThreadedMotoServer
 from test_cli_service import free_port
 
-from cloud.interruption import InterruptionKind, MalformedEvent, event_body, parse_event
-from cloud.simulated import SPOT_WARNING
+from cloud.interruption import SPOT_NOTICE, InterruptionKind, MalformedEvent, event_body, parse_event
 from nodemanager.config.schema import Pool
+from nodemanager.controller.interruption import RECLAIM_GRACE
 from nodemanager.model import CapacityType, NodeState
 
 # AWS's documented example (EC2 User Guide, "Spot Instance interruption notices").
@@ -94,17 +94,65 @@ def test_a_spot_warning_moves_the_pods_before_the_instance_goes() -> None:
     h.cloud.warn(doomed.instance_id)
     warned_at = h.clock.now()
     moved_at = None
-    while h.clock.now() < warned_at + SPOT_WARNING:
+    while h.clock.now() < warned_at + SPOT_NOTICE:
         h.driver.step()
         if moved_at is None and h.bound() and first not in h.bound().values() and len(h.bound()) == 3:
             moved_at = h.clock.now()
     assert moved_at is not None
-    assert moved_at < warned_at + SPOT_WARNING  # every pod runs elsewhere before the reclaim
+    assert moved_at < warned_at + SPOT_NOTICE  # every pod runs elsewhere before the reclaim
     assert len(h.cloud.interruptions) == 0  # handled and deleted
     assert h.controller.keeper.is_unavailable((doomed.instance_type, CapacityType.SPOT, doomed.zone), h.clock.now())
     assert h.controller.interruption.counts["SpotInterruption"] == 1
     h.run(60)
     assert first not in [i.node_name for i in h.cloud.list_instances()]
+
+
+def _ends(h: Harness, instance_id: str) -> list[str]:
+    return [e.kind for e in h.cloud.events if e.instance_id == instance_id and e.kind in ("terminated", "spot-interrupted")]
+
+
+def test_a_spot_instance_warned_in_its_first_hour_is_drained_and_left_for_ec2_to_reclaim() -> None:
+    """EC2 bills nothing for a spot instance it interrupts in its first hour, and each second
+    for one its owner terminates: the node is drained at once and its instance left to go."""
+    h = Harness(spot_pool(), arrivals=[arrive(f"p{i}", cpu="500m", memory="1Gi") for i in range(3)], idle_grace=30)
+    h.run(120)
+    [first] = set(h.bound().values())
+    doomed = h.controller.nodes[first]
+    h.cloud.warn(doomed.instance_id)
+    h.run(SPOT_NOTICE - 10)
+    assert first not in h.bound().values()  # drained: its pods run elsewhere before the reclaim
+    assert len(h.bound()) == 3
+    assert _ends(h, doomed.instance_id) == []  # not terminated by us
+    h.run(60)
+    assert _ends(h, doomed.instance_id) == ["spot-interrupted"]
+    assert h.controller.nodes[first].state is NodeState.TERMINATED
+    assert ("Node", first, "Reclaimed") in [(k, key, r) for k, key, r, _ in h.cluster.recorded]
+    billed = {i.instance_id: seconds for i, seconds in h.cloud.billed()}
+    assert billed[doomed.instance_id] == 0.0
+
+
+def test_a_spot_instance_warned_after_its_first_hour_is_terminated_once_drained() -> None:
+    h = Harness(spot_pool(), arrivals=[arrive("p0", cpu="500m", memory="1Gi")])
+    h.run(3600)
+    [first] = set(h.bound().values())
+    doomed = h.controller.nodes[first]
+    h.cloud.warn(doomed.instance_id)
+    h.run(30)
+    assert _ends(h, doomed.instance_id) == ["terminated"]  # billed either way: no reason to wait
+
+
+def test_a_warned_instance_the_cloud_does_not_reclaim_is_terminated_after_the_notice_and_a_grace() -> None:
+    h = Harness(spot_pool(), arrivals=[arrive("p0", cpu="500m", memory="1Gi")])
+    h.run(120)
+    [first] = set(h.bound().values())
+    doomed = h.controller.nodes[first]
+    h.cloud.interruptions.send(event_body("warned-only", InterruptionKind.SPOT_INTERRUPTION, doomed.instance_id))  # no reclaim follows
+    h.run(SPOT_NOTICE + RECLAIM_GRACE - 15)
+    assert _ends(h, doomed.instance_id) == []
+    assert first not in h.bound().values()
+    h.run(30)
+    assert _ends(h, doomed.instance_id) == ["terminated"]
+    assert h.controller.nodes[first].state is NodeState.TERMINATED
 
 
 def test_a_malformed_message_is_deleted_with_a_warning_and_a_redelivered_event_handled_once(caplog: pytest.LogCaptureFixture) -> None:

@@ -187,7 +187,12 @@ class SimulatedCluster:
             self._emit(NodeEvent(EventType.DELETED, node))
 
     def drain(self, name: str) -> DrainStatus:
-        """Nothing to wait for: a removed node's pods wait again at once."""
+        """The node's pods are evicted at once and wait again (kubectl drain's way: its
+        DaemonSet pods stay); nothing to wait for."""
+        for key in sorted(self._on_node.get(name, ()), key=lambda k: self.pods[k].seq):
+            if not self.pods[key].pod.daemon_set:
+                self._on_node[name].discard(key)
+                self._evict(self.pods[key])
         return DrainStatus(done=True)
 
     def label_node(self, name: str, labels: Mapping[str, str]) -> None:
@@ -410,15 +415,20 @@ class SimulatedCluster:
                 del self.pods[key]
                 self._emit(PodEvent(EventType.DELETED, sim.pod))
             else:
-                for claim in sim.pod.claims:  # its devices went with the node
-                    if (found := self._claims.get(claim)) is not None:
-                        self._claims[claim] = replace(found, allocation=None)
-                if self.resume_evicted and sim.duration is not None and sim.bound_at is not None:
-                    sim.duration = max(sim.duration - (self.clock.now() - sim.bound_at), 0.0)
-                self._count_bound(sim, -1)
-                sim.pod = sim.pod.living(node_name="", phase=PodPhase.PENDING)
-                sim.bound_at = None
-                self._emit(PodEvent(EventType.MODIFIED, sim.pod))
+                self._evict(sim)
+
+    def _evict(self, sim: _SimPod) -> None:
+        """A pod whose node went or was drained waits again (restarting its work, or
+        resuming it with ``evictedPods: resume``)."""
+        for claim in sim.pod.claims:  # its devices went with the node
+            if (found := self._claims.get(claim)) is not None:
+                self._claims[claim] = replace(found, allocation=None)
+        if self.resume_evicted and sim.duration is not None and sim.bound_at is not None:
+            sim.duration = max(sim.duration - (self.clock.now() - sim.bound_at), 0.0)
+        self._count_bound(sim, -1)
+        sim.pod = sim.pod.living(node_name="", phase=PodPhase.PENDING)
+        sim.bound_at = None
+        self._emit(PodEvent(EventType.MODIFIED, sim.pod))
 
     def _finish(self, now: float) -> None:
         while self._finishing and self._finishing[0][0] <= now:

@@ -8,6 +8,11 @@ instance still runs. A spot warning also marks the offering unavailable for
 ``nodes.unavailableOfferingTTL``. A rebalance recommendation is recorded as an event only
 (as Karpenter does). Not voluntary: budgets and do-not-disrupt do not apply.
 
+A warned spot instance in its first hour is drained but not terminated: EC2 bills nothing
+for a spot instance it interrupts in its first hour, and each second used for one its owner
+terminates. The reaper waits for the reclaim, and terminates the instance itself if it has
+not gone ``RECLAIM_GRACE`` after the two minutes. Karpenter terminates it at once.
+
 Messages are deleted once handled; a malformed one is logged and deleted; an event
 delivered twice (SQS delivers at least once) is handled once.
 """
@@ -19,7 +24,7 @@ from collections import Counter, deque
 from typing import TYPE_CHECKING
 
 from cloud.errors import CloudError
-from cloud.interruption import Interruption, InterruptionKind, InterruptionQueue, MalformedEvent, parse_event
+from cloud.interruption import FREE_IF_RECLAIMED_WITHIN, SPOT_NOTICE, Interruption, InterruptionKind, InterruptionQueue, MalformedEvent, parse_event
 from nodemanager.model import CapacityType, Node, NodeState
 
 if TYPE_CHECKING:
@@ -29,6 +34,7 @@ log = logging.getLogger("nodemanager.interruption")
 
 SEEN_KEPT = 10_000  # event ids remembered, to handle a redelivered event once
 RECENT_KEPT = 20
+RECLAIM_GRACE = 60.0  # past the notice, a warned instance not reclaimed yet is terminated
 
 
 class InterruptionController:
@@ -96,6 +102,11 @@ class InterruptionController:
                 for spec in moved.replacements:
                     c.boot(spec, now)
         c.mark_for_termination(node.name, what, "interruption")
+        reclaimed_at = now + SPOT_NOTICE
+        first_hour = reclaimed_at - node.created_at < FREE_IF_RECLAIMED_WITHIN
+        if event.kind is InterruptionKind.SPOT_INTERRUPTION and node.capacity_type is CapacityType.SPOT and first_hour:
+            c.left_to_cloud[node.name] = reclaimed_at + RECLAIM_GRACE
+            log.info("node %s: left for EC2 to reclaim once drained (a spot instance it interrupts in its first hour is not billed)", node.name)
 
     def _delete(self, receipt: str) -> None:
         self.c.lock.after_release(self._delete_now, receipt)

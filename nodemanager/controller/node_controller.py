@@ -121,6 +121,7 @@ class NodeController:
         self.terminated_at: dict[str, float] = {}
         self.booting: set[str] = set()  # nodes whose boot call is in flight
         self.draining: dict[str, float] = {}  # node -> when its drain began
+        self.left_to_cloud: dict[str, float] = {}  # warned spot node -> until when EC2 may reclaim it before the reaper terminates it
         self.drain_blocked: set[str] = set()  # voluntary drains waiting past drainTimeout on PodDisruptionBudgets
         self.unneeded_since: dict[NodeName, float] = {}
         self.devices: DeviceContext | None = None  # as last read, while pods with claims wait

@@ -10,6 +10,7 @@ a node whose boot is in flight is.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -29,6 +30,7 @@ class Reaped(Enum):
     DRAINING = "draining"  # pods still leaving: terminated on a later pass
     FAILED = "failed"  # the termination failed: tried again next pass
     THROTTLED = "throttled"  # the cloud does not answer: this pass stops here
+    RECLAIMING = "reclaiming"  # drained, left for the cloud to reclaim: looked at again next pass
     TERMINATING = "terminating"  # asked to terminate; not confirmed yet
     GONE = "gone"  # the cloud says the instance is terminated
 
@@ -41,6 +43,7 @@ class Reaping:
     label: str
     drain: bool  # cordon and evict its pods first
     asked: bool  # its termination was asked for on an earlier pass: confirm it only
+    left_to_cloud: bool = False  # a warned spot instance EC2 reclaims for nothing: drained, not terminated
 
 
 class Reaper:
@@ -62,6 +65,7 @@ class Reaper:
             node = c.nodes.get(name)
             if node is None or node.state is NodeState.TERMINATED:
                 c.marked.pop(name, None)
+                c.left_to_cloud.pop(name, None)
                 continue
             if name in c.booting or name in self.in_flight:
                 continue  # terminated as soon as its boot call returns, or its calls are recorded
@@ -73,7 +77,8 @@ class Reaper:
                 continue
             asked = node.state is NodeState.TERMINATING
             drain = not asked and self._drain_needed(name, now, forced=label not in VOLUNTARY)
-            work.append(Reaping(name, node.instance_id, reason, label, drain, asked))
+            wait = not asked and now < c.left_to_cloud.get(name, -math.inf)
+            work.append(Reaping(name, node.instance_id, reason, label, drain, asked, wait))
         return work
 
     def _drain_needed(self, name: str, now: float, forced: bool) -> bool:
@@ -121,6 +126,8 @@ class Reaper:
             if not status.done:
                 log.info("node %s: draining before termination: %s", r.name, status)
                 return Reaped.DRAINING
+        if r.left_to_cloud:
+            return self._reclaimed(r)
         try:
             c.cloud.terminate([r.instance_id])
         except Throttled as exc:  # the cloud does not answer: the other nodes wait for the next pass as well
@@ -141,6 +148,22 @@ class Reaper:
             return Reaped.TERMINATING
         return Reaped.GONE if instance is None or instance.state is InstanceState.TERMINATED else Reaped.TERMINATING
 
+    def _reclaimed(self, r: Reaping) -> Reaped:
+        """A drained node left for the cloud: gone once the cloud reclaimed its instance."""
+        c = self.c
+        try:
+            instance = c.cloud.describe(r.instance_id)
+        except NotFound:
+            instance = None
+        except CloudError:
+            return Reaped.RECLAIMING
+        if instance is not None and instance.state is not InstanceState.TERMINATED:
+            return Reaped.RECLAIMING
+        log.info("node %s: instance %s reclaimed by the cloud: %s", r.name, r.instance_id, r.reason)
+        c.cluster.record_event("Node", r.name, "Reclaimed", r.reason, warning=True)
+        c.cluster.remove_node(r.name)
+        return Reaped.GONE
+
     def _record(self, r: Reaping, outcome: Reaped) -> None:
         c = self.c
         node = c.nodes.get(r.name)
@@ -153,3 +176,4 @@ class Reaper:
         if outcome is Reaped.GONE:
             c.set_state(r.name, NodeState.TERMINATED)
             c.marked.pop(r.name, None)
+            c.left_to_cloud.pop(r.name, None)
