@@ -140,29 +140,27 @@ class Reaper:
             log.info("node %s: terminating instance %s: %s", r.name, r.instance_id, r.reason)
             c.cluster.record_event("Node", r.name, "RegistrationTimeout" if r.label == "boot_timeout" else "Terminating", r.reason, warning=r.label != "idle")
         c.cluster.remove_node(r.name)
-        try:
-            instance = c.cloud.describe(r.instance_id)
-        except NotFound:
-            instance = None
-        except CloudError:
-            return Reaped.TERMINATING
-        return Reaped.GONE if instance is None or instance.state is InstanceState.TERMINATED else Reaped.TERMINATING
+        return Reaped.GONE if self._ended(r.instance_id) else Reaped.TERMINATING
 
     def _reclaimed(self, r: Reaping) -> Reaped:
         """A drained node left for the cloud: gone once the cloud reclaimed its instance."""
         c = self.c
-        try:
-            instance = c.cloud.describe(r.instance_id)
-        except NotFound:
-            instance = None
-        except CloudError:
-            return Reaped.RECLAIMING
-        if instance is not None and instance.state is not InstanceState.TERMINATED:
+        if not self._ended(r.instance_id):
             return Reaped.RECLAIMING
         log.info("node %s: instance %s reclaimed by the cloud: %s", r.name, r.instance_id, r.reason)
         c.cluster.record_event("Node", r.name, "Reclaimed", r.reason, warning=True)
         c.cluster.remove_node(r.name)
         return Reaped.GONE
+
+    def _ended(self, instance_id: InstanceId) -> bool | None:
+        """Whether the cloud says the instance is gone (None: it did not answer)."""
+        try:
+            instance = self.c.cloud.describe(instance_id)
+        except NotFound:
+            return True
+        except CloudError:
+            return None
+        return instance.state is InstanceState.TERMINATED
 
     def _record(self, r: Reaping, outcome: Reaped) -> None:
         c = self.c
