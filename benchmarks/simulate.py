@@ -133,6 +133,7 @@ def main() -> int:
         "cost_usd": report["cost"]["usd"],
         "lower_bound_usd": report["cost"]["lower_bound_usd"],
         "utilization": report["utilization"],
+        "evicted": report["pods"]["evicted"],
         "decisions": report["decisions"],
     }
     print(json.dumps(result) if args.json else json.dumps(result, indent=2))

@@ -196,16 +196,18 @@ def _simulate_command(args: argparse.Namespace) -> int:
 
 def _print_comparison(reports: list[tuple[str, dict]]) -> None:  # type: ignore[type-arg]
     """One row per configuration, the same workload."""
-    header = ("CONFIG", "ENDED", "BOUND", "UNSCHED", "WAITING", "WAIT P50", "WAIT P95", "BOOTED", "PEAK", "DISRUPT", "COST $", "BOUND $", "RATIO")
-    line = "{:<28} {:<8} {:>6} {:>7} {:>7} {:>9} {:>9} {:>7} {:>5} {:>7} {:>11} {:>11} {:>6}"
+    header = ("CONFIG", "ENDED", "BOUND", "UNSCHED", "WAITING", "WAIT P50", "WAIT P95", "BOOTED", "PEAK", "DISRUPT", "EVICTED", "REDONE H")
+    header += ("COST $", "BOUND $", "RATIO")
+    line = "{:<28} {:<8} {:>6} {:>7} {:>7} {:>9} {:>9} {:>7} {:>5} {:>7} {:>7} {:>8} {:>11} {:>11} {:>6}"
     print(line.format(*header))
     for path, r in reports:
         pods, nodes, cost = r["pods"], r["nodes"], r["cost"]
         ratio = f"{cost['usd'] / cost['lower_bound_usd']:.2f}" if cost["lower_bound_usd"] else "-"
         wait = pods["pending_seconds"]
         row = (path[-28:], r["ended"], pods["bound"], pods["unschedulable"], len(pods["unfinished"]), f"{wait['p50']:.1f}s", f"{wait['p95']:.1f}s")
-        disrupted = sum(d["nodes"] for d in r["disruption"].values())
-        print(line.format(*row, nodes["booted"], nodes["peak"], disrupted, f"{cost['usd']:.4f}", f"{cost['lower_bound_usd']:.4f}", ratio))
+        disrupted, evicted = sum(d["nodes"] for d in r["disruption"].values()), pods["evicted"]
+        fleet = (nodes["booted"], nodes["peak"], disrupted, evicted["count"], f"{evicted['work_redone_hours']:.1f}")
+        print(line.format(*row, *fleet, f"{cost['usd']:.4f}", f"{cost['lower_bound_usd']:.4f}", ratio))
 
 
 def _print_report(r: dict) -> None:  # type: ignore[type-arg]
@@ -221,6 +223,14 @@ def _print_report(r: dict) -> None:  # type: ignore[type-arg]
     print(f"utilization: cpu {util['cpu']:.1%}, memory {util['memory']:.1%} (requested / allocatable)")
     for reason, d in r["disruption"].items():
         print(f"disruption:  {reason}: {d['nodes']} node(s), {d['pods']} pod(s) moved, ${d['savings_per_hour']:.4f}/h saved when acted")
+    evicted = pods["evicted"]
+    if evicted["count"]:
+        again = evicted["pending_seconds"]
+        print(
+            f"evicted:     {evicted['count']} eviction(s) of {evicted['pods']} pod(s) (at most {evicted['max_per_pod']} of one), "
+            f"{evicted['work_redone_hours']:.2f} pod-hours of work done again; "
+            f"waited again p50 {again['p50']:.1f}s, p95 {again['p95']:.1f}s, max {again['max']:.1f}s"
+        )
     print(f"decisions:   {dec['count']}, compute p50 {dec['compute_ms']['p50']:.2f}ms, p99 {dec['compute_ms']['p99']:.2f}ms")
     for item in r["unschedulable"]:
         print(f"unschedulable: {item['pod']}: {item['reason']}")

@@ -280,6 +280,19 @@ class Simulation:
             terminated += instance.state is InstanceState.TERMINATED
         return cost, launched, terminated
 
+    def _evicted(self) -> dict[str, object]:
+        """What disruption (consolidation, expiry, drift, interruption, a node lost) cost the
+        pods: their evictions, the work the evicted pods had done and do again (with
+        ``evictedPods: restart``), and how long they waited to be bound again."""
+        evictions = self.cluster.evictions
+        return {
+            "count": sum(evictions.values()),
+            "pods": len(evictions),
+            "max_per_pod": max(evictions.values(), default=0),
+            "work_redone_hours": round(self.cluster.work_redone / 3600, 3),
+            "pending_seconds": _spread(self.cluster.waited_again),
+        }
+
     def report(self) -> dict[str, object]:
         end = self.clock.now()
         cost, launched, terminated = self.fleet()
@@ -300,7 +313,8 @@ class Simulation:
                 "unschedulable": len(still_unschedulable),
                 "running": running,  # bound and not finished at the end: pods without a duration run on
                 "unfinished": [{"pod": k, "reason": r} for k, r in sorted(unfinished.items())],
-                "pending_seconds": {"p50": round(percentile(waits, 50), 3), "p95": round(percentile(waits, 95), 3), "max": round(max(waits, default=0.0), 3)},
+                "pending_seconds": _spread(waits),
+                "evicted": self._evicted(),
             },
             "nodes": {"booted": sum(launched.values()), "terminated": terminated, "peak": t.peak, "by_instance_type": dict(sorted(launched.items()))},
             "cost": {"usd": round(cost, 4), "lower_bound_usd": math.floor(self.lower_bound_usd() * 10**4) / 10**4},
@@ -320,3 +334,7 @@ class Simulation:
                 "batch_bound": sum(1 for k in self._batch_pods if k in self.cluster.first_bound),
             },
         }
+
+
+def _spread(seconds: list[float]) -> dict[str, float]:
+    return {"p50": round(percentile(seconds, 50), 3), "p95": round(percentile(seconds, 95), 3), "max": round(max(seconds, default=0.0), 3)}

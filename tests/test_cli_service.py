@@ -232,6 +232,8 @@ def test_simulate_compare_plays_one_workload_against_several_configs(tmp_path, c
     assert main(["simulate", "--workload", str(DEMO), "--compare", *paths]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0].startswith("CONFIG")
+    assert "EVICTED REDONE H" in table[0]  # what disruption cost the pods, beside the cost
+    assert fast["pods"]["evicted"]["count"] == int(table[1].split()[10])
     assert len(table) == 3
     assert main(["simulate", "--workload", str(DEMO), "--compare", *paths, "--config", paths[0]]) == 2
     assert "--config or --compare, not both" in capsys.readouterr().err

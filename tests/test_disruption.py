@@ -316,6 +316,7 @@ def test_underutilized_nodes_are_consolidated_and_every_pod_runs() -> None:
     assert set(h.bound()) == {f"default/p{i}" for i in range(4)}
     actions = [a for a in h.controller.disruption.actions if a["reason"] == "Underutilized"]
     assert all(a["savingsPerHour"] > 0 for a in actions)
+    assert sum(h.cluster.evictions.values()) == done["Underutilized"]["pods"]  # each pod moved was evicted once, and no other
 
 
 def test_the_node_whose_pods_have_run_least_is_consolidated_first(caplog: pytest.LogCaptureFixture) -> None:
@@ -455,6 +456,10 @@ def test_an_evicted_pod_restarts_its_work_or_resumes_it(resume: bool) -> None:
     left = 900 - (evicted_at - started) if resume else 900
     assert 600 < evicted_at - started < 900
     assert h.clock.now() - rebound_at == pytest.approx(left, abs=10)
+    # What the report says it cost: one eviction, the work done before it done again (or none)
+    assert h.cluster.evictions == {"default/job": 1}
+    assert h.cluster.work_redone == (0.0 if resume else pytest.approx(evicted_at - started, abs=10))
+    assert h.cluster.waited_again == [pytest.approx(rebound_at - evicted_at, abs=10)]
 
 
 # -- PodDisruptionBudgets --------------------------------------------------------------------
@@ -558,6 +563,10 @@ def test_an_expired_node_is_replaced_before_it_goes_even_with_do_not_disrupt() -
     assert h.controller.disruption.summary()["Expired"] == {"nodes": 1, "pods": 1, "savings_per_hour": pytest.approx(0.0)}
     (action,) = [a for a in h.controller.disruption.actions if a["reason"] == "Expired"]
     assert action["action"] == "replace"  # the new node was Ready before the old one was marked
+    assert h.cluster.evictions == {"default/p0": 1}
+    assert h.cluster.work_redone == 0.0  # a pod that runs for good has no work to do again
+    [again] = h.cluster.waited_again
+    assert 0 <= again <= 7.0  # its new node was Ready: bound again at the next pass of the pool loop (every 7 s)
 
 
 def test_expiration_waits_for_its_budget() -> None:

@@ -276,6 +276,34 @@ def test_pods_of_a_vanished_node_wait_again():
     assert any(isinstance(e, NodeEvent) and e.type is EventType.DELETED for e in events)
 
 
+@pytest.mark.parametrize("resume", [False, True])
+def test_evictions_are_counted_with_the_work_redone_and_the_wait_again(resume: bool) -> None:
+    clock = VirtualClock()
+    cloud = SimulatedCloud("ctl", clock, boot_delay=30)
+    cluster = SimulatedCluster(clock, cloud, [arrival("a", duration=600), arrival("b")], register_delay=0, resume_evicted=resume)
+    for name in ("n1", "n2"):
+        cloud.boot(req(name))
+    clock.advance(30)
+    cluster.poll()
+    cluster.bind("default/a", "n1")
+    cluster.bind("default/b", "n1")
+    clock.advance(100)
+    cluster.drain("n1")  # both evicted: a had run 100 s of its 600, b (no duration) has no work to redo
+    clock.advance(5)
+    cluster.bind("default/a", "n2")
+    clock.advance(50)
+    cluster.drain("n2")  # a again, 50 s in
+    clock.advance(20)
+    cluster.bind("default/a", "n1")
+    assert cluster.evictions == {"default/a": 2, "default/b": 1}
+    assert cluster.work_redone == (0.0 if resume else 150.0)
+    assert cluster.waited_again == [5.0, 20.0]  # b waits still: not bound again, not counted
+    clock.advance(600)
+    cluster.poll()
+    assert "default/a" not in cluster.pods  # finished: 600 s again after its last bind, or what it had left
+    assert cluster.first_bound["default/a"] == 30.0
+
+
 def test_a_removed_node_sends_back_its_own_pods_only_in_the_order_they_came() -> None:
     workload = [arrival(n) for n in ("e", "a", "d", "b")] + [arrival("c", duration=20)]
     clock, cloud, cluster = cluster_with(workload, register_delay=0)

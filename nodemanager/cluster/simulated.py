@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -52,6 +52,7 @@ class _SimPod:
     bound_at: float | None = None
     usage: UsageProfile | None = None
     seq: int = 0  # its place in ``SimulatedCluster.pods`` (the order a node's pods are orphaned in)
+    evicted_at: float | None = None  # when it was last evicted, until it is bound again
 
 
 class SimulatedCluster:
@@ -121,6 +122,11 @@ class SimulatedCluster:
         # is stamped with it only when the node itself is sent (a listing, a change).
         self._beat_at: dict[str, float] = {}
         self.first_bound: dict[PodKey, float] = {}  # pod -> when it was first bound (simulation reports)
+        # What disruption cost the pods (simulation reports): evictions by pod, the seconds of
+        # work that evicted pods had done and do again (restart), and how long each waited again.
+        self.evictions: Counter[PodKey] = Counter()
+        self.work_redone = 0.0
+        self.waited_again: list[float] = []
         self.binds = 0
         self.recorded: deque[tuple[str, str, str, str]] = deque(maxlen=1000)  # (kind, key, reason, message)
         self._listed_objects = False
@@ -170,6 +176,9 @@ class SimulatedCluster:
         self._on_node.setdefault(node, set()).add(pod)
         self._count_bound(sim, 1)
         sim.bound_at = now
+        if sim.evicted_at is not None:
+            self.waited_again.append(now - sim.evicted_at)
+            sim.evicted_at = None
         if sim.duration is not None:
             heapq.heappush(self._finishing, (now + sim.duration, pod))
         self.binds += 1
@@ -423,8 +432,14 @@ class SimulatedCluster:
         for claim in sim.pod.claims:  # its devices went with the node
             if (found := self._claims.get(claim)) is not None:
                 self._claims[claim] = replace(found, allocation=None)
-        if self.resume_evicted and sim.duration is not None and sim.bound_at is not None:
-            sim.duration = max(sim.duration - (self.clock.now() - sim.bound_at), 0.0)
+        now = self.clock.now()
+        self.evictions[sim.pod.key] += 1
+        sim.evicted_at = now
+        if sim.duration is not None and sim.bound_at is not None:
+            if self.resume_evicted:
+                sim.duration = max(sim.duration - (now - sim.bound_at), 0.0)
+            else:
+                self.work_redone += now - sim.bound_at
         self._count_bound(sim, -1)
         sim.pod = sim.pod.living(node_name="", phase=PodPhase.PENDING)
         sim.bound_at = None
