@@ -53,6 +53,10 @@ def pods(draw: st.DrawFn, name: str = "incoming") -> Pod:
                 }
             }
         }
+    preferred = draw(st.lists(st.tuples(st.integers(1, 100), st.sampled_from(ZONES)), max_size=2))
+    if preferred:  # preferred node affinity: NodeAffinity's score
+        terms = [{"weight": w, "preference": {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}} for w, zone in preferred]
+        spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})["preferredDuringSchedulingIgnoredDuringExecution"] = terms
     keys = st.sampled_from(["dedicated", "gpu", "node.kubernetes.io/unschedulable"])
     spec["tolerations"] = draw(st.lists(st.fixed_dictionaries({"key": keys, "operator": st.just("Exists")}), max_size=2))
     annotations = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -9,9 +10,11 @@ from builders import pod
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodemanager.model import CapacityType, Resources, Taint, TaintEffect
+from nodemanager.model import CapacityType, Operator, Pod, Resources, Taint, TaintEffect
+from nodemanager.model.selectors import Requirement, SelectorTerm
 from nodemanager.scheduling import Code, CycleState, Framework, FrameworkConfigError, NodeInfo, Profile, Registry, Status, default_registry
 from nodemanager.scheduling import interfaces as ifc
+from nodemanager.scheduling.profile import DEFAULT_PROFILE
 from nodemanager.scheduling.status import is_success
 from nodemanager.scheduling.waiting import MAX_PERMIT_WAIT
 
@@ -185,6 +188,30 @@ def test_filter_stops_at_first_failure_and_unschedulable_excludes_only_that_node
     assert result.node == "n2"
     assert result.filtered["n1"] == Status(Code.UNSCHEDULABLE, "full", "First")
     assert CALLS == ["First.filter", "First.filter", "Second.filter"]  # Second never saw n1
+
+
+def test_the_default_filters_run_in_kube_schedulers_order_so_a_node_is_reported_by_the_first_that_fails() -> None:
+    """kube-scheduler's default plugins (default_plugins.go) filter NodeUnschedulable,
+    TaintToleration, NodeAffinity, NodePorts, then NodeResourcesFit, and a node is reported
+    by the first that refuses it: a tainted node too small for the pod had an untolerated
+    taint, an unlabelled one did not match the node selector, before either lacked CPU."""
+    assert DEFAULT_PROFILE.filter[:5] == ("NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit")
+    big = pod("p", cpu="8", selector={"disk": "ssd"})
+    small = Resources({"cpu": 2000, "memory": 8 * 2**30, "pods": 10})
+    taint = Taint("dedicated", TaintEffect.NO_SCHEDULE, "db")
+    tainted = NodeInfo("tainted", "pool", "m.large", CapacityType.ON_DEMAND, "z", small, {"disk": "ssd"}, (taint,))
+    unlabelled = NodeInfo("unlabelled", "pool", "m.large", CapacityType.ON_DEMAND, "z", small, {})
+    result = Framework(DEFAULT_PROFILE, default_registry()).schedule(CycleState(), big, [tainted, unlabelled])
+    assert result.node is None
+    assert {name: status.plugin for name, status in result.filtered.items()} == {"tainted": "TaintToleration", "unlabelled": "NodeAffinity"}
+
+
+def test_the_default_score_weights_are_kube_schedulers_where_the_plugins_are_its() -> None:
+    """default_plugins.go: TaintToleration 3, NodeAffinity 2, PodTopologySpread 2, InterPodAffinity 2,
+    NodeResourcesBalancedAllocation 1, NodeResourcesFit 1 (here MostAllocated, the cluster
+    autoscaler's packing strategy, in its place)."""
+    weights = {"MostAllocated": 1, "BalancedAllocation": 1, "TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2, "InterPodAffinity": 2}
+    assert dict(DEFAULT_PROFILE.score) == weights
 
 
 def test_filter_error_aborts_the_whole_attempt():
@@ -458,6 +485,46 @@ def test_taint_toleration_score_is_reverse_normalized():
     nodes = [info("clean"), info("one", taints=(soft,)), info("two", taints=(soft, Taint("s2", TaintEffect.PREFER_NO_SCHEDULE)))]
     scores, _ = fw.run_score_plugins(CycleState(), P, nodes)
     assert scores["TaintToleration"] == {"clean": 100, "one": 50, "two": 0}
+
+
+def _prefers(*weighted: tuple[int, dict[str, str]]) -> Pod:
+    terms = tuple((w, SelectorTerm(tuple(Requirement(k, Operator.IN, (v,)) for k, v in labels.items()))) for w, labels in weighted)
+    return dataclasses.replace(P, preferred_affinity=terms)
+
+
+_LABEL1, _LABEL2, _LABEL3 = {"foo": "bar"}, {"key": "value"}, {"az": "az1"}
+_LABEL4, _LABEL5 = {"abc": "az11", "def": "az22"}, {"foo": "bar", "key": "value", "az": "az1"}
+_AFFINITY1 = _prefers((2, {"foo": "bar"}))
+_AFFINITY2 = _prefers((2, {"foo": "bar"}), (4, {"key": "value"}), (5, {"foo": "bar", "key": "value", "az": "az1"}))
+
+
+@pytest.mark.parametrize(
+    ("pod_", "nodes", "expected"),
+    [
+        pytest.param(_AFFINITY1, {"node1": _LABEL4, "node2": _LABEL2, "node3": _LABEL3}, {"node1": 0, "node2": 0, "node3": 0}, id="no-node-matches"),
+        pytest.param(_AFFINITY1, {"node1": _LABEL1, "node2": _LABEL2, "node3": _LABEL3}, {"node1": 100, "node2": 0, "node3": 0}, id="only-node1-matches"),
+        pytest.param(_AFFINITY2, {"node1": _LABEL1, "node5": _LABEL5, "node2": _LABEL2}, {"node1": 18, "node5": 100, "node2": 36}, id="different-priorities"),
+    ],
+)
+def test_preferred_node_affinity_scores_as_kubes_node_affinity_priority(pod_: Pod, nodes: dict[str, dict[str, str]], expected: dict[str, int]) -> None:
+    """kube's TestNodeAffinityPriority (plugins/nodeaffinity): a node scores the weights of
+    the preferred terms it matches, normalized to the highest (2, 11 and 4 give 18, 100, 36)."""
+    fw = Framework(prof(score=(("NodeAffinity", 2),)))
+    infos = [
+        NodeInfo(name, "pool", "m.large", CapacityType.ON_DEMAND, "z", Resources({"cpu": 4000, "memory": 2**33, "pods": 10}), labels)
+        for name, labels in nodes.items()
+    ]
+    scores, status = fw.run_score_plugins(CycleState(), pod_, infos)
+    assert status.is_success()
+    assert scores["NodeAffinity"] == {name: 2 * value for name, value in expected.items()}
+
+
+def test_a_pod_without_preferred_node_affinity_is_not_scored_by_it() -> None:
+    """kube's PreScore returns Skip when the pod has no preferred node affinity."""
+    fw = Framework(prof(score=(("NodeAffinity", 2),)))
+    scores, status = fw.run_score_plugins(CycleState(), P, [info("n1"), info("n2")])
+    assert status.is_success()
+    assert "NodeAffinity" not in scores
 
 
 def test_node_resources_fit_messages():

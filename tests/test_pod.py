@@ -9,6 +9,7 @@ from nodemanager.errors import InvalidInput, InvalidManifest
 from nodemanager.model import CapacityPolicy, Operator, Pod, PodPhase, Resources, Taint, TaintEffect, Toleration
 from nodemanager.model.pod import effective_request
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
+from nodemanager.model.selectors import Requirement, SelectorTerm
 
 MANIFEST = {
     "apiVersion": "v1",
@@ -44,7 +45,10 @@ MANIFEST = {
                         {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]},
                         {"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["5"]}, {"key": "legacy", "operator": "DoesNotExist"}]},
                     ]
-                }
+                },
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 40, "preference": {"matchExpressions": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}}
+                ],
             }
         },
     },
@@ -84,7 +88,13 @@ def v1_equivalent() -> k8s.V1Pod:
                             k8s.V1NodeSelectorTerm(match_expressions=[req(key="kubernetes.io/arch", operator="In", values=["amd64"])]),
                             k8s.V1NodeSelectorTerm(match_expressions=[req(key="gen", operator="Gt", values=["5"]), req(key="legacy", operator="DoesNotExist")]),
                         ]
-                    )
+                    ),
+                    preferred_during_scheduling_ignored_during_execution=[
+                        k8s.V1PreferredSchedulingTerm(
+                            weight=40,
+                            preference=k8s.V1NodeSelectorTerm(match_expressions=[req(key="karpenter.sh/capacity-type", operator="In", values=["spot"])]),
+                        )
+                    ],
                 )
             ),
         ),
@@ -106,6 +116,7 @@ def test_manifest_is_parsed_completely():
     assert pod.tolerations[0] == Toleration("dedicated", "Equal", "web", TaintEffect.NO_SCHEDULE)
     assert pod.tolerations[1].tolerates(Taint("anything", TaintEffect.NO_EXECUTE))
     assert [r.operator for r in pod.affinity[1].requirements] == [Operator.GT, Operator.DOES_NOT_EXIST]
+    assert pod.preferred_affinity == ((40, SelectorTerm((Requirement("karpenter.sh/capacity-type", Operator.IN, ("spot",)),))),)
 
 
 def test_v1pod_and_manifest_give_the_same_pod():
@@ -176,6 +187,28 @@ def test_effective_request_as_kubernetes_computes_it(spec, expected):
             "pod.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values",
         ),
         ({"metadata": {"name": "p", "creationTimestamp": "yesterday"}}, "pod.metadata.creationTimestamp"),
+        (
+            {"spec": {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 0, "preference": {}}]}}}},
+            "pod.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight",
+        ),
+        (
+            {"spec": {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 101, "preference": {}}]}}}},
+            "pod.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight",
+        ),
+        (
+            {
+                "spec": {
+                    "affinity": {
+                        "nodeAffinity": {
+                            "preferredDuringSchedulingIgnoredDuringExecution": [
+                                {"weight": 1, "preference": {"matchExpressions": [{"key": "a", "operator": "Near", "values": ["x"]}]}}
+                            ]
+                        }
+                    }
+                }
+            },
+            "pod.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0].operator",
+        ),
     ],
 )
 def test_bad_manifests_name_the_field(patch, field):

@@ -53,6 +53,16 @@ def test_a_cordoned_node_takes_only_pods_that_tolerate_the_cordon():
     assert compute(scaler(POOL), [daemonish], [cordoned]).bindings == {"default/agent": "n1"}
 
 
+def test_a_pod_goes_to_the_node_its_preferred_node_affinity_prefers_though_another_is_fuller():
+    """kube scores preferred node affinity (NodeAffinity, weight 2): the preferred node wins
+    over the fuller one MostAllocated alone would choose; without the preference, the fuller."""
+    busy = dataclasses.replace(pod("busy", cpu="1", memory="2Gi"), node_name="n1")
+    fuller, labelled = node("n1", pool="general"), node("n2", pool="general").with_changes(labels={"disk": "ssd"})
+    prefers = dataclasses.replace(pod("web"), preferred_affinity=((50, SelectorTerm((Requirement("disk", Operator.IN, ("ssd",)),))),))
+    assert compute(scaler(POOL), [busy, pod("web")], [fuller, labelled]).bindings["default/web"] == "n1"
+    assert compute(scaler(POOL), [busy, prefers], [fuller, labelled]).bindings["default/web"] == "n2"
+
+
 def test_an_earlier_binding_is_dropped_when_the_node_is_tainted():
     tainted = node("n1", pool="general", bound=("web",)).with_changes(taints=(Taint("dedicated", TaintEffect.NO_EXECUTE, "db"),))
     assert compute(scaler(POOL), [pod("web")], [tainted]).bindings["default/web"] != "n1"

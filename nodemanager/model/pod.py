@@ -92,6 +92,7 @@ class Pod:
     volume_claims: tuple[str, ...] = ()  # PersistentVolumeClaims ("namespace/name") its volumes use
     spread: tuple[SpreadConstraint, ...] = ()  # topologySpreadConstraints
     pod_affinity: PodAffinity = NO_AFFINITY  # podAffinity and podAntiAffinity
+    preferred_affinity: tuple[tuple[int, SelectorTerm], ...] = ()  # preferred node affinity: (weight, preference)
     key: PodKey = field(init=False, repr=False, compare=False)  # "namespace/name", asked for everywhere: made once
     # A DaemonSet or mirror pod: part of its node, never a pod to place, and never a reason
     # to keep the node (drains leave it; it goes with the node). Made once: asked of every pod.
@@ -233,21 +234,31 @@ def _requirement(expr: Any, path: str, on_field: bool) -> Requirement:
 
 def selector_terms(value: Any, path: str) -> tuple[SelectorTerm, ...]:
     """``nodeSelectorTerms`` (of node affinity, or of a PersistentVolume's node affinity)."""
-    terms = []
-    for i, term in enumerate(_list(value, path)):
-        tpath = f"{path}[{i}]"
-        t = as_mapping(term, tpath)
-        reqs = [_requirement(e, f"{tpath}.matchExpressions[{j}]", False) for j, e in enumerate(_list(t.get("matchExpressions"), f"{tpath}.matchExpressions"))]
-        reqs += [_requirement(e, f"{tpath}.matchFields[{j}]", True) for j, e in enumerate(_list(t.get("matchFields"), f"{tpath}.matchFields"))]
-        terms.append(SelectorTerm(tuple(reqs)))
-    return tuple(terms)
+    return tuple(_selector_term(term, f"{path}[{i}]") for i, term in enumerate(_list(value, path)))
 
 
-def _affinity(spec: Mapping[str, Any], path: str) -> tuple[SelectorTerm, ...]:
+def _selector_term(value: Any, path: str) -> SelectorTerm:
+    t = as_mapping(value, path)
+    reqs = [_requirement(e, f"{path}.matchExpressions[{j}]", False) for j, e in enumerate(_list(t.get("matchExpressions"), f"{path}.matchExpressions"))]
+    reqs += [_requirement(e, f"{path}.matchFields[{j}]", True) for j, e in enumerate(_list(t.get("matchFields"), f"{path}.matchFields"))]
+    return SelectorTerm(tuple(reqs))
+
+
+def _node_affinity(spec: Mapping[str, Any], path: str) -> tuple[tuple[SelectorTerm, ...], tuple[tuple[int, SelectorTerm], ...]]:
+    """Required node affinity's terms, and the preferred terms with their weights (1-100,
+    as the API server validates them; an empty preference matches no node, as kube's)."""
     node_aff = as_mapping(as_mapping(spec.get("affinity"), f"{path}.affinity").get("nodeAffinity"), f"{path}.affinity.nodeAffinity")
     req_path = f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
     required = as_mapping(node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
-    return selector_terms(required.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")
+    pref_path = f"{path}.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+    preferred = []
+    for i, entry in enumerate(_list(node_aff.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_path)):
+        e = as_mapping(entry, f"{pref_path}[{i}]")
+        weight = e.get("weight")
+        if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:
+            raise InvalidManifest(f"{pref_path}[{i}].weight", f"expected an integer 1-100, got {weight!r}")
+        preferred.append((weight, _selector_term(e.get("preference"), f"{pref_path}[{i}].preference")))
+    return selector_terms(required.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms"), tuple(preferred)
 
 
 def _toleration(value: Any, path: str) -> Toleration:
@@ -294,6 +305,7 @@ def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
     if not isinstance(priority, int) or isinstance(priority, bool):
         raise InvalidManifest(f"{where}.spec.priority", f"expected an integer, got {priority!r}")
 
+    required, preferred = _node_affinity(spec, f"{where}.spec")
     return Pod(
         namespace=namespace,
         name=str(name),
@@ -306,7 +318,7 @@ def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
         scheduler_name=str(spec.get("schedulerName") or DEFAULT_SCHEDULER),
         labels=labels,
         node_selector=_str_map(spec.get("nodeSelector"), f"{where}.spec.nodeSelector"),
-        affinity=_affinity(spec, f"{where}.spec"),
+        affinity=required,
         tolerations=tuple(_toleration(t, f"{where}.spec.tolerations[{i}]") for i, t in enumerate(_list(spec.get("tolerations"), f"{where}.spec.tolerations"))),
         instance_type=annotations.get(INSTANCE_TYPE_ANNOTATION, ""),
         capacity_policy=policy,
@@ -322,6 +334,7 @@ def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
         volume_claims=_volume_claims(spec, namespace, str(name), f"{where}.spec.volumes"),
         spread=parse_spread(spec.get("topologySpreadConstraints"), f"{where}.spec.topologySpreadConstraints", labels),
         pod_affinity=parse_pod_affinity(spec.get("affinity"), f"{where}.spec.affinity", namespace, labels),
+        preferred_affinity=preferred,
     )
 
 

@@ -104,6 +104,7 @@ def constraint_key(pod: Pod, node_only: bool = False) -> tuple:
         pod.priority,
         tuple(sorted(pod.node_selector.items())),
         pod.affinity,
+        pod.preferred_affinity,
         pod.tolerations,
         pod.instance_type,
         pod.capacity_policy,

@@ -24,15 +24,18 @@ class Profile:
         "CapacityType",
         "Zone",
     )
-    # kube-scheduler's order where the plugins are the same ones.
+    # kube-scheduler's order where the plugins are the same ones (its default_plugins.go:
+    # NodeUnschedulable, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, ...,
+    # NodeVolumeLimits, VolumeBinding, ...): a node that fails several is reported by the
+    # first, and the cheap label and taint checks leave the rest fewer nodes to look at.
     filter: tuple[str, ...] = (
         "NodeUnschedulable",
-        "NodeResourcesFit",
+        "TaintToleration",
         "NodeAffinity",
         "NodePorts",
-        "VolumeBinding",
+        "NodeResourcesFit",
         "NodeVolumeLimits",
-        "TaintToleration",
+        "VolumeBinding",
         "PodTopologySpread",
         "InterPodAffinity",
         "InstanceTypeMatch",
@@ -47,8 +50,9 @@ class Profile:
     score: tuple[tuple[str, int], ...] = (
         ("MostAllocated", 1),
         ("BalancedAllocation", 1),
-        ("TaintToleration", 1),
-        ("PodTopologySpread", 2),  # kube-scheduler's default weights
+        ("TaintToleration", 3),  # kube-scheduler's default weights (default_plugins.go), these four
+        ("NodeAffinity", 2),
+        ("PodTopologySpread", 2),
         ("InterPodAffinity", 2),
     )
     reserve: tuple[str, ...] = ("DynamicResources", "PodGroup")

@@ -11,14 +11,16 @@ from nodemanager.model.selectors import HARD_EFFECTS, Taint, terms_match, untole
 from nodemanager.scheduling.cycle_state import CycleState
 from nodemanager.scheduling.interfaces import FilterPlugin, ScorePlugin, SkipsUnasked
 from nodemanager.scheduling.nodeinfo import NodeInfo
-from nodemanager.scheduling.status import Status, unresolvable, unschedulable
+from nodemanager.scheduling.status import SKIP, Status, unresolvable, unschedulable
 
 _PREFER = frozenset({TaintEffect.PREFER_NO_SCHEDULE})
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", TaintEffect.NO_SCHEDULE)
 
 
-class NodeAffinity(SkipsUnasked, FilterPlugin):
-    """nodeSelector and required node affinity, against the node's labels."""
+class NodeAffinity(SkipsUnasked, FilterPlugin, ScorePlugin):
+    """nodeSelector and required node affinity, against the node's labels; preferred node
+    affinity scores a node by the weights of the preferences it matches, the highest 100
+    (kube's NodeAffinity Score and NormalizeScore; PreScore skips a pod with none)."""
 
     name = "NodeAffinity"
     keeps_nothing = True
@@ -45,6 +47,19 @@ class NodeAffinity(SkipsUnasked, FilterPlugin):
                 out.append(node)
         return out
 
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
+        return None if pod.preferred_affinity else SKIP
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
+        return sum(weight for weight, term in pod.preferred_affinity if term.matches(node.labels, node.name)), None
+
+    def score_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> tuple[dict[str, int], Status | None]:
+        return {node.name: self.score(state, pod, node)[0] for node in nodes}, None
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: dict[str, int]) -> Status | None:
+        default_normalize(scores, reverse=False)
+        return None
+
 
 class TaintToleration(FilterPlugin, ScorePlugin):
     """Untolerated NoSchedule / NoExecute taints exclude a node; PreferNoSchedule ones lower its score."""
@@ -70,10 +85,17 @@ class TaintToleration(FilterPlugin, ScorePlugin):
         return {n.name: untolerated_count(n.taints) if n.taints else 0 for n in nodes}, None
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: dict[str, int]) -> Status | None:
-        worst = max(scores.values(), default=0)
-        for name, count in scores.items():
-            scores[name] = 100 if worst == 0 else 100 - count * 100 // worst
+        default_normalize(scores, reverse=True)
         return None
+
+
+def default_normalize(scores: dict[str, int], reverse: bool) -> None:
+    """kube's helper.DefaultNormalizeScore: each score as a share of the highest, out of 100
+    (all left at 0 when the highest is 0); ``reverse``, 100 less that (all 100 then)."""
+    highest = max(scores.values(), default=0)
+    for name, value in scores.items():
+        share = 0 if highest == 0 else value * 100 // highest
+        scores[name] = 100 - share if reverse else share
 
 
 def _by_taints(pod: Pod, effects: frozenset[TaintEffect]) -> Callable[[tuple[Taint, ...]], int]:
