@@ -72,6 +72,9 @@ def test_the_most_restrictive_active_budget_for_the_reason_wins() -> None:
         ("{budgets: [{nodes: '1', reasons: [Sometimes]}]}", "pools[0].disruption.budgets[0].reasons[0]: expected one of 'Empty'"),
         ("{consolidationPolicy: Always}", "pools[0].disruption.consolidationPolicy"),
         ("{consolidateAfter: -5s}", "pools[0].disruption.consolidateAfter"),
+        ("{consolidationPriceImprovementFactor: 1.5}", "pools[0].disruption.consolidationPriceImprovementFactor"),
+        ("{consolidationPriceImprovementFactor: -0.1}", "pools[0].disruption.consolidationPriceImprovementFactor"),
+        ("{consolidationPriceImprovementFactor: .nan}", "pools[0].disruption.consolidationPriceImprovementFactor"),
     ],
 )
 def test_a_bad_disruption_block_names_its_field(block: str, needle: str) -> None:
@@ -114,6 +117,41 @@ def test_a_replacement_must_be_strictly_cheaper_and_of_another_type() -> None:
     standby, why = _planner(Decision(start=(_spec("a.large", 0.05, standby=True),))).consolidate(snapshot, [_node("n1")])
     assert standby is None
     assert "standby" in why
+
+
+@pytest.mark.parametrize(
+    ("factor", "replacement_price", "replaced"),
+    [(1.0, 0.19, True), (1.0, 0.20, False), (0.8, 0.17, False), (0.8, 0.161, False), (0.8, 0.16, True), (0.8, 0.15, True), (0.0, 0.01, False)],
+)
+def test_a_replacement_must_save_the_share_the_price_improvement_factor_asks(factor: float, replacement_price: float, replaced: bool) -> None:
+    """Karpenter's RFC "consolidation price improvement factor": replaced only when the new
+    node saves at least 1 - factor of what it replaces ($0.20/h here: 0.8 asks $0.04/h, and
+    $0.16 is enough) and is cheaper at all; 0 never replaces. A deletion saves everything:
+    no factor holds it back."""
+    snapshot = ClusterSnapshot((), (_node("n1"),))
+    planner = _planner(Decision(start=(_spec("a.large", replacement_price),)))
+    planner.price_factor = lambda nodes: factor
+    result, why = planner.consolidate(snapshot, [_node("n1")])
+    assert (result is not None) is replaced
+    if not replaced and factor < 1.0:
+        assert f"consolidationPriceImprovementFactor {factor:g}" in why
+    deleted, _ = _planner(Decision()).consolidate(snapshot, [_node("n1")])
+    planner = _planner(Decision())
+    planner.price_factor = lambda nodes: factor
+    assert planner.consolidate(snapshot, [_node("n1")])[0] == deleted is not None
+
+
+def test_the_most_demanding_pools_price_improvement_factor_holds_for_nodes_of_several_pools() -> None:
+    pools = [
+        binpack_pool("a", disruption=Disruption(consolidation_price_improvement_factor=0.9)),
+        binpack_pool("b", disruption=Disruption(consolidation_price_improvement_factor=0.6)),
+    ]
+    h = Harness(*pools)
+    nodes = [dataclasses.replace(_node("n1"), pool="a"), dataclasses.replace(_node("n2"), pool="b"), dataclasses.replace(_node("n3"), pool="gone")]
+    factor = h.controller.disruption.planner.price_factor
+    assert factor(nodes[:1]) == 0.9
+    assert factor(nodes) == 0.6
+    assert factor(nodes[2:]) == 1.0  # a pool no longer configured: any saving
 
 
 def test_spot_is_replaced_by_spot_only_with_many_cheaper_spot_types() -> None:

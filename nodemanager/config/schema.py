@@ -298,6 +298,10 @@ class Disruption(Model):
 
     consolidation_policy: ConsolidationPolicy = ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED
     consolidate_after: Duration = Field(default=0.0, ge=0)  # a node's pods unchanged this long before it is a candidate
+    # A replacement may cost at most this share of the nodes it replaces (Karpenter's RFC
+    # "consolidation price improvement factor"; 1.0: any saving, 0.8: at least 20%, 0: never
+    # replace, only delete). Cuts the churn of replacements for marginal savings.
+    consolidation_price_improvement_factor: float = Field(default=1.0, ge=0.0, le=1.0)
     # Nodes older than this are replaced (Karpenter's default: 30 days); "Never" keeps them.
     expire_after: Annotated[Duration | None, BeforeValidator(lambda v: None if v == "Never" else v)] = Field(default=720 * 3600.0, gt=0)
     budgets: list[DisruptionBudget] = Field(default_factory=lambda: [DisruptionBudget()], max_length=50)

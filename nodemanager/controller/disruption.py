@@ -102,6 +102,7 @@ class DisruptionController:
             sizes_below=self._sizes_below,
             takes_more=self._takes_more,
             own_node=self._own_node,
+            price_factor=self._price_factor,
         )
         self._sizes: CheaperSizes | None = None  # of the scaler's current views
         self._drift: dict[str, tuple[Node, Pool, Catalog, str | None, str]] = {}  # node -> (its record, pool, catalog, image, why drifted) as last found
@@ -421,6 +422,11 @@ class DisruptionController:
         if self._sizes is None or self._sizes.views is not views:
             self._sizes = CheaperSizes(views)
         return self._sizes
+
+    def _price_factor(self, nodes: Sequence[Node]) -> float:
+        """The most demanding ``consolidationPriceImprovementFactor`` of the nodes' pools."""
+        pools = [self.c.pool_config(n.pool) for n in nodes]
+        return min((p.disruption.consolidation_price_improvement_factor for p in pools if p is not None), default=1.0)
 
     def _takes_more(self, node: Node) -> bool:
         """Whether the node may hold another pod: a cell pool's never does."""

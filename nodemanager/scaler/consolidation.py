@@ -57,6 +57,7 @@ class Planner:
         sizes_below: Callable[[float, Sequence[Pod]], Sequence[tuple[int, int]]] = lambda _price, _pods: (),
         takes_more: Callable[[Node], bool] = lambda _node: True,
         own_node: Callable[[Pod], bool] = lambda _pod: False,
+        price_factor: Callable[[Sequence[Node]], float] = lambda _nodes: 1.0,
     ) -> None:
         self.compute = compute  # the scaler's compute at this instant
         self.price_of = price_of
@@ -64,6 +65,7 @@ class Planner:
         self.sizes_below = sizes_below  # the (CPU, memory) of offerings under a price that all these pods may use, none larger in both
         self.takes_more = takes_more  # False for a node that never holds a second pod (a cell pool's)
         self.own_node = own_node  # True for a pod that may go only to such nodes: a new node holds it alone
+        self.price_factor = price_factor  # a replacement must cost less than this share of what it replaces
         self.evaluations = 0
         # The last snapshot's room, kept with it: an id could be reused once a snapshot is freed.
         self._room: tuple[ClusterSnapshot, dict[str, tuple[int, int]]] | None = None
@@ -134,7 +136,8 @@ class Planner:
 
     def consolidate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Command | None, str]:
         """The consolidation of ``nodes``: their pods elsewhere plus at most one node that
-        costs strictly less, never of their type; or None and why not."""
+        costs strictly less (less than ``price_factor`` of them), never of their type; or
+        None and why not."""
         if self._hopeless(snapshot, nodes):
             return None, "its pods fit neither on the other nodes nor with them on a cheaper node"
         moved, why = self.relocate(snapshot, nodes, one_new_node=True)
@@ -144,9 +147,15 @@ class Planner:
             return None, "its pods would take a standby node"
         if len(moved.replacements) > 1:
             return None, f"its pods would need {len(moved.replacements)} new nodes"
+        factor = self.price_factor(nodes) if moved.replacements else 1.0
         for replacement in moved.replacements:
             if replacement.price >= moved.price:
                 return None, f"a replacement ({replacement.instance_type}, ${replacement.price:.4f}/h) would not be cheaper than ${moved.price:.4f}/h"
+            if replacement.price > moved.price * factor * (1 + 1e-9):  # (a saving of exactly the share asked is enough)
+                return None, (
+                    f"a replacement ({replacement.instance_type}, ${replacement.price:.4f}/h) would save less than "
+                    f"{1 - factor:.0%} of ${moved.price:.4f}/h (consolidationPriceImprovementFactor {factor:g})"
+                )
             same = [n for n in nodes if (n.instance_type, n.capacity_type) == (replacement.instance_type, replacement.capacity_type)]
             if same:
                 return None, f"the replacement would be the same type as {same[0].name} ({replacement.instance_type})"
