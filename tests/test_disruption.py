@@ -238,7 +238,7 @@ TOLERATES = (Toleration("dedicated", "Equal", "batch", TaintEffect.NO_SCHEDULE),
 KINDS = ["plain", "tolerant", "pinned"]  # pods that may use the general pool, both pools, the tainted pool only
 
 
-def _real_planner(*pools: Pool, spot_choices: int = 0, asked: list[ClusterSnapshot] | None = None) -> Planner:
+def _real_planner(*pools: Pool, spot_choices: int = 0, asked: list[ClusterSnapshot] | None = None, factor: float = 1.0) -> Planner:
     """A planner over the real scaler of ``pools``, at catalog prices; what-ifs go to ``asked``."""
     from builders import scaler
 
@@ -259,6 +259,7 @@ def _real_planner(*pools: Pool, spot_choices: int = 0, asked: list[ClusterSnapsh
         sizes_below=sizes.below,
         takes_more=lambda n: n.pool not in cells,
         own_node=sizes.own_node,
+        price_factor=lambda _nodes: factor,
     )
 
 
@@ -271,15 +272,18 @@ def _real_planner(*pools: Pool, spot_choices: int = 0, asked: list[ClusterSnapsh
     ),
     st.integers(1, 3),
     st.sampled_from(["binpack", "cell"]),
+    st.sampled_from([1.0, 0.7, 0.4]),
 )
-def test_a_consolidation_the_quick_test_skips_is_one_the_scaler_refuses(layout: list[tuple[str, list[tuple[str, str]]]], take: int, packing: str) -> None:
+def test_a_consolidation_the_quick_test_skips_is_one_the_scaler_refuses(
+    layout: list[tuple[str, list[tuple[str, str]]]], take: int, packing: str, factor: float
+) -> None:
     """Soundness of the quick test against the real scaler: whatever it skips, the what-if
     would not have allowed. A tainted pool sells the same types for less (spot): only pods
     that tolerate its taint may move to one of its nodes, and those that also select it may go
     only there (one per node when it is a cell pool). The last node may be one of its own."""
     general = Pool(name="general", instance_types=CELL_TYPES, capacity_types=[OD])
     tainted = Pool(name="tainted", packing=packing, instance_types=CELL_TYPES, capacity_types=[SPOT], taints=[TAINT], labels={"dedicated": "batch"})
-    planner = _real_planner(general, tainted, spot_choices=SPOT_TO_SPOT_CHOICES)
+    planner = _real_planner(general, tainted, spot_choices=SPOT_TO_SPOT_CHOICES, factor=factor)
     nodes = [dataclasses.replace(_node(f"n{i}", itype), allocatable=CATALOG[itype].allocatable) for i, (itype, _) in enumerate(layout)]
     if packing == "cell":
         layout[-1] = (layout[-1][0], layout[-1][1][:1])  # a cell node holds one pod
@@ -306,6 +310,19 @@ def test_a_consolidation_the_quick_test_skips_is_one_the_scaler_refuses(layout: 
     if planner._hopeless(snapshot, candidates):
         planner._hopeless = lambda _s, _n: False  # ask the scaler after all
         assert planner.consolidate(snapshot, candidates)[0] is None
+
+
+@pytest.mark.parametrize(("factor", "replaced"), [(1.0, True), (0.7, True), (0.5, True), (0.4, False)])
+def test_the_quick_test_allows_for_the_price_improvement_factor_and_no_more(factor: float, replaced: bool) -> None:
+    """A node ($0.20/h) whose pod fits nowhere else, and a type that holds it at $0.10/h:
+    replaced while the factor allows half the price, never for less saving."""
+    planner = _real_planner(Pool(name="general", instance_types=["a.large", "m.xlarge"], capacity_types=[OD]), factor=factor)
+    node = dataclasses.replace(_node("n1", "m.xlarge"), allocatable=CATALOG["m.xlarge"].allocatable)
+    held = pod("p1", cpu="1", memory="1Gi", node="n1", phase=PodPhase.RUNNING)
+    result, _ = planner.consolidate(ClusterSnapshot((held,), (node,)), [node])
+    assert (result is not None) is replaced
+    if replaced:
+        assert [r.instance_type for r in result.replacements] == ["a.large"]
 
 
 @pytest.mark.parametrize(("tolerations", "skipped"), [((), True), (TOLERATES, False)])

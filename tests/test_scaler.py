@@ -6,7 +6,7 @@ import pytest
 from builders import CATALOG, OD, SPOT, binpack_pool, cell_pool, node, pod, scaler
 
 from cloud.catalog import Catalog
-from nodemanager.config.schema import Limits, Pool, Standby
+from nodemanager.config.schema import Limits, NodeSizeFloor, Pool, Standby
 from nodemanager.model import CapacityPolicy, Gpu, InstanceType, NodeState, PodPhase, Resources, Taint, TaintEffect, Toleration
 from nodemanager.scaler import ClusterSnapshot
 
@@ -119,6 +119,51 @@ def test_binpack_new_node_type_minimises_cost_for_its_pods():
 
 def test_binpack_right_sizes_a_small_remainder():
     d = compute(scaler(binpack_pool()), [pod("p1", cpu="500m", memory="1Gi")])
+    assert [n.instance_type for n in d.start] == ["a.large"]
+
+
+def _busy_pool(floor: NodeSizeFloor | None = None, types: list[str] | None = None) -> tuple[Pool, list, list]:
+    """Three m.4xlarge nodes of the pool full (45 vCPU of requests), and a small pod waiting."""
+    pool = binpack_pool(**({"node_size_floor": floor} if floor else {}), **({"instance_types": types} if types else {}))
+    nodes = [node(f"n{i}", "m.4xlarge", pool="general") for i in range(3)]
+    running = [pod(f"r{i}", cpu="15", memory="1Gi", node=f"n{i}", phase=PodPhase.RUNNING) for i in range(3)]
+    return pool, nodes, running
+
+
+@pytest.mark.parametrize(
+    ("floor", "expected"),
+    [
+        (None, "m.4xlarge"),  # the default: an eighth of 45 vCPU, 5.6: the 16-vCPU type
+        (NodeSizeFloor(share=0.0), "a.large"),  # no floor: the cheapest that holds it
+        (NodeSizeFloor(max_cpu=4), "m.xlarge"),  # the floor never asks more than maxCPU
+        (NodeSizeFloor(share=0.01), "a.large"),  # 0.45 vCPU: any type
+    ],
+)
+def test_a_busy_pool_boots_nodes_of_at_least_its_size_floor(floor: NodeSizeFloor | None, expected: str) -> None:
+    pool, nodes, running = _busy_pool(floor)
+    d = compute(scaler(pool), [*running, pod("new", cpu="1", memory="1Gi")], nodes)
+    assert [n.instance_type for n in d.start] == [expected]
+    assert d.bindings["default/new"] == d.start[0].name
+
+
+@pytest.mark.parametrize(("block", "field"), [("{share: 1.5}", "share"), ("{share: -0.1}", "share"), ("{maxCPU: -1}", "maxCPU"), ("{maxCPU: .inf}", "maxCPU")])
+def test_a_bad_size_floor_names_its_field(block: str, field: str) -> None:
+    from pathlib import Path
+
+    from nodemanager.config import parse_config
+    from nodemanager.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        parse_config(f"pools: [{{name: a, nodeSizeFloor: {block}}}]\n", "provider.yaml", Path("."))
+    assert f"pools[0].nodeSizeFloor.{field}" in str(caught.value)
+
+
+def test_the_size_floor_holds_back_no_pod_the_pool_has_no_type_for() -> None:
+    """A pool of small types only: the floor asks for types it does not have, and is let go."""
+    pool, nodes, running = _busy_pool(types=["a.large"])
+    nodes = [node(f"n{i}", "a.large", pool="general") for i in range(30)]
+    running = [pod(f"r{i}", cpu="1900m", memory="1Gi", node=f"n{i}", phase=PodPhase.RUNNING) for i in range(30)]
+    d = compute(scaler(pool), [*running, pod("new", cpu="500m", memory="1Gi")], nodes)
     assert [n.instance_type for n in d.start] == ["a.large"]
 
 

@@ -299,12 +299,23 @@ class Disruption(Model):
     consolidation_policy: ConsolidationPolicy = ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED
     consolidate_after: Duration = Field(default=0.0, ge=0)  # a node's pods unchanged this long before it is a candidate
     # A replacement may cost at most this share of the nodes it replaces (Karpenter's RFC
-    # "consolidation price improvement factor"; 1.0: any saving, 0.8: at least 20%, 0: never
-    # replace, only delete). Cuts the churn of replacements for marginal savings.
-    consolidation_price_improvement_factor: float = Field(default=1.0, ge=0.0, le=1.0)
+    # "consolidation price improvement factor"; 1.0: any saving, Karpenter's behaviour; 0.8:
+    # at least 20%; 0: never replace, only delete). Cuts the churn of replacements for
+    # marginal savings, which restart every pod of the nodes replaced (see the README).
+    consolidation_price_improvement_factor: float = Field(default=0.7, ge=0.0, le=1.0)
     # Nodes older than this are replaced (Karpenter's default: 30 days); "Never" keeps them.
     expire_after: Annotated[Duration | None, BeforeValidator(lambda v: None if v == "Never" else v)] = Field(default=720 * 3600.0, gt=0)
     budgets: list[DisruptionBudget] = Field(default_factory=lambda: [DisruptionBudget()], max_length=50)
+
+
+class NodeSizeFloor(Model):
+    """The smallest new node a bin-pack pool boots, as its load grows: at least ``share`` of
+    the CPU its pods request on its nodes now, never more than ``max_cpu`` vCPU. A pool of
+    many nodes that boots a small node for the few pods that did not fit pays for it twice:
+    the node's own overhead, and the consolidation that later moves its pods again."""
+
+    share: float = Field(default=0.125, ge=0.0, le=1.0)  # 0: no floor
+    max_cpu: float = Field(default=16.0, ge=0.0, le=1024.0, alias="maxCPU")  # vCPU
 
 
 class Packing(StrEnum):
@@ -339,6 +350,7 @@ class Pool(Model):
     weight: int = Field(default=0, ge=0, le=100)  # higher is tried first when several pools fit
     colocation: Colocation = Field(default_factory=Colocation)  # merged over the cluster-wide block
     disruption: Disruption = Field(default_factory=Disruption)
+    node_size_floor: NodeSizeFloor = Field(default_factory=NodeSizeFloor)
 
     def type_query(self) -> dict[str, Any]:
         """``Catalog.matching``'s arguments for the types this pool may boot. Burstable types

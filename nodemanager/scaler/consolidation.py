@@ -75,8 +75,9 @@ class Planner:
         """A quick test before the what-if, with room counted generously (only CPU and
         memory, every other node as if it took any pod), so a consolidation that may work is
         never skipped. It cannot work if the nodes' pods exceed the room the other nodes have
-        plus the largest node that costs less than they do; or if the pods no other node has
-        room for, which must all go on that one node, fit on no offering that costs less and
+        plus the largest node that costs less than they do (at most their pools'
+        consolidationPriceImprovementFactor of it); or if the pods no other node has room
+        for, which must all go on that one node, fit on no offering that costs less and
         that all of them may use (their selectors, affinity and tolerations allow it), or are
         more than one and one of them may go only to a cell pool's nodes (which hold one pod)."""
         if self._room is None or self._room[0] is not snapshot:
@@ -92,6 +93,9 @@ class Planner:
         moving = [p for name in names for p in snapshot.by_node.held(name)]
         asks = [p.requests.cpu_memory() for p in moving]
         price = sum(self.price_of(n) for n in nodes)
+        factor = self.price_factor(nodes)
+        if factor < 1.0:  # a replacement may cost this much at most (a little over: never too strict)
+            price *= factor * (1 + 1e-9)
         sizes = self.sizes_below(price, ())
         big = (max((c for c, _ in sizes), default=0), max((m for _, m in sizes), default=0))
         room = [f for name, f in free.items() if name not in names]

@@ -28,6 +28,7 @@ import functools
 import gc
 import hashlib
 import heapq
+import math
 import operator
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -182,6 +183,7 @@ class _Run:
         self.open = OpenNodes(Resources(), {v.name: i for i, v in enumerate(self.views)})  # new nodes with room left
         self.zone_load: Counter[str] = Counter()  # nodes per zone, live and decided: new nodes go to the emptiest
         self.type_tables = scaler.type_tables  # the packer's figures per candidate list
+        self._floors: dict[str, float] = {}  # pool -> its node size floor in vCPU (see _floored)
 
     def close(self) -> None:
         """Drop what refers back to this run (its bound methods, held by the framework's
@@ -639,6 +641,7 @@ class _Run:
     def _pack(self, view: PoolView, classes: list[_Class], available: Sequence[Candidate], reasons: dict[int, list[tuple[str, bool]]]) -> None:
         """Boot nodes of ``view`` for ``classes``; pods left over stay in their class."""
         classes = sorted(classes, key=lambda c: (-c.rep.requests.cpu, -c.rep.requests.memory, priority_key(c.rep)))
+        available = self._floored(view, available, [c.rep.requests for c in classes])
         # A group is all batch pods or none, so its own requests are what it takes from a new
         # node; a high-priority pod is never limited by the batch estimate.
         # Pods with claims get a node each; more share it when its devices allow (via _fill).
@@ -902,6 +905,25 @@ class _Run:
                 for pod in pods:
                     self.failed[pod.key] = f"pod group {group[1]}: fewer than {pod.pod_group_min_member} members can be booted in this loop"
 
+    def _floored(self, view: PoolView, offerings: Sequence[Candidate], asks: Sequence[Resources]) -> Sequence[Candidate]:
+        """``offerings`` of at least the pool's node size floor (``pools[].nodeSizeFloor``:
+        a share of the CPU its pods request on its nodes now, at most ``maxCPU``), when some
+        of those hold each of ``asks``; else all of them (a pool of small types only, or
+        pods larger than any type the floor leaves, are not held back by it)."""
+        floor = self._floors.get(view.name)
+        if floor is None:
+            rule = view.pool.node_size_floor
+            load = sum(i.requested.cpu for i in self.infos.values() if i.exists and i.pool == view.name) if rule.share and not view.cell else 0
+            floor = self._floors[view.name] = min(rule.share * load / 1000, rule.max_cpu)
+        if floor <= 0:
+            return offerings
+        whole = math.ceil(floor)
+        by_floor = self.s.floored.get(offerings, lambda _offerings: {})
+        large = by_floor.get(whole)
+        if large is None:
+            large = by_floor[whole] = [c for c in offerings if c.itype.vcpu >= whole]
+        return large if large and all(any(ask.fits(c.allocatable) for c in large) for ask in asks) else offerings
+
     def right_size(self) -> None:
         """Give every new pod-holding node the cheapest type that holds what it ended up with,
         in its zone and capacity type: where new nodes went was chosen already (by the pods'
@@ -937,9 +959,9 @@ class _Run:
                         if c.offering.zone == o.zone and c.offering.capacity_type is o.capacity_type and all(c.allocatable.get(n) > 0 for n in needs)
                     ],
                 )
-            accepted = found[1]
+            accepted = self._floored(node.view, found[1], (need,))
             if len({self.key(p) for p in pods}) == 1:  # its pods accept every offering it was chosen among
-                asked = (key, need, len(node.info.pods), node.candidate.price)
+                asked = (key, need, len(node.info.pods), node.candidate.price, len(accepted))
                 if asked not in sized:
                     sized[asked] = binpack.right_size(need, len(node.info.pods), accepted, node.candidate.price, lambda _: True)
                 best = sized[asked]
@@ -974,7 +996,7 @@ class _Run:
         need = Resources.total((p.requests for p in pods), Resources({"pods": len(pods)}))
         view = nodes[0].view
         choices = sorted(
-            (c for c in nodes[0].accepted if id(c) in shared and need.fits(c.allocatable) and not self._blocked(c)),
+            (c for c in self._floored(view, nodes[0].accepted, (need,)) if id(c) in shared and need.fits(c.allocatable) and not self._blocked(c)),
             key=lambda c: (c.price, self.zone_load[c.offering.zone], c.offering.zone, c.itype.name),
         )
         budget = self._budget(view)  # what the pool may add once the planned nodes are not booted
@@ -1154,6 +1176,9 @@ class BindingNodeScaler:
         # (offerings' id, zone, capacity type, extended resources) -> (the offerings, those of
         # that zone and capacity type with those resources): what right-sizing looks through
         self.domains: dict[tuple, tuple[Sequence[Candidate], list[Candidate]]] = {}
+        # offerings -> whole vCPU floor -> those of at least that many vCPU: the same list
+        # object each time, so what the packer derives from it is kept too (see _floored)
+        self.floored: ByIdentity[Sequence[Candidate], dict[int, list[Candidate]]] = ByIdentity(binpack.TABLES_KEPT)
         self.pod_keys: dict[tuple[int, bool], tuple[Pod, tuple]] = {}  # (id(pod), node_only) -> (the pod, its constraint_key)
         # each existing node as computations start from it
         self.pictures = NodePictures(catalog, settings.nodes.volume_size, self._views_daemon_sets, regular=not settings.colocation)
@@ -1173,6 +1198,7 @@ class BindingNodeScaler:
             self.frontiers.clear()
             self.by_type.clear()
             self.domains.clear()
+            self.floored.clear()
             self.pictures = NodePictures(self.catalog, settings.nodes.volume_size, daemon_sets, regular=not settings.colocation)
         return self.views
 
