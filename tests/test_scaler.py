@@ -6,7 +6,7 @@ import pytest
 from builders import CATALOG, OD, SPOT, binpack_pool, cell_pool, node, pod, scaler
 
 from cloud.catalog import Catalog
-from nodemanager.config.schema import Limits, NodeSizeFloor, Pool, Standby
+from nodemanager.config.schema import Disruption, Limits, NodeSizeFloor, Pool, Standby
 from nodemanager.model import CapacityPolicy, Gpu, InstanceType, NodeState, PodPhase, Resources, Taint, TaintEffect, Toleration
 from nodemanager.scaler import ClusterSnapshot
 
@@ -122,9 +122,12 @@ def test_binpack_right_sizes_a_small_remainder():
     assert [n.instance_type for n in d.start] == ["a.large"]
 
 
-def _busy_pool(floor: NodeSizeFloor | None = None, types: list[str] | None = None) -> tuple[Pool, list, list]:
+def _busy_pool(floor: NodeSizeFloor | None = None, types: list[str] | None = None, policy: str | None = None) -> tuple[Pool, list, list]:
     """Three m.4xlarge nodes of the pool full (45 vCPU of requests), and a small pod waiting."""
-    pool = binpack_pool(**({"node_size_floor": floor} if floor else {}), **({"instance_types": types} if types else {}))
+    kw = {"node_size_floor": floor} if floor else {}
+    kw |= {"instance_types": types} if types else {}
+    kw |= {"disruption": Disruption(consolidation_policy=policy)} if policy else {}
+    pool = binpack_pool(**kw)
     nodes = [node(f"n{i}", "m.4xlarge", pool="general") for i in range(3)]
     running = [pod(f"r{i}", cpu="15", memory="1Gi", node=f"n{i}", phase=PodPhase.RUNNING) for i in range(3)]
     return pool, nodes, running
@@ -133,14 +136,17 @@ def _busy_pool(floor: NodeSizeFloor | None = None, types: list[str] | None = Non
 @pytest.mark.parametrize(
     ("floor", "expected"),
     [
-        (None, "m.4xlarge"),  # the default: an eighth of 45 vCPU, 5.6: the 16-vCPU type
+        (None, "m.4xlarge"),  # the default: an eighth of 45 vCPU, 5.6 (under maxCPU 8): the 16-vCPU type here
         (NodeSizeFloor(share=0.0), "a.large"),  # no floor: the cheapest that holds it
         (NodeSizeFloor(max_cpu=4), "m.xlarge"),  # the floor never asks more than maxCPU
         (NodeSizeFloor(share=0.01), "a.large"),  # 0.45 vCPU: any type
+        ("WhenEmpty", "a.large"),  # a pool that never consolidates its nodes' room away: no floor unless asked
+        (("WhenEmpty", NodeSizeFloor(share=0.125)), "m.4xlarge"),
     ],
 )
-def test_a_busy_pool_boots_nodes_of_at_least_its_size_floor(floor: NodeSizeFloor | None, expected: str) -> None:
-    pool, nodes, running = _busy_pool(floor)
+def test_a_busy_pool_boots_nodes_of_at_least_its_size_floor(floor: NodeSizeFloor | str | tuple | None, expected: str) -> None:
+    policy, floor = floor if isinstance(floor, tuple) else (floor, None) if isinstance(floor, str) else (None, floor)
+    pool, nodes, running = _busy_pool(floor, policy=policy)
     d = compute(scaler(pool), [*running, pod("new", cpu="1", memory="1Gi")], nodes)
     assert [n.instance_type for n in d.start] == [expected]
     assert d.bindings["default/new"] == d.start[0].name

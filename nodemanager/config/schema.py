@@ -308,14 +308,19 @@ class Disruption(Model):
     budgets: list[DisruptionBudget] = Field(default_factory=lambda: [DisruptionBudget()], max_length=50)
 
 
+DEFAULT_FLOOR_SHARE = 0.125  # of the CPU a consolidating pool's pods request (see NodeSizeFloor)
+
+
 class NodeSizeFloor(Model):
     """The smallest new node a bin-pack pool boots, as its load grows: at least ``share`` of
     the CPU its pods request on its nodes now, never more than ``max_cpu`` vCPU. A pool of
     many nodes that boots a small node for the few pods that did not fit pays for it twice:
-    the node's own overhead, and the consolidation that later moves its pods again."""
+    the node's own overhead, and the consolidation that later moves its pods again. Unset,
+    the share is 1/8 in a pool that consolidates underutilized nodes and 0 (no floor) in
+    one that does not: without consolidation, a larger node's room would stay unused."""
 
-    share: float = Field(default=0.125, ge=0.0, le=1.0)  # 0: no floor
-    max_cpu: float = Field(default=16.0, ge=0.0, le=1024.0, alias="maxCPU")  # vCPU
+    share: float | None = Field(default=None, ge=0.0, le=1.0)  # 0: no floor
+    max_cpu: float = Field(default=8.0, ge=0.0, le=1024.0, alias="maxCPU")  # vCPU
 
 
 class Packing(StrEnum):
@@ -351,6 +356,14 @@ class Pool(Model):
     colocation: Colocation = Field(default_factory=Colocation)  # merged over the cluster-wide block
     disruption: Disruption = Field(default_factory=Disruption)
     node_size_floor: NodeSizeFloor = Field(default_factory=NodeSizeFloor)
+
+    @property
+    def size_floor_share(self) -> float:
+        """``node_size_floor.share``, or its default for this pool's consolidation policy."""
+        share = self.node_size_floor.share
+        if share is not None:
+            return share
+        return DEFAULT_FLOOR_SHARE if self.disruption.consolidation_policy is ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED else 0.0
 
     def type_query(self) -> dict[str, Any]:
         """``Catalog.matching``'s arguments for the types this pool may boot. Burstable types

@@ -912,9 +912,9 @@ class _Run:
         pods larger than any type the floor leaves, are not held back by it)."""
         floor = self._floors.get(view.name)
         if floor is None:
-            rule = view.pool.node_size_floor
-            load = sum(i.requested.cpu for i in self.infos.values() if i.exists and i.pool == view.name) if rule.share and not view.cell else 0
-            floor = self._floors[view.name] = min(rule.share * load / 1000, rule.max_cpu)
+            share = view.pool.size_floor_share
+            load = sum(i.requested.cpu for i in self.infos.values() if i.exists and i.pool == view.name) if share and not view.cell else 0
+            floor = self._floors[view.name] = min(share * load / 1000, view.pool.node_size_floor.max_cpu)
         if floor <= 0:
             return offerings
         whole = math.ceil(floor)
