@@ -65,7 +65,7 @@ class Planner:
         self.sizes_below = sizes_below  # the (CPU, memory) of offerings under a price that all these pods may use, none larger in both
         self.takes_more = takes_more  # False for a node that never holds a second pod (a cell pool's)
         self.own_node = own_node  # True for a pod that may go only to such nodes: a new node holds it alone
-        self.price_factor = price_factor  # a replacement must cost less than this share of what it replaces
+        self.price_factor = price_factor  # a replacement may cost at most this share of what it replaces
         self.evaluations = 0
         # The last snapshot's room, kept with it: an id could be reused once a snapshot is freed.
         self._room: tuple[ClusterSnapshot, dict[str, tuple[int, int]]] | None = None
@@ -140,7 +140,7 @@ class Planner:
 
     def consolidate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Command | None, str]:
         """The consolidation of ``nodes``: their pods elsewhere plus at most one node that
-        costs strictly less (less than ``price_factor`` of them), never of their type; or
+        costs strictly less (and at most ``price_factor`` of them), never of their type; or
         None and why not."""
         if self._hopeless(snapshot, nodes):
             return None, "its pods fit neither on the other nodes nor with them on a cheaper node"
