@@ -7,7 +7,7 @@ from builders import CATALOG, OD, SPOT, binpack_pool, cell_pool, node, pod, scal
 
 from cloud.catalog import Catalog
 from nodemanager.config.schema import Disruption, Limits, NodeSizeFloor, Pool, Standby
-from nodemanager.model import CapacityPolicy, Gpu, InstanceType, NodeState, PodPhase, Resources, Taint, TaintEffect, Toleration
+from nodemanager.model import CapacityPolicy, Gpu, InstanceType, Node, NodeName, NodeState, PodPhase, Resources, Taint, TaintEffect, Toleration
 from nodemanager.scaler import ClusterSnapshot
 
 
@@ -232,6 +232,23 @@ def test_extended_resources_pick_a_type_that_has_them():
     cat = Catalog([*CATALOG, gpu])
     s = scaler(Pool(name="all", instance_types=["*"]), catalog=cat)
     d = compute(s, [pod("train", extra={"nvidia.com/gpu": 1})])
+    assert [n.instance_type for n in d.start] == ["gpu.xlarge"]
+
+
+def test_the_size_floor_leaves_pods_that_ask_for_gpus_to_the_cheapest_type_with_them() -> None:
+    """A GPU pod is sized by its GPUs: a larger type of the same GPUs only adds CPU it does
+    not use, so the floor does not hold it, however busy the pool."""
+    small = InstanceType("gpu.xlarge", 4, 16384, 0.5, zones=("zone-1a",), gpus=(Gpu(1, "NVIDIA", "T4", 16384),))
+    large = InstanceType("gpu.4xlarge", 16, 65536, 0.9, zones=("zone-1a",), gpus=(Gpu(1, "NVIDIA", "T4", 16384),))
+    cat = Catalog([small, large])
+    pool = Pool(name="gpus", instance_types=["gpu.*"])
+    allocatable = cat["gpu.4xlarge"].allocatable
+    nodes = [
+        Node(NodeName(f"n{i}"), "gpus", "gpu.4xlarge", OD, "zone-1a", allocatable=allocatable, state=NodeState.AVAILABLE, instance_id=f"i-{i}")
+        for i in range(4)
+    ]
+    busy = [pod(f"r{i}", cpu="15", memory="1Gi", node=f"n{i}", phase=PodPhase.RUNNING, extra={"nvidia.com/gpu": 1}) for i in range(4)]
+    d = compute(scaler(pool, catalog=cat), [*busy, pod("train", cpu="1", extra={"nvidia.com/gpu": 1})], nodes)
     assert [n.instance_type for n in d.start] == ["gpu.xlarge"]
 
 

@@ -315,7 +315,8 @@ class NodeSizeFloor(Model):
     """The smallest new node a bin-pack pool boots, as its load grows: at least ``share`` of
     the CPU its pods request on its nodes now, never more than ``max_cpu`` vCPU. A pool of
     many nodes that boots a small node for the few pods that did not fit pays for it twice:
-    the node's own overhead, and the consolidation that later moves its pods again. Unset,
+    the node's own overhead, and the consolidation that later moves its pods again. Pods
+    asking for GPUs (or other extended resources) are sized by those, not held to it. Unset,
     the share is 1/8 in a pool that consolidates underutilized nodes and 0 (no floor) in
     one that does not: without consolidation, a larger node's room would stay unused."""
 

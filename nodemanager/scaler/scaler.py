@@ -909,7 +909,11 @@ class _Run:
         """``offerings`` of at least the pool's node size floor (``pools[].nodeSizeFloor``:
         a share of the CPU its pods request on its nodes now, at most ``maxCPU``), when some
         of those hold each of ``asks``; else all of them (a pool of small types only, or
-        pods larger than any type the floor leaves, are not held back by it)."""
+        pods larger than any type the floor leaves, are not held back by it). Pods that ask
+        for GPUs or other extended resources are sized by those: a larger type of the same
+        GPUs only adds CPU they do not use."""
+        if any(extended(ask) for ask in asks):
+            return offerings
         floor = self._floors.get(view.name)
         if floor is None:
             share = view.pool.size_floor_share
