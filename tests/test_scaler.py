@@ -164,6 +164,15 @@ def test_a_bad_size_floor_names_its_field(block: str, field: str) -> None:
     assert f"pools[0].nodeSizeFloor.{field}" in str(caught.value)
 
 
+def test_the_size_floor_gives_way_to_the_pools_limits() -> None:
+    """The pool's CPU limit leaves room for a two-vCPU node, not a 16-vCPU one: the pod gets
+    the small node rather than waiting for the limit."""
+    pool, nodes, running = _busy_pool()
+    pool = pool.model_copy(update={"limits": Limits(cpu="52")})
+    d = compute(scaler(pool), [*running, pod("new", cpu="1", memory="1Gi")], nodes)
+    assert [n.instance_type for n in d.start] == ["a.large"]
+
+
 def test_the_size_floor_holds_back_no_pod_the_pool_has_no_type_for() -> None:
     """A pool of small types only: the floor asks for types it does not have, and is let go."""
     pool, nodes, running = _busy_pool(types=["a.large"])

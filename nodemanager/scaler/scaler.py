@@ -641,7 +641,9 @@ class _Run:
     def _pack(self, view: PoolView, classes: list[_Class], available: Sequence[Candidate], reasons: dict[int, list[tuple[str, bool]]]) -> None:
         """Boot nodes of ``view`` for ``classes``; pods left over stay in their class."""
         classes = sorted(classes, key=lambda c: (-c.rep.requests.cpu, -c.rep.requests.memory, priority_key(c.rep)))
-        available = self._floored(view, available, [c.rep.requests for c in classes])
+        floored = self._floored(view, available, [c.rep.requests for c in classes])
+        if floored is not available and any(self._budget(view).copies(c.itype) != 0 for c in floored):
+            available = floored  # (a pool whose limits leave room only for smaller nodes gets those)
         # A group is all batch pods or none, so its own requests are what it takes from a new
         # node; a high-priority pod is never limited by the batch estimate.
         # Pods with claims get a node each; more share it when its devices allow (via _fill).
