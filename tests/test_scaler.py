@@ -150,6 +150,9 @@ def test_a_busy_pool_boots_nodes_of_at_least_its_size_floor(floor: NodeSizeFloor
     d = compute(scaler(pool), [*running, pod("new", cpu="1", memory="1Gi")], nodes)
     assert [n.instance_type for n in d.start] == [expected]
     assert d.bindings["default/new"] == d.start[0].name
+    # Logged with the boot where the floor left smaller types out (a.large, the smallest, never is).
+    floor = min(pool.size_floor_share * 45, pool.node_size_floor.max_cpu)
+    assert d.start[0].size_floor == (0.0 if expected == "a.large" else pytest.approx(floor))
 
 
 @pytest.mark.parametrize(("block", "field"), [("{share: 1.5}", "share"), ("{share: -0.1}", "share"), ("{maxCPU: -1}", "maxCPU"), ("{maxCPU: .inf}", "maxCPU")])

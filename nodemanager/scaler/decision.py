@@ -27,6 +27,7 @@ class NodeSpec:
     taints: tuple[Taint, ...] = ()
     pods: tuple[PodKey, ...] = ()  # bound from birth
     standby: bool = False
+    size_floor: float = 0.0  # the pool's node size floor (vCPU) when it was chosen; 0: none
 
 
 @dataclass(frozen=True, slots=True)

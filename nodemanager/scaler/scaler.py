@@ -184,6 +184,7 @@ class _Run:
         self.zone_load: Counter[str] = Counter()  # nodes per zone, live and decided: new nodes go to the emptiest
         self.type_tables = scaler.type_tables  # the packer's figures per candidate list
         self._floors: dict[str, float] = {}  # pool -> its node size floor in vCPU (see _floored)
+        self.floor_applied: set[str] = set()  # pools whose new nodes this run chose above a floor that left types out
 
     def close(self) -> None:
         """Drop what refers back to this run (its bound methods, held by the framework's
@@ -641,9 +642,7 @@ class _Run:
     def _pack(self, view: PoolView, classes: list[_Class], available: Sequence[Candidate], reasons: dict[int, list[tuple[str, bool]]]) -> None:
         """Boot nodes of ``view`` for ``classes``; pods left over stay in their class."""
         classes = sorted(classes, key=lambda c: (-c.rep.requests.cpu, -c.rep.requests.memory, priority_key(c.rep)))
-        floored = self._floored(view, available, [c.rep.requests for c in classes])
-        if floored is not available and any(self._budget(view).copies(c.itype) != 0 for c in floored):
-            available = floored  # (a pool whose limits leave room only for smaller nodes gets those)
+        available = self._floored(view, available, [c.rep.requests for c in classes])
         # A group is all batch pods or none, so its own requests are what it takes from a new
         # node; a high-priority pod is never limited by the batch estimate.
         # Pods with claims get a node each; more share it when its devices allow (via _fill).
@@ -907,20 +906,26 @@ class _Run:
                 for pod in pods:
                     self.failed[pod.key] = f"pod group {group[1]}: fewer than {pod.pod_group_min_member} members can be booted in this loop"
 
-    def _floored(self, view: PoolView, offerings: Sequence[Candidate], asks: Sequence[Resources]) -> Sequence[Candidate]:
-        """``offerings`` of at least the pool's node size floor (``pools[].nodeSizeFloor``:
-        a share of the CPU its pods request on its nodes now, at most ``maxCPU``), when some
-        of those hold each of ``asks``; else all of them (a pool of small types only, or
-        pods larger than any type the floor leaves, are not held back by it). Pods that ask
-        for GPUs or other extended resources are sized by those: a larger type of the same
-        GPUs only adds CPU they do not use."""
-        if any(extended(ask) for ask in asks):
-            return offerings
+    def size_floor(self, view: PoolView) -> float:
+        """The pool's node size floor in vCPU now (0: none), once per computation."""
         floor = self._floors.get(view.name)
         if floor is None:
             share = view.pool.size_floor_share
             load = sum(i.requested.cpu for i in self.infos.values() if i.exists and i.pool == view.name) if share and not view.cell else 0
             floor = self._floors[view.name] = min(share * load / 1000, view.pool.node_size_floor.max_cpu)
+        return floor
+
+    def _floored(self, view: PoolView, offerings: Sequence[Candidate], asks: Sequence[Resources]) -> Sequence[Candidate]:
+        """``offerings`` of at least the pool's node size floor (``pools[].nodeSizeFloor``:
+        a share of the CPU its pods request on its nodes now, at most ``maxCPU``), when some
+        of those hold each of ``asks`` and the pool's limits allow one; else all of them (a
+        pool of small types only, pods larger than any type the floor leaves, or a pool near
+        its limits are not held back by it). Pods that ask
+        for GPUs or other extended resources are sized by those: a larger type of the same
+        GPUs only adds CPU they do not use."""
+        if any(extended(ask) for ask in asks):
+            return offerings
+        floor = self.size_floor(view)
         if floor <= 0:
             return offerings
         whole = math.ceil(floor)
@@ -928,7 +933,13 @@ class _Run:
         large = by_floor.get(whole)
         if large is None:
             large = by_floor[whole] = [c for c in offerings if c.itype.vcpu >= whole]
-        return large if large and all(any(ask.fits(c.allocatable) for c in large) for ask in asks) else offerings
+        if not large or len(large) == len(offerings) or not all(any(ask.fits(c.allocatable) for c in large) for ask in asks):
+            return offerings
+        budget = self._budget(view)  # (no limits: nothing is counted)
+        if not any(budget.copies(c.itype) != 0 for c in large):
+            return offerings  # the pool's limits leave room only for smaller nodes: those, rather than none
+        self.floor_applied.add(view.name)
+        return large
 
     def right_size(self) -> None:
         """Give every new pod-holding node the cheapest type that holds what it ended up with,
@@ -1233,7 +1244,7 @@ class BindingNodeScaler:
             last = (last | failed.keys()) - excluded.keys()
         try:
             stops, unneeded = run.stops()
-            specs = tuple(_spec(n) for n in started)
+            specs = tuple(_spec(n, run.size_floor(n.view) if n.view.name in run.floor_applied else 0.0) for n in started)
             return Decision(
                 start=specs,
                 stop=tuple(stops),
@@ -1285,7 +1296,7 @@ def _by_type(offerings: Sequence[Candidate]) -> dict[tuple[int, CapacityType], l
     return found
 
 
-def _spec(node: _NewNode) -> NodeSpec:
+def _spec(node: _NewNode, size_floor: float) -> NodeSpec:
     c = node.candidate
     return NodeSpec(
         name=NodeName(node.info.name),
@@ -1299,4 +1310,5 @@ def _spec(node: _NewNode) -> NodeSpec:
         taints=node.view.taints,
         pods=tuple(sorted(node.info.pods)),
         standby=node.standby,
+        size_floor=0.0 if node.standby else size_floor,
     )
