@@ -15,7 +15,7 @@ from typing import Any
 
 from nodemanager.errors import InvalidManifest
 from nodemanager.model.labels import HOSTNAME, ZONE
-from nodemanager.model.manifest import as_list, as_mapping
+from nodemanager.model.manifest import as_int, as_list, as_mapping
 from nodemanager.model.selectors import Operator, Requirement
 
 LABEL_OPERATORS = (Operator.IN, Operator.NOT_IN, Operator.EXISTS, Operator.DOES_NOT_EXIST)
@@ -106,13 +106,6 @@ SYSTEM_DEFAULT_SPREAD = (
 # --- parsing -------------------------------------------------------------------------------
 
 
-def _int(value: Any, path: str, low: int, high: int | None = None) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < low or (high is not None and value > high):
-        bound = f"{low}-{high}" if high is not None else f"at least {low}"
-        raise InvalidManifest(path, f"expected an integer {bound}, got {value!r}")
-    return value
-
-
 def parse_label_selector(
     value: Any, path: str, labels: Mapping[str, str] | None = None, match: Sequence[str] = (), mismatch: Sequence[str] = ()
 ) -> LabelSelector | None:
@@ -170,11 +163,11 @@ def parse_spread(value: Any, path: str, labels: Mapping[str, str]) -> tuple[Spre
         selector = parse_label_selector(c.get("labelSelector"), f"{cpath}.labelSelector", labels, _keys(c.get("matchLabelKeys"), f"{cpath}.matchLabelKeys"))
         out.append(
             SpreadConstraint(
-                max_skew=_int(c.get("maxSkew"), f"{cpath}.maxSkew", 1),
+                max_skew=as_int(c.get("maxSkew"), f"{cpath}.maxSkew", 1),
                 topology_key=str(c["topologyKey"]),
                 when_unsatisfiable=when,
                 selector=selector,
-                min_domains=1 if min_domains is None else _int(min_domains, f"{cpath}.minDomains", 1),
+                min_domains=1 if min_domains is None else as_int(min_domains, f"{cpath}.minDomains", 1),
                 node_affinity_policy=policies[0],
                 node_taints_policy=policies[1],
             )
@@ -203,7 +196,7 @@ def _terms(doc: Mapping[str, Any], path: str, namespace: str, labels: Mapping[st
     for i, entry in enumerate(as_list(doc.get("preferredDuringSchedulingIgnoredDuringExecution"), ppath)):
         w = as_mapping(entry, f"{ppath}[{i}]")
         term = _term(w.get("podAffinityTerm"), f"{ppath}[{i}].podAffinityTerm", namespace, labels)
-        preferred.append(WeightedTerm(_int(w.get("weight"), f"{ppath}[{i}].weight", 1, 100), term))
+        preferred.append(WeightedTerm(as_int(w.get("weight"), f"{ppath}[{i}].weight", 1, 100), term))
     return required, tuple(preferred)
 
 

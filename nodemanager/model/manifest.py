@@ -31,3 +31,11 @@ def as_list(value: Any, path: str) -> Sequence[Any]:
     if not isinstance(value, list | tuple):
         raise InvalidManifest(path, f"expected a list, got {type(value).__name__}")
     return value
+
+
+def as_int(value: Any, path: str, low: int, high: int | None = None) -> int:
+    """An integer of at least ``low`` (and at most ``high``): a bool or a float is not one."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < low or (high is not None and value > high):
+        bound = f"{low}-{high}" if high is not None else f"at least {low}"
+        raise InvalidManifest(path, f"expected an integer {bound}, got {value!r}")
+    return value

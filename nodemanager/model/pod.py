@@ -15,8 +15,8 @@ from typing import Any, NewType
 
 from nodemanager.errors import InvalidManifest
 from nodemanager.model.interpod import NO_AFFINITY, PodAffinity, SpreadConstraint, parse_pod_affinity, parse_spread
+from nodemanager.model.manifest import as_int, as_mapping
 from nodemanager.model.manifest import as_list as _list
-from nodemanager.model.manifest import as_mapping
 from nodemanager.model.ports import ANY_IP, HostPort
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, ZERO, Resources, asks_for_batch
 from nodemanager.model.selectors import Operator, Requirement, SelectorTerm, TaintEffect, Toleration, terms_match
@@ -254,9 +254,7 @@ def _node_affinity(spec: Mapping[str, Any], path: str) -> tuple[tuple[SelectorTe
     preferred = []
     for i, entry in enumerate(_list(node_aff.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_path)):
         e = as_mapping(entry, f"{pref_path}[{i}]")
-        weight = e.get("weight")
-        if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:
-            raise InvalidManifest(f"{pref_path}[{i}].weight", f"expected an integer 1-100, got {weight!r}")
+        weight = as_int(e.get("weight"), f"{pref_path}[{i}].weight", 1, 100)
         preferred.append((weight, _selector_term(e.get("preference"), f"{pref_path}[{i}].preference")))
     return selector_terms(required.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms"), tuple(preferred)
 
