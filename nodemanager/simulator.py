@@ -5,7 +5,8 @@ The same controller, scaler, simulated cloud and cluster as the service, driven 
 The report (``--json``; its fields are a documented contract):
 
     ended        settled | until | stalled   why the run stopped
-    pods         {total, bound, unschedulable, running, unfinished [{pod, reason}], pending_seconds {p50, p95, max}}
+    pods         {total, bound, unschedulable, running, unfinished [{pod, reason}], pending_seconds {p50, p95, max},
+                  evicted {count, pods, max_per_pod, work_redone_hours, pending_seconds {p50, p95, max}}}
     nodes        {booted, terminated, peak, by_instance_type}
     cost         {usd, lower_bound_usd}   usd: each instance billed as EC2 bills it (from running, a minute at least)
     utilization  {cpu, memory}       requested / allocatable of Ready nodes, time-weighted
