@@ -920,9 +920,9 @@ class _Run:
         a share of the CPU its pods request on its nodes now, at most ``maxCPU``), when some
         of those hold each of ``asks`` and the pool's limits allow one; else all of them (a
         pool of small types only, pods larger than any type the floor leaves, or a pool near
-        its limits are not held back by it). Pods that ask
-        for GPUs or other extended resources are sized by those: a larger type of the same
-        GPUs only adds CPU they do not use."""
+        its limits are not held back by it). Pods that ask for GPUs or other extended
+        resources are sized by those: a larger type of the same GPUs only adds CPU they do
+        not use."""
         if any(extended(ask) for ask in asks):
             return offerings
         floor = self.size_floor(view)
