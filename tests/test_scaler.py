@@ -8,7 +8,11 @@ from builders import CATALOG, OD, SPOT, binpack_pool, cell_pool, node, pod, scal
 from cloud.catalog import Catalog
 from nodemanager.config.schema import Disruption, Limits, NodeSizeFloor, Pool, Standby
 from nodemanager.model import CapacityPolicy, Gpu, InstanceType, Node, NodeName, NodeState, PodPhase, Resources, Taint, TaintEffect, Toleration
+from nodemanager.model.instance_type import DEFAULT_VOLUME_BYTES
 from nodemanager.scaler import ClusterSnapshot
+from nodemanager.scaler.decision import SizeFloor
+from nodemanager.scaler.pools import pool_views
+from nodemanager.scaler.scaler import suited
 
 
 def compute(s, pods=(), nodes=(), now=100.0, **kw):
@@ -136,7 +140,7 @@ def _busy_pool(floor: NodeSizeFloor | None = None, types: list[str] | None = Non
 @pytest.mark.parametrize(
     ("floor", "expected"),
     [
-        (None, "m.4xlarge"),  # the default: an eighth of 45 vCPU, 5.6 (under maxCPU 8): the 16-vCPU type here
+        (None, "m.4xlarge"),  # the default: a quarter of 45 vCPU, 11.25 (under maxCPU 16): the 16-vCPU type here
         (NodeSizeFloor(share=0.0), "a.large"),  # no floor: the cheapest that holds it
         (NodeSizeFloor(max_cpu=4), "m.xlarge"),  # the floor never asks more than maxCPU
         (NodeSizeFloor(share=0.01), "a.large"),  # 0.45 vCPU: any type
@@ -151,8 +155,54 @@ def test_a_busy_pool_boots_nodes_of_at_least_its_size_floor(floor: NodeSizeFloor
     assert [n.instance_type for n in d.start] == [expected]
     assert d.bindings["default/new"] == d.start[0].name
     # Logged with the boot where the floor left smaller types out (a.large, the smallest, never is).
-    floor = min(pool.size_floor_share * 45, pool.node_size_floor.max_cpu)
-    assert d.start[0].size_floor == (0.0 if expected == "a.large" else pytest.approx(floor))
+    floor = d.start[0].size_floor
+    assert floor is None if expected == "a.large" else floor.cpu == pytest.approx(min(pool.size_floor_share * 45, pool.node_size_floor.max_cpu))
+
+
+# Three 16-vCPU types whose memory per vCPU is 2, 4 and 8 GiB, at AWS's c5, m5 and r5 prices.
+MIXED = Catalog(
+    [
+        InstanceType("c.4xlarge", 16, 32768, 0.68, zones=("zone-1a",)),
+        InstanceType("m.4xlarge", 16, 65536, 0.768, zones=("zone-1a",)),
+        InstanceType("r.4xlarge", 16, 131072, 1.008, zones=("zone-1a",)),
+        InstanceType("a.large", 2, 8192, 0.10, zones=("zone-1a",)),
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("gib_per_cpu", "expected"),
+    [
+        (0.1, "c.4xlarge"),  # CPU-bound pods: the cheapest 16 vCPU
+        (2.7, "m.4xlarge"),  # filled with such pods, c.4xlarge runs out of memory at 10 of its 16 vCPU
+        (4.5, "m.4xlarge"),  # m.4xlarge runs out of memory first too, but holds them for less than r.4xlarge
+        (7.5, "r.4xlarge"),
+    ],
+)
+def test_the_size_floor_chooses_types_suited_to_the_pools_pods(gib_per_cpu: float, expected: str) -> None:
+    """The room a floor adds is filled by pods like those the pool runs: its node is of a
+    type that holds their mix of CPU and memory for little more than the best type does,
+    not the cheapest type for the one small pod at hand (1 CPU, 2 GiB fit all three)."""
+    pool = Pool(name="general", instance_types=["*"])
+    allocatable = MIXED["r.4xlarge"].allocatable
+    nodes = [
+        Node(NodeName(f"n{i}"), "general", "r.4xlarge", OD, "zone-1a", allocatable=allocatable, state=NodeState.AVAILABLE, instance_id=f"i-{i}")
+        for i in range(3)
+    ]
+    running = [pod(f"r{i}", cpu="15", memory=f"{int(15 * gib_per_cpu * 1024)}Mi", node=f"n{i}", phase=PodPhase.RUNNING) for i in range(3)]
+    d = compute(scaler(pool, catalog=MIXED), [*running, pod("new", cpu="1", memory="2Gi")], nodes)
+    assert [n.instance_type for n in d.start] == [expected]
+    assert d.start[0].size_floor == SizeFloor(11.25, gib_per_cpu)
+    if expected == "m.4xlarge":
+        assert str(d.start[0].size_floor) == f"11.2 vCPU, of types suited to its pods' {gib_per_cpu} GiB per CPU"
+
+
+def test_suited_types_are_those_within_the_slack_of_the_best_for_the_mix() -> None:
+    offerings = [c for v in pool_views([Pool(name="p", instance_types=["*"])], MIXED, DEFAULT_VOLUME_BYTES) for c in v.candidates]
+    big = [c for c in offerings if c.itype.vcpu == 16]
+    assert {c.itype.name for c in suited(big, 0.0)} == {"c.4xlarge", "m.4xlarge", "r.4xlarge"}  # no mix: no opinion
+    assert {c.itype.name for c in suited(big, 4.5)} == {"m.4xlarge", "r.4xlarge"}
+    assert suited([], 2.0) == []
 
 
 @pytest.mark.parametrize(("block", "field"), [("{share: 1.5}", "share"), ("{share: -0.1}", "share"), ("{maxCPU: -1}", "maxCPU"), ("{maxCPU: .inf}", "maxCPU")])

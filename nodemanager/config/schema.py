@@ -308,20 +308,21 @@ class Disruption(Model):
     budgets: list[DisruptionBudget] = Field(default_factory=lambda: [DisruptionBudget()], max_length=50)
 
 
-DEFAULT_FLOOR_SHARE = 0.125  # of the CPU a consolidating pool's pods request (see NodeSizeFloor)
+DEFAULT_FLOOR_SHARE = 0.25  # of the CPU a consolidating pool's pods request (see NodeSizeFloor)
 
 
 class NodeSizeFloor(Model):
     """The smallest new node a bin-pack pool boots, as its load grows: at least ``share`` of
-    the CPU its pods request on its nodes now, never more than ``max_cpu`` vCPU. A pool of
-    many nodes that boots a small node for the few pods that did not fit pays for it twice:
-    the node's own overhead, and the consolidation that later moves its pods again. Pods
-    asking for GPUs (or other extended resources) are sized by those, not held to it. Unset,
-    the share is 1/8 in a pool that consolidates underutilized nodes and 0 (no floor) in
-    one that does not: without consolidation, a larger node's room would stay unused."""
+    the CPU its pods request on its nodes now, never more than ``max_cpu`` vCPU, with the
+    memory those pods ask for per CPU. A pool of many nodes that boots a small node for the
+    few pods that did not fit pays for it twice: the node's own overhead, and the
+    consolidation that later moves its pods again. Pods asking for GPUs (or other extended
+    resources) are sized by those, not held to it. Unset, the share is 1/4 in a pool that
+    consolidates underutilized nodes and 0 (no floor) in one that does not: without
+    consolidation, a larger node's room would stay unused."""
 
     share: float | None = Field(default=None, ge=0.0, le=1.0)  # 0: no floor
-    max_cpu: float = Field(default=8.0, ge=0.0, le=1024.0, alias="maxCPU")  # vCPU
+    max_cpu: float = Field(default=16.0, ge=0.0, le=1024.0, alias="maxCPU")  # vCPU
 
 
 class Packing(StrEnum):

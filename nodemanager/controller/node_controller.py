@@ -386,7 +386,7 @@ class NodeController:
             spec.zone,
             spec.pool,
             f"{len(spec.pods)} pod(s): {', '.join(spec.pods[:5])}{'...' if len(spec.pods) > 5 else ''}" if spec.pods else "standby",
-            f"; the pool's size floor is {spec.size_floor:.1f} vCPU (pools[].nodeSizeFloor)" if spec.size_floor > 0 else "",
+            f"; the pool's size floor is {spec.size_floor} (pools[].nodeSizeFloor)" if spec.size_floor else "",
         )
         what = f"{spec.instance_type} {spec.capacity_type} in {spec.zone}"
         self.event("Node", spec.name, "Booting", f"{what} for pool {spec.pool}" + (" (standby)" if spec.standby else ""))

@@ -13,6 +13,19 @@ _EMPTY: Mapping = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
+class SizeFloor:
+    """The smallest new node a pool boots now (``pools[].nodeSizeFloor``): this many vCPU, of
+    types that hold pods asking ``gib_per_cpu`` (the pool's mix) for little more than the
+    type that holds them for least."""
+
+    cpu: float  # vCPU
+    gib_per_cpu: float  # memory its pods ask for per CPU (0: none asked)
+
+    def __str__(self) -> str:
+        return f"{self.cpu:.1f} vCPU" + (f", of types suited to its pods' {self.gib_per_cpu:g} GiB per CPU" if self.gib_per_cpu else "")
+
+
+@dataclass(frozen=True, slots=True)
 class NodeSpec:
     """A node to boot. Its name is also its idempotency token."""
 
@@ -27,7 +40,7 @@ class NodeSpec:
     taints: tuple[Taint, ...] = ()
     pods: tuple[PodKey, ...] = ()  # bound from birth
     standby: bool = False
-    size_floor: float = 0.0  # the pool's node size floor (vCPU) when it was chosen; 0: none
+    size_floor: SizeFloor | None = None  # the pool's node size floor when it left smaller types out of this choice
 
 
 @dataclass(frozen=True, slots=True)
