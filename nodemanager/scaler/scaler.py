@@ -1312,7 +1312,8 @@ def suited(offerings: Sequence[Candidate], gib_per_cpu: float) -> list[Candidate
     ``MIX_SLACK`` times the on-demand price per CPU of them of the type that holds them for
     least (0: all). Filled with such pods, a type with less memory per CPU runs out of
     memory and leaves CPU unused: c5.4xlarge, booted for the 1:2 pods at hand and then
-    filled with the pool's 1:2.7 mix, ran at 60% of its CPU, where m5.4xlarge runs at 87%."""
+    filled with the pool's 1:2.7 mix, left 40% of a day's fleet's CPU unused (see the README's
+    "Disruption"), where m5.4xlarge ran at 86% of its CPU."""
     if not gib_per_cpu or not offerings:
         return list(offerings)
     per_milli = gib_per_cpu * GIB / 1000  # bytes asked per millicore
