@@ -197,6 +197,22 @@ def test_the_size_floor_chooses_types_suited_to_the_pools_pods(gib_per_cpu: floa
         assert str(d.start[0].size_floor) == f"11.2 vCPU, of types suited to its pods' {gib_per_cpu} GiB per CPU"
 
 
+def test_the_size_floor_keeps_its_vcpu_where_the_pools_limits_leave_no_room_for_the_suited_types() -> None:
+    """Memory-hungry pods suit r.4xlarge, but the pool's memory limit leaves room for 64 GiB
+    more: the floor's vCPU still holds (c.4xlarge, the cheapest 16-vCPU type that holds the pod),
+    rather than no floor at all (a.large)."""
+    pool = Pool(name="general", instance_types=["*"], limits=Limits(memory="450Gi"))
+    allocatable = MIXED["r.4xlarge"].allocatable
+    nodes = [
+        Node(NodeName(f"n{i}"), "general", "r.4xlarge", OD, "zone-1a", allocatable=allocatable, state=NodeState.AVAILABLE, instance_id=f"i-{i}")
+        for i in range(3)
+    ]
+    running = [pod(f"r{i}", cpu="15", memory=f"{15 * 7.5:g}Gi", node=f"n{i}", phase=PodPhase.RUNNING) for i in range(3)]
+    d = compute(scaler(pool, catalog=MIXED), [*running, pod("new", cpu="1", memory="2Gi")], nodes)
+    assert [n.instance_type for n in d.start] == ["c.4xlarge"]
+    assert d.start[0].size_floor == SizeFloor(11.25, 7.5)
+
+
 def test_suited_types_are_those_within_the_slack_of_the_best_for_the_mix() -> None:
     offerings = [c for v in pool_views([Pool(name="p", instance_types=["*"])], MIXED, DEFAULT_VOLUME_BYTES) for c in v.candidates]
     big = [c for c in offerings if c.itype.vcpu == 16]

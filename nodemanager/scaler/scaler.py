@@ -950,7 +950,7 @@ class _Run:
             if any(budget.copies(c.itype) != 0 for c in large):
                 self.floor_applied.add(view.name)
                 return large
-        return offerings  # (the pool's limits leave room only for smaller nodes: those, rather than none)
+        return offerings  # no floor's types hold these pods, or the pool's limits leave room only for smaller nodes: those, rather than none
 
     def right_size(self) -> None:
         """Give every new pod-holding node the cheapest type that holds what it ended up with,
@@ -1311,9 +1311,9 @@ def suited(offerings: Sequence[Candidate], gib_per_cpu: float) -> list[Candidate
     """The offerings whose type holds pods asking ``gib_per_cpu`` (a pool's mix) for at most
     ``MIX_SLACK`` times the on-demand price per CPU of them of the type that holds them for
     least (0: all). Filled with such pods, a type with less memory per CPU runs out of
-    memory and leaves CPU unused: c5.4xlarge, booted for the 1:2 pods at hand and then
-    filled with the pool's 1:2.7 mix, left 40% of a day's fleet's CPU unused (see the README's
-    "Disruption"), where m5.4xlarge ran at 86% of its CPU."""
+    memory and leaves CPU unused: booted for the 1:2 pods at hand and then filled with the
+    pool's 1:2.7 mix, c5.4xlarge nodes left 40% of the fleet's CPU unused over the README's
+    100,000-arrival day, where m5.4xlarge nodes leave 22% ("Disruption" in the README)."""
     if not gib_per_cpu or not offerings:
         return list(offerings)
     per_milli = gib_per_cpu * GIB / 1000  # bytes asked per millicore
