@@ -186,7 +186,9 @@ class _Run:
         self.zone_load: Counter[str] = Counter()  # nodes per zone, live and decided: new nodes go to the emptiest
         self.type_tables = scaler.type_tables  # the packer's figures per candidate list
         self._floors: dict[str, SizeFloor | None] = {}  # pool -> its node size floor (see _floored)
-        self.floor_applied: set[str] = set()  # pools whose new nodes this run chose above a floor that left types out
+        self.floor_applied: dict[
+            str, SizeFloor
+        ] = {}  # pool -> the floor that left types out of its new nodes' choice in this run (its vCPU alone, where the suited types were let go)
 
     def close(self) -> None:
         """Drop what refers back to this run (its bound methods, held by the framework's
@@ -948,7 +950,7 @@ class _Run:
                 continue
             budget = self._budget(view)  # (no limits: nothing is counted)
             if any(budget.copies(c.itype) != 0 for c in large):
-                self.floor_applied.add(view.name)
+                self.floor_applied[view.name] = floor if gib_per_cpu else dataclasses.replace(floor, gib_per_cpu=0.0)
                 return large
         return offerings  # no floor's types hold these pods, or the pool's limits leave room only for smaller nodes: those, rather than none
 
@@ -1255,7 +1257,7 @@ class BindingNodeScaler:
             last = (last | failed.keys()) - excluded.keys()
         try:
             stops, unneeded = run.stops()
-            specs = tuple(_spec(n, run.size_floor(n.view) if n.view.name in run.floor_applied else None) for n in started)
+            specs = tuple(_spec(n, run.floor_applied.get(n.view.name)) for n in started)
             return Decision(
                 start=specs,
                 stop=tuple(stops),
