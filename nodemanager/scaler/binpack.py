@@ -99,6 +99,11 @@ class Budget:
     cpu: int | None = None
     memory: int | None = None
 
+    def left(self) -> tuple[int | None, int | None, int | None]:
+        """Nodes, milli-cpu and memory left, as a key (``dataclasses.astuple`` copies deeply:
+        a tenth of a consolidation what-if's packing)."""
+        return (self.nodes, self.cpu, self.memory)
+
     def copies(self, itype: InstanceType) -> int | None:
         """How many more nodes of ``itype`` fit the limits (None: no limit)."""
         cpu, memory = capacity_of(itype)
@@ -327,13 +332,13 @@ def pack(
     answered from them."""
     if tables is None:
         return _pack_within(requests, counts, candidates, budget, per_node=per_node, tables=TypeTables())
-    key = (tuple(requests), tuple(counts), id(candidates), dataclasses.astuple(budget), per_node)  # the entry holds the candidates
+    key = (tuple(requests), tuple(counts), id(candidates), budget.left(), per_node)  # the entry holds the candidates
     found = tables.packs.get(key)
     if found is None or found[0] is not candidates:
         if len(tables.packs) >= PACKS_KEPT:
             tables.packs.clear()
         packed = _pack_within(requests, counts, candidates, budget, per_node=per_node, tables=tables)
-        found = tables.packs[key] = (candidates, packed, dataclasses.astuple(budget))
+        found = tables.packs[key] = (candidates, packed, budget.left())
     else:
         budget.nodes, budget.cpu, budget.memory = found[2]
     fills, remaining, why = found[1]
