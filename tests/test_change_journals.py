@@ -200,4 +200,4 @@ def test_the_nodes_to_label_again_are_those_a_pass_over_every_record_finds(steps
                 and (registered := c.cache.node(n)) is not None
                 and not registered.labels.keys() >= record.labels.keys()
             }
-            assert c._unlabelled_now() == expected
+            assert c.lifecycle.unlabelled_now() == expected

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from nodemanager.config.schema import ConsolidationPolicy, DisruptionReason, Packing, Pool
 from nodemanager.controller.budgets import allowed
+from nodemanager.controller.labels import LABELS
 from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod, PodKey
 from nodemanager.model.journal import Mark, changed_since
 from nodemanager.model.pod import DO_NOT_DISRUPT_ANNOTATION
@@ -40,10 +41,6 @@ VALIDATION_DELAY = 15.0  # a proposal waits this long, then must still hold (Kar
 SINGLE_NODE_TRIES = 10  # single candidates evaluated per pass: each is one computation
 ACTIONS_KEPT = 100  # recent actions in /status
 SETTLED = (NodeState.AVAILABLE, NodeState.CLAIMED)
-# The termination label (metrics, drains) of each voluntary disruption: a drain of these may
-# wait for PodDisruptionBudgets however long they hold.
-LABELS = {DisruptionReason.UNDERUTILIZED: "consolidation", DisruptionReason.DRIFTED: "drifted", DisruptionReason.EXPIRED: "expired"}
-VOLUNTARY = frozenset(LABELS.values())
 
 
 @dataclass

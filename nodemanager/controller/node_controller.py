@@ -1,17 +1,20 @@
-"""``NodeController``: the imperative shell around the scaler.
+"""``NodeController``: the imperative shell around the scaler, and the state every loop
+shares (the node records, the cache, the lock, the clock, the cloud and the cluster).
 
 Every loop gathers, decides, then acts, and reads time only from the injected clock. The
 state is shared under one lock, never held across a call to the cloud or the cluster: calls
-asked for under it are made once it is released (``controller/lock.py``).
+asked for under it are made once it is released (``controller/lock.py``). Provisioning is
+this class's own loop; each other concern is a controller of its own over the same state,
+none importing another (Karpenter's shape):
 
-* pool (7 s): sync the cache from cluster events, compute a Decision from one snapshot,
-  apply it (records for new nodes and their boots, stops, bindings), then dispatch pods
-  whose nodes are ready;
-* heartbeat (10 s): a Ready node not heard from for the healthy timeout, or a node not
-  Ready by the boot timeout, is marked for termination;
-* reaper (10 s): marked nodes are terminated and their pods placed again;
-* orphan GC (60 s): an instance with our tag that no record knows is terminated when it
-  was unknown on the previous pass too.
+* pool (7 s, here): sync the cache from cluster events, compute a Decision from one
+  snapshot, apply it (records for new nodes and their boots, stops, bindings), then
+  dispatch pods whose nodes are ready;
+* heartbeat (10 s, ``lifecycle.py``): unhealthy and never-Ready nodes marked for termination;
+* reaper (10 s, ``reaper.py``): marked nodes drained, terminated and their pods placed again;
+* orphan GC (60 s, ``garbage_collection.py``): instances with our tag that no record knows;
+* prices (12 h, ``prices.py``), colocation (``colocation.py``), disruption
+  (``disruption.py``), interruption (``interruption.py``).
 
 The truth lives outside: ``recover()`` rebuilds the records from the cloud's tags and the
 cluster, and a boot's idempotency token derives from its node's name, so a retried boot
@@ -29,7 +32,7 @@ from dataclasses import replace
 
 from cloud.base import BootRequest, CloudClient, Instance
 from cloud.catalog import Catalog
-from cloud.errors import CloudError, InsufficientCapacity, OfferingError, QuotaExceeded, Throttled, ZoneUnavailable
+from cloud.errors import InsufficientCapacity, OfferingError, QuotaExceeded, Throttled, ZoneUnavailable
 from nodemanager.cache import CacheSnapshot, ClusterEventsHandler
 from nodemanager.clock import Clock
 from nodemanager.cluster.base import BindError, ClusterEvent, ClusterSource
@@ -40,8 +43,11 @@ from nodemanager.controller.dispenser import NodeDispenser
 from nodemanager.controller.disruption import DisruptionController
 from nodemanager.controller.executor import InlineExecutor
 from nodemanager.controller.fleet_tally import FleetTally
+from nodemanager.controller.garbage_collection import OrphanCollector
 from nodemanager.controller.interruption import InterruptionController
+from nodemanager.controller.lifecycle import NodeLifecycle
 from nodemanager.controller.lock import ControllerLock
+from nodemanager.controller.prices import PriceRefresher
 from nodemanager.controller.reaper import Reaper
 from nodemanager.controller.records import NodeRecords
 from nodemanager.controller.status_doc import status_document
@@ -73,8 +79,6 @@ EPHEMERAL_TAINT_KEYS = frozenset(
 )
 TERMINATED_KEPT_FOR = 60.0  # seconds a Terminated record stays visible in /status
 TERMINATED_KEPT_MAX = 100  # ... and at most this many of them (the newest)
-_SETTLED = frozenset({NodeState.AVAILABLE, NodeState.CLAIMED})  # Ready: its heartbeats and labels are watched
-_BOOTING = frozenset({NodeState.CREATING, NodeState.CREATED})
 STATUS_WAIT = 0.05  # seconds /status waits for the controller before answering with its last document
 
 
@@ -112,8 +116,6 @@ class NodeController:
         self._gauges_shown: dict[tuple[str, NodeState], int] = {}  # the node counts the gauges show
         self._gauges_version = -1  # the fleet tally's version they show
         self._startup: dict[str, tuple[Taint, ...]] = {}  # pool -> its startup taints (the config is fixed)
-        self._unlabelled: set[str] = set()  # settled nodes whose Node lacks some of their pool's labels (see _unlabelled_now)
-        self._label_marks: tuple[Mark, ...] | None = None
         self._last_status: tuple[float, dict[str, object]] | None = None  # (when, document): answered while the lock is held too long
         self.nodes = NodeRecords()
         self.fleet = FleetTally(self.nodes)
@@ -125,7 +127,6 @@ class NodeController:
         self.drain_blocked: set[str] = set()  # voluntary drains waiting past drainTimeout on PodDisruptionBudgets
         self.unneeded_since: dict[NodeName, float] = {}
         self.devices: DeviceContext | None = None  # as last read, while pods with claims wait
-        self.orphan_suspects: set[str] = set()
         self._bind_waits: dict[PodKey, str] = {}  # pod -> why its bind waits (said once)
         self.timers = {name: LoopTimer(observe=self.metrics.loop_duration.labels(name).observe) for name in LOOPS}
         self.last_decision: Decision | None = None
@@ -144,6 +145,9 @@ class NodeController:
         self._pools = {p.name: p for p in config.pools}
         self.on_decision: Callable[[Decision, float], None] | None = None
         self.colocation = ColocationReconciler(self)
+        self.lifecycle = NodeLifecycle(self)
+        self.gc = OrphanCollector(self)
+        self.prices = PriceRefresher(self)
         self.reaper = Reaper(self)
         self.disruption = DisruptionController(self)
         self.interruption = InterruptionController(self, getattr(cloud, "interruptions", None))  # the cloud's queue, if it has one
@@ -571,39 +575,10 @@ class NodeController:
                     if claim in allocations and allocations[claim][0] == name:
                         self.lock.after_release(self.cluster.allocate_claim, claim, name, allocations[claim][1])
 
-    # -- heartbeat, reaper, orphan GC ---------------------------------------------------------
+    # -- the other loops: each concern's controller, over these records, under this lock ----
     def heartbeat_loop(self) -> None:
         with self.timers["heartbeat"].timing(self.clock), self.lock:
-            now = self.clock.now()
-            healthy, boot = self.config.nodes.healthy_timeout, self.config.nodes.boot_timeout
-            marks: list[tuple[str, str, str]] = []  # (node, reason, label): acted on by name, as the few there are
-            heartbeat_of, seen_until = self.cache.heartbeats.get, min(now, self.synced_at)  # (every node, every 10 s)
-            for name, node in self.nodes.items():
-                if node.state in _SETTLED:
-                    beat = heartbeat_of(name)
-                    if beat is None:
-                        marks.append((name, "node left the cluster", "unhealthy"))
-                    elif (silent := seen_until - beat) > healthy:
-                        marks.append((name, f"no heartbeat for {silent:.0f}s (healthy timeout {healthy:g}s)", "unhealthy"))
-                elif node.state in _BOOTING and now - node.created_at > boot:
-                    marks.append((name, f"not Ready {now - node.created_at:.0f}s after boot (boot timeout {boot:g}s)", "boot_timeout"))
-            for name in sorted(self._unlabelled_now()):  # again: labelling failed at registration
-                self.lock.after_release(self.cluster.label_node, name, self.nodes[name].labels)
-            for name, reason, label in sorted(marks):
-                self.mark_for_termination(name, reason, label)
-
-    def _unlabelled_now(self) -> set[str]:
-        """The settled, registered nodes whose Node lacks some of their pool's labels, looked
-        at again only where a record or a Node changed (a heartbeat changes no label)."""
-        changed, self._label_marks = changed_since((self.nodes.changes, self.cache.node_changes), self._label_marks)
-        unlabelled = self._unlabelled
-        for name in self.nodes.keys() | unlabelled if changed is None else changed:
-            node, registered = self.nodes.get(name), self.cache.node(name)
-            if node is not None and node.labels and node.state in _SETTLED and registered is not None and not registered.labels.keys() >= node.labels.keys():
-                unlabelled.add(name)
-            else:
-                unlabelled.discard(name)
-        return unlabelled
+            self.lifecycle.run(self.clock.now())
 
     def reaper_loop(self) -> None:
         with self.timers["reaper"].timing(self.clock):
@@ -623,58 +598,18 @@ class NodeController:
                 self.marked[name] = ("terminating", "terminating")  # confirm on the next reap
 
     def orphan_gc_loop(self) -> None:
-        """Terminate instances tagged as ours that no record knows, on the second pass that
-        finds them; and resolve the boot image again for the types running (drift compares
-        nodes with it). The cloud is called outside the controller's lock."""
         with self.timers["orphan_gc"].timing(self.clock):
-            try:
-                instances = self.cloud.list_instances()
-            except CloudError as exc:
-                log.warning("orphan GC skipped: %s", exc)
-                return
-            self._refresh_images(instances)
-            with self.lock:
-                known = {n.instance_id for n in self.nodes.values() if n.instance_id and n.state is not NodeState.TERMINATED}
-                unknown = {i.instance_id for i in instances if i.alive and i.instance_id not in known}
-                # Two strikes: an instance launched between the listing and our records is not
-                # an orphan; one unknown on two passes in a row is.
-                doomed = sorted(unknown & self.orphan_suspects)
-                self.orphan_suspects = unknown - set(doomed)
-            if doomed:
-                log.warning("terminating %d orphaned instance(s): %s", len(doomed), ", ".join(doomed))
-                try:
-                    self.cloud.terminate(doomed)
-                    self.metrics.terminations.labels("orphan").inc(len(doomed))
-                except CloudError as exc:
-                    log.warning("orphan termination failed, will retry: %s", exc)
-                    with self.lock:
-                        self.orphan_suspects |= set(doomed)
-
-    def _refresh_images(self, instances: list[Instance]) -> None:
-        refresh = getattr(self.cloud, "refresh_images", None)  # a cloud that resolves images by query
-        if refresh is None:
-            return
-        try:
-            refresh({i.instance_type for i in instances if i.alive})
-        except CloudError as exc:
-            log.warning("boot image not resolved again (drift waits for it): %s", exc)
+            self.gc.run()
 
     def prices_loop(self) -> None:
-        """Fresher prices from the cloud, where it has them; the last good ones otherwise."""
         with self.timers["prices"].timing(self.clock):
-            try:
-                update = self.cloud.fetch_prices()  # network: outside the lock
-            except CloudError as exc:
-                log.warning("price refresh failed; keeping prices from %s: %s", self.catalog.source, exc)
-                return
-            if update is None or not (update.on_demand or update.spot):
-                return
-            stamp = self.clock.now()
-            with self.lock:
-                self.catalog = self.catalog.with_prices(update.on_demand, update.spot, f"{self.catalog.region} prices refreshed at {stamp:.0f}")
-                self.scaler = BindingNodeScaler(ScalerSettings.from_config(self.config), self.catalog)
-                self._last_inputs = None  # decide again with the new prices
-            log.info("prices refreshed: %d on-demand, %d spot (per zone)", len(update.on_demand), len(update.spot))
+            self.prices.run()
+
+    def reprice(self, catalog: Catalog) -> None:
+        """Plan with ``catalog`` from now on (fresher prices), deciding again at once."""
+        self.catalog = catalog
+        self.scaler = BindingNodeScaler(ScalerSettings.from_config(self.config), catalog)
+        self._last_inputs = None
 
     def disruption_loop(self) -> None:
         with self.timers["disruption"].timing(self.clock), self.lock:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from cloud.base import InstanceState
 from cloud.errors import CloudError, NotFound, Throttled
-from nodemanager.controller.disruption import VOLUNTARY
+from nodemanager.controller.labels import VOLUNTARY
 from nodemanager.model import InstanceId, NodeState
 
 if TYPE_CHECKING:

@@ -1,0 +1,35 @@
+"""The price controller (``loops.prices``, 12 h, as Karpenter's): fresher prices from the
+cloud, where it has them (the AWS Pricing API and spot price history); the last good ones
+otherwise. The cloud is called outside the controller's lock; the new catalog is handed to
+provisioning under it, which decides again with it."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from cloud.errors import CloudError
+
+if TYPE_CHECKING:
+    from nodemanager.controller.node_controller import NodeController
+
+log = logging.getLogger("nodemanager.controller")
+
+
+class PriceRefresher:
+    def __init__(self, controller: NodeController) -> None:
+        self.c = controller
+
+    def run(self) -> None:
+        c = self.c
+        try:
+            update = c.cloud.fetch_prices()  # network: outside the lock
+        except CloudError as exc:
+            log.warning("price refresh failed; keeping prices from %s: %s", c.catalog.source, exc)
+            return
+        if update is None or not (update.on_demand or update.spot):
+            return
+        stamp = c.clock.now()
+        with c.lock:
+            c.reprice(c.catalog.with_prices(update.on_demand, update.spot, f"{c.catalog.region} prices refreshed at {stamp:.0f}"))
+        log.info("prices refreshed: %d on-demand, %d spot (per zone)", len(update.on_demand), len(update.spot))
