@@ -292,7 +292,7 @@ def test_the_node_gauges_follow_the_records_when_status_asked_for_the_price_in_b
     c.mark_for_termination(name, "a test", "unhealthy")
     c.nodes[name] = dataclasses.replace(c.nodes[name], state=NodeState.TERMINATING)
     assert c.status()["cost_per_hour"] == 0.0  # the price caught up with the record first
-    c._refresh_gauges()
+    c.refresh_gauges()
     text = generate_latest(c.metrics.registry).decode()
     assert 'state="Claimed"' not in text
     assert 'nodemanager_nodes{pool="cells",state="Terminating"} 1.0' in text

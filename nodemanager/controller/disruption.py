@@ -93,8 +93,8 @@ class DisruptionController:
         self.actions: deque[dict[str, object]] = deque(maxlen=ACTIONS_KEPT)
         self.totals: Counter[str] = Counter()  # nodes, pods, savings by reason (simulation report)
         self.planner = Planner(
-            lambda s: self.c.scaler.compute(s, self.c.clock.now()),
-            self._price,
+            controller.what_if,
+            controller.price_of,
             self._spot_choices,
             sizes_below=self._sizes_below,
             takes_more=self._takes_more,
@@ -131,7 +131,7 @@ class DisruptionController:
             log.info("%d idle node(s) wait for an Empty disruption budget: %s", len(deferred), ", ".join(o.name for o in deferred[:5]))
         for order in ok:
             node = self.c.nodes.get(order.name)
-            self._record(now, DisruptionReason.EMPTY, Command((order.name,), (), self._price(node) if node else 0.0, 0))
+            self._record(now, DisruptionReason.EMPTY, Command((order.name,), (), self.c.price_of(node) if node else 0.0, 0))
         return ok, deferred
 
     # -- the loop ------------------------------------------------------------------------
@@ -316,7 +316,7 @@ class DisruptionController:
             elif registered.unschedulable:
                 blocked[node.name] = "cordoned: an operator has the node"
             else:
-                price = self._price(node)
+                price = self.c.price_of(node)
                 found.append((held.work(now) / price if price > 0 else math.inf, -price, node.name, node))
         found.sort(key=lambda f: f[:3])
         room: dict[str, tuple[int, str]] = {}  # pool -> (how many more may go, the budget that says so)
@@ -405,9 +405,6 @@ class DisruptionController:
         self.c.metrics.disruptions.labels(str(reason), action).inc(len(done.nodes))
 
     # -- prices --------------------------------------------------------------------------
-    def _price(self, node: Node) -> float:
-        return self.c.catalog.hourly(node.instance_type, node.capacity_type, node.zone)
-
     def _sizes_below(self, price: float, pods: Sequence[Pod]) -> list[tuple[int, int]]:
         return self._cheaper().below(price, pods)
 
@@ -432,7 +429,7 @@ class DisruptionController:
 
     def _spot_choices(self, node: Node) -> int:
         """Spot instance types the node's pool may buy for less than the node costs."""
-        price = self._price(node)
+        price = self.c.price_of(node)
         view = next((v for v in self.c.scaler.views if v.name == node.pool), None)
         return len({cand.itype.name for cand in view.candidates if cand.offering.capacity_type is CapacityType.SPOT and cand.price < price}) if view else 0
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from cloud.errors import CloudError
 from cloud.interruption import FREE_IF_RECLAIMED_WITHIN, SPOT_NOTICE, Interruption, InterruptionKind, InterruptionQueue, MalformedEvent, parse_event
 from nodemanager.model import CapacityType, Node, NodeState
+from nodemanager.scaler.consolidation import relocate
 
 if TYPE_CHECKING:
     from nodemanager.controller.node_controller import NodeController
@@ -95,7 +96,7 @@ class InterruptionController:
         log.warning("node %s (%s): %s; moving its pods now", node.name, node.instance_id, what)
         c.event("Node", node.name, "Interrupted", f"{what}: draining before the instance goes", warning=True)
         if node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
-            moved, why = c.disruption.planner.relocate(c.snapshot(now), [node])
+            moved, why = relocate(c.what_if, c.price_of, c.snapshot(now), [node])
             if moved is None:
                 log.warning("node %s: its pods have nowhere to go yet (%s); they wait once it is drained", node.name, why)
             else:

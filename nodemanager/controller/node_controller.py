@@ -3,13 +3,14 @@ shares (the node records, the cache, the lock, the clock, the cloud and the clus
 
 Every loop gathers, decides, then acts, and reads time only from the injected clock. The
 state is shared under one lock, never held across a call to the cloud or the cluster: calls
-asked for under it are made once it is released (``controller/lock.py``). Provisioning is
-this class's own loop; each other concern is a controller of its own over the same state,
-none importing another (Karpenter's shape):
+asked for under it are made once it is released (``controller/lock.py``). Each concern is
+a controller of its own over this state, none importing another (Karpenter's shape); the
+state keeps what several share: the records, the sync with the cluster, the boots (of
+provisioning's nodes and of disruption's and interruption's replacements):
 
-* pool (7 s, here): sync the cache from cluster events, compute a Decision from one
-  snapshot, apply it (records for new nodes and their boots, stops, bindings), then
-  dispatch pods whose nodes are ready;
+* pool (7 s, ``provisioning.py``): sync the cache from cluster events, compute a Decision
+  from one snapshot, apply it (records for new nodes and their boots, stops, bindings),
+  then dispatch pods whose nodes are ready;
 * heartbeat (10 s, ``lifecycle.py``): unhealthy and never-Ready nodes marked for termination;
 * reaper (10 s, ``reaper.py``): marked nodes drained, terminated and their pods placed again;
 * orphan GC (60 s, ``garbage_collection.py``): instances with our tag that no record knows;
@@ -25,8 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import replace
 
@@ -35,7 +35,7 @@ from cloud.catalog import Catalog
 from cloud.errors import InsufficientCapacity, OfferingError, QuotaExceeded, Throttled, ZoneUnavailable
 from nodemanager.cache import CacheSnapshot, ClusterEventsHandler
 from nodemanager.clock import Clock
-from nodemanager.cluster.base import BindError, ClusterEvent, ClusterSource
+from nodemanager.cluster.base import ClusterEvent, ClusterSource
 from nodemanager.config.schema import Pool, ProviderConfig
 from nodemanager.controller.boot_backoff import BootBackoff
 from nodemanager.controller.colocation import ColocationReconciler
@@ -48,12 +48,12 @@ from nodemanager.controller.interruption import InterruptionController
 from nodemanager.controller.lifecycle import NodeLifecycle
 from nodemanager.controller.lock import ControllerLock
 from nodemanager.controller.prices import PriceRefresher
+from nodemanager.controller.provisioning import Provisioner
 from nodemanager.controller.reaper import Reaper
 from nodemanager.controller.records import NodeRecords
 from nodemanager.controller.status_doc import status_document
 from nodemanager.controller.timers import LoopTimer
 from nodemanager.dra.context import DeviceContext
-from nodemanager.dra.model import AllocationResult
 from nodemanager.errors import NodeManagerError
 from nodemanager.model import ZERO, CapacityType, InstanceId, Node, NodeName, NodeState, Pod, PodKey, Taint
 from nodemanager.model.journal import Mark, changed_since
@@ -127,7 +127,6 @@ class NodeController:
         self.drain_blocked: set[str] = set()  # voluntary drains waiting past drainTimeout on PodDisruptionBudgets
         self.unneeded_since: dict[NodeName, float] = {}
         self.devices: DeviceContext | None = None  # as last read, while pods with claims wait
-        self._bind_waits: dict[PodKey, str] = {}  # pod -> why its bind waits (said once)
         self.timers = {name: LoopTimer(observe=self.metrics.loop_duration.labels(name).observe) for name in LOOPS}
         self.last_decision: Decision | None = None
         self.compute_ms: list[float] = []  # every computation's duration (simulation reports)
@@ -136,7 +135,6 @@ class NodeController:
         # When the cache last caught up with the cluster: a heartbeat is missed only if the
         # cluster could have told us of it (a pass starved by a cloud outage reads none).
         self.synced_at = clock.now()
-        self._last_inputs: tuple | None = None
         self._planned: tuple[Node, ...] = ()  # the nodes as the scaler plans with them
         # Each record's planning view, and where the records' and the cluster's change journals
         # stood when they were made, with the nodes then marked (see _planning_nodes).
@@ -145,6 +143,7 @@ class NodeController:
         self._pools = {p.name: p for p in config.pools}
         self.on_decision: Callable[[Decision, float], None] | None = None
         self.colocation = ColocationReconciler(self)
+        self.provisioner = Provisioner(self)
         self.lifecycle = NodeLifecycle(self)
         self.gc = OrphanCollector(self)
         self.prices = PriceRefresher(self)
@@ -215,12 +214,6 @@ class NodeController:
             return replace(node, taints=taints, unschedulable=registered.unschedulable)
         return node
 
-    def _log_wait(self, pod: PodKey, node: str, why: str) -> None:
-        said = f"{node}: {why}"
-        if self._bind_waits.get(pod) != said:
-            self._bind_waits[pod] = said
-            log.info("not binding %s to %s yet: %s", pod, node, why)
-
     def bind_blocker(self, pod: Pod, name: str) -> str | None:
         """Why ``pod`` may not be bound to node ``name`` right now (None: it may): the node is
         cordoned or carries a taint the pod does not tolerate (startup taints still there)."""
@@ -269,29 +262,15 @@ class NodeController:
         )
         return node.moved_to(NodeState.CREATED)
 
-    # -- the pool loop ------------------------------------------------------------------------
-    def pool_loop(self) -> None:
-        """Read the cluster's changes, decide, apply; the calls (a poll that lists, device
-        objects, binds, events) are made with the lock released."""
-        with self.timers["pool"].timing(self.clock):
-            events = self._poll()
-            with self.lock:
-                now = self.clock.now()
-                self._sync(now, events)
-                self._resume_boots()
-                # Compute only when an input changed (or an idle grace ran out): the key is what
-                # this decision is computed from, so whatever applying it changes counts as new.
-                inputs = (self.cache.generation, self.nodes.stamp, frozenset(self.keeper.active(now)), frozenset(self.backoff.active(now)))
-                due = inputs != self._last_inputs or any(now - since >= self.config.nodes.idle_grace for since in self.unneeded_since.values())
-                read_devices = due and self.cache.has_claims()
-            if read_devices:
-                self.devices = self.cluster.devices()
-            with self.lock:
-                if due:
-                    self._last_inputs = inputs
-                    self._apply(self._compute(now), now)
-                self._dispatch(now)
-                self._refresh_gauges()
+    # -- what the scaler plans from ------------------------------------------------------------
+    def what_if(self, snapshot: ClusterSnapshot) -> Decision:
+        """The scaler's decision on ``snapshot`` now (consolidation's and interruption's
+        what-ifs: the same scaler that provisions)."""
+        return self.scaler.compute(snapshot, self.clock.now())
+
+    def price_of(self, node: Node) -> float:
+        """What ``node`` costs an hour."""
+        return self.catalog.hourly(node.instance_type, node.capacity_type, node.zone)
 
     def snapshot(self, now: float, cached: CacheSnapshot | None = None) -> ClusterSnapshot:
         """What the scaler decides from now: the cache's view (``cached``, if the caller has
@@ -342,46 +321,14 @@ class NodeController:
             self._planned = tuple(map(views.__getitem__, self.nodes))
         return self._planned
 
-    def _compute(self, now: float) -> Decision:
-        snapshot = self.snapshot(now)
-        began = time.perf_counter()
-        decision = self.scaler.compute(snapshot, now)
-        self.compute_ms.append((time.perf_counter() - began) * 1000)
-        self.metrics.decisions.inc()
-        self.last_decision = decision
-        if self.on_decision is not None:
-            self.on_decision(decision, now)
-        return decision
-
-    def _apply(self, decision: Decision, now: float) -> None:
-        bound: dict[str, list[PodKey]] = {}
-        for pod, node in decision.bindings.items():
-            bound.setdefault(node, []).append(pod)
-        for name in sorted((bound.keys() | set(self.nodes.with_bindings())) & self.nodes.keys()):  # (a node neither holding nor given any needs nothing)
-            pods = tuple(sorted(bound.get(name, ())))
-            if self.nodes[name].bound_pods != pods:
-                self._update(name, bound_pods=pods)
-        for spec in decision.start:
-            self._create(spec, now)
-        stops, deferred = self.disruption.within_budgets(decision.stop, now)
-        for order in stops:
-            self.mark_for_termination(order.name, order.reason, "idle")
-        self.unneeded_since = dict(decision.unneeded_since)
-        for order in deferred:  # still idle: stopped as soon as a budget allows
-            self.unneeded_since[order.name] = now - self.config.nodes.idle_grace
-        for pod, reason in decision.unschedulable.items():
-            self.event("Pod", pod, "NotTriggerScaleUp", reason, warning=True)
-        if stops:
-            self.reaper.run(now)
-        for spec in decision.start:
-            self._submit_boot(spec.name)
-
+    # -- booting ------------------------------------------------------------------------------
     def boot(self, spec: NodeSpec, now: float) -> None:
         """Boot one node outside a decision (a consolidation's replacement)."""
-        self._create(spec, now)
-        self._submit_boot(spec.name)
+        self.create(spec, now)
+        self.submit_boot(spec.name)
 
-    def _create(self, spec: NodeSpec, now: float) -> None:
+    def create(self, spec: NodeSpec, now: float) -> None:
+        """The record of a node to boot (``submit_boot`` boots it)."""
         log.info(
             "booting %s: %s %s in %s for pool %s (%s)%s",
             spec.name,
@@ -409,15 +356,14 @@ class NodeController:
             created_at=now,
         )
 
-    # -- booting ------------------------------------------------------------------------------
-    def _resume_boots(self) -> None:
+    def resume_boots(self) -> None:
         """Nodes still Creating with no instance and no call in flight get their boot again
         (same name, same token): after a throttled call, for instance."""
         for name in self.nodes.in_states(NodeState.CREATING):
             if self.nodes[name].instance_id is None and name not in self.booting and name not in self.marked:
-                self._submit_boot(name)
+                self.submit_boot(name)
 
-    def _submit_boot(self, name: str) -> None:
+    def submit_boot(self, name: str) -> None:
         node = self.nodes[name]
         request = BootRequest(
             node_name=name,
@@ -488,8 +434,8 @@ class NodeController:
         self.set_state(name, NodeState.TERMINATED)
         self.marked.pop(name, None)
 
-    # -- sync and dispatch -------------------------------------------------------------------
-    def _poll(self) -> list[ClusterEvent] | None:
+    # -- sync ----------------------------------------------------------------------------------
+    def poll(self) -> list[ClusterEvent] | None:
         """The cluster's changes since the last poll (None: it failed); outside the lock, as
         the first poll lists and a source without watch threads watches."""
         try:
@@ -498,7 +444,9 @@ class NodeController:
             log.exception("cluster poll failed; using the last known state")
             return None
 
-    def _sync(self, now: float, events: list[ClusterEvent] | None) -> None:
+    def sync(self, now: float, events: list[ClusterEvent] | None) -> None:
+        """The cache caught up with the cluster's events, registrations recorded, finished
+        pods' nodes given back, old records purged."""
         if events is not None:
             self.synced_at = now
         self.cache.apply(events or [])
@@ -521,61 +469,11 @@ class NodeController:
                 if self.cache.usage(name).pods:
                     self.set_state(name, NodeState.CLAIMED)
 
-    def _dispatch(self, now: float) -> None:
-        """Assume each pod whose node is ready for it on that node (it counts there from now
-        on); the binds are made once the lock is released, then recorded."""
-        if not self.cluster.schedules_pods:
-            return  # another scheduler binds; the pods' reservations end when they are bound
-        binds: list[tuple[Pod, str]] = []
-        for name in self.nodes.with_bindings():
-            node = self.nodes[name]
-            if node.state not in (NodeState.AVAILABLE, NodeState.CLAIMED):
-                continue
-            for key in node.bound_pods:
-                pod = self.cache.pod(key)
-                if pod is None or pod.node_name:
-                    continue
-                blocker = self.bind_blocker(pod, name)
-                if blocker is not None:
-                    self._log_wait(key, name, blocker)
-                    continue
-                if self.dispenser.request_node(key).node is None:
-                    continue
-                self.cache.assume(pod, name)
-                binds.append((pod, name))
-            remaining = tuple(k for k in node.bound_pods if (p := self.cache.pod(k)) is not None and not p.node_name)
-            if remaining != node.bound_pods:
-                self._update(name, bound_pods=remaining)
-        if binds:
-            self.lock.after_release(self._bind, binds, now, self.last_decision.allocations if self.last_decision else {})
+    # -- the loops: each concern's controller, over this state, under its lock ------------------
+    def pool_loop(self) -> None:
+        with self.timers["pool"].timing(self.clock):
+            self.provisioner.run()
 
-    def _bind(self, binds: list[tuple[Pod, str]], now: float, allocations: Mapping[str, tuple[str, AllocationResult]]) -> None:
-        """Outside the lock: the bind calls; then, under it, what each did. A pod whose bind
-        failed is forgotten (waiting again) and placed again."""
-        outcomes: list[str | Exception] = []
-        for pod, name in binds:
-            try:
-                outcomes.append(self.cluster.bind(pod.key, name))
-            except Exception as exc:  # whatever it was, the pod must not stay assumed
-                outcomes.append(exc)
-        with self.lock:
-            for (pod, name), outcome in zip(binds, outcomes, strict=True):
-                key = pod.key
-                if isinstance(outcome, Exception):
-                    why = outcome if isinstance(outcome, BindError) else f"binding {key} to {name} failed: {outcome!r}"
-                    log.warning("%s; the pod will be placed again", why)
-                    self.cache.forget(key)
-                    self.dispenser.return_node(name, unused=True)
-                    continue
-                self.cache.finish_binding(key, now)
-                self._bind_waits.pop(key, None)
-                log.info("bound %s to %s (waited %.0fs)", key, name, now - pod.created_at)
-                self.event("Pod", key, "Scheduled", f"Successfully assigned {key} to {outcome}")
-                for claim in pod.claims:
-                    if claim in allocations and allocations[claim][0] == name:
-                        self.lock.after_release(self.cluster.allocate_claim, claim, name, allocations[claim][1])
-
-    # -- the other loops: each concern's controller, over these records, under this lock ----
     def heartbeat_loop(self) -> None:
         with self.timers["heartbeat"].timing(self.clock), self.lock:
             self.lifecycle.run(self.clock.now())
@@ -609,7 +507,7 @@ class NodeController:
         """Plan with ``catalog`` from now on (fresher prices), deciding again at once."""
         self.catalog = catalog
         self.scaler = BindingNodeScaler(ScalerSettings.from_config(self.config), catalog)
-        self._last_inputs = None
+        self.provisioner.invalidate()
 
     def disruption_loop(self) -> None:
         with self.timers["disruption"].timing(self.clock), self.lock:
@@ -636,7 +534,7 @@ class NodeController:
         self.fleet.update(self.catalog)
         return self.fleet.cost_per_hour()
 
-    def _refresh_gauges(self) -> None:
+    def refresh_gauges(self) -> None:
         """Node, pod and cost gauges; the node counts and the cost are set again only when
         a record came, went or changed what they are made of, or the prices changed."""
         self.fleet.update(self.catalog)

@@ -110,32 +110,9 @@ class Planner:
         return bool(homeless) and not _holds(self.sizes_below(price, homeless), need)
 
     def relocate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node], one_new_node: bool = False) -> tuple[Command | None, str]:
-        """Where ``nodes``' pods would go without them (the other nodes, and the new nodes the
-        scaler would boot for them; with ``one_new_node``, on one new node if it would boot
-        several), or None and why they could not all go."""
+        """``relocate`` with this planner's scaler and prices, counted."""
         self.evaluations += 1
-        names = {n.name for n in nodes}
-        by_node = snapshot.by_node
-        held = sorted((p for name in names for p in by_node.held(name)), key=_KEY)
-        moving = [p.living(node_name="", phase=PodPhase.PENDING) for p in held]
-        waiting = by_node.waiting + tuple(moving)
-        staying = {name: on for name, on in by_node.placed.items() if name not in names}  # the pods of every other node, as they were
-        pods = waiting + tuple(p for on in staying.values() for p in on)
-        what_if = dataclasses.replace(
-            snapshot,
-            one_new_node=one_new_node,
-            pods=pods,
-            nodes=tuple(dataclasses.replace(n, state=NodeState.TERMINATING) if n.name in names else n for n in snapshot.nodes),
-            grouped=PodsByNode(pods, waiting, staying),
-        )
-        decision = self.compute(what_if)
-        missing = [p.key for p in moving if p.key not in decision.bindings]
-        if missing:
-            why = decision.waiting.get(missing[0]) or decision.unschedulable.get(missing[0]) or "no room"
-            return None, f"{len(missing)} pod(s) would not fit elsewhere ({why})"
-        # The cluster is settled (nothing to boot without the change): whatever the what-if
-        # boots, it boots for this change, standby made up for included.
-        return Command(tuple(sorted(names)), tuple(decision.start), sum(self.price_of(n) for n in nodes), len(moving)), ""
+        return relocate(self.compute, self.price_of, snapshot, nodes, one_new_node)
 
     def consolidate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Command | None, str]:
         """The consolidation of ``nodes``: their pods elsewhere plus at most one node that
@@ -195,6 +172,40 @@ class Planner:
                 return result, why
             why[node.name] = reason
         return None, why
+
+
+def relocate(
+    compute: Callable[[ClusterSnapshot], Decision],
+    price_of: Callable[[Node], float],
+    snapshot: ClusterSnapshot,
+    nodes: Sequence[Node],
+    one_new_node: bool = False,
+) -> tuple[Command | None, str]:
+    """Where ``nodes``' pods would go without them (the other nodes, and the new nodes the
+    scaler would boot for them; with ``one_new_node``, on one new node if it would boot
+    several), or None and why they could not all go."""
+    names = {n.name for n in nodes}
+    by_node = snapshot.by_node
+    held = sorted((p for name in names for p in by_node.held(name)), key=_KEY)
+    moving = [p.living(node_name="", phase=PodPhase.PENDING) for p in held]
+    waiting = by_node.waiting + tuple(moving)
+    staying = {name: on for name, on in by_node.placed.items() if name not in names}  # the pods of every other node, as they were
+    pods = waiting + tuple(p for on in staying.values() for p in on)
+    what_if = dataclasses.replace(
+        snapshot,
+        one_new_node=one_new_node,
+        pods=pods,
+        nodes=tuple(dataclasses.replace(n, state=NodeState.TERMINATING) if n.name in names else n for n in snapshot.nodes),
+        grouped=PodsByNode(pods, waiting, staying),
+    )
+    decision = compute(what_if)
+    missing = [p.key for p in moving if p.key not in decision.bindings]
+    if missing:
+        why = decision.waiting.get(missing[0]) or decision.unschedulable.get(missing[0]) or "no room"
+        return None, f"{len(missing)} pod(s) would not fit elsewhere ({why})"
+    # The cluster is settled (nothing to boot without the change): whatever the what-if
+    # boots, it boots for this change, standby made up for included.
+    return Command(tuple(sorted(names)), tuple(decision.start), sum(price_of(n) for n in nodes), len(moving)), ""
 
 
 class _Room:

@@ -1,0 +1,156 @@
+"""The provisioning controller (``loops.pool``, 7 s): read the cluster's changes, decide,
+apply, bind.
+
+A pass syncs the shared cache from the cluster's events, then computes a Decision from one
+snapshot, when an input changed (or an idle grace ran out), and applies it: records for new
+nodes and their boots, stops within the Empty budgets, the pods each node is for; then it
+assumes each pod whose node is ready for it and binds it. The calls (a poll that lists,
+device objects, binds, events) are made with the controller's lock released.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from nodemanager.cluster.base import BindError
+from nodemanager.dra.model import AllocationResult
+from nodemanager.model import NodeState, Pod, PodKey
+from nodemanager.scaler import Decision
+
+if TYPE_CHECKING:
+    from nodemanager.controller.node_controller import NodeController
+
+log = logging.getLogger("nodemanager.controller")
+
+
+class Provisioner:
+    def __init__(self, controller: NodeController) -> None:
+        self.c = controller
+        self._last_inputs: tuple | None = None  # what the last decision was computed from
+        self._bind_waits: dict[PodKey, str] = {}  # pod -> why its bind waits (said once)
+
+    def invalidate(self) -> None:
+        """Decide again on the next pass, whether or not an input changed (new prices)."""
+        self._last_inputs = None
+
+    def run(self) -> None:
+        c = self.c
+        events = c.poll()
+        with c.lock:
+            now = c.clock.now()
+            c.sync(now, events)
+            c.resume_boots()
+            # Compute only when an input changed (or an idle grace ran out): the key is what
+            # this decision is computed from, so whatever applying it changes counts as new.
+            inputs = (c.cache.generation, c.nodes.stamp, frozenset(c.keeper.active(now)), frozenset(c.backoff.active(now)))
+            due = inputs != self._last_inputs or any(now - since >= c.config.nodes.idle_grace for since in c.unneeded_since.values())
+            read_devices = due and c.cache.has_claims()
+        if read_devices:
+            c.devices = c.cluster.devices()
+        with c.lock:
+            if due:
+                self._last_inputs = inputs
+                self._apply(self._compute(now), now)
+            self._dispatch(now)
+            c.refresh_gauges()
+
+    def _compute(self, now: float) -> Decision:
+        c = self.c
+        snapshot = c.snapshot(now)
+        began = time.perf_counter()
+        decision = c.scaler.compute(snapshot, now)
+        c.compute_ms.append((time.perf_counter() - began) * 1000)
+        c.metrics.decisions.inc()
+        c.last_decision = decision
+        if c.on_decision is not None:
+            c.on_decision(decision, now)
+        return decision
+
+    def _apply(self, decision: Decision, now: float) -> None:
+        c = self.c
+        bound: dict[str, list[PodKey]] = {}
+        for pod, node in decision.bindings.items():
+            bound.setdefault(node, []).append(pod)
+        for name in sorted((bound.keys() | set(c.nodes.with_bindings())) & c.nodes.keys()):  # (a node neither holding nor given any needs nothing)
+            pods = tuple(sorted(bound.get(name, ())))
+            if c.nodes[name].bound_pods != pods:
+                c.update_node(name, bound_pods=pods)
+        for spec in decision.start:
+            c.create(spec, now)
+        stops, deferred = c.disruption.within_budgets(decision.stop, now)
+        for order in stops:
+            c.mark_for_termination(order.name, order.reason, "idle")
+        c.unneeded_since = dict(decision.unneeded_since)
+        for order in deferred:  # still idle: stopped as soon as a budget allows
+            c.unneeded_since[order.name] = now - c.config.nodes.idle_grace
+        for pod, reason in decision.unschedulable.items():
+            c.event("Pod", pod, "NotTriggerScaleUp", reason, warning=True)
+        if stops:
+            c.reaper.run(now)
+        for spec in decision.start:
+            c.submit_boot(spec.name)
+
+    def _dispatch(self, now: float) -> None:
+        """Assume each pod whose node is ready for it on that node (it counts there from now
+        on); the binds are made once the lock is released, then recorded."""
+        c = self.c
+        if not c.cluster.schedules_pods:
+            return  # another scheduler binds; the pods' reservations end when they are bound
+        binds: list[tuple[Pod, str]] = []
+        for name in c.nodes.with_bindings():
+            node = c.nodes[name]
+            if node.state not in (NodeState.AVAILABLE, NodeState.CLAIMED):
+                continue
+            for key in node.bound_pods:
+                pod = c.cache.pod(key)
+                if pod is None or pod.node_name:
+                    continue
+                blocker = c.bind_blocker(pod, name)
+                if blocker is not None:
+                    self._log_wait(key, name, blocker)
+                    continue
+                if c.dispenser.request_node(key).node is None:
+                    continue
+                c.cache.assume(pod, name)
+                binds.append((pod, name))
+            remaining = tuple(k for k in node.bound_pods if (p := c.cache.pod(k)) is not None and not p.node_name)
+            if remaining != node.bound_pods:
+                c.update_node(name, bound_pods=remaining)
+        if binds:
+            c.lock.after_release(self._bind, binds, now, c.last_decision.allocations if c.last_decision else {})
+
+    def _bind(self, binds: list[tuple[Pod, str]], now: float, allocations: Mapping[str, tuple[str, AllocationResult]]) -> None:
+        """Outside the lock: the bind calls; then, under it, what each did. A pod whose bind
+        failed is forgotten (waiting again) and placed again."""
+        c = self.c
+        outcomes: list[str | Exception] = []
+        for pod, name in binds:
+            try:
+                outcomes.append(c.cluster.bind(pod.key, name))
+            except Exception as exc:  # whatever it was, the pod must not stay assumed
+                outcomes.append(exc)
+        with c.lock:
+            for (pod, name), outcome in zip(binds, outcomes, strict=True):
+                key = pod.key
+                if isinstance(outcome, Exception):
+                    why = outcome if isinstance(outcome, BindError) else f"binding {key} to {name} failed: {outcome!r}"
+                    log.warning("%s; the pod will be placed again", why)
+                    c.cache.forget(key)
+                    c.dispenser.return_node(name, unused=True)
+                    continue
+                c.cache.finish_binding(key, now)
+                self._bind_waits.pop(key, None)
+                log.info("bound %s to %s (waited %.0fs)", key, name, now - pod.created_at)
+                c.event("Pod", key, "Scheduled", f"Successfully assigned {key} to {outcome}")
+                for claim in pod.claims:
+                    if claim in allocations and allocations[claim][0] == name:
+                        c.lock.after_release(c.cluster.allocate_claim, claim, name, allocations[claim][1])
+
+    def _log_wait(self, pod: PodKey, node: str, why: str) -> None:
+        said = f"{node}: {why}"
+        if self._bind_waits.get(pod) != said:
+            self._bind_waits[pod] = said
+            log.info("not binding %s to %s yet: %s", pod, node, why)
