@@ -170,6 +170,18 @@ MIXED = Catalog(
 )
 
 
+def _mixed_pool_decides(pool: Pool, gib_per_cpu: float):
+    """Three r.4xlarge nodes of ``pool`` each running 15 CPU of pods asking ``gib_per_cpu``,
+    and a pod of 1 CPU and 2 GiB waiting: the decision."""
+    allocatable = MIXED["r.4xlarge"].allocatable
+    nodes = [
+        Node(NodeName(f"n{i}"), "general", "r.4xlarge", OD, "zone-1a", allocatable=allocatable, state=NodeState.AVAILABLE, instance_id=f"i-{i}")
+        for i in range(3)
+    ]
+    running = [pod(f"r{i}", cpu="15", memory=f"{int(15 * gib_per_cpu * 1024)}Mi", node=f"n{i}", phase=PodPhase.RUNNING) for i in range(3)]
+    return compute(scaler(pool, catalog=MIXED), [*running, pod("new", cpu="1", memory="2Gi")], nodes)
+
+
 @pytest.mark.parametrize(
     ("gib_per_cpu", "expected"),
     [
@@ -183,14 +195,7 @@ def test_the_size_floor_chooses_types_suited_to_the_pools_pods(gib_per_cpu: floa
     """The room a floor adds is filled by pods like those the pool runs: its node is of a
     type that holds their mix of CPU and memory for little more than the best type does,
     not the cheapest type for the one small pod at hand (1 CPU, 2 GiB fit all three)."""
-    pool = Pool(name="general", instance_types=["*"])
-    allocatable = MIXED["r.4xlarge"].allocatable
-    nodes = [
-        Node(NodeName(f"n{i}"), "general", "r.4xlarge", OD, "zone-1a", allocatable=allocatable, state=NodeState.AVAILABLE, instance_id=f"i-{i}")
-        for i in range(3)
-    ]
-    running = [pod(f"r{i}", cpu="15", memory=f"{int(15 * gib_per_cpu * 1024)}Mi", node=f"n{i}", phase=PodPhase.RUNNING) for i in range(3)]
-    d = compute(scaler(pool, catalog=MIXED), [*running, pod("new", cpu="1", memory="2Gi")], nodes)
+    d = _mixed_pool_decides(Pool(name="general", instance_types=["*"]), gib_per_cpu)
     assert [n.instance_type for n in d.start] == [expected]
     assert d.start[0].size_floor == SizeFloor(11.25, gib_per_cpu)
     if expected == "m.4xlarge":
@@ -201,14 +206,7 @@ def test_the_size_floor_keeps_its_vcpu_where_the_pools_limits_leave_no_room_for_
     """Memory-hungry pods suit r.4xlarge, but the pool's memory limit leaves room for 64 GiB
     more: the floor's vCPU still holds (c.4xlarge, the cheapest 16-vCPU type that holds the pod),
     rather than no floor at all (a.large)."""
-    pool = Pool(name="general", instance_types=["*"], limits=Limits(memory="450Gi"))
-    allocatable = MIXED["r.4xlarge"].allocatable
-    nodes = [
-        Node(NodeName(f"n{i}"), "general", "r.4xlarge", OD, "zone-1a", allocatable=allocatable, state=NodeState.AVAILABLE, instance_id=f"i-{i}")
-        for i in range(3)
-    ]
-    running = [pod(f"r{i}", cpu="15", memory=f"{15 * 7.5:g}Gi", node=f"n{i}", phase=PodPhase.RUNNING) for i in range(3)]
-    d = compute(scaler(pool, catalog=MIXED), [*running, pod("new", cpu="1", memory="2Gi")], nodes)
+    d = _mixed_pool_decides(Pool(name="general", instance_types=["*"], limits=Limits(memory="450Gi")), 7.5)
     assert [n.instance_type for n in d.start] == ["c.4xlarge"]
     assert str(d.start[0].size_floor) == "11.2 vCPU"  # (logged with the boot: the vCPU alone held)
 
