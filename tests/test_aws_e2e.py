@@ -13,6 +13,7 @@ from collections import Counter
 
 import boto3
 import pytest
+from bench_modules import load_benchmark
 from moto.server import ThreadedMotoServer
 from test_cli_service import free_port, wait_for
 
@@ -131,14 +132,7 @@ def test_a_cloud_outage_and_a_reset_endpoint_on_a_moto_server():
     short outage): /status answers every probe, the log has a line per pass rather than per
     retry or node, the pool converges after each, and the reset's failed boots pause the pool
     once instead of storming."""
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location("bench_outage", Path(__file__).resolve().parent.parent / "benchmarks" / "outage.py")
-    assert spec is not None
-    assert spec.loader is not None
-    outage = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(outage)
+    outage = load_benchmark("outage")
     result = outage.run(down=8.0)
     for phase in ("outage_probes", "reset_probes"):
         assert set(result[phase]["answers"]) == {"200"}, result[phase]

@@ -5,20 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import importlib.util
 import random
-import sys
-from pathlib import Path
 from types import SimpleNamespace
+
+from bench_modules import load_benchmark
 
 from nodemanager.model import Pod, Resources
 
-_spec = importlib.util.spec_from_file_location("bench_scaler", Path(__file__).resolve().parent.parent / "benchmarks" / "scaler.py")
-assert _spec is not None
-assert _spec.loader is not None
-bench = importlib.util.module_from_spec(_spec)
-sys.modules["bench_scaler"] = bench
-_spec.loader.exec_module(bench)
+bench = load_benchmark("scaler")
 
 
 def test_the_verifier_counts_pods_on_a_node_left_without_room_for_its_daemonsets() -> None:

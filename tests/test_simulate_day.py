@@ -6,22 +6,16 @@ not only in the README's figures."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from bench_modules import load_benchmark
 
 from nodemanager.cluster.workload import parse_workload
 from nodemanager.config import parse_config
 from nodemanager.simulator import Simulation
 
-_spec = importlib.util.spec_from_file_location("bench_simulate", Path(__file__).resolve().parent.parent / "benchmarks" / "simulate.py")
-assert _spec is not None
-assert _spec.loader is not None
-bench = importlib.util.module_from_spec(_spec)
-sys.modules["bench_simulate"] = bench
-_spec.loader.exec_module(bench)
+bench = load_benchmark("simulate")
 
 
 @pytest.mark.heavy
