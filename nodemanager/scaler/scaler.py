@@ -189,9 +189,9 @@ class _Run:
         self.zone_load: Counter[str] = Counter()  # nodes per zone, live and decided: new nodes go to the emptiest
         self.type_tables = scaler.type_tables  # the packer's figures per candidate list
         self._floors: dict[str, SizeFloor | None] = {}  # pool -> its node size floor (see _floored)
-        self.floor_applied: dict[
-            str, SizeFloor
-        ] = {}  # pool -> the floor that left types out of its new nodes' choice in this run (its vCPU alone, where the suited types were let go)
+        # pool -> the floor that left types out of its new nodes' choice in this run (its vCPU
+        # alone, where the suited types were let go)
+        self.floor_applied: dict[str, SizeFloor] = {}
 
     def close(self) -> None:
         """Drop what refers back to this run (its bound methods, held by the framework's
@@ -1209,9 +1209,10 @@ class BindingNodeScaler:
         # (offerings' id, zone, capacity type, extended resources) -> (the offerings, those of
         # that zone and capacity type with those resources): what right-sizing looks through
         self.domains: dict[tuple, tuple[Sequence[Candidate], list[Candidate]]] = {}
-        # offerings -> whole vCPU floor -> those of at least that many vCPU: the same list
-        # object each time, so what the packer derives from it is kept too (see _floored)
-        self.floored: ByIdentity[Sequence[Candidate], dict[int, list[Candidate]]] = ByIdentity(binpack.TABLES_KEPT)
+        # offerings -> (whole vCPU floor, GiB per CPU) -> those of at least that many vCPU and
+        # suited to that mix: the same list object each time, so what the packer derives from
+        # it is kept too (see _floored)
+        self.floored: ByIdentity[Sequence[Candidate], dict[tuple[int, float], list[Candidate]]] = ByIdentity(binpack.TABLES_KEPT)
         self.pod_keys: dict[tuple[int, bool], tuple[Pod, tuple]] = {}  # (id(pod), node_only) -> (the pod, its constraint_key)
         # each existing node as computations start from it
         self.pictures = NodePictures(catalog, settings.nodes.volume_size, self._views_daemon_sets, regular=not settings.colocation)
@@ -1327,8 +1328,9 @@ def suited(offerings: Sequence[Candidate], gib_per_cpu: float) -> list[Candidate
         held = min(c.allocatable.cpu, c.allocatable.memory / per_milli)  # millicores of such pods it holds
         return c.itype.on_demand_price / held if held > 0 else math.inf
 
-    least = min(map(cost, offerings))
-    return [c for c in offerings if cost(c) <= least * MIX_SLACK]
+    costs = [cost(c) for c in offerings]
+    least = min(costs)
+    return [c for c, each in zip(offerings, costs, strict=True) if each <= least * MIX_SLACK]
 
 
 def _spec(node: _NewNode, size_floor: SizeFloor | None) -> NodeSpec:
