@@ -100,6 +100,8 @@ class DisruptionController:
             takes_more=self._takes_more,
             own_node=self._own_node,
             price_factor=self._price_factor,
+            floors=self._sure_floors,
+            cheapest=self._cheapest,
         )
         self._sizes: CheaperSizes | None = None  # of the scaler's current views
         self._drift: dict[str, tuple[Node, Pool, Catalog, str | None, str]] = {}  # node -> (its record, pool, catalog, image, why drifted) as last found
@@ -407,6 +409,12 @@ class DisruptionController:
     # -- prices --------------------------------------------------------------------------
     def _sizes_below(self, price: float, pods: Sequence[Pod]) -> list[tuple[int, int]]:
         return self._cheaper().below(price, pods)
+
+    def _cheapest(self, pods: Sequence[Pod], floors: Mapping[str, int], holding: tuple[int, int]) -> float:
+        return self._cheaper().cheapest(pods, floors, holding)
+
+    def _sure_floors(self, snapshot: ClusterSnapshot, names: set[str], pods: Sequence[Pod]) -> dict[str, int]:
+        return self.c.scaler.sure_floors(snapshot, names, pods)
 
     def _own_node(self, pod: Pod) -> bool:
         return self._cheaper().own_node(pod)

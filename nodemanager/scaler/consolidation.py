@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod, PodPhase
@@ -58,6 +59,8 @@ class Planner:
         takes_more: Callable[[Node], bool] = lambda _node: True,
         own_node: Callable[[Pod], bool] = lambda _pod: False,
         price_factor: Callable[[Sequence[Node]], float] = lambda _nodes: 1.0,
+        floors: Callable[[ClusterSnapshot, set[str], Sequence[Pod]], Mapping[str, int]] = lambda _snapshot, _names, _pods: {},
+        cheapest: Callable[[Sequence[Pod], Mapping[str, int], tuple[int, int]], float] = lambda _pods, _floors, _holding: 0.0,
     ) -> None:
         self.compute = compute  # the scaler's compute at this instant
         self.price_of = price_of
@@ -66,6 +69,8 @@ class Planner:
         self.takes_more = takes_more  # False for a node that never holds a second pod (a cell pool's)
         self.own_node = own_node  # True for a pod that may go only to such nodes: a new node holds it alone
         self.price_factor = price_factor  # a replacement may cost at most this share of what it replaces
+        self.floors = floors  # per pool, the vCPU a new node of it for these pods surely has, without these nodes (the scaler's sure_floors)
+        self.cheapest = cheapest  # the least price of an offering some of these pods may use, of at least those vCPU, holding this much
         self.evaluations = 0
         # The last snapshot's room, kept with it: an id could be reused once a snapshot is freed.
         self._room: _Room | None = None
@@ -79,7 +84,12 @@ class Planner:
         consolidationPriceImprovementFactor of it); or if the pods no other node has room
         for, which must all go on that one node, fit on no offering that costs less and
         that all of them may use (their selectors, affinity and tolerations allow it), or are
-        more than one and one of them may go only to a cell pool's nodes (which hold one pod)."""
+        more than one and one of them may go only to a cell pool's nodes (which hold one pod);
+        or if the other nodes cannot hold them all (each resource alone tells: ``overflow``)
+        and no offering that some of them may use and that holds what they cannot costs
+        less, of at least the vCPU its pool's node size floor surely has then (``floors``: a
+        pool of 16-vCPU nodes cannot replace one of them with a new node of the same floor
+        for less)."""
         if self._room is None or self._room.snapshot is not snapshot:
             by_node = snapshot.by_node
             free = {}
@@ -107,7 +117,13 @@ class Planner:
         if len(homeless) > 1 and any(own):
             return True
         need = (sum(p.requests.cpu for p in homeless), sum(p.requests.memory for p in homeless))
-        return bool(homeless) and not _holds(self.sizes_below(price, homeless), need)
+        if homeless and not _holds(self.sizes_below(price, homeless), need):
+            return True
+        over = self._room.overflow(names, asks)
+        if over == (0, 0):
+            return False  # perhaps a deletion
+        # A new node must hold at least that much, and be as large as its pool's node size floor.
+        return self.cheapest(moving, self.floors(snapshot, names, moving), over) >= price
 
     def relocate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node], one_new_node: bool = False) -> tuple[Command | None, str]:
         """``relocate`` with this planner's scaler and prices, counted."""
@@ -220,6 +236,8 @@ class _Room:
         self.total = (sum(max(f[0], 0) for f in free.values()), sum(max(f[1], 0) for f in free.values()))
         self._maximal = maximal(list(free.values()))
         self._on_maximal = set(self._maximal)
+        # each resource's room, largest first, with the node that has it (see may_hold)
+        self._by_room = [sorted(((f[i], name) for name, f in free.items() if f[i] >= 0), reverse=True) for i in (0, 1)]
 
     def total_without(self, names: set[str]) -> tuple[int, int]:
         """The room all but these nodes have free, summed (what is taken counts as none)."""
@@ -233,6 +251,24 @@ class _Room:
             return maximal([f for name, f in self.free.items() if name not in names])
         return self._maximal
 
+    def overflow(self, names: set[str], asks: Sequence[tuple[int, int]]) -> tuple[int, int]:
+        """The CPU and memory of ``asks`` that all but these nodes cannot hold, at least, as
+        each resource alone tells: the k largest asks of it go only to nodes with at least
+        the k-th largest free, so what they ask beyond what those nodes have free together
+        goes to a new node. (0, 0): they may all fit. This sees what the sum of the room
+        cannot: a node's pods of 2 CPU each fit on no number of nodes with 1.5 CPU free."""
+        out = [0, 0]
+        for i, rooms in enumerate(self._by_room):
+            need = room = at = 0
+            for ask in sorted((a[i] for a in asks), reverse=True):
+                need += ask
+                while at < len(rooms) and rooms[at][0] >= ask:
+                    if rooms[at][1] not in names:
+                        room += rooms[at][0]
+                    at += 1
+                out[i] = max(out[i], need - room)
+        return out[0], out[1]
+
 
 class CheaperSizes:
     """The quick test's offerings: the (CPU, memory) of those under a price that every one
@@ -244,6 +280,7 @@ class CheaperSizes:
         self.usable = UsableOfferings(views, limit=SIZES_KEPT)
         self._cells = frozenset(v.name for v in views if v.cell)
         self._kinds: dict[frozenset, tuple[list[tuple[float, int, int]], dict[int, list[tuple[int, int]]]]] = {}  # kind -> (offers by price, sizes below each)
+        self._floored: dict[tuple[frozenset, tuple], list[tuple[float, int, int]]] = {}  # (kinds, floors) -> their offers by price (see cheapest)
 
     def own_node(self, pod: Pod) -> bool:
         """Every offering ``pod`` may use is a cell pool's: a new node holds it alone."""
@@ -268,6 +305,20 @@ class CheaperSizes:
         if at not in found:
             found[at] = maximal([(cpu, memory) for _, cpu, memory in offers[:at]])
         return found[at]
+
+    def cheapest(self, pods: Sequence[Pod], floors: Mapping[str, int], holding: tuple[int, int]) -> float:
+        """The least price of an offering that some of ``pods`` may use, of at least as many
+        vCPU as ``floors`` names for its pool, with at least ``holding`` (CPU, memory)
+        allocatable (inf: none)."""
+        kinds = {placement_key(p): p for p in pods}
+        key = (frozenset(kinds), tuple(sorted(floors.items())))
+        offers = self._floored.get(key)
+        if offers is None:
+            if len(self._floored) >= SIZES_KEPT:
+                self._floored.clear()
+            usable = {id(c): c for p in kinds.values() for pool, c in self.usable.of(p) if c.itype.vcpu >= floors.get(pool, 0)}
+            offers = self._floored[key] = sorted((c.price, c.allocatable.cpu, c.allocatable.memory) for c in usable.values())
+        return next((price for price, cpu, memory in offers if cpu >= holding[0] and memory >= holding[1]), math.inf)
 
 
 def _held_request(on: tuple[Pod, ...]) -> tuple[int, int]:

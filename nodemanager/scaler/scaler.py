@@ -31,7 +31,7 @@ import heapq
 import math
 import operator
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -57,6 +57,7 @@ from nodemanager.scaler.open_nodes import OpenNodes
 from nodemanager.scaler.pictures import NodePictures
 from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info, pool_views
 from nodemanager.scaler.room import RoomIndex
+from nodemanager.scaler.size_floor import PoolLoads, floor_vcpu, suited
 from nodemanager.scaler.snapshot import ClusterSnapshot
 from nodemanager.scaler.unavailability import ANY_TYPE
 from nodemanager.scheduling import CycleState, Framework, NodeInfo, Profile, Registry
@@ -70,10 +71,6 @@ from nodemanager.scheduling.status import Code
 from nodemanager.scheduling.topology import PodTopology
 
 PROBE_MEMO_SIZE = 4096
-# A type suits a pool's mix of pods when it holds them for at most this times the best (see
-# suited). Not 1.0: a family's larger sizes hold pods for a little less (their reserved share
-# is smaller), and at 1.0 only m5.24xlarge suited the README's day, which cost 1.58 x its bound.
-MIX_SLACK = 1.1
 MERGE_TRIES = 8  # cheapest offerings tried for a what-if's one new node
 NEW_HOST = "\x00a new node"  # the hostname domain of a node this run may still create: it holds no pod
 _READINESS = {NodeState.AVAILABLE: 0, NodeState.CLAIMED: 0, NodeState.CREATED: 1, NodeState.CREATING: 2}
@@ -926,7 +923,7 @@ class _Run:
                         asked = info.requested
                         cpu += asked.cpu
                         memory += asked.memory
-            floor = min(share * cpu / 1000, view.pool.node_size_floor.max_cpu)
+            floor = floor_vcpu(view.pool, cpu)
             self._floors[view.name] = SizeFloor(floor, round(memory * 1000 / cpu / GIB, 1)) if floor > 0 else None
         return self._floors[view.name]
 
@@ -1142,12 +1139,14 @@ def smallest_request(pods: Iterable[Pod]) -> Resources:
     return Resources({"cpu": min((r.cpu for r in requests), default=0), "memory": min((r.memory for r in requests), default=0)})
 
 
-def _offering_blind(pod: Pod) -> bool:
+def _offering_blind(pod: Pod, moving: bool = False) -> bool:
     """Whether the filters decide alike on every offering of a pool for this pod (with no
     requests): nothing in it tells types, zones or capacity types apart (a pool's offerings
-    share its labels and taints; only the well-known type, zone and capacity labels differ)."""
+    share its labels and taints; only the well-known type, zone and capacity labels differ).
+    ``moving``: a placed pod as a what-if places it again, without its node's name."""
     return not (
-        pod.node_selector
+        (pod.node_name and not moving)
+        or pod.node_selector
         or pod.affinity
         or pod.instance_type
         or pod.zone
@@ -1155,7 +1154,6 @@ def _offering_blind(pod: Pod) -> bool:
         or pod.volume_claims
         or pod.claims
         or pod.host_ports
-        or pod.node_name
     )
 
 
@@ -1219,6 +1217,8 @@ class BindingNodeScaler:
         # The nodes the last capped plan left for later, reused while what they were planned
         # from stays the same (checked in full before each use; see ``deferred``).
         self.deferred: DeferredPlan | None = None
+        self._loads: PoolLoads | None = None  # the last snapshot's, for sure_floors
+        self._largest_kept: dict[str, tuple[PoolView, list[Resources]]] = {}  # pool -> (its view, _largest of it)
 
     def views_for(self, daemon_sets: tuple) -> list[PoolView]:
         """The pools' offerings net of these DaemonSets, and the node pictures allowing for
@@ -1235,6 +1235,46 @@ class BindingNodeScaler:
             self.floored.clear()
             self.pictures = NodePictures(self.catalog, settings.nodes.volume_size, daemon_sets, regular=not settings.colocation)
         return self.views
+
+    def sure_floors(self, snapshot: ClusterSnapshot, leaving: Collection[str], pods: Sequence[Pod]) -> dict[str, int]:
+        """Per pool, the vCPU that every new node a computation on ``snapshot`` without the
+        nodes ``leaving`` boots for ``pods`` surely has: its node size floor, counted from
+        the pool's other nodes alone (what the computation places on them only raises it).
+        Consolidation's quick test prices a replacement from these. A pool is named only
+        where every new node for these pods goes through ``_floored`` and it cannot let the
+        floor go: no other pod waits, none of these asks for GPUs or batch resources, tells
+        offerings apart (``_offering_blind``), keeps near or apart from other pods or is of a
+        gang, no placed pod keeps others away by a key other than the hostname, no default
+        spread constraint is hard, no offering is marked unavailable, no capped plan is kept,
+        the pool has no limits, and each of these pods fits one of its types of at least its
+        ``maxCPU``."""
+        if snapshot.by_node.waiting or snapshot.unavailable or self.deferred is not None or any(c.hard for c in self.settings.spread_defaults):
+            return {}
+        if not all(_offering_blind(p, moving=True) and not (p.inter_pod or p.pod_group or p.batch or extended(p.requests)) for p in pods):
+            return {}
+        if self._loads is None or self._loads.snapshot is not snapshot:
+            self._loads = PoolLoads(snapshot)
+        if self._loads.repels:
+            return {}
+        asks = list(dict.fromkeys(p.requests for p in pods))
+        out = {}
+        for view in self.views_for(snapshot.daemon_sets):
+            limits = view.pool.limits
+            if view.cell or not (limits.nodes is None and limits.cpu is None and limits.memory is None):
+                continue
+            floor = floor_vcpu(view.pool, self._loads.requested(view.name, leaving))
+            if floor > 0 and all(any(ask.fits(a) for a in self._largest(view)) for ask in asks):
+                out[view.name] = math.ceil(floor)
+        return out
+
+    def _largest(self, view: PoolView) -> list[Resources]:
+        """The frontier of the allocatables of the pool's types of at least its floor's
+        ``maxCPU``: a pod none of them holds may have the floor let go."""
+        kept = self._largest_kept.get(view.name)
+        if kept is None or kept[0] is not view:
+            whole = math.ceil(view.pool.node_size_floor.max_cpu)
+            kept = self._largest_kept[view.name] = (view, _frontier_of([c for c in view.candidates if c.itype.vcpu >= whole]))
+        return kept[1]
 
     def compute(self, snapshot: ClusterSnapshot, now: float) -> Decision:
         with _collector_paused():
@@ -1311,26 +1351,6 @@ def _by_type(offerings: Sequence[Candidate]) -> dict[tuple[int, CapacityType], l
     for c in offerings:
         found.setdefault((id(c.itype), c.offering.capacity_type), []).append(c)
     return found
-
-
-def suited(offerings: Sequence[Candidate], gib_per_cpu: float) -> list[Candidate]:
-    """The offerings whose type holds pods asking ``gib_per_cpu`` (a pool's mix) for at most
-    ``MIX_SLACK`` times the on-demand price per CPU of them of the type that holds them for
-    least (0: all). Filled with such pods, a type with less memory per CPU runs out of
-    memory and leaves CPU unused: booted for the 1:2 pods at hand and then filled with the
-    pool's 1:2.7 mix, c5.4xlarge nodes left 40% of the fleet's CPU unused over the README's
-    100,000-arrival day, where m5.4xlarge nodes leave 22% ("Disruption" in the README)."""
-    if not gib_per_cpu or not offerings:
-        return list(offerings)
-    per_milli = gib_per_cpu * GIB / 1000  # bytes asked per millicore
-
-    def cost(c: Candidate) -> float:
-        held = min(c.allocatable.cpu, c.allocatable.memory / per_milli)  # millicores of such pods it holds
-        return c.itype.on_demand_price / held if held > 0 else math.inf
-
-    costs = [cost(c) for c in offerings]
-    least = min(costs)
-    return [c for c, each in zip(offerings, costs, strict=True) if each <= least * MIX_SLACK]
 
 
 def _spec(node: _NewNode, size_floor: SizeFloor | None) -> NodeSpec:
