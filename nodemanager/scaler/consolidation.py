@@ -23,6 +23,7 @@ from nodemanager.scaler.usable import UsableOfferings, placement_key
 SPOT_TO_SPOT_CHOICES = 15  # cheaper spot types needed before a spot node is replaced by spot (Karpenter's)
 MULTI_NODE_MAX = 100  # candidates multi-node consolidation considers at once (Karpenter's)
 SIZES_KEPT = 256  # kinds of moving pods (and placements) whose cheaper offerings the quick test keeps
+PODS_KEPT = 65536  # pods whose own_node the quick test keeps
 HELD_KEPT = 8192  # nodes' pod lists whose requests the quick test keeps (beyond most clusters' nodes; each holds its pods)
 _KEY = operator.attrgetter("key")
 
@@ -279,11 +280,15 @@ class CheaperSizes:
         self.views = views
         self.usable = UsableOfferings(views, limit=SIZES_KEPT)
         self._cells = frozenset(v.name for v in views if v.cell)
+        self._own: ByIdentity[Pod, bool] = ByIdentity(PODS_KEPT)  # a pod -> own_node of it (each quick test asks it of every moving pod)
         self._kinds: dict[frozenset, tuple[list[tuple[float, int, int]], dict[int, list[tuple[int, int]]]]] = {}  # kind -> (offers by price, sizes below each)
         self._floored: dict[tuple[frozenset, tuple], list[tuple[float, int, int]]] = {}  # (kinds, floors) -> their offers by price (see cheapest)
 
     def own_node(self, pod: Pod) -> bool:
         """Every offering ``pod`` may use is a cell pool's: a new node holds it alone."""
+        return self._own.get(pod, self._own_node)
+
+    def _own_node(self, pod: Pod) -> bool:
         usable = self.usable.of(pod)
         return bool(usable) and all(pool in self._cells for pool, _ in usable)
 

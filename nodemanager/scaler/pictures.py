@@ -8,8 +8,9 @@ was most of a decision's work, and the disruption controller asks many what-ifs 
 same cluster. Between computations most nodes are unchanged: the same node record and the
 same pod objects. Such a node's picture is lent as it is, not copied: a computation
 changes only the few it places pods on, and names them to ``spoiled`` when it ends, so
-those are built again for the next (a copy of every node for every computation was a
-tenth of a busy decision, with freeing them). Pods are compared by identity (they are
+those are brought up to date for the next (a copy of every node for every computation was
+a tenth of a busy decision, with freeing them). A picture whose pods changed by a few is
+brought up to date by those few, not built again from all its pods. Pods are compared by identity (they are
 immutable: a change makes a new object); node records by what a picture is made of (a
 change a picture does not read, such as Ready to Claimed, makes a new record).
 """
@@ -32,10 +33,11 @@ class NodePictures:
         self.volume_bytes = volume_bytes
         self.daemon_sets = daemon_sets  # the DaemonSets every picture allows for
         self.regular = regular  # batch pods' requests count as cpu and memory (no pool offers batch resources)
-        # node name -> (the record, its pool's view, its pods, the picture as built (None once
-        # spoiled), the picture without pods): a node whose pods changed but not its record is
-        # pictured from a copy of the last (its labels, taints and allocatable stand).
-        self._kept: dict[str, tuple[Node, PoolView | None, tuple[Pod, ...], NodeInfo | None, NodeInfo]] = {}
+        # node name -> (the record, its pool's view, its pods, the picture, the picture without
+        # pods): a node whose pods changed but not its record is pictured from the last, brought
+        # up to date, or from a copy of the bare one (its labels, taints and allocatable stand).
+        self._kept: dict[str, tuple[Node, PoolView | None, tuple[Pod, ...], NodeInfo, NodeInfo]] = {}
+        self._spoiled: set[str] = set()  # nodes whose kept picture a computation changed
 
     def info(self, node: Node, view: PoolView | None, pods: Sequence[Pod]) -> NodeInfo:
         """A picture of ``node`` holding ``pods`` (in key order; the same tuple as last time
@@ -43,8 +45,13 @@ class NodePictures:
         it must name it to ``spoiled`` before the next computation starts."""
         kept = self._kept.get(node.name)
         if kept is not None and kept[1] is view and (kept[0] is node or _same_node(kept[0], node)):  # (identity first: no call)
-            if kept[3] is not None and (kept[2] is pods or _same_pods(kept[2], pods)):
-                return kept[3]
+            info = kept[3]
+            if node.name not in self._spoiled and (kept[2] is pods or _same_pods(kept[2], pods)):
+                return info
+            if self._brought_up_to(info, pods):
+                self._spoiled.discard(node.name)
+                self._kept[node.name] = (node, view, tuple(pods), info, kept[4])
+                return info
             bare = kept[4]
         else:
             bare = node_node_info(node, view, self.catalog, self.volume_bytes)
@@ -56,14 +63,35 @@ class NodePictures:
             present = frozenset(p.daemon_set for p in pods if p.daemon_set)
             info.set_allocatable(info.allocatable - daemon_overhead(self.daemon_sets, info.labels, info.taints, present))
         self._kept[node.name] = (node, view, tuple(pods), info, bare)
+        self._spoiled.discard(node.name)
         return info
 
+    def _brought_up_to(self, info: NodeInfo, pods: Sequence[Pod]) -> bool:
+        """``info`` brought up to holding ``pods``, in place, by the pods that came or went
+        (or changed), where those are few: a node's picture was built again from all its pods
+        whenever one came or went, most of the pictures of a busy cluster's decision. Not
+        where a DaemonSet pod came or went (the room kept for those not yet there changes)
+        or batch pods' requests are counted as cpu and memory (they are copies)."""
+        if self.regular and any(p.batch for p in pods):
+            return False
+        held = info.pods
+        now = {p.key: p for p in pods}
+        gone = [pod for key, pod in held.items() if now.get(key) is not pod]
+        came = [pod for pod in pods if held.get(pod.key) is not pod]
+        if len(gone) + len(came) > len(pods) // 2 + 1 or any(p.daemon_set for p in gone) or any(p.daemon_set for p in came):
+            return False
+        for pod in gone:
+            info.remove_pod(pod.key)
+        for pod in came:
+            info.add_pod(pod)
+        if came:
+            info.pods = now  # in the order a picture built again has them
+        return True
+
     def spoiled(self, names: Iterable[str]) -> None:
-        """The pictures a computation changed: each is made again when next asked for."""
-        kept = self._kept
-        for name in names:
-            if (entry := kept.get(name)) is not None:
-                kept[name] = (*entry[:3], None, entry[4])
+        """The pictures a computation changed: each is brought up to date (or made again)
+        when next asked for."""
+        self._spoiled.update(name for name in names if name in self._kept)
 
     def forget_all_but(self, nodes: Sequence[Node]) -> None:
         """Forget the nodes gone from the cluster, once they are many (each call is a pass
@@ -71,6 +99,7 @@ class NodePictures:
         if len(self._kept) > 2 * len(nodes) + 16:
             names = {n.name for n in nodes}
             self._kept = {name: kept for name, kept in self._kept.items() if name in names}
+            self._spoiled &= names
 
 
 _BOOTING = (NodeState.CREATING, NodeState.CREATED)

@@ -57,7 +57,7 @@ from nodemanager.scaler.open_nodes import OpenNodes
 from nodemanager.scaler.pictures import NodePictures
 from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info, pool_views
 from nodemanager.scaler.room import RoomIndex
-from nodemanager.scaler.size_floor import PoolLoads, floor_vcpu, suited
+from nodemanager.scaler.size_floor import PoolLoads, floor_vcpu, pods_load, suited
 from nodemanager.scaler.snapshot import ClusterSnapshot
 from nodemanager.scaler.unavailability import ANY_TYPE
 from nodemanager.scheduling import CycleState, Framework, NodeInfo, Profile, Registry
@@ -71,6 +71,7 @@ from nodemanager.scheduling.status import Code
 from nodemanager.scheduling.topology import PodTopology
 
 PROBE_MEMO_SIZE = 4096
+PODS_LOADS_KEPT = 8192  # nodes' pod lists whose load sure_floors keeps (beyond most clusters' nodes)
 MERGE_TRIES = 8  # cheapest offerings tried for a what-if's one new node
 NEW_HOST = "\x00a new node"  # the hostname domain of a node this run may still create: it holds no pod
 _READINESS = {NodeState.AVAILABLE: 0, NodeState.CLAIMED: 0, NodeState.CREATED: 1, NodeState.CREATING: 2}
@@ -1218,6 +1219,7 @@ class BindingNodeScaler:
         # from stays the same (checked in full before each use; see ``deferred``).
         self.deferred: DeferredPlan | None = None
         self._loads: PoolLoads | None = None  # the last snapshot's, for sure_floors
+        self._pods_load: ByIdentity[tuple[Pod, ...], tuple[int, bool]] = ByIdentity(PODS_LOADS_KEPT)  # a node's pods -> pods_load of them
         self._largest_kept: dict[str, tuple[PoolView, list[Resources]]] = {}  # pool -> (its view, _largest of it)
 
     def views_for(self, daemon_sets: tuple) -> list[PoolView]:
@@ -1253,7 +1255,7 @@ class BindingNodeScaler:
         if not all(_offering_blind(p, moving=True) and not (p.inter_pod or p.pod_group or p.batch or extended(p.requests)) for p in pods):
             return {}
         if self._loads is None or self._loads.snapshot is not snapshot:
-            self._loads = PoolLoads(snapshot)
+            self._loads = PoolLoads(snapshot, lambda pods: self._pods_load.get(pods, pods_load))
         if self._loads.repels:
             return {}
         asks = list(dict.fromkeys(p.requests for p in pods))

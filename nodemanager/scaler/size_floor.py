@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from nodemanager.config.schema import Pool
-from nodemanager.model import LIVE_STATES
+from nodemanager.model import LIVE_STATES, Pod
 from nodemanager.model.instance_type import GIB
 from nodemanager.model.labels import HOSTNAME
 from nodemanager.scaler.pools import Candidate
@@ -50,21 +50,24 @@ def suited(offerings: Sequence[Candidate], gib_per_cpu: float) -> list[Candidate
 class PoolLoads:
     """What a lower bound of the floor reads of one snapshot, once (consolidation's quick test
     asks it of many candidates on the same snapshot): the CPU the pods on each live node
-    request (batch pods left out: a computation may count theirs otherwise), by pool; and
-    whether a placed pod keeps others away by a key other than the hostname (pods it repels
-    are placed one at a time, or pinned to zones, by paths the floor does not hold)."""
+    request, by pool; and whether a placed pod keeps others away by a key other than the
+    hostname (pods it repels are placed one at a time, or pinned to zones, by paths the
+    floor does not hold). ``of_pods`` tells both of one node's pods (see ``pods_load``)."""
 
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
+    def __init__(self, snapshot: ClusterSnapshot, of_pods: Callable[[tuple[Pod, ...]], tuple[int, bool]]) -> None:
         self.snapshot = snapshot
         placed = snapshot.by_node.placed
         self.nodes: dict[str, tuple[str, int]] = {}  # live node -> (its pool, the CPU its pods request)
         self.pools: Counter[str] = Counter()
-        for node in snapshot.nodes:
-            if node.state in LIVE_STATES:
-                cpu = sum(p.requests.cpu for p in placed.get(node.name, ()) if not p.batch)
-                self.nodes[node.name] = (node.pool, cpu)
-                self.pools[node.pool] += cpu
-        self.repels = any(t.topology_key != HOSTNAME for p in snapshot.pods for t in p.pod_affinity.anti_required)
+        self.repels = False
+        live = {n.name: n.pool for n in snapshot.nodes if n.state in LIVE_STATES}
+        for name, on in placed.items():
+            cpu, repels = of_pods(on)
+            self.repels = self.repels or repels
+            pool = live.get(name)
+            if pool is not None:
+                self.nodes[name] = (pool, cpu)
+                self.pools[pool] += cpu
 
     def requested(self, pool: str, leaving: Collection[str]) -> int:
         """The CPU requested on the pool's live nodes but ``leaving``."""
@@ -74,3 +77,10 @@ class PoolLoads:
             if entry is not None and entry[0] == pool:
                 gone += entry[1]
         return self.pools[pool] - gone
+
+
+def pods_load(pods: tuple[Pod, ...]) -> tuple[int, bool]:
+    """The CPU ``pods`` request as such (a computation counts no less: a batch pod's batch
+    CPU only adds to it where no pool offers batch resources), and whether one of them keeps
+    others away by a key other than the hostname."""
+    return sum(p.requests.cpu for p in pods), any(t.topology_key != HOSTNAME for p in pods for t in p.pod_affinity.anti_required)

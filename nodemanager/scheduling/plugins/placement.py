@@ -40,6 +40,8 @@ class NodeAffinity(SkipsUnasked, FilterPlugin, ScorePlugin):
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
         """``filter``'s answer without a Status (and its message) for every node it refuses."""
         selector, affinity = tuple(pod.node_selector.items()), pod.affinity
+        if not selector and not affinity:
+            return list(nodes)  # (most pods: every node matches)
         out = []
         for node in nodes:
             labels = node.labels
@@ -93,6 +95,10 @@ def default_normalize(scores: dict[str, int], reverse: bool) -> None:
     """kube's helper.DefaultNormalizeScore: each score as a share of the highest, out of 100
     (all left at 0 when the highest is 0); ``reverse``, 100 less that (all 100 then)."""
     highest = max(scores.values(), default=0)
+    if highest == 0:  # (most scores of most plugins: no node has what they count)
+        if reverse:
+            scores.update(dict.fromkeys(scores, 100))
+        return
     for name, value in scores.items():
         share = 0 if highest == 0 else value * 100 // highest
         scores[name] = 100 - share if reverse else share
