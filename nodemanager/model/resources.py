@@ -34,6 +34,15 @@ class Resources:
         self._hash: int | None = None
 
     @classmethod
+    def _of(cls, amounts: dict[str, int]) -> Resources:
+        """The vector of ``amounts``, ints already (what arithmetic makes): kept as they are,
+        zeros left out, without ``__init__``'s conversion of each."""
+        out = object.__new__(cls)
+        out._amounts = {k: v for k, v in amounts.items() if v}
+        out._hash = None
+        return out
+
+    @classmethod
     def parse(cls, quantities: Mapping[str, object] | None, field: str = "resources") -> Resources:
         """Parse ``{"cpu": "500m", "memory": "1Gi"}``; errors name ``field.<resource>``."""
         if not quantities:
@@ -94,7 +103,7 @@ class Resources:
         out = dict(self._amounts)
         for k, v in other._amounts.items():
             out[k] = out.get(k, 0) + v
-        return Resources(out)
+        return Resources._of(out)
 
     @classmethod
     def total(cls, vectors: Iterable[Resources], start: Resources | None = None) -> Resources:
@@ -103,13 +112,13 @@ class Resources:
         for vector in vectors:
             for k, v in vector._amounts.items():
                 out[k] = out.get(k, 0) + v
-        return cls(out)
+        return cls._of(out)
 
     def __sub__(self, other: Resources) -> Resources:
         out = dict(self._amounts)
         for k, v in other._amounts.items():
             out[k] = out.get(k, 0) - v
-        return Resources(out)
+        return Resources._of(out)
 
     def __mul__(self, factor: int) -> Resources:
         return Resources({k: v * factor for k, v in self._amounts.items()})

@@ -156,7 +156,7 @@ class Framework:
                 return Status(status.code, f'rejected by "{plugin.name}" at prefilter: {status.message}', plugin.name)
             return error(f'error while running "{plugin.name}" prefilter plugin for pod "{pod.key}": {status.message}', plugin.name)
         state.skip_filter = frozenset(skipped)
-        return Status()
+        return SUCCESS
 
     def run_pre_filter_extension_add_pod(self, state: CycleState, pod: Pod, added: Pod, node: NodeInfo) -> Status:
         return self._run_extensions(state, pod, added, node, add=True)
@@ -172,7 +172,7 @@ class Framework:
             status = (ext.add_pod(state, pod, other, node) if add else ext.remove_pod(state, pod, other, node)) or SUCCESS
             if not status.is_success():
                 return error(f'error while running "{plugin.name}" {"add" if add else "remove"}pod extension: {status.message}', plugin.name)
-        return Status()
+        return SUCCESS
 
     def run_filter_plugins(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         skipped = state.skip_filter
@@ -185,7 +185,7 @@ class Framework:
             if status.is_unschedulable():
                 return Status(status.code, status.message, status.plugin or plugin.name)
             return error(f'running "{plugin.name}" filter plugin for pod "{pod.key}": {status.message}', plugin.name)
-        return Status()
+        return SUCCESS
 
     def feasible(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
         """The nodes every Filter passes, in order: ``run_filter_plugins`` succeeds for exactly
@@ -204,7 +204,7 @@ class Framework:
             status = plugin.post_filter(state, pod, feasible, filtered) or SUCCESS
             if not status.is_success():
                 return error(f'error while running "{plugin.name}" postfilter plugin for pod "{pod.key}": {status.message}', plugin.name)
-        return Status()
+        return SUCCESS
 
     # -- scoring ------------------------------------------------------------------------
     def run_score_plugins(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> tuple[dict[str, dict[str, int]], Status]:
@@ -287,7 +287,7 @@ class Framework:
             status = plugin.reserve(state, pod, node_name) or SUCCESS
             if not status.is_success():
                 return error(f'error while running "{plugin.name}" reserve plugin for pod "{pod.key}": {status.message}', plugin.name)
-        return Status()
+        return SUCCESS
 
     def run_unreserve_plugins(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for plugin in self._unreserve:
@@ -308,7 +308,7 @@ class Framework:
                 continue
             return error(f'error while running "{plugin.name}" permit plugin for pod "{pod.key}": {status.message}', plugin.name)
         if not waits:
-            return Status()
+            return SUCCESS
         now = self.handle.now
         waiting = WaitingPod(pod, node_name, now, {name: now + timeout for name, timeout in waits.items()})
         self.handle._waiting[pod.uid] = waiting
@@ -351,7 +351,7 @@ class Framework:
             status = plugin.pre_bind(state, pod, node_name) or SUCCESS
             if not status.is_success():
                 return error(f'error while running "{plugin.name}" prebind plugin for pod "{pod.key}": {status.message}', plugin.name)
-        return Status()
+        return SUCCESS
 
     def run_bind_plugins(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         """The first plugin that does not Skip decides; all skipping (or none) is Skip."""
@@ -361,7 +361,7 @@ class Framework:
                 continue
             if not status.is_success():
                 return error(f'plugin "{plugin.name}" failed to bind pod "{pod.key}": {status.message}', plugin.name)
-            return Status()
+            return SUCCESS
         return SKIP
 
     def run_post_bind_plugins(self, state: CycleState, pod: Pod, node_name: str) -> None:
