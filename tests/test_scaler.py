@@ -12,7 +12,7 @@ from nodemanager.model.instance_type import DEFAULT_VOLUME_BYTES
 from nodemanager.scaler import ClusterSnapshot
 from nodemanager.scaler.decision import SizeFloor
 from nodemanager.scaler.pools import pool_views
-from nodemanager.scaler.scaler import suited
+from nodemanager.scaler.size_floor import suited
 
 
 def compute(s, pods=(), nodes=(), now=100.0, **kw):

@@ -237,7 +237,7 @@ class _Room:
         self.total = (sum(max(f[0], 0) for f in free.values()), sum(max(f[1], 0) for f in free.values()))
         self._maximal = maximal(list(free.values()))
         self._on_maximal = set(self._maximal)
-        # each resource's room, largest first, with the node that has it (see may_hold)
+        # each resource's room, largest first, with the node that has it (see overflow)
         self._by_room = [sorted(((f[i], name) for name, f in free.items() if f[i] >= 0), reverse=True) for i in (0, 1)]
 
     def total_without(self, names: set[str]) -> tuple[int, int]:
