@@ -119,8 +119,8 @@ class ClusterEventsHandler:
         on.pods[pod.key] = pod
         on.requested = on.requested + pod.requests
         self._resort.add(pod.node_name)
-        if not pod.of_node:
-            self._held[pod.node_name] = _held_by(on)
+        if not pod.of_node:  # (the held keys change by one: a set made again in C, not from every pod)
+            self._held[pod.node_name] = self._held.get(pod.node_name, _NO_KEYS) | {pod.key}
             self.held_changes.add(pod.node_name)
 
     def _unplace(self, pod: Pod) -> None:
@@ -129,7 +129,7 @@ class ClusterEventsHandler:
         on.requested = on.requested - pod.requests
         self._resort.add(pod.node_name)
         if not pod.of_node:
-            held = _held_by(on)
+            held = self._held[pod.node_name] - {pod.key}
             if held:
                 self._held[pod.node_name] = held
             else:
@@ -371,7 +371,3 @@ class ClusterEventsHandler:
         with self._lock:
             done, self.finished = self.finished, []
             return done
-
-
-def _held_by(on: _OnNode) -> frozenset[PodKey]:
-    return frozenset(k for k, p in on.pods.items() if not p.of_node)

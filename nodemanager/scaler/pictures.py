@@ -17,6 +17,7 @@ is made of (a change a picture does not read, such as Ready to Claimed, makes a 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 
 from cloud.catalog import Catalog
@@ -74,18 +75,19 @@ class NodePictures:
         or batch pods' requests are counted as cpu and memory (they are copies)."""
         if self.regular and any(p.batch for p in pods):
             return False
-        held = info.pods
-        now = {p.key: p for p in pods}
-        gone = [pod for key, pod in held.items() if now.get(key) is not pod]
-        came = [pod for pod in pods if held.get(pod.key) is not pod]
+        # (pods told by identity, in sets made in C: a node holds dozens)
+        held = dict(zip(map(id, info.pods.values()), info.pods.values(), strict=True))
+        now = dict(zip(map(id, pods), pods, strict=True))
+        gone = [held[i] for i in held.keys() - now.keys()]
+        came = [now[i] for i in now.keys() - held.keys()]
         if len(gone) + len(came) > len(pods) // 2 + 1 or any(p.daemon_set for p in gone) or any(p.daemon_set for p in came):
             return False
         for pod in gone:
             info.remove_pod(pod.key)
-        for pod in came:
+        for pod in came:  # (sums of integers: the order they are counted in does not matter)
             info.add_pod(pod)
         if came:
-            info.pods = now  # in the order a picture built again has them
+            info.pods = dict(zip(map(_KEY, pods), pods, strict=True))  # in the order a picture built again has them
         return True
 
     def spoiled(self, names: Iterable[str]) -> None:
@@ -103,6 +105,7 @@ class NodePictures:
 
 
 _BOOTING = (NodeState.CREATING, NodeState.CREATED)
+_KEY = operator.attrgetter("key")
 
 
 def _same_node(a: Node, b: Node) -> bool:
