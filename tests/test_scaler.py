@@ -416,3 +416,16 @@ def test_requests_of_running_pods_count_on_their_nodes():
     d = compute(scaler(binpack_pool()), [hog, pod("p", cpu="500m")], [full])
     assert d.bindings["default/p"] != "full"
     assert Resources.parse({"cpu": "1800m"}).fits(CATALOG["a.large"].allocatable)
+
+
+@pytest.mark.parametrize("carried", [1, 2, 3])
+def test_pods_kept_on_a_node_planned_for_them_are_kept_only_while_it_has_room(carried: int) -> None:
+    """Identical pods planned onto a booting node are kept there while they still pass every
+    filter: after the first, a pod of the same class is told by the room left alone (the
+    node now holds a running pod, so only one more fits); the others are planned again."""
+    booting = node("n0", "m.xlarge", pool="general", state=NodeState.CREATED, bound=tuple(f"p{i}" for i in range(carried)))
+    running = pod("r0", cpu="2", node="n0", phase=PodPhase.RUNNING)
+    waiting = [pod(f"p{i}", cpu="1500m") for i in range(carried)]
+    d = scaler(binpack_pool()).compute(ClusterSnapshot((running, *waiting), (booting,)), 0.0)
+    assert [k for k, n in d.bindings.items() if n == "n0"] == ["default/p0"]
+    assert all(k in d.bindings or k in d.waiting for k in (p.key for p in waiting))

@@ -282,6 +282,10 @@ class _Run:
         # filter on that node (it may have been resized, tainted or filled meanwhile).
         carried = [(pod, n.name) for n in self.snapshot.nodes if n.name in self.infos for k in n.bound_pods if (pod := waiting.get(k)) is not None]
         prefiltered: dict[tuple, CycleState | None] = {}  # a class's PreFilter answer (see _shares_prefilter)
+        # Where a pod of such a class passed every filter, another of it passes them too as
+        # long as the node has room for it (as ``_fill_class`` counts): pods placed meanwhile
+        # change only the node's room, but for one keeping others away (answers start again).
+        passed: set[tuple[tuple, str]] = set()
         for pod, name in sorted(carried, key=lambda pn: (priority_key(pn[0]), pn[1])):
             if pod.key in self.bindings:
                 continue
@@ -294,10 +298,20 @@ class _Run:
                 state = state if self.fw.run_pre_filter_plugins(state, pod).is_success() else None
                 if shared:
                     prefiltered[cls] = state
-            if state is not None and self.fw.run_filter_plugins(state, pod, self.infos[name]).is_success():
-                self._place(pod, self.infos[name], CycleState() if shared else state)
+            if state is None:
+                continue
+            info = self.infos[name]
+            if (cls, name) in passed:
+                fits = info.fit_count(info.fit_request(pod), 1) > 0
+            else:
+                fits = self.fw.run_filter_plugins(state, pod, info).is_success()
+                if fits and shared:
+                    passed.add((cls, name))
+            if fits:
+                self._place(pod, info, CycleState() if shared else state)
                 if pod.pod_affinity.anti_required:  # other pods' PreFilter counts it (symmetry)
                     prefiltered.clear()
+                    passed.clear()
         return [p for k, p in waiting.items() if k not in self.bindings]
 
     # -- placing ------------------------------------------------------------------------
