@@ -461,8 +461,7 @@ class _Run:
 
     def _budget(self, view: PoolView) -> binpack.Budget:
         """What the pool may still add, given its live nodes and the ones decided so far."""
-        limits = view.pool.limits
-        budget = binpack.Budget(limits.nodes, limits.cpu, limits.memory)
+        budget = _limits_budget(view.pool)
         if budget == binpack.Budget():
             return budget  # no limits: nothing to count
         for name, info in self.infos.items():
@@ -1154,6 +1153,12 @@ def smallest_request(pods: Iterable[Pod]) -> Resources:
     return Resources({"cpu": min((r.cpu for r in requests), default=0), "memory": min((r.memory for r in requests), default=0)})
 
 
+def _limits_budget(pool: Pool) -> binpack.Budget:
+    """What the pool's limits allow it in all (an empty budget where it has none)."""
+    limits = pool.limits
+    return binpack.Budget(limits.nodes, limits.cpu, limits.memory)
+
+
 def _offering_blind(pod: Pod, moving: bool = False) -> bool:
     """Whether the filters decide alike on every offering of a pool for this pod (with no
     requests): nothing in it tells types, zones or capacity types apart (a pool's offerings
@@ -1275,8 +1280,7 @@ class BindingNodeScaler:
         asks = list(dict.fromkeys(p.requests for p in pods))
         out = {}
         for view in self.views_for(snapshot.daemon_sets):
-            limits = view.pool.limits
-            if view.cell or not (limits.nodes is None and limits.cpu is None and limits.memory is None):
+            if view.cell or _limits_budget(view.pool) != binpack.Budget():
                 continue
             floor = floor_vcpu(view.pool, self._loads.requested(view.name, leaving))
             if floor > 0 and all(any(ask.fits(a) for a in self._largest(view)) for ask in asks):
