@@ -8,10 +8,10 @@ import dataclasses
 import gc
 
 from builders import CATALOG, OD, SPOT, ZONES, binpack_pool, cell_pool, node, pod, scaler
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nodemanager.model import NodeState, PodPhase, Taint, TaintEffect
+from nodemanager.model import NodeState, Pod, PodPhase, Taint, TaintEffect
 from nodemanager.model.daemonset import DaemonSet
 from nodemanager.scaler import ClusterSnapshot
 from nodemanager.scaler.pictures import NodePictures
@@ -71,6 +71,92 @@ def test_a_scaler_that_computed_before_decides_as_a_fresh_one(changes: list[tupl
         assert kept.compute(snapshot, float(now)) == scaler(*POOLS).compute(snapshot, float(now)), f"after {changes[:now]}"
 
 
+WEB = {"matchLabels": {"app": "web"}}
+ZONE_KEY = "topology.kubernetes.io/zone"
+
+
+def _web(name: str, cpu: str, created: float, **spec: object) -> Pod:
+    """A web pod (with ``spec``'s constraints, if any)."""
+    containers = [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "128Mi"}}}]
+    manifest = {"metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}}, "spec": {"containers": containers, **spec}}
+    return dataclasses.replace(Pod.from_manifest(manifest), created_at=created)
+
+
+def _apart(name: str, cpu: str, created: float) -> Pod:
+    """A web pod that keeps out of any zone holding another web pod."""
+    term = {"topologyKey": ZONE_KEY, "labelSelector": WEB}
+    return _web(name, cpu, created, affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}})
+
+
+def _spread(name: str, cpu: str, created: float) -> Pod:
+    """A web pod spread evenly over the zones with the other web pods."""
+    constraint = {"maxSkew": 1, "topologyKey": ZONE_KEY, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": WEB}
+    return _web(name, cpu, created, topologySpreadConstraints=[constraint])
+
+
+def _repelling(name: str, node: str) -> Pod:
+    """A pod running on ``node`` that keeps web pods out of its zone."""
+    term = {"topologyKey": ZONE_KEY, "labelSelector": WEB}
+    spec = {"nodeName": node, "containers": CONTAINERS, "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+    return dataclasses.replace(Pod.from_manifest({"metadata": {"name": name, "namespace": "default"}, "spec": spec}), phase=PodPhase.RUNNING)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["arrive", "arrive", "apart", "spread", "apply", "apply", "repel", "taint", "bind", "resize", "finish", "booted"]),
+            st.integers(0, 15),
+            st.sampled_from(["100m", "500m", "1", "3"]),
+        ),
+        min_size=1,
+        max_size=16,
+    )
+)
+@example([("arrive", 0, "1"), ("apply", 0, "1"), ("repel", 0, "1")])  # a pod that repels them came (kept: refused)
+@example([("spread", 0, "3"), ("apply", 0, "3"), ("arrive", 0, "1"), ("bind", 6, "1")])  # their own spread no longer holds there
+@example([("arrive", 0, "1"), ("apply", 0, "1"), ("spread", 0, "1"), ("apply", 0, "1"), ("arrive", 0, "1")])  # kept pods count for spread
+def test_pods_kept_on_the_nodes_planned_for_them_are_those_a_fresh_scaler_places_there(changes: list[tuple[str, int, str]]) -> None:
+    """Pods the last decision placed on a booting node, still waiting for it, stay on its
+    picture for the next decision (``keep_placed``) only where a fresh scaler places them
+    there too: whatever came meanwhile (pods bound there, a taint, a pod that repels them,
+    a pod resized), whatever the pods' own constraints (anti-affinity, spread)."""
+    kept = scaler(*POOLS)
+    nodes = {
+        "n0": node("n0", "m.xlarge", pool="general", zone=ZONES[0], state=NodeState.CREATED),  # (the first a pod goes to)
+        "n1": node("n1", "m.4xlarge", pool="general", zone=ZONES[1], state=NodeState.CREATING),
+        "n2": dataclasses.replace(node("n2", "m.xlarge", pool="general", zone=ZONES[0]), ready_at=0.0, unschedulable=True),  # (holds what runs there)
+        "n3": node("n3", "a.large", pool="cells", zone=ZONES[1], state=NodeState.CREATING),
+    }
+    pods: dict[str, Pod] = {}
+    last = None
+    for now, (change, i, cpu) in enumerate(changes, start=1):
+        target = sorted(nodes)[i % len(nodes)]
+        waiting = sorted(k for k, p in pods.items() if not p.node_name)
+        if change in ("arrive", "apart", "spread"):
+            pods[f"q{now}"] = {"arrive": _web, "apart": _apart, "spread": _spread}[change](f"q{now}", cpu, float(now))
+        elif change == "apply" and last is not None:  # what the provisioner records of a decision
+            for name, record in nodes.items():
+                nodes[name] = dataclasses.replace(record, bound_pods=tuple(sorted(k for k, n in last.bindings.items() if n == name)))
+        elif change == "repel":
+            pods.pop("repel", None) if "repel" in pods else pods.update(repel=_repelling("repel", "n2"))
+        elif change == "taint":
+            nodes[target] = dataclasses.replace(nodes[target], taints=() if nodes[target].taints else (TAINT,))
+        elif change == "bind" and waiting:  # a waiting pod bound (by the provisioner, or another scheduler)
+            key = waiting[(i // 4) % len(waiting)]
+            pods[key] = dataclasses.replace(pods[key], node_name=target, phase=PodPhase.RUNNING)
+        elif change == "resize" and waiting:  # the same pod, asking for more
+            key = waiting[i % len(waiting)]
+            pods[key] = dataclasses.replace(pods[key], requests=pods[key].requests + pod("x", cpu).requests)
+        elif change == "finish" and pods:
+            pods.pop(sorted(pods)[i % len(pods)])
+        elif change == "booted":
+            nodes[target] = dataclasses.replace(nodes[target], state=NodeState.AVAILABLE, ready_at=float(now))
+        snapshot = ClusterSnapshot(tuple(pods.values()), tuple(nodes.values()))
+        last = kept.compute(snapshot, float(now))
+        assert last == scaler(*POOLS).compute(snapshot, float(now)), f"after {changes[:now]}"
+
+
 def _as_built(info: NodeInfo) -> tuple:
     """Everything a picture says (its pods in order, by identity), but how many changes it saw."""
     return (dataclasses.replace(info, generation=0, pods={}), [(key, id(p)) for key, p in info.pods.items()])
@@ -83,11 +169,23 @@ def test_a_picture_is_lent_and_brought_up_to_date_once_spoiled_or_made_again_whe
     pictures = NodePictures(CATALOG, 0, ())
     first = pictures.info(record, view, placed)
     assert pictures.info(dataclasses.replace(record, ready_at=5.0), view, placed) is first  # lent, not copied
-    first.add_pod(pod("extra", "1", node="n0"))  # what a computation does with its picture
+    extra = pod("extra", "1", node="n0")
+    first.add_pod(extra)  # what a computation does with its picture
     pictures.spoiled(["n0", "gone"])  # ... and then says so
     again = pictures.info(dataclasses.replace(record, ready_at=5.0), view, placed)
-    assert set(again.pods) == {"default/p0"}  # the computation's pod taken off again
+    assert pictures.placed == {"n0": (extra,)}  # the next computation is told what it placed
+    pictures.settle(["n0"])  # ... which it keeps there
+    assert set(again.pods) == {"default/p0", "default/extra"}
+    assert again.requested.cpu == 1500
+    pictures.spoiled(["n0"])
+    assert pictures.info(record, view, placed) is again
+    assert pictures.placed == {"n0": (extra,)}
+    pictures.settle()  # ... or takes off
+    assert set(again.pods) == {"default/p0"}
     assert again.requested.cpu == 500
+    assert pictures.placed == {}
+    assert pictures.info(record, view, placed) is again
+    assert pictures.placed == {}
     more = [*placed, pod("p1", "250m", node="n0", phase=PodPhase.RUNNING)]
     grown = pictures.info(record, view, more)  # the record stands, its pods changed: brought up to date by the one that came
     fresh = node_node_info(record, view, CATALOG, 0)
@@ -103,26 +201,36 @@ def test_a_picture_is_lent_and_brought_up_to_date_once_spoiled_or_made_again_whe
 
 @settings(max_examples=80, deadline=None)
 @given(
-    st.lists(st.tuples(st.lists(st.integers(0, 9), max_size=8, unique=True), st.lists(st.integers(10, 12), max_size=2, unique=True), st.booleans()), max_size=8)
+    st.lists(
+        st.tuples(st.lists(st.integers(0, 9), max_size=8, unique=True), st.lists(st.integers(10, 12), max_size=2, unique=True), st.booleans(), st.booleans()),
+        max_size=8,
+    )
 )
-def test_a_picture_brought_up_to_date_is_the_one_built_again(steps_: list[tuple[list[int], list[int], bool]]) -> None:
+def test_a_picture_brought_up_to_date_is_the_one_built_again(steps_: list[tuple[list[int], list[int], bool, bool]]) -> None:
     """Whatever pods come and go between computations (and whatever a computation placed on
-    the picture it was lent), a picture brought up to date says what one built from all the
-    node's pods says, its pods in the same order."""
+    the picture it was lent, kept there by the next or not), a picture brought up to date
+    says what one built from all the node's pods (and those kept) says, its pods in the
+    same order."""
     view = pool_views(list(POOLS), CATALOG, 0, {})[1]
     record = node("n0", "m.4xlarge", pool="general")
     made = {i: pod(f"p{i}", ["100m", "500m", "1"][i % 3], node="n0", phase=PodPhase.RUNNING) for i in range(10)}
     pictures = NodePictures(CATALOG, 0, ())
-    for held, placed_by_run, changed in steps_:
+    for held, placed_by_run, changed, keep in steps_:
         if changed:  # a pod changed (a new object of the same key)
             made[0] = dataclasses.replace(made[0], labels={"v": str(len(made[0].labels) + 1)})
         on = tuple(sorted((made[i] for i in held), key=lambda p: p.key))
         info = pictures.info(record, view, on)
+        placed = pictures.placed.get("n0", ())
+        assert not placed or info.pods.keys() >= {p.key for p in placed}
+        pictures.settle(["n0"] if keep else [])
         fresh = node_node_info(record, view, CATALOG, 0)
         fresh.add_pods(on)
+        for kept in placed if keep else ():
+            fresh.add_pod(kept)
         assert _as_built(info) == _as_built(fresh)
         for i in placed_by_run:  # what a computation places on the picture lent to it
-            info.add_pod(pod(f"new{i}", "250m"))
+            if f"default/new{i}" not in info.pods:
+                info.add_pod(pod(f"new{i}", "250m"))
         pictures.spoiled(["n0"])
 
 

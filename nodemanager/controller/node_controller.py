@@ -176,8 +176,9 @@ class NodeController:
         self.lock.after_release(self.cluster.record_event, kind, key, reason, message, warning=warning)
 
     def binding_of(self, pod: PodKey) -> str | None:
-        for name, node in self.nodes.items():
-            if pod in node.bound_pods:
+        """The node the scaler bound ``pod`` to (one at most), among the few that hold bindings."""
+        for name in self.nodes.with_bindings():
+            if pod in self.nodes[name].bound_pods:
                 return name
         return None
 

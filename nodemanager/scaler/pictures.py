@@ -17,6 +17,7 @@ is made of (a change a picture does not read, such as Ready to Claimed, makes a 
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Iterable, Sequence
 
@@ -39,6 +40,10 @@ class NodePictures:
         # up to date, or from a copy of the bare one (its labels, taints and allocatable stand).
         self._kept: dict[str, tuple[Node, PoolView | None, tuple[Pod, ...], NodeInfo, NodeInfo]] = {}
         self._spoiled: set[str] = set()  # nodes whose kept picture a computation changed
+        # node -> the pods a computation placed on its picture, still on it, after its own
+        # (which are unchanged): the computation now asking keeps or takes them off
+        # (``settle``) before it looks at the picture.
+        self.placed: dict[str, tuple[Pod, ...]] = {}
 
     def info(self, node: Node, view: PoolView | None, pods: Sequence[Pod]) -> NodeInfo:
         """A picture of ``node`` holding ``pods`` (in key order; the same tuple as last time
@@ -47,8 +52,18 @@ class NodePictures:
         kept = self._kept.get(node.name)
         if kept is not None and kept[1] is view and (kept[0] is node or _same_node(kept[0], node)):  # (identity first: no call)
             info = kept[3]
-            if node.name not in self._spoiled and (kept[2] is pods or _same_pods(kept[2], pods)):
-                return info
+            if kept[2] is pods or _same_pods(kept[2], pods):
+                if node.name not in self._spoiled:
+                    return info
+                placed = _placed_after(info, pods)  # (its own pods the very objects given: else brought up to them)
+                if placed is not None:
+                    if kept[2] is not pods:
+                        self._kept[node.name] = (node, view, tuple(pods), info, kept[4])
+                    if placed:
+                        self.placed[node.name] = placed  # (still spoiled until settled)
+                    else:
+                        self._spoiled.discard(node.name)
+                    return info
             if self._brought_up_to(info, pods):
                 self._spoiled.discard(node.name)
                 self._kept[node.name] = (node, view, tuple(pods), info, kept[4])
@@ -73,7 +88,7 @@ class NodePictures:
         whenever one came or went, most of the pictures of a busy cluster's decision. Not
         where a DaemonSet pod came or went (the room kept for those not yet there changes)
         or batch pods' requests are counted as cpu and memory (they are copies)."""
-        if self.regular and any(p.batch for p in pods):
+        if self.regular and any(map(_BATCH, pods)):
             return False
         # (pods told by identity, in sets made in C: a node holds dozens)
         held = dict(zip(map(id, info.pods.values()), info.pods.values(), strict=True))
@@ -95,9 +110,23 @@ class NodePictures:
         when next asked for."""
         self._spoiled.update(name for name in names if name in self._kept)
 
+    def settle(self, keep: Iterable[str] = ()) -> None:
+        """The pods an earlier computation placed (``placed``) taken off every picture but
+        those of ``keep``, whose stay on as the computation asking places them again."""
+        keep = set(keep)
+        for name, pods in self.placed.items():
+            if name not in keep:
+                info = self._kept[name][3]
+                for pod in pods:
+                    info.remove_pod(pod.key)
+                self._spoiled.discard(name)
+        self.placed = {}
+
     def forget_all_but(self, nodes: Sequence[Node]) -> None:
-        """Forget the nodes gone from the cluster, once they are many (each call is a pass
-        over the nodes)."""
+        """A computation begins: forget the nodes gone from the cluster, once they are many
+        (each call is a pass over the nodes); placed pods an unfinished one left unsettled
+        are found again."""
+        self.placed = {}
         if len(self._kept) > 2 * len(nodes) + 16:
             names = {n.name for n in nodes}
             self._kept = {name: kept for name, kept in self._kept.items() if name in names}
@@ -106,6 +135,18 @@ class NodePictures:
 
 _BOOTING = (NodeState.CREATING, NodeState.CREATED)
 _KEY = operator.attrgetter("key")
+_BATCH = operator.attrgetter("batch")
+
+
+def _placed_after(info: NodeInfo, pods: Sequence[Pod]) -> tuple[Pod, ...] | None:
+    """The pods a computation placed on ``info``, which holds ``pods`` and then those (it
+    adds pods after them and removes only pods it placed); None if it does not begin with
+    ``pods`` (told in C: most of a busy cluster's changed pictures are those a computation
+    placed pods on, their own pods unchanged)."""
+    held = info.pods
+    if len(held) < len(pods) or not all(map(operator.is_, held.values(), pods)):
+        return None
+    return tuple(itertools.islice(held.values(), len(pods), None))
 
 
 def _same_node(a: Node, b: Node) -> bool:

@@ -62,6 +62,7 @@ from nodemanager.scaler.snapshot import ClusterSnapshot
 from nodemanager.scaler.unavailability import ANY_TYPE
 from nodemanager.scheduling import CycleState, Framework, NodeInfo, Profile, Registry
 from nodemanager.scheduling.nodeinfo import counted_requests
+from nodemanager.scheduling.plugins import BUILTIN_PLUGINS
 from nodemanager.scheduling.plugins.dynamic_resources import DeviceState, allocations_of
 from nodemanager.scheduling.plugins.interpod import spread_domains
 from nodemanager.scheduling.plugins.queue_sort import priority_key
@@ -74,6 +75,7 @@ PROBE_MEMO_SIZE = 4096
 PODS_LOADS_KEPT = 8192  # nodes' pod lists whose load sure_floors keeps (beyond most clusters' nodes)
 MERGE_TRIES = 8  # cheapest offerings tried for a what-if's one new node
 NEW_HOST = "\x00a new node"  # the hostname domain of a node this run may still create: it holds no pod
+REGULAR_KEPT = 65536  # waiting batch pods whose copy with regular requests is kept (see BindingNodeScaler.regular_pods)
 _READINESS = {NodeState.AVAILABLE: 0, NodeState.CLAIMED: 0, NodeState.CREATED: 1, NodeState.CREATING: 2}
 
 
@@ -260,7 +262,7 @@ class _Run:
         waiting: dict[PodKey, Pod] = {}
         for pod in grouped.waiting:
             if pod.phase is PodPhase.PENDING and not pod.of_node and pod.key not in self.excluded:
-                waiting[pod.key] = defaults.apply(as_regular(pod) if regular and pod.batch else pod)
+                waiting[pod.key] = defaults.apply(self.s.regular_pods.get(pod, as_regular) if regular and pod.batch else pod)
         self.waiting.update(self.excluded)
         pictures = self.s.pictures  # allowing for these DaemonSets: views_for saw them first
         pictures.forget_all_but(self.snapshot.nodes)
@@ -281,6 +283,7 @@ class _Run:
         # Earlier bindings are kept while their pod still waits and still passes every
         # filter on that node (it may have been resized, tainted or filled meanwhile).
         carried = [(pod, n.name) for n in self.snapshot.nodes if n.name in self.infos for k in n.bound_pods if (pod := waiting.get(k)) is not None]
+        kept = self.keep_placed(carried)
         prefiltered: dict[tuple, CycleState | None] = {}  # a class's PreFilter answer (see _shares_prefilter)
         # Where a pod of such a class passed every filter, another of it passes them too as
         # long as the node has room for it (as ``_fill_class`` counts): pods placed meanwhile
@@ -288,6 +291,10 @@ class _Run:
         passed: set[tuple[tuple, str]] = set()
         for pod, name in sorted(carried, key=lambda pn: (priority_key(pn[0]), pn[1])):
             if pod.key in self.bindings:
+                continue
+            if name in kept:  # on the picture as the last computation placed it (passing as it did then), where topology counts find it
+                self.bindings[pod.key] = name
+                self.changed.add(name)
                 continue
             shared = _shares_prefilter(pod)
             cls = (self.key(pod), pod.requests) if shared else None
@@ -313,6 +320,26 @@ class _Run:
                     prefiltered.clear()
                     passed.clear()
         return [p for k, p in waiting.items() if k not in self.bindings]
+
+    def keep_placed(self, carried: list[tuple[Pod, str]]) -> set[str]:
+        """The existing nodes whose pictures keep the pods the last computation placed on
+        them (``NodePictures.placed``); the others' are taken off. A node keeps them when
+        they are exactly the pods carried there now (each placed again otherwise: taken off,
+        filtered, placed, at every decision while its node boots). They pass again as they
+        did: the node and its own pods are unchanged, and every carried pod is one whose
+        PreFilter, Filter, Reserve and Permit look only at itself and the node (no
+        inter-pod constraints, host ports, claims, volumes or gang; ``_shares_prefilter``),
+        with no placed pod whose required anti-affinity could refuse it. Their order does
+        not matter: requests only add up, and pods that fit together fit one by one."""
+        placed = self.s.pictures.placed
+        keep: set[str] = set()
+        if placed and self.s.keeps_placed and all(_shares_prefilter(p) for p, _ in carried) and not any(map(_ANTI_PODS, self.infos.values())):
+            carried_on: dict[str, set[int]] = defaultdict(set)
+            for pod, name in carried:
+                carried_on[name].add(id(pod))
+            keep = {name for name, pods in placed.items() if len(pods) == len(carried_on.get(name, ())) and set(map(id, pods)) == carried_on[name]}
+        self.s.pictures.settle(keep)
+        return keep
 
     # -- placing ------------------------------------------------------------------------
     def _place(self, pod: Pod, info: NodeInfo, state: CycleState) -> bool:
@@ -1129,6 +1156,7 @@ class _Run:
 
 
 _NAME = operator.attrgetter("name")
+_ANTI_PODS = operator.attrgetter("anti_pods")
 _MAY_IDLE = frozenset({NodeState.CREATING, NodeState.CREATED, NodeState.AVAILABLE})  # the states an unneeded node is stopped from
 
 
@@ -1213,6 +1241,11 @@ class BindingNodeScaler:
         self.catalog = catalog
         self.registry = registry
         self.framework = Framework(settings.profile, registry, settings.seed)  # each decision runs a fresh copy
+        # Whether pods a computation placed on an existing node may stay there for the next
+        # (see ``_Run.keep_placed``): every plugin is one of ours, whose answers for such
+        # pods this project knows.
+        self.keeps_placed = all(type(p) in BUILTIN_PLUGINS for p in self.framework.plugins.values())
+        self.regular_pods: ByIdentity[Pod, Pod] = ByIdentity(REGULAR_KEPT)  # a batch pod -> it as_regular (the same copy while it waits)
         self.views = pool_views(list(settings.pools), catalog, settings.nodes.volume_size, settings.colocation)
         self._views_daemon_sets: tuple = ()
         # (pool, pod constraints) -> accepted offerings: the same answer every time, so it
