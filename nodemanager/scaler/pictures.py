@@ -10,7 +10,10 @@ same pod objects. Such a node's picture is lent as it is, not copied: a computat
 changes only the few it places pods on, and names them to ``spoiled`` when it ends, so
 those are brought up to date for the next (a copy of every node for every computation was
 a tenth of a busy decision, with freeing them). A picture whose pods changed by a few is
-brought up to date by those few, not built again from all its pods. Pods are compared by
+brought up to date by those few, not built again from all its pods. The pods a computation
+placed on a picture whose own pods are unchanged stay on it until the next computation
+settles them: it keeps those that are exactly the pods still waiting for that node, which it
+would place there again (``_Run.keep_placed``), and takes the others off. Pods are compared by
 identity (they are immutable: a change makes a new object); node records by what a picture
 is made of (a change a picture does not read, such as Ready to Claimed, makes a new record).
 """
