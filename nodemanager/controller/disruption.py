@@ -201,10 +201,10 @@ class DisruptionController:
         self.held = {}
         allowance = {b.key: b.allowed(snapshot.pods) for b in snapshot.pdbs}
         current_image = getattr(c.cloud, "current_image", None)  # as last resolved: no call is made
-        for node in sorted(snapshot.nodes, key=lambda n: (n.created_at, n.name)):
+        for node in sorted((n for n in snapshot.nodes if n.state in SETTLED), key=lambda n: (n.created_at, n.name)):
             pool = c.pool_config(node.pool)
             registered = c.cache.node(node.name)
-            if pool is None or node.state not in SETTLED or registered is None or not registered.ready:
+            if pool is None or registered is None or not registered.ready:
                 continue
             expire = pool.disruption.expire_after
             if expire is not None and now - node.created_at >= expire:
@@ -298,13 +298,14 @@ class DisruptionController:
         blocked: dict[NodeName, str] = {}
         found: list[tuple[float, float, str, Node]] = []
         for node in snapshot.nodes:
+            if node.state not in SETTLED:
+                continue
             pool = c.pool_config(node.pool)
             registered = c.cache.node(node.name)
             held = self.pods_since.get(node.name)
             if (
                 pool is None
                 or pool.disruption.consolidation_policy is not ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED
-                or node.state not in SETTLED
                 or registered is None
                 or not registered.ready
                 or held is None
@@ -312,7 +313,7 @@ class DisruptionController:
                 or now - held.since < pool.disruption.consolidate_after
             ):
                 continue
-            keep = next((p for p in by_node.held(node.name) if p.do_not_disrupt), None)
+            keep = next((p for p in by_node.on(node.name) if p.do_not_disrupt and not p.of_node), None)  # (of the pods it is there for)
             if keep is not None or registered.do_not_disrupt:
                 blocked[node.name] = f"{DO_NOT_DISRUPT_ANNOTATION} on {'pod ' + keep.key if keep else 'the node'}"
             elif registered.unschedulable:
