@@ -332,7 +332,7 @@ class SimulatedCluster:
         try:
             instances = self.cloud.list_instances()
         except CloudError:  # the cloud cannot be seen (throttled, an outage); the kubelets still run
-            self._beat([name for name in sorted(self.nodes) if self._heartbeat(name, now)], now)
+            self._beat(self._heartbeats(sorted(self.nodes), now), now)
             return
         if instances != self._listed[0]:  # (the same instance objects as last time, mostly: compared by identity first, in C)
             self._listed = self._relisted(instances)
@@ -341,26 +341,22 @@ class SimulatedCluster:
             self.remove_node(name)
         for name in self._running_since.keys() - alive.keys():
             del self._running_since[name]
-        beating: list[str] = []
-        for name in sorted((alive.keys() - self.nodes.keys()) | self._due(now)):
-            node = self.nodes.get(name)
-            if node is None:
-                instance = alive[name]
-                running_since = self._running_since.setdefault(name, now)
-                if now - running_since >= self.register_delay:
-                    startup = parse_taints(instance.tags.get(STARTUP_TAINTS_TAG, ""))
-                    taints = parse_taints(instance.tags.get(TAINTS_TAG, "")) + startup
-                    node = ClusterNode(name, instance.instance_id, ready=True, last_heartbeat=now, taints=taints)
-                    self.nodes[name] = node
-                    self._beat_at[name] = now
-                    self._zones[name] = instance.zone
-                    self._schedule_beat(name, now + self.heartbeat_interval)
-                    if startup:
-                        self._startup[name] = (now + self.startup_delay, startup)
-                    self._emit(NodeEvent(EventType.ADDED, node))
-            elif self._heartbeat(name, now):
-                beating.append(name)
-        self._beat(beating, now)
+        due = self._due(now)  # (registered nodes: none of them registers below)
+        for name in sorted(alive.keys() - self.nodes.keys()):
+            instance = alive[name]
+            running_since = self._running_since.setdefault(name, now)
+            if now - running_since >= self.register_delay:
+                startup = parse_taints(instance.tags.get(STARTUP_TAINTS_TAG, ""))
+                taints = parse_taints(instance.tags.get(TAINTS_TAG, "")) + startup
+                node = ClusterNode(name, instance.instance_id, ready=True, last_heartbeat=now, taints=taints)
+                self.nodes[name] = node
+                self._beat_at[name] = now
+                self._zones[name] = instance.zone
+                self._schedule_beats([name], now + self.heartbeat_interval)
+                if startup:
+                    self._startup[name] = (now + self.startup_delay, startup)
+                self._emit(NodeEvent(EventType.ADDED, node))
+        self._beat(self._heartbeats(sorted(due), now), now)
 
     def _relisted(self, instances: list[Instance]) -> tuple[list[Instance], dict[int, Instance], dict[str, Instance]]:
         """``_listed`` for a new list: only the instances that are not the very objects of
@@ -382,32 +378,37 @@ class SimulatedCluster:
             self._emit(Heartbeats(now, tuple(names)))
 
     def _due(self, now: float) -> set[str]:
-        """Registered nodes whose heartbeat may be due (``_heartbeat`` has the last word)."""
+        """Registered nodes whose heartbeat may be due (``_heartbeats`` has the last word)."""
         due, beats, latest, nodes = set(), self._beats, self._next_beat, self.nodes
         while beats and beats[0] <= now + 1e-6:  # a margin for rounding: the test itself is exact
             at = heapq.heappop(beats)
             due.update(name for name in self._due_at.pop(at) if latest.get(name) == at and name in nodes)
         return due
 
-    def _schedule_beat(self, name: str, at: float) -> None:
-        self._next_beat[name] = at
+    def _schedule_beats(self, names: list[str], at: float) -> None:
+        self._next_beat.update(dict.fromkeys(names, at))
         bucket = self._due_at.get(at)
         if bucket is None:
-            self._due_at[at] = [name]
+            self._due_at[at] = list(names)
             heapq.heappush(self._beats, at)
         else:
-            bucket.append(name)
+            bucket.extend(names)
 
-    def _heartbeat(self, name: str, now: float) -> bool:
-        """Whether the node's kubelet renews its Lease now (it is due and not silenced)."""
-        if name in self._silenced:
-            return False
-        last = self._beat_at[name]
-        beats = now - last >= self.heartbeat_interval
-        if beats:
-            last = self._beat_at[name] = now
-        self._schedule_beat(name, last + self.heartbeat_interval)
-        return beats
+    def _heartbeats(self, names: list[str], now: float) -> list[str]:
+        """Which of ``names`` (registered nodes, in order) renew their Lease now: those not
+        silenced whose last renewal is an interval old (most of them: they were due). Each is
+        scheduled again; those renewing, at once (a busy simulation renews thousands a minute)."""
+        interval, beat_at, silenced = self.heartbeat_interval, self._beat_at, self._silenced
+        beating = [name for name in names if name not in silenced and now - beat_at[name] >= interval]
+        if len(beating) < len(names):
+            renewing = set(beating)
+            for name in names:
+                if name not in renewing:  # (silenced, or not due yet)
+                    self._schedule_beats([name], beat_at[name] + interval)
+        beat_at.update(dict.fromkeys(beating, now))
+        if beating:
+            self._schedule_beats(beating, now + interval)
+        return beating
 
     def _count_bound(self, sim: _SimPod, sign: int) -> None:
         if sim.pod.of_node:

@@ -169,6 +169,7 @@ def _same_node(a: Node, b: Node) -> bool:
 
 
 def _same_pods(a: tuple[Pod, ...], b: Sequence[Pod]) -> bool:
-    """The same pods in the same order (the same tuple, as the cache's mostly are; else
-    compared in C: the same objects at once)."""
-    return a is b or (len(a) == len(b) and a == tuple(b))
+    """The very same pods in the same order (the same tuple, as the cache's mostly are; else
+    told by identity in C: a pod equal to another but not it is brought up to, which makes
+    the same picture, rather than compared field by field at every changed node)."""
+    return a is b or (len(a) == len(b) and all(map(operator.is_, a, b)))
