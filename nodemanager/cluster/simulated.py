@@ -396,14 +396,15 @@ class SimulatedCluster:
 
     def _heartbeats(self, names: list[str], now: float) -> list[str]:
         """Which of ``names`` (registered nodes, in order) renew their Lease now: those not
-        silenced whose last renewal is an interval old (most of them: they were due). Each is
-        scheduled again; those renewing, at once (a busy simulation renews thousands a minute)."""
+        silenced whose last renewal is an interval old (most of them: they were due). Each
+        but the silenced is scheduled again; those renewing, at once (a busy simulation
+        renews thousands a minute)."""
         interval, beat_at, silenced = self.heartbeat_interval, self._beat_at, self._silenced
         beating = [name for name in names if name not in silenced and now - beat_at[name] >= interval]
         if len(beating) < len(names):
             renewing = set(beating)
             for name in names:
-                if name not in renewing:  # (silenced, or not due yet)
+                if name not in renewing and name not in silenced:  # (not due yet)
                     self._schedule_beats([name], beat_at[name] + interval)
         beat_at.update(dict.fromkeys(beating, now))
         if beating:
