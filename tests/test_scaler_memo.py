@@ -138,8 +138,8 @@ def test_pods_kept_on_the_nodes_planned_for_them_are_those_a_fresh_scaler_places
         elif change == "apply" and last is not None:  # what the provisioner records of a decision
             for name, record in nodes.items():
                 nodes[name] = dataclasses.replace(record, bound_pods=tuple(sorted(k for k, n in last.bindings.items() if n == name)))
-        elif change == "repel":
-            pods.pop("repel", None) if "repel" in pods else pods.update(repel=_repelling("repel", "n2"))
+        elif change == "repel" and pods.pop("repel", None) is None:  # a pod that repels them comes (or goes)
+            pods["repel"] = _repelling("repel", "n2")
         elif change == "taint":
             nodes[target] = dataclasses.replace(nodes[target], taints=() if nodes[target].taints else (TAINT,))
         elif change == "bind" and waiting:  # a waiting pod bound (by the provisioner, or another scheduler)
