@@ -199,23 +199,31 @@ def test_a_picture_is_lent_and_brought_up_to_date_once_spoiled_or_made_again_whe
     assert tainted == built
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.lists(st.integers(0, 9), max_size=8, unique=True), st.lists(st.integers(10, 12), max_size=2, unique=True), st.booleans(), st.booleans()),
+        st.tuples(
+            st.lists(st.integers(0, 9), max_size=8, unique=True),
+            st.lists(st.integers(10, 12), max_size=2, unique=True),
+            st.booleans(),
+            st.booleans(),
+            st.sampled_from(["untouched", "placed", "took one off"]),
+        ),
         max_size=8,
     )
 )
-def test_a_picture_brought_up_to_date_is_the_one_built_again(steps_: list[tuple[list[int], list[int], bool, bool]]) -> None:
-    """Whatever pods come and go between computations (and whatever a computation placed on
-    the picture it was lent, kept there by the next or not), a picture brought up to date
-    says what one built from all the node's pods (and those kept) says, its pods in the
-    same order."""
+@example([([0, 1], [], False, False, "untouched"), ([1, 2], [], False, False, "untouched")])  # other pods, as many
+@example([([0, 1], [10], False, False, "took one off"), ([0, 1], [], False, False, "untouched")])
+def test_a_picture_brought_up_to_date_is_the_one_built_again(steps_: list[tuple[list[int], list[int], bool, bool, str]]) -> None:
+    """Whatever pods come and go between computations (and whatever a computation did to
+    the picture it was lent: placed pods, kept there by the next or not, or even took one
+    of the node's own off), a picture brought up to date says what one built from all the
+    node's pods (and those kept) says, its pods in the same order."""
     view = pool_views(list(POOLS), CATALOG, 0, {})[1]
     record = node("n0", "m.4xlarge", pool="general")
     made = {i: pod(f"p{i}", ["100m", "500m", "1"][i % 3], node="n0", phase=PodPhase.RUNNING) for i in range(10)}
     pictures = NodePictures(CATALOG, 0, ())
-    for held, placed_by_run, changed, keep in steps_:
+    for held, placed_by_run, changed, keep, run in steps_:
         if changed:  # a pod changed (a new object of the same key)
             made[0] = dataclasses.replace(made[0], labels={"v": str(len(made[0].labels) + 1)})
         on = tuple(sorted((made[i] for i in held), key=lambda p: p.key))
@@ -228,9 +236,13 @@ def test_a_picture_brought_up_to_date_is_the_one_built_again(steps_: list[tuple[
         for kept in placed if keep else ():
             fresh.add_pod(kept)
         assert _as_built(info) == _as_built(fresh)
+        if run == "untouched":
+            continue
         for i in placed_by_run:  # what a computation places on the picture lent to it
             if f"default/new{i}" not in info.pods:
                 info.add_pod(pod(f"new{i}", "250m"))
+        if run == "took one off" and on:
+            info.remove_pod(on[0].key)
         pictures.spoiled(["n0"])
 
 
