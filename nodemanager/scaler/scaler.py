@@ -365,7 +365,8 @@ class _Run:
     # -- 2. existing nodes --------------------------------------------------------------
     def place_on_existing(self, classes: list[_Class]) -> None:
         """Fill nodes that exist (Ready first, then booting), by score within each rank."""
-        self._fill(classes, [info for name, info in self.infos.items() if name in self.readiness])
+        if any(c.pods for c in classes):  # (most decisions leave no pods for the second fill)
+            self._fill(classes, [info for name, info in self.infos.items() if name in self.readiness])
 
     def _fill(self, classes: list[_Class], candidates: list[NodeInfo] | None = None) -> None:
         """Place pods of ``classes`` on ``candidates`` by score within each readiness rank,
