@@ -329,8 +329,9 @@ class _Run:
         did: the node and its own pods are unchanged, and every carried pod is one whose
         PreFilter, Filter, Reserve and Permit look only at itself and the node (no
         inter-pod constraints, host ports, claims, volumes or gang; ``_shares_prefilter``),
-        with no placed pod whose required anti-affinity could refuse it. Their order does
-        not matter: requests only add up, and pods that fit together fit one by one."""
+        with no placed pod whose required anti-affinity could refuse it, and every plugin
+        one of ours (``keeps_placed``). Their order does not matter: requests only add up,
+        and pods that fit together fit one by one."""
         placed = self.s.pictures.placed
         keep: set[str] = set()
         if placed and self.s.keeps_placed and all(_shares_prefilter(p) for p, _ in carried) and not any(map(_ANTI_PODS, self.infos.values())):
