@@ -313,7 +313,7 @@ class DisruptionController:
                 or now - held.since < pool.disruption.consolidate_after
             ):
                 continue
-            keep = next((p for p in by_node.on(node.name) if p.do_not_disrupt and not p.of_node), None)  # (of the pods it is there for)
+            keep = next((p for p in by_node.held(node.name) if p.do_not_disrupt), None)
             if keep is not None or registered.do_not_disrupt:
                 blocked[node.name] = f"{DO_NOT_DISRUPT_ANNOTATION} on {'pod ' + keep.key if keep else 'the node'}"
             elif registered.unschedulable:

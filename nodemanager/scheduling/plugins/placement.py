@@ -100,7 +100,7 @@ def default_normalize(scores: dict[str, int], reverse: bool) -> None:
             scores.update(dict.fromkeys(scores, 100))
         return
     for name, value in scores.items():
-        share = 0 if highest == 0 else value * 100 // highest
+        share = value * 100 // highest
         scores[name] = 100 - share if reverse else share
 
 
