@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import operator
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ VALIDATION_DELAY = 15.0  # a proposal waits this long, then must still hold (Kar
 SINGLE_NODE_TRIES = 10  # single candidates evaluated per pass: each is one computation
 ACTIONS_KEPT = 100  # recent actions in /status
 SETTLED = (NodeState.AVAILABLE, NodeState.CLAIMED)
+_DO_NOT_DISRUPT = operator.attrgetter("do_not_disrupt")
 
 
 @dataclass
@@ -76,6 +78,18 @@ class Held:
         """The seconds its pods have run on it, summed: what they lose if moved (a Job's pod
         starts its work again)."""
         return len(self.started) * now - self.started_sum
+
+
+def _same_drift(a: Node, b: Node) -> bool:
+    """Whether ``drifted`` reads the same of the two records."""
+    return (
+        a.instance_type == b.instance_type
+        and a.capacity_type is b.capacity_type
+        and a.zone == b.zone
+        and a.labels == b.labels
+        and a.taints == b.taints
+        and a.image_id == b.image_id
+    )
 
 
 class DisruptionController:
@@ -233,12 +247,17 @@ class DisruptionController:
         return False
 
     def _drifted(self, node: Node, pool: Pool, image: str | None) -> str:
-        """``drifted``, worked out again only when the record, its pool, the catalog or the
-        current image changed (every pass asks it of every settled node)."""
+        """``drifted``, worked out again only when what it reads of the record, its pool, the
+        catalog or the current image changed (every pass asks it of every settled node; its
+        record changes with every binding)."""
         catalog = self.c.catalog
         kept = self._drift.get(node.name)
-        if kept is not None and kept[0] is node and kept[1] is pool and kept[2] is catalog and kept[3] == image:
-            return kept[4]
+        if kept is not None and kept[1] is pool and kept[2] is catalog and kept[3] == image:
+            if kept[0] is node:
+                return kept[4]
+            if _same_drift(kept[0], node):
+                self._drift[node.name] = (node, *kept[1:])
+                return kept[4]
         self._drift = self.c.nodes.pruned(self._drift)
         entry = self._drift[node.name] = (node, pool, catalog, image, drifted(node, pool, catalog, image))
         return entry[4]
@@ -313,7 +332,7 @@ class DisruptionController:
                 or now - held.since < pool.disruption.consolidate_after
             ):
                 continue
-            keep = next((p for p in by_node.held(node.name) if p.do_not_disrupt), None)
+            keep = next(filter(_DO_NOT_DISRUPT, by_node.held(node.name)), None)  # (told in C: every pass asks it of every node)
             if keep is not None or registered.do_not_disrupt:
                 blocked[node.name] = f"{DO_NOT_DISRUPT_ANNOTATION} on {'pod ' + keep.key if keep else 'the node'}"
             elif registered.unschedulable:

@@ -16,6 +16,7 @@ from operator import attrgetter
 from nodemanager.model.pod import Pod
 
 _KEY = attrgetter("key")
+_OF_NODE = attrgetter("of_node")
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,6 +42,8 @@ class PodsByNode:
     def on(self, node: str) -> tuple[Pod, ...]:
         return self.placed.get(node, ())
 
-    def held(self, node: str) -> list[Pod]:
-        """The pods ``node`` is there for: not its DaemonSet and mirror pods."""
-        return [p for p in self.placed.get(node, ()) if not p.of_node]
+    def held(self, node: str) -> tuple[Pod, ...]:
+        """The pods ``node`` is there for: not its DaemonSet and mirror pods (its pods'
+        tuple itself where it has none of those, as most nodes: told in C)."""
+        on = self.placed.get(node, ())
+        return tuple(p for p in on if not p.of_node) if any(map(_OF_NODE, on)) else on

@@ -76,6 +76,7 @@ class Planner:
         # The last snapshot's room, kept with it: an id could be reused once a snapshot is freed.
         self._room: _Room | None = None
         self._asked: ByIdentity[tuple[Pod, ...], tuple[int, int]] = ByIdentity(HELD_KEPT)  # a node's pods -> what they ask
+        self._moved: ByIdentity[Pod, Pod] = ByIdentity(PODS_KEPT)  # a placed pod -> it waiting again (what-ifs move the same pods pass after pass)
 
     def _hopeless(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> bool:
         """A quick test before the what-if, with room counted generously (only CPU and
@@ -129,7 +130,10 @@ class Planner:
     def relocate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node], one_new_node: bool = False) -> tuple[Command | None, str]:
         """``relocate`` with this planner's scaler and prices, counted."""
         self.evaluations += 1
-        return relocate(self.compute, self.price_of, snapshot, nodes, one_new_node)
+        return relocate(self.compute, self.price_of, snapshot, nodes, one_new_node, moved=self._waiting_again)
+
+    def _waiting_again(self, pod: Pod) -> Pod:
+        return self._moved.get(pod, waiting_again)
 
     def consolidate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Command | None, str]:
         """The consolidation of ``nodes``: their pods elsewhere plus at most one node that
@@ -197,14 +201,17 @@ def relocate(
     snapshot: ClusterSnapshot,
     nodes: Sequence[Node],
     one_new_node: bool = False,
+    *,
+    moved: Callable[[Pod], Pod] | None = None,
 ) -> tuple[Command | None, str]:
     """Where ``nodes``' pods would go without them (the other nodes, and the new nodes the
     scaler would boot for them; with ``one_new_node``, on one new node if it would boot
-    several), or None and why they could not all go."""
+    several), or None and why they could not all go. ``moved``: ``waiting_again``, or the
+    same copy of it kept for each pod."""
     names = {n.name for n in nodes}
     by_node = snapshot.by_node
     held = sorted((p for name in names for p in by_node.held(name)), key=_KEY)
-    moving = [p.living(node_name="", phase=PodPhase.PENDING) for p in held]
+    moving = list(map(moved or waiting_again, held))
     waiting = by_node.waiting + tuple(moving)
     staying = {name: on for name, on in by_node.placed.items() if name not in names}  # the pods of every other node, as they were
     pods = waiting + tuple(p for on in staying.values() for p in on)
@@ -223,6 +230,11 @@ def relocate(
     # The cluster is settled (nothing to boot without the change): whatever the what-if
     # boots, it boots for this change, standby made up for included.
     return Command(tuple(sorted(names)), tuple(decision.start), sum(price_of(n) for n in nodes), len(moving)), ""
+
+
+def waiting_again(pod: Pod) -> Pod:
+    """A placed pod as a what-if places it again: unbound and pending."""
+    return pod.living(node_name="", phase=PodPhase.PENDING)
 
 
 class _Room:

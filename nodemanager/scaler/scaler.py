@@ -76,6 +76,7 @@ PODS_LOADS_KEPT = 8192  # nodes' pod lists whose load sure_floors keeps (beyond 
 MERGE_TRIES = 8  # cheapest offerings tried for a what-if's one new node
 NEW_HOST = "\x00a new node"  # the hostname domain of a node this run may still create: it holds no pod
 REGULAR_KEPT = 65536  # waiting batch pods whose copy with regular requests is kept (see BindingNodeScaler.regular_pods)
+FLOOR_PODS_KEPT = 65536  # placed pods whose _keeps_floor is kept (see BindingNodeScaler.sure_floors)
 _READINESS = {NodeState.AVAILABLE: 0, NodeState.CLAIMED: 0, NodeState.CREATED: 1, NodeState.CREATING: 2}
 
 
@@ -1207,6 +1208,12 @@ def _offering_blind(pod: Pod, moving: bool = False) -> bool:
     )
 
 
+def _keeps_floor(pod: Pod) -> bool:
+    """Whether nothing in ``pod``, placed again by a what-if, lets its new node's size floor
+    go (see ``sure_floors``)."""
+    return _offering_blind(pod, moving=True) and not (pod.inter_pod or pod.pod_group or pod.batch or extended(pod.requests))
+
+
 def node_level(pod: Pod) -> Pod:
     """The pod without its inter-pod constraints: what a node's labels alone decide."""
     return dataclasses.replace(pod, spread=(), pod_affinity=NO_AFFINITY) if pod.spread or pod.pod_affinity else pod
@@ -1274,6 +1281,7 @@ class BindingNodeScaler:
         self.deferred: DeferredPlan | None = None
         self._loads: PoolLoads | None = None  # the last snapshot's, for sure_floors
         self._pods_load: ByIdentity[tuple[Pod, ...], tuple[int, bool]] = ByIdentity(PODS_LOADS_KEPT)  # a node's pods -> pods_load of them
+        self._floor_kept_for: ByIdentity[Pod, bool] = ByIdentity(FLOOR_PODS_KEPT)  # a moving pod -> _keeps_floor of it (asked at every quick test)
         self._largest_kept: dict[str, tuple[PoolView, list[Resources]]] = {}  # pool -> (its view, _largest of it)
 
     def views_for(self, daemon_sets: tuple) -> list[PoolView]:
@@ -1306,7 +1314,7 @@ class BindingNodeScaler:
         ``maxCPU``."""
         if snapshot.by_node.waiting or snapshot.unavailable or self.deferred is not None or any(c.hard for c in self.settings.spread_defaults):
             return {}
-        if not all(_offering_blind(p, moving=True) and not (p.inter_pod or p.pod_group or p.batch or extended(p.requests)) for p in pods):
+        if not all(self._floor_kept_for.get(p, _keeps_floor) for p in pods):
             return {}
         if self._loads is None or self._loads.snapshot is not snapshot:
             self._loads = PoolLoads(snapshot, lambda pods: self._pods_load.get(pods, pods_load))
