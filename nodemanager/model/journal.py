@@ -42,8 +42,15 @@ class Journal:
 def changed_since(journals: tuple[Journal, ...], marks: tuple[Mark, ...] | None) -> tuple[set[str] | None, tuple[Mark, ...]]:
     """The names any of ``journals`` gave since ``marks`` (None: the reader must look at
     everything), and where the journals stand now (the reader's next marks)."""
-    found = [j.since(m) for j, m in zip(journals, marks, strict=True)] if marks is not None else [None]
-    now = tuple(j.mark() for j in journals)
-    if any(names is None for names in found):
+    now = tuple([j.mark() for j in journals])
+    if marks is None:
         return None, now
-    return set().union(*found), now  # type: ignore[arg-type]
+    if marks == now:  # (mostly: nothing changed since)
+        return set(), now
+    names: set[str] = set()
+    for journal, mark in zip(journals, marks, strict=True):
+        found = journal.since(mark)
+        if found is None:
+            return None, now
+        names |= found
+    return names, now

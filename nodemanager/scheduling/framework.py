@@ -146,10 +146,13 @@ class Framework:
         """Every PreFilter; one that returns Skip has its Filter left out for this pod."""
         skipped = set()
         for plugin in self._pre_filter:
-            status = plugin.pre_filter(state, pod) or SUCCESS
-            if status.is_success():
+            status = plugin.pre_filter(state, pod)
+            if status is None:
                 continue
-            if status.code is Code.SKIP:
+            code = status.code
+            if code is Code.SUCCESS:
+                continue
+            if code is Code.SKIP:
                 skipped.add(plugin.name)
                 continue
             if status.is_unschedulable():

@@ -97,7 +97,8 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
 
     def __init__(self, handle: FrameworkHandle, args: Mapping[str, object] | None = None) -> None:
         super().__init__(handle, args)
-        parse_spread_defaults(self.args)
+        if self.args:  # (none: kube's System defaults; a scaler makes one per computation)
+            parse_spread_defaults(self.args)
 
     def _prepare(self, pod: Pod, constraints: list[SpreadConstraint]) -> list[_Spread]:
         topology = topology_of(self.handle)

@@ -24,7 +24,8 @@ class PodGroup(ReservePlugin, UnreservePlugin, PermitPlugin):
 
     def __init__(self, handle: FrameworkHandle, args: Mapping[str, object] | None = None) -> None:
         super().__init__(handle, args)
-        self.timeout = parse_duration(self.args.get("scheduleTimeout", DEFAULT_TIMEOUT))
+        # (a scaler makes one per computation: the default needs no parsing)
+        self.timeout = parse_duration(self.args["scheduleTimeout"]) if "scheduleTimeout" in self.args else DEFAULT_TIMEOUT
         self._baseline: dict[str, int] | None = None
         self._reserved: dict[str, set[PodKey]] = defaultdict(set)
 
