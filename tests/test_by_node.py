@@ -86,3 +86,13 @@ def test_finished_pods_are_neither_waiting_nor_placed() -> None:
     grouped = PodsByNode.of((pod("done", node="n1", phase=PodPhase.SUCCEEDED), pod("w"), pod("x", node="n1", phase=PodPhase.RUNNING)))
     assert [p.name for p in grouped.waiting] == ["w"]
     assert [p.name for p in grouped.on("n1")] == ["x"]
+
+
+def test_a_nodes_held_pods_are_those_it_is_there_for() -> None:
+    """Not its DaemonSet and mirror pods; a node with none of those gives its own tuple."""
+    mine = (pod("a", node="n1", phase=PodPhase.RUNNING), pod("b", node="n1", phase=PodPhase.RUNNING))
+    daemon = dataclasses.replace(pod("d", node="n2", phase=PodPhase.RUNNING), daemon_set="kube-system/agent")
+    grouped = PodsByNode.of((*mine, daemon, pod("c", node="n2", phase=PodPhase.RUNNING)))
+    assert grouped.held("n1") is grouped.on("n1")
+    assert [p.name for p in grouped.held("n2")] == ["c"]
+    assert grouped.held("n3") == ()

@@ -327,6 +327,33 @@ def test_the_quick_test_allows_for_the_price_improvement_factor_and_no_more(fact
         assert [r.instance_type for r in result.replacements] == ["a.large"]
 
 
+def test_a_what_if_moves_the_same_copy_of_a_pod_until_the_pod_changes() -> None:
+    """The planner keeps each moving pod's copy (unbound, pending) while the pod is the same
+    object: what-ifs move the same pods pass after pass. A pod changed under the same key
+    (resized) is copied again."""
+    asked: list[ClusterSnapshot] = []
+    planner = _real_planner(binpack_pool(), asked=asked)
+    nodes = [dataclasses.replace(_node(f"n{i}"), allocatable=CATALOG["m.xlarge"].allocatable) for i in (1, 2)]
+    held = pod("p1", cpu="1", memory="1Gi", node="n1", phase=PodPhase.RUNNING)
+    other = pod("p2", cpu="2", memory="1Gi", node="n2", phase=PodPhase.RUNNING)
+
+    def moved(snapshot: ClusterSnapshot) -> tuple:
+        moves, _ = planner.relocate(snapshot, nodes[:1])
+        (copy,) = [p for p in asked[-1].by_node.waiting if p.key == "default/p1"]
+        return moves, copy
+
+    first, copy = moved(ClusterSnapshot((held, other), tuple(nodes)))
+    assert first is not None
+    assert not first.replacements  # it fits beside p2
+    assert (copy.node_name, copy.phase, copy.requests) == ("", PodPhase.PENDING, held.requests)
+    assert moved(ClusterSnapshot((held, other), tuple(nodes)))[1] is copy
+    resized = dataclasses.replace(held, requests=Resources.parse({"cpu": "3", "memory": "1Gi"}))
+    again, copy = moved(ClusterSnapshot((resized, other), tuple(nodes)))
+    assert copy.requests == resized.requests
+    assert again is not None
+    assert again.replacements  # 3 CPU no longer fit beside p2: a new node
+
+
 def _floor_layout(extra: tuple = (), zone: str = "") -> tuple[ClusterSnapshot, Node]:
     """Three m.4xlarge nodes ($0.80/h): two hold four pods of 3 CPU each (3.9 CPU free each),
     the third three such pods; two of those fit on the others, the third needs a new node."""
@@ -766,6 +793,36 @@ def test_image_drift_needs_both_images_known() -> None:
     assert drifted(node, pool, CATALOG, "ami-1") == ""
     assert drifted(node, pool, CATALOG, None) == ""  # a launch template, or not resolved yet
     assert drifted(dataclasses.replace(node, image_id=""), pool, CATALOG, "ami-2") == ""  # launched before images were recorded
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"instance_type": "m.xlarge"}, "instance type m.xlarge is no longer allowed"),
+        ({"capacity_type": SPOT}, "capacity type spot is no longer allowed"),
+        ({"zone": "zone-1b"}, "zone zone-1b is no longer allowed"),
+        ({"labels": {}}, "label tier changed"),
+        ({"taints": ()}, "taints changed"),
+        ({"image_id": "ami-0"}, "image ami-0 replaced by ami-1"),
+    ],
+)
+def test_drift_is_worked_out_again_when_what_it_reads_of_a_record_changes_and_only_then(change: dict, why: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disruption pass asks it of every settled node at every pass, and a record changes
+    with every binding: the answer is kept until a field drift reads changes."""
+    import nodemanager.controller.disruption as disruption_module
+
+    worked_out: list[str] = []
+    monkeypatch.setattr(disruption_module, "drifted", lambda node, *rest: worked_out.append(node.name) or drifted(node, *rest))
+    taint = Taint("tier", TaintEffect.NO_SCHEDULE, "a")
+    pool = binpack_pool(instance_types=["a.large"], zones=["zone-1a"], labels={"tier": "a"}, taints=[{"key": "tier", "value": "a", "effect": "NoSchedule"}])
+    disruption = Harness(pool).controller.disruption
+    node = Node(NodeName("n"), "general", "a.large", OD, "zone-1a", labels={"tier": "a"}, taints=(taint,), image_id="ami-1")
+    assert disruption._drifted(node, pool, "ami-1") == ""
+    bound = dataclasses.replace(node, bound_pods=("default/p",), state=NodeState.CLAIMED)  # what a binding changes: drift reads none of it
+    assert disruption._drifted(bound, pool, "ami-1") == ""
+    assert worked_out == ["n"]
+    assert disruption._drifted(dataclasses.replace(bound, **change), pool, "ami-1") == why
+    assert worked_out == ["n", "n"]
 
 
 def test_a_drifted_node_with_a_do_not_disrupt_pod_is_held_and_says_so() -> None:
