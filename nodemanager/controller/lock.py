@@ -40,9 +40,10 @@ class ControllerLock:
         return True
 
     def release(self) -> None:
-        self._local.depth = depth = self._depth() - 1
+        local = self._local
+        local.depth = depth = getattr(local, "depth", 0) - 1
         self._lock.release()
-        if depth == 0:
+        if depth == 0 and getattr(local, "queued", None):  # (most releases queued nothing: every loop takes the lock)
             self._make_queued()
 
     def __enter__(self) -> ControllerLock:
