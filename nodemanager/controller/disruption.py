@@ -43,6 +43,7 @@ SINGLE_NODE_TRIES = 10  # single candidates evaluated per pass: each is one comp
 ACTIONS_KEPT = 100  # recent actions in /status
 SETTLED = (NodeState.AVAILABLE, NodeState.CLAIMED)
 _DO_NOT_DISRUPT = operator.attrgetter("do_not_disrupt")
+_RANK = operator.itemgetter(0, 1, 2)  # a candidate's (work lost per dollar, minus its price, name)
 
 
 @dataclass
@@ -340,7 +341,7 @@ class DisruptionController:
             else:
                 price = self.c.price_of(node)
                 found.append((held.work(now) / price if price > 0 else math.inf, -price, node.name, node))
-        found.sort(key=lambda f: f[:3])
+        found.sort(key=_RANK)
         room: dict[str, tuple[int, str]] = {}  # pool -> (how many more may go, the budget that says so)
         allowance = {b.key: b.allowed(snapshot.pods) for b in snapshot.pdbs}
         used: Counter[str] = Counter()  # evictions the candidates so far would take, by budget
@@ -355,14 +356,15 @@ class DisruptionController:
             if left <= 0:
                 blocked[node.name] = f"disruption budget: {budget or 'none left'}"
                 continue
-            takes = Counter(b.key for p in by_node.held(node.name) for b in snapshot.pdbs if b.selects(p))
-            over = next((k for k, n in sorted(takes.items()) if n > allowance[k]), None)
-            if over is not None:
-                blocked[node.name] = f"PodDisruptionBudget {over} allows {allowance[over]} eviction(s) now; {takes[over]} of its pods run here"
-                continue
-            used += takes
-            if together is None and any(used[k] > allowance[k] for k in takes):
-                together = len(out)
+            if snapshot.pdbs:  # (none in most clusters: every pass weighs every candidate)
+                takes = Counter(b.key for p in by_node.held(node.name) for b in snapshot.pdbs if b.selects(p))
+                over = next((k for k, n in sorted(takes.items()) if n > allowance[k]), None)
+                if over is not None:
+                    blocked[node.name] = f"PodDisruptionBudget {over} allows {allowance[over]} eviction(s) now; {takes[over]} of its pods run here"
+                    continue
+                used += takes
+                if together is None and any(used[k] > allowance[k] for k in takes):
+                    together = len(out)
             room[pool.name] = (left - 1, budget)
             out.append(node)
         self.candidates = len(out)
