@@ -65,8 +65,8 @@ class NodeRecords(dict[str, Node]):
 
     def in_states(self, *states: NodeState) -> list[str]:
         """Names of the records in ``states``, in the records' order."""
-        names: Iterable[str] = set().union(*(self._states[s] for s in states))
-        return sorted(names, key=self._order.__getitem__)
+        names: Iterable[str] = self._states[states[0]] if len(states) == 1 else set().union(*(self._states[s] for s in states))
+        return sorted(names, key=self._order.__getitem__) if names else []  # (mostly none: loops ask at every pass)
 
     def pruned(self, kept: dict[str, _V]) -> dict[str, _V]:
         """``kept``, a memo by node name, without the names of records gone, once they may
