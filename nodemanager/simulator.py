@@ -44,7 +44,6 @@ from nodemanager.wiring import simulated_cloud, simulated_cluster
 # booting and failing, again and again): the run stops "stalled".
 STALL_SECONDS = 3600.0
 
-GC_THRESHOLDS = (20_000, 50, 50)  # the cycle collector's while a simulation runs (Python's: 700, 10, 10)
 
 STABLE_STATES = frozenset({NodeState.AVAILABLE, NodeState.CLAIMED, NodeState.TERMINATED})  # nothing under way
 
@@ -224,14 +223,9 @@ class Simulation:
         """Play the workload until it settles (then long enough for idle nodes to be
         stopped), until ``until`` if given, or until it stalls (see ``STALL_SECONDS``)."""
         gc.freeze()  # what exists now (the workload, the catalog) lives all run: full collections need not walk it
-        thresholds = gc.get_threshold()
-        # Collections less often: a run frees nearly all it makes by reference counting, and
-        # each collection walks what lives (the README's day made 185 of them, 1.5% of it).
-        gc.set_threshold(*GC_THRESHOLDS)
         try:
             return self._run(until, progress)
         finally:
-            gc.set_threshold(*thresholds)
             gc.unfreeze()
 
     def _run(self, until: float | None, progress: Callable[[float, float], None] | None) -> dict[str, object]:
