@@ -34,7 +34,7 @@ class ControllerLock:
         return self._depth() > 0
 
     def acquire(self, timeout: float = -1) -> bool:
-        if not (self._lock.acquire() if timeout < 0 else self._lock.acquire(timeout=timeout)):  # (a timeout's keyword costs: every loop takes the lock)
+        if not (self._lock.acquire() if timeout == -1 else self._lock.acquire(timeout=timeout)):  # (a timeout's keyword costs: every loop takes the lock)
             return False
         self._local.depth = self._depth() + 1
         return True
