@@ -227,7 +227,7 @@ class DisruptionController:
             elif drift := self._drifted(node, pool, current_image(node.instance_type) if current_image else None):
                 reason, why = DisruptionReason.DRIFTED, drift
                 held = snapshot.by_node.held(node.name)
-                keep = next((p for p in held if p.do_not_disrupt), None)
+                keep = next(filter(_DO_NOT_DISRUPT, held), None)
                 over = next((b.key for b in snapshot.pdbs if sum(b.selects(p) for p in held) > allowance[b.key]), None)
                 if keep is not None or registered.do_not_disrupt or over is not None:
                     self.held[node.name] = f"drifted ({why}) but {'PodDisruptionBudget ' + over if over else DO_NOT_DISRUPT_ANNOTATION} holds it"

@@ -40,10 +40,9 @@ class ControllerLock:
         return True
 
     def release(self) -> None:
-        local = self._local
-        local.depth = depth = getattr(local, "depth", 0) - 1
+        self._local.depth = depth = self._depth() - 1
         self._lock.release()
-        if depth == 0 and getattr(local, "queued", None):  # (most releases queued nothing: every loop takes the lock)
+        if depth == 0 and getattr(self._local, "queued", None):  # (most releases queued nothing: every loop takes the lock)
             self._make_queued()
 
     def __enter__(self) -> ControllerLock:
