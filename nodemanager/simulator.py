@@ -36,6 +36,7 @@ from nodemanager.model.journal import Mark, changed_since
 from nodemanager.scaler import Decision
 from nodemanager.scaler.cost_bound import CostBound
 from nodemanager.scaler.pools import pool_views
+from nodemanager.status.metrics import Metrics
 from nodemanager.timeline import Sample, Timeline
 from nodemanager.wiring import simulated_cloud, simulated_cluster
 
@@ -101,7 +102,7 @@ class Simulation:
         # Offline whatever provider.yaml says: the cloud and the cluster are always simulated.
         self.cloud = simulated_cloud(config, self.clock)
         self.cluster = simulated_cluster(config, self.clock, self.cloud, workload, devices=devices, objects=objects)
-        self.controller = NodeController(config, catalog, self.cloud, self.cluster, self.clock, executor=InlineExecutor())
+        self.controller = NodeController(config, catalog, self.cloud, self.cluster, self.clock, executor=InlineExecutor(), metrics=Metrics(scraped=False))
         self.controller.on_decision = self._on_decision
         self.total_pods = len(workload)
         self._arrived_at = {a.pod.key: a.at for a in workload}

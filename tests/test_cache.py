@@ -137,6 +137,29 @@ def test_watch_confirms_assumption_on_another_node():
     assert cache.usage("n2").pods == {P.key}
 
 
+def test_a_bind_seen_where_it_was_assumed_changes_only_the_pods_copy():
+    """The node's totals and the pods it is there for stay as they are (the same set, no
+    journal entry); the snapshot holds the bound copy. Bound at another size, its totals
+    follow."""
+    cache = ClusterEventsHandler()
+    cache.apply([PodEvent(EventType.ADDED, P)])
+    cache.assume(P, "n1")
+    assert [p.phase for p in cache.snapshot().grouped.on("n1")] == [P.phase]
+    held, mark = cache.held("n1"), cache.held_changes.mark()
+    running = pod("p", cpu="1", memory="1Gi", node="n1", phase=PodPhase.RUNNING)
+    cache.apply([PodEvent(EventType.MODIFIED, running)])
+    assert cache.state(P.key) is S.ADDED
+    assert cache.usage("n1").requested == Resources.parse({"cpu": "1", "memory": "1Gi"})
+    assert cache.held("n1") is held
+    assert cache.held_changes.since(mark) == set()
+    assert [p is running for p in cache.snapshot().grouped.on("n1")] == [True]
+
+    resized = ClusterEventsHandler()
+    resized.assume(P, "n1")
+    resized.apply([PodEvent(EventType.MODIFIED, pod("p", cpu="2", memory="1Gi", node="n1", phase=PodPhase.RUNNING))])
+    assert resized.usage("n1").requested == Resources.parse({"cpu": "2", "memory": "1Gi"})
+
+
 def test_unbound_update_of_an_assumed_pod_is_ignored():
     cache = ClusterEventsHandler()
     cache.assume(P, "n1")

@@ -230,6 +230,51 @@ def test_pods_no_other_node_has_room_for_must_fit_one_cheaper_node_or_nothing_is
     assert len(asked) == 1  # a cheaper node could hold both: ask the scaler
 
 
+def test_the_quick_tests_room_is_counted_again_only_for_nodes_whose_record_or_pods_changed() -> None:
+    """Each pass's room is what a fresh count gives, counted again only for the nodes whose
+    record or pods are new objects (the cache keeps a node's pods one tuple while they are
+    the same): a node given a pod, a node whose record changed, a node now terminating."""
+    from nodemanager.model.by_node import PodsByNode
+
+    asked: list[str] = []
+
+    def takes_more(node: Node) -> bool:
+        asked.append(node.name)
+        return True
+
+    def planner() -> Planner:
+        return Planner(lambda _s: Decision(), lambda n: 0.20, lambda _n: 0, takes_more=takes_more)
+
+    def snapshot(nodes: tuple[Node, ...], placed: dict[str, tuple]) -> ClusterSnapshot:
+        pods = tuple(p for on in placed.values() for p in on)
+        return ClusterSnapshot(pods, nodes, grouped=PodsByNode(pods, (), placed))
+
+    def room(p: Planner, s: ClusterSnapshot) -> dict[str, tuple[int, int]]:
+        return p._room_in(s).free
+
+    big = Resources.parse({"cpu": "8", "memory": "32Gi"})
+    n1, n2, n3 = (dataclasses.replace(_node(name), allocatable=big) for name in ("n1", "n2", "n3"))
+    placed = {"n1": (pod("a", cpu="1", memory="1Gi", node="n1"),), "n2": (pod("b", cpu="2", memory="2Gi", node="n2"),)}
+    kept = planner()
+    first = snapshot((n1, n2, n3), placed)
+    assert room(kept, first) == {"n1": (7000, 31 << 30), "n2": (6000, 30 << 30), "n3": (8000, 32 << 30)}
+    assert sorted(asked) == ["n1", "n2", "n3"]
+
+    asked.clear()
+    grown = {**placed, "n2": (*placed["n2"], pod("c", cpu="3", memory="1Gi", node="n2"))}  # a new tuple for n2 only
+    smaller = dataclasses.replace(n3, allocatable=Resources.parse({"cpu": "4", "memory": "16Gi"}))
+    second = snapshot((n1, n2, smaller), grown)
+    assert room(kept, second) == {"n1": (7000, 31 << 30), "n2": (3000, 29 << 30), "n3": (4000, 16 << 30)}
+    assert sorted(asked) == ["n2", "n3"]
+    assert room(planner(), second) == room(kept, second)  # as a fresh count gives
+
+    asked.clear()
+    leaving = dataclasses.replace(n1, state=NodeState.TERMINATING)
+    third = snapshot((leaving, n2, smaller), grown)
+    assert room(kept, third) == {"n2": (3000, 29 << 30), "n3": (4000, 16 << 30)}
+    assert asked == []  # a terminating node is not asked; the others are unchanged
+
+
 CELL_TYPES = ["a.large", "b.large", "m.xlarge", "m.4xlarge"]
 
 

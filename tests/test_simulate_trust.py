@@ -332,3 +332,34 @@ def test_a_node_that_leaves_the_cluster_leaves_the_allocatable_summed_though_its
     sim.cluster.remove_node(name)  # (the controller has not heard of it yet: the record stands)
     assert sim.controller.nodes[name] is record
     assert sim._allocatable_now() == (0, 0)
+
+
+def test_a_simulation_keeps_no_metrics_and_decides_as_a_scraped_controller_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The offline simulator's controller drops its metric updates (no one can scrape
+    them), and what it decides does not depend on that: the same run with scraped metrics
+    reports the same, and those metrics saw the run (its loops, decisions and boots)."""
+    from nodemanager import simulator
+    from nodemanager.status.metrics import Metrics
+
+    workload = workload_of([(3, "1", "2Gi", 0, 600), (2, "500m", "256Mi", 120, None), (4, "3", "6Gi", 300, 300)])
+    config, catalog = parse_config(BOUND_PROVIDER % {"boot": "30s", "boots": 10}, "provider.yaml", Path("."))
+    quiet = Simulation(config, catalog, parse_workload(workload))
+    unscraped = quiet.run()
+    assert b"nodemanager_" not in quiet.controller.metrics.exposition()
+
+    made: list[Metrics] = []
+
+    def scraped(scraped: bool) -> Metrics:
+        made.append(Metrics())
+        return made[-1]
+
+    monkeypatch.setattr(simulator, "Metrics", scraped)
+    report = Simulation(config, catalog, parse_workload(workload)).run()
+    for each in (report, unscraped):
+        each["decisions"].pop("compute_ms")  # (wall time)
+    assert report == unscraped
+    registry = made[0].registry
+    assert registry.get_sample_value("nodemanager_loop_duration_seconds_count", {"loop": "pool"}) > 0
+    assert registry.get_sample_value("nodemanager_decisions_total") == unscraped["decisions"]["count"]
+    booted = [s.value for m in registry.collect() if m.name == "nodemanager_boots" for s in m.samples if s.name == "nodemanager_boots_total"]
+    assert sum(booted) == unscraped["nodes"]["booted"] > 0

@@ -76,6 +76,11 @@ class CacheSnapshot:
     claims: bool = False  # some pod uses a resource claim
 
 
+def _same_place(old: Pod, new: Pod) -> bool:
+    """The two copies of a pod count alike on the same node."""
+    return old.node_name == new.node_name and old.of_node == new.of_node and old.requests == new.requests
+
+
 class ClusterEventsHandler:
     def __init__(self, assume_ttl: float = DEFAULT_ASSUME_TTL) -> None:
         self.assume_ttl = assume_ttl
@@ -189,11 +194,17 @@ class ClusterEventsHandler:
         with self._lock:
             state = self._move(pod.key, PodOp.ADD)
             old = self._entries.get(pod.key)
-            if old is not None:
-                self._unplace(old.pod)  # the cached copy knows where we assumed it
             self._waiting.pop(pod.key, None)
             self._entries[pod.key] = _Entry(pod, state)
-            self._place(pod)
+            if old is not None and _same_place(old.pod, pod):
+                # Bound where it was assumed, as most are: the node's totals and the pods it
+                # is there for stay; only its copy changes.
+                self._on[pod.node_name].pods[pod.key] = pod
+                self._resort.add(pod.node_name)
+            else:
+                if old is not None:
+                    self._unplace(old.pod)  # the cached copy knows where we assumed it
+                self._place(pod)
             self.generation += 1
 
     def update(self, pod: Pod) -> None:

@@ -24,7 +24,6 @@ SPOT_TO_SPOT_CHOICES = 15  # cheaper spot types needed before a spot node is rep
 MULTI_NODE_MAX = 100  # candidates multi-node consolidation considers at once (Karpenter's)
 SIZES_KEPT = 256  # kinds of moving pods (and placements) whose cheaper offerings the quick test keeps
 PODS_KEPT = 65536  # pods whose own_node the quick test keeps
-HELD_KEPT = 8192  # nodes' pod lists whose requests the quick test keeps (beyond most clusters' nodes; each holds its pods)
 _KEY = operator.attrgetter("key")
 
 
@@ -67,7 +66,7 @@ class Planner:
         self.price_of = price_of
         self.spot_choices = spot_choices  # spot types of the node's pool cheaper than it
         self.sizes_below = sizes_below  # the (CPU, memory) of offerings under a price that all these pods may use, none larger in both
-        self.takes_more = takes_more  # False for a node that never holds a second pod (a cell pool's)
+        self.takes_more = takes_more  # False for a node that never holds a second pod (a cell pool's): fixed for a node
         self.own_node = own_node  # True for a pod that may go only to such nodes: a new node holds it alone
         self.price_factor = price_factor  # a replacement may cost at most this share of what it replaces
         self.floors = floors  # per pool, the vCPU a new node of it for these pods surely has, without these nodes (the scaler's sure_floors)
@@ -75,7 +74,9 @@ class Planner:
         self.evaluations = 0
         # The last snapshot's room, kept with it: an id could be reused once a snapshot is freed.
         self._room: _Room | None = None
-        self._asked: ByIdentity[tuple[Pod, ...], tuple[int, int]] = ByIdentity(HELD_KEPT)  # a node's pods -> what they ask
+        # Each node's room as the last room counted it, with its record and pods: the same
+        # objects while they are unchanged, as most nodes' are from one pass to the next.
+        self._free: dict[str, tuple[Node, tuple[Pod, ...], tuple[int, int] | None]] = {}
         self._moved: ByIdentity[Pod, Pod] = ByIdentity(PODS_KEPT)  # a placed pod -> it waiting again (what-ifs move the same pods pass after pass)
 
     def _hopeless(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> bool:
@@ -93,13 +94,7 @@ class Planner:
         pool of 16-vCPU nodes cannot replace one of them with a new node of the same floor
         for less)."""
         if self._room is None or self._room.snapshot is not snapshot:
-            by_node = snapshot.by_node
-            free = {}
-            for n in snapshot.nodes:
-                if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED) and self.takes_more(n):
-                    cpu, memory = self._asked.get(by_node.on(n.name), _held_request)  # (a node's pods: the same tuple while they are)
-                    free[n.name] = (n.allocatable.cpu - cpu, n.allocatable.memory - memory)
-            self._room = _Room(snapshot, free)
+            self._room = self._room_in(snapshot)
         names = {n.name for n in nodes}
         moving = [p for name in names for p in snapshot.by_node.held(name)]
         asks = [p.requests.cpu_memory() for p in moving]
@@ -126,6 +121,27 @@ class Planner:
             return False  # perhaps a deletion
         # A new node must hold at least that much, and be as large as its pool's node size floor.
         return self.cheapest(moving, self.floors(snapshot, names, moving), over) >= price
+
+    def _room_in(self, snapshot: ClusterSnapshot) -> _Room:
+        """The room of the snapshot's nodes that take more pods, counted again only for the
+        nodes whose record or pods changed since the last room was."""
+        placed, before = snapshot.by_node.placed, self._free
+        entries: dict[str, tuple[Node, tuple[Pod, ...], tuple[int, int] | None]] = {}
+        free: dict[str, tuple[int, int]] = {}
+        for n in snapshot.nodes:
+            on = placed.get(n.name, ())
+            entry = before.get(n.name)
+            if entry is None or entry[0] is not n or entry[1] is not on:
+                room = None
+                if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED) and self.takes_more(n):
+                    cpu, memory = _held_request(on)
+                    room = (n.allocatable.cpu - cpu, n.allocatable.memory - memory)
+                entry = (n, on, room)
+            entries[n.name] = entry
+            if entry[2] is not None:
+                free[n.name] = entry[2]
+        self._free = entries
+        return _Room(snapshot, free)
 
     def relocate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node], one_new_node: bool = False) -> tuple[Command | None, str]:
         """``relocate`` with this planner's scaler and prices, counted."""
