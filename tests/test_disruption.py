@@ -303,7 +303,7 @@ def _real_planner(*pools: Pool, spot_choices: int = 0, asked: list[ClusterSnapsh
         lambda _n: spot_choices,
         sizes_below=sizes.below,
         takes_more=lambda n: n.pool not in cells,
-        own_node=sizes.own_node,
+        own_nodes=sizes.own_nodes,
         price_factor=lambda _nodes: factor,
         floors=sc.sure_floors,
         cheapest=sizes.cheapest,
@@ -357,6 +357,40 @@ def test_a_consolidation_the_quick_test_skips_is_one_the_scaler_refuses(
     if planner._hopeless(snapshot, candidates):
         planner._hopeless = lambda _s, _n: False  # ask the scaler after all
         assert planner.consolidate(snapshot, candidates)[0] is None
+
+
+NODE_PODS = st.lists(st.tuples(st.sampled_from(["250m", "1500m", "3"]), st.sampled_from(KINDS)), max_size=3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.one_of(st.none(), NODE_PODS), min_size=3, max_size=3), min_size=2, max_size=4), st.integers(1, 2))
+def test_a_long_lived_planners_quick_test_answers_as_a_fresh_ones_pass_after_pass(steps: list[list[list | None]], take: int) -> None:
+    """What the quick test keeps from pass to pass (each node's room, its pods' asks, which
+    of them may go only to a cell pool's nodes) is kept by the node's record and its pods'
+    tuple: as nodes' pods change (None: a node keeps the very tuple it had), a long-lived
+    planner answers as a fresh one does."""
+    from nodemanager.model.by_node import PodsByNode
+
+    pinned = {"dedicated": "batch"}
+    general = Pool(name="general", instance_types=CELL_TYPES, capacity_types=[OD])
+    tainted = Pool(name="tainted", packing="cell", instance_types=CELL_TYPES, capacity_types=[SPOT], taints=[TAINT], labels={"dedicated": "batch"})
+    kept = _real_planner(general, tainted)
+    nodes = tuple(dataclasses.replace(_node(f"n{i}", "m.xlarge"), allocatable=CATALOG["m.xlarge"].allocatable) for i in range(3))
+    placed: dict[str, tuple] = {}
+    for step, layout in enumerate(steps):
+        for i, asks in enumerate(layout):
+            if asks is not None or f"n{i}" not in placed:
+                placed[f"n{i}"] = tuple(
+                    dataclasses.replace(
+                        pod(f"p{step}-{i}-{j}", cpu=cpu, memory="512Mi", node=f"n{i}", phase=PodPhase.RUNNING, selector=pinned if kind == "pinned" else None),
+                        tolerations=TOLERATES if kind != "plain" else (),
+                    )
+                    for j, (cpu, kind) in enumerate(asks or [])
+                )
+        pods = tuple(p for on in placed.values() for p in on)
+        snapshot = ClusterSnapshot(pods, nodes, grouped=PodsByNode(pods, (), dict(placed)))
+        for candidates in (nodes[:take], nodes[-1:]):
+            assert kept._hopeless(snapshot, candidates) == _real_planner(general, tainted)._hopeless(snapshot, candidates)
 
 
 @pytest.mark.parametrize(("factor", "replaced"), [(1.0, True), (0.7, True), (0.5, True), (0.4, False)])

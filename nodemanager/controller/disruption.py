@@ -113,7 +113,7 @@ class DisruptionController:
             self._spot_choices,
             sizes_below=self._sizes_below,
             takes_more=self._takes_more,
-            own_node=self._own_node,
+            own_nodes=self._own_nodes,
             price_factor=self._price_factor,
             floors=self._sure_floors,
             cheapest=self._cheapest,
@@ -438,8 +438,8 @@ class DisruptionController:
     def _sure_floors(self, snapshot: ClusterSnapshot, names: set[str], pods: Sequence[Pod]) -> dict[str, int]:
         return self.c.scaler.sure_floors(snapshot, names, pods)
 
-    def _own_node(self, pod: Pod) -> bool:
-        return self._cheaper().own_node(pod)
+    def _own_nodes(self, pods: tuple[Pod, ...]) -> tuple[bool, ...]:
+        return self._cheaper().own_nodes(pods)
 
     def _cheaper(self) -> CheaperSizes:
         views = self.c.scaler.views

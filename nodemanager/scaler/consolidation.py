@@ -23,7 +23,8 @@ from nodemanager.scaler.usable import UsableOfferings, placement_key
 SPOT_TO_SPOT_CHOICES = 15  # cheaper spot types needed before a spot node is replaced by spot (Karpenter's)
 MULTI_NODE_MAX = 100  # candidates multi-node consolidation considers at once (Karpenter's)
 SIZES_KEPT = 256  # kinds of moving pods (and placements) whose cheaper offerings the quick test keeps
-PODS_KEPT = 65536  # pods whose own_node the quick test keeps
+PODS_KEPT = 65536  # placed pods whose moving copies the what-ifs keep
+HELD_KEPT = 8192  # nodes' pod tuples whose asks and own_node the quick test keeps (beyond most clusters' nodes; each holds its pods)
 _KEY = operator.attrgetter("key")
 
 
@@ -57,7 +58,7 @@ class Planner:
         *,
         sizes_below: Callable[[float, Sequence[Pod]], Sequence[tuple[int, int]]] = lambda _price, _pods: (),
         takes_more: Callable[[Node], bool] = lambda _node: True,
-        own_node: Callable[[Pod], bool] = lambda _pod: False,
+        own_nodes: Callable[[tuple[Pod, ...]], Sequence[bool]] = lambda pods: (False,) * len(pods),
         price_factor: Callable[[Sequence[Node]], float] = lambda _nodes: 1.0,
         floors: Callable[[ClusterSnapshot, set[str], Sequence[Pod]], Mapping[str, int]] = lambda _snapshot, _names, _pods: {},
         cheapest: Callable[[Sequence[Pod], Mapping[str, int], tuple[int, int]], float] = lambda _pods, _floors, _holding: 0.0,
@@ -67,7 +68,7 @@ class Planner:
         self.spot_choices = spot_choices  # spot types of the node's pool cheaper than it
         self.sizes_below = sizes_below  # the (CPU, memory) of offerings under a price that all these pods may use, none larger in both
         self.takes_more = takes_more  # False for a node that never holds a second pod (a cell pool's): fixed for a node
-        self.own_node = own_node  # True for a pod that may go only to such nodes: a new node holds it alone
+        self.own_nodes = own_nodes  # for a node's pods, whether each may go only to such nodes (a new node holds it alone)
         self.price_factor = price_factor  # a replacement may cost at most this share of what it replaces
         self.floors = floors  # per pool, the vCPU a new node of it for these pods surely has, without these nodes (the scaler's sure_floors)
         self.cheapest = cheapest  # the least price of an offering some of these pods may use, of at least those vCPU, holding this much
@@ -77,6 +78,7 @@ class Planner:
         # Each node's room as the last room counted it, with its record and pods: the same
         # objects while they are unchanged, as most nodes' are from one pass to the next.
         self._free: dict[str, tuple[Node, tuple[Pod, ...], tuple[int, int] | None]] = {}
+        self._asked: ByIdentity[tuple[Pod, ...], tuple[tuple[tuple[int, int], ...], tuple[int, int]]] = ByIdentity(HELD_KEPT)  # a node's pods -> _asks_of them
         self._moved: ByIdentity[Pod, Pod] = ByIdentity(PODS_KEPT)  # a placed pod -> it waiting again (what-ifs move the same pods pass after pass)
 
     def _hopeless(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> bool:
@@ -96,8 +98,14 @@ class Planner:
         if self._room is None or self._room.snapshot is not snapshot:
             self._room = self._room_in(snapshot)
         names = {n.name for n in nodes}
-        moving = [p for name in names for p in snapshot.by_node.held(name)]
-        asks = [p.requests.cpu_memory() for p in moving]
+        # Each node's pods (its tuple, the same object while they are) and what is derived
+        # from them, kept by that tuple: every pass tests the same candidates again.
+        held = [snapshot.by_node.held(name) for name in names]
+        asked = [self._asked.get(on, _asks_of) for on in held]
+        if len(held) == 1:
+            moving, asks, own = held[0], asked[0][0], self.own_nodes(held[0])
+        else:
+            moving, asks, own = [p for on in held for p in on], [a for each in asked for a in each[0]], [o for on in held for o in self.own_nodes(on)]
         price = sum(self.price_of(n) for n in nodes)
         factor = self.price_factor(nodes)
         if factor < 1.0:  # a replacement may cost this much at most (a little over: never too strict)
@@ -106,10 +114,9 @@ class Planner:
         big = (max((c for c, _ in sizes), default=0), max((m for _, m in sizes), default=0))
         total = self._room.total_without(names)
         for i in (0, 1):
-            if sum(r[i] for r in asks) > total[i] + big[i]:
+            if sum(each[1][i] for each in asked) > total[i] + big[i]:
                 return True
         roomiest = self._room.maximal_without(names)
-        own = [self.own_node(p) for p in moving]  # a cell pool's nodes take no more: such a pod has no room elsewhere
         homeless = [p for p, r, alone in zip(moving, asks, own, strict=True) if alone or not _holds(roomiest, r)]
         if len(homeless) > 1 and any(own):
             return True
@@ -308,15 +315,16 @@ class CheaperSizes:
         self.views = views
         self.usable = UsableOfferings(views, limit=SIZES_KEPT)
         self._cells = frozenset(v.name for v in views if v.cell)
-        self._own: ByIdentity[Pod, bool] = ByIdentity(PODS_KEPT)  # a pod -> own_node of it (each quick test asks it of every moving pod)
+        self._own: ByIdentity[tuple[Pod, ...], tuple[bool, ...]] = ByIdentity(HELD_KEPT)  # a node's pods -> own_node of each (each quick test asks it)
         self._kinds: dict[frozenset, tuple[list[tuple[float, int, int]], dict[int, list[tuple[int, int]]]]] = {}  # kind -> (offers by price, sizes below each)
         self._floored: dict[tuple[frozenset, tuple], list[tuple[float, int, int]]] = {}  # (kinds, floors) -> their offers by price (see cheapest)
 
+    def own_nodes(self, pods: tuple[Pod, ...]) -> tuple[bool, ...]:
+        """``own_node`` of each of a node's pods, kept while they are the same tuple."""
+        return self._own.get(pods, lambda on: tuple(map(self.own_node, on)))
+
     def own_node(self, pod: Pod) -> bool:
         """Every offering ``pod`` may use is a cell pool's: a new node holds it alone."""
-        return self._own.get(pod, self._own_node)
-
-    def _own_node(self, pod: Pod) -> bool:
         usable = self.usable.of(pod)
         return bool(usable) and all(pool in self._cells for pool, _ in usable)
 
@@ -352,6 +360,12 @@ class CheaperSizes:
             usable = {id(c): c for p in kinds.values() for pool, c in self.usable.of(p) if c.itype.vcpu >= floors.get(pool, 0)}
             offers = self._floored[key] = sorted((c.price, c.allocatable.cpu, c.allocatable.memory) for c in usable.values())
         return next((price for price, cpu, memory in offers if cpu >= holding[0] and memory >= holding[1]), math.inf)
+
+
+def _asks_of(held: tuple[Pod, ...]) -> tuple[tuple[tuple[int, int], ...], tuple[int, int]]:
+    """The (CPU, memory) each of a node's held pods asks, and their sum."""
+    asks = tuple(p.requests.cpu_memory() for p in held)
+    return asks, (sum(a[0] for a in asks), sum(a[1] for a in asks))
 
 
 def _held_request(on: tuple[Pod, ...]) -> tuple[int, int]:
