@@ -249,6 +249,32 @@ def test_nodes_and_snapshot_are_immutable_views():
         snap.nodes["n2"] = node  # type: ignore[index]
 
 
+def test_a_snapshot_shows_the_objects_and_nodes_as_they_are_made_again_only_when_they_change():
+    """Snapshots share what they show of the objects and the Nodes until one changes: then
+    the next shows the change (a heartbeat-only node event too), and the earlier keeps its own."""
+    from nodemanager.cluster.base import ObjectEvent
+    from nodemanager.model.pod_owners import Namespace
+
+    cache = ClusterEventsHandler()
+    node = ClusterNode("n1", "i-1", ready=True, last_heartbeat=5)
+    cache.apply([NodeEvent(EventType.ADDED, node), ObjectEvent(EventType.ADDED, "shop", Namespace("shop", {"team": "a"}))])
+    first = cache.snapshot()
+    cache.apply([PodEvent(EventType.ADDED, P)])  # a pod: the same objects and nodes shown
+    second = cache.snapshot()
+    assert (second.namespaces, second.nodes) == ({"shop": {"team": "a"}}, {"n1": node})
+    assert second.namespaces is first.namespaces
+    assert second.nodes is first.nodes
+    cache.apply([ObjectEvent(EventType.MODIFIED, "shop", Namespace("shop", {"team": "b"}))])
+    assert cache.snapshot().namespaces == {"shop": {"team": "b"}}
+    assert first.namespaces == {"shop": {"team": "a"}}
+    beat = dataclasses.replace(node, last_heartbeat=9)
+    cache.apply([NodeEvent(EventType.MODIFIED, beat)])
+    assert cache.snapshot().nodes["n1"] is beat
+    assert first.nodes["n1"] is node
+    with pytest.raises(TypeError):
+        first.namespaces["other"] = {}  # type: ignore[index]
+
+
 _NODE_STEPS = st.lists(
     st.tuples(st.sampled_from(["add", "modify", "delete", "beat"]), st.sampled_from(["n1", "n2", "n3"]), st.integers(0, 50)),
     max_size=40,

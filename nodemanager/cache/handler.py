@@ -100,6 +100,11 @@ class ClusterEventsHandler:
         self._beats: dict[str, float] = {}
         self.heartbeats: Mapping[str, float] = MappingProxyType(self._beats)
         self._objects: dict[type, dict[str, ClusterObject]] = defaultdict(dict)
+        # What snapshots show of the objects and the Nodes, made again only when they change
+        # (every decision takes a snapshot; they change rarely): (version, what is shown).
+        self._objects_version = self._nodes_version = 0
+        self._objects_shown: tuple[int, tuple] | None = None
+        self._nodes_shown: tuple[int, Mapping[str, ClusterNode]] | None = None
         self.generation = 0
         self.node_changes = Journal()  # the names of the Nodes that changed other than by their heartbeats
         self._assumed: dict[PodKey, None] = {}  # the entries in state Assumed, in the order they were assumed
@@ -246,6 +251,7 @@ class ClusterEventsHandler:
             return
         else:
             store[event.key] = event.obj
+        self._objects_version += 1
         self.generation += 1
 
     def _on_pod(self, event: PodEvent) -> None:
@@ -288,6 +294,7 @@ class ClusterEventsHandler:
     def _on_node(self, event: NodeEvent) -> None:
         name = event.node.name
         old = self._nodes.get(name)
+        self._nodes_version += 1
         if event.type is EventType.DELETED:
             self._nodes.pop(name, None)
             self._beats.pop(name, None)
@@ -304,13 +311,21 @@ class ClusterEventsHandler:
     def snapshot(self) -> CacheSnapshot:
         with self._lock:
             grouped, claims = self._pods()
-            pods = grouped.pods
-            daemon_sets = tuple(obj for _, obj in sorted(self._objects[DaemonSet].items()) if isinstance(obj, DaemonSet))
-            namespaces = {name: ns.labels for name, ns in self._objects[Namespace].items() if isinstance(ns, Namespace)}
-            selecting = tuple(o for kind in SELECTING_KINDS for _, o in sorted(self._objects[kind].items()) if isinstance(o, PodSelecting))
-            pdbs = tuple(b for _, b in sorted(self._objects[PodDisruptionBudget].items()) if isinstance(b, PodDisruptionBudget))
-            nodes = MappingProxyType(dict(self._nodes))
-            return CacheSnapshot(pods, nodes, self.generation, grouped, daemon_sets, self._volume_context(), namespaces, selecting, pdbs, claims)
+            if self._nodes_shown is None or self._nodes_shown[0] != self._nodes_version:
+                self._nodes_shown = (self._nodes_version, MappingProxyType(dict(self._nodes)))
+            if self._objects_shown is None or self._objects_shown[0] != self._objects_version:
+                self._objects_shown = (self._objects_version, self._objects_now())
+            daemon_sets, volumes, namespaces, selecting, pdbs = self._objects_shown[1]
+            return CacheSnapshot(grouped.pods, self._nodes_shown[1], self.generation, grouped, daemon_sets, volumes, namespaces, selecting, pdbs, claims)
+
+    def _objects_now(self) -> tuple:
+        """The objects as a snapshot shows them: DaemonSets, volumes, namespaces' labels,
+        the pod-selecting objects and PodDisruptionBudgets (none of them changed by anyone)."""
+        daemon_sets = tuple(obj for _, obj in sorted(self._objects[DaemonSet].items()) if isinstance(obj, DaemonSet))
+        namespaces = MappingProxyType({name: ns.labels for name, ns in self._objects[Namespace].items() if isinstance(ns, Namespace)})
+        selecting = tuple(o for kind in SELECTING_KINDS for _, o in sorted(self._objects[kind].items()) if isinstance(o, PodSelecting))
+        pdbs = tuple(b for _, b in sorted(self._objects[PodDisruptionBudget].items()) if isinstance(b, PodDisruptionBudget))
+        return daemon_sets, self._volume_context(), namespaces, selecting, pdbs
 
     def _volume_context(self) -> VolumeContext | None:
         claims, volumes, classes = (dict(self._objects[kind]) for kind in (PersistentVolumeClaim, PersistentVolume, StorageClass))
