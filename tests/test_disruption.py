@@ -620,6 +620,31 @@ def test_with_a_budget_of_one_node_at_most_one_is_disrupted_at_a_time() -> None:
     assert h.controller.disruption.summary()["Underutilized"]["nodes"] >= 1
 
 
+def test_a_pools_budget_counts_its_live_nodes_and_those_being_disrupted_as_a_fresh_count_does() -> None:
+    """The counts a pool's budget is applied to come from the fleet tally and the marks: at
+    every step of a day with consolidation, idle stops and a second pool, what a count of
+    every record gives."""
+    from nodemanager.model import LIVE_STATES
+
+    arrivals = [arrive(f"p{i}", at=i * 60, cpu="700m", memory="1Gi") for i in range(6)]
+    arrivals += [arrive(f"q{i}", at=i * 60 + 30, duration=600, cpu="700m", memory="1Gi") for i in range(6)]
+    arrivals += [arrive(f"c{i}", at=i * 90, duration=900, cpu="1", selector={"pool": "cells"}) for i in range(3)]
+    cells = Pool(name="cells", packing="cell", instance_types=["a.large"], capacity_types=[OD], labels={"pool": "cells"})
+    h = Harness(binpack_pool(), cells, arrivals=arrivals, idle_grace=30)
+    seen: set[tuple[str, int, int]] = set()
+    while h.clock.now() < 1000 + 2 * HOUR:
+        h.driver.step()
+        c = h.controller
+        for pool in ("general", "cells"):
+            live = [n for n in c.nodes.values() if n.pool == pool and n.state in LIVE_STATES]
+            fresh = (len(live), sum(1 for n in live if n.name in c.marked))
+            assert c.disruption._counts(pool) == fresh
+            seen.add((pool, *fresh))
+    assert any(marked for _, _, marked in seen)
+    assert {live for pool, live, _ in seen if pool == "cells"} >= {0, 1}
+    assert len({live for pool, live, _ in seen if pool == "general"}) > 2
+
+
 def test_consolidate_after_counts_from_the_last_change_of_a_nodes_pods() -> None:
     wait = 1200.0
     h = Harness(binpack_pool(disruption=Disruption(consolidate_after=wait)), arrivals=_steady_and_finishing(), idle_grace=30)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from nodemanager.config.schema import ConsolidationPolicy, DisruptionReason, Packing, Pool
 from nodemanager.controller.budgets import allowed
 from nodemanager.controller.labels import LABELS
-from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod, PodKey
+from nodemanager.model import LIVE_STATES, CapacityType, Node, NodeName, NodeState, Pod, PodKey
 from nodemanager.model.journal import Mark, changed_since
 from nodemanager.model.pod import DO_NOT_DISRUPT_ANNOTATION
 from nodemanager.scaler import ClusterSnapshot, StopOrder
@@ -276,7 +276,7 @@ class DisruptionController:
         never = c.last_decision.unschedulable if c.last_decision is not None else {}
         if any(p.key not in never for p in c.cache.waiting()):  # a pod no pool can ever hold blocks nothing
             return "pods are waiting for nodes"
-        if any(n.state in (NodeState.CREATING, NodeState.CREATED) for n in c.nodes.values()):
+        if c.nodes.in_states(NodeState.CREATING, NodeState.CREATED):  # (the records' index: every pass asks)
             return "nodes are booting"
         if set(c.marked) - c.drain_blocked:  # a drain a budget holds for long blocks nothing else
             return "nodes are being removed"
@@ -301,9 +301,14 @@ class DisruptionController:
                 tracked[name] = Held.of(held, now, seen)
 
     def _counts(self, pool: str) -> tuple[int, int]:
-        """The pool's live nodes, and how many of them are being disrupted."""
-        live = [n for n in self.c.nodes.values() if n.pool == pool and n.state not in (NodeState.TERMINATING, NodeState.TERMINATED)]
-        return len(live), sum(1 for n in live if n.name in self.c.marked)
+        """The pool's live nodes (as the fleet tally counts them: every pass asks this of
+        every pool, where a count of every record was a fiftieth of a busy day), and how
+        many of them are being disrupted."""
+        c = self.c
+        c.fleet.update(c.catalog)
+        counts = c.fleet.counts
+        live = sum(counts[pool, state] for state in LIVE_STATES)
+        return live, sum(1 for name in c.marked if (n := c.nodes.get(name)) is not None and n.pool == pool and n.state in LIVE_STATES)
 
     def _candidates(self, snapshot: ClusterSnapshot, now: float) -> tuple[list[Node], int, dict[NodeName, str]]:
         """Nodes consolidation may disrupt, cheapest to disrupt first, each pool's share cut
