@@ -40,6 +40,23 @@ def test_zero_entries_do_not_change_identity():
     assert hash(Resources({"cpu": 0, "memory": 5})) == hash(Resources({"memory": 5}))
 
 
+signed = st.dictionaries(names, st.integers(min_value=-5, max_value=5)).map(Resources)
+
+
+@given(signed, signed)
+def test_arithmetic_never_keeps_a_zero_and_equal_vectors_hash_alike(a, b):
+    """Sums and differences leave out the amounts that come to zero (a sum without one keeps
+    the dict it made): equal vectors compare, and hash, equal however they were made."""
+    for made in (a + b, a - b, Resources.total([a, b]), (a - b) + b):
+        assert 0 not in made._amounts.values()
+        assert made == Resources(dict(made._amounts))
+        assert hash(made) == hash(Resources(dict(made._amounts)))
+    assert a - a == ZERO
+    assert not (a - a)
+    assert (a - b) + b == a
+    assert hash((a - b) + b) == hash(a)
+
+
 @given(vectors, vectors)
 def test_sum_fits_both_and_subtraction_inverts(a, b):
     total = a + b

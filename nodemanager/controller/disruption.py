@@ -44,6 +44,7 @@ ACTIONS_KEPT = 100  # recent actions in /status
 SETTLED = (NodeState.AVAILABLE, NodeState.CLAIMED)
 _DO_NOT_DISRUPT = operator.attrgetter("do_not_disrupt")
 _RANK = operator.itemgetter(0, 1, 2)  # a candidate's (work lost per dollar, minus its price, name)
+_BY_AGE = operator.attrgetter("created_at", "name")  # oldest first (the order expiry and drift renew nodes in)
 
 
 @dataclass
@@ -216,7 +217,7 @@ class DisruptionController:
         self.held = {}
         allowance = {b.key: b.allowed(snapshot.pods) for b in snapshot.pdbs}
         current_image = getattr(c.cloud, "current_image", None)  # as last resolved: no call is made
-        for node in sorted((n for n in snapshot.nodes if n.state in SETTLED), key=lambda n: (n.created_at, n.name)):
+        for node in sorted((n for n in snapshot.nodes if n.state in SETTLED), key=_BY_AGE):
             pool = c.pool_config(node.pool)
             registered = c.cache.node(node.name)
             if pool is None or registered is None or not registered.ready:

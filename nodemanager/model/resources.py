@@ -35,10 +35,11 @@ class Resources:
 
     @classmethod
     def _of(cls, amounts: dict[str, int]) -> Resources:
-        """The vector of ``amounts``, ints already (what arithmetic makes): kept as they are,
-        zeros left out, without ``__init__``'s conversion of each."""
+        """The vector of ``amounts``, a dict of ints its caller made and hands over (what
+        arithmetic makes): kept as it is, zeros left out, without ``__init__``'s conversion
+        of each, and without a copy where there is no zero (as sums of requests mostly are)."""
         out = object.__new__(cls)
-        out._amounts = {k: v for k, v in amounts.items() if v}
+        out._amounts = {k: v for k, v in amounts.items() if v} if 0 in amounts.values() else amounts
         out._hash = None
         return out
 
