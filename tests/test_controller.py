@@ -388,9 +388,13 @@ def test_terminated_records_are_kept_a_minute_and_at_most_a_hundred() -> None:
     for i in range(150):
         h.controller.nodes[f"gone-{i:03d}"] = replace(node(f"gone-{i:03d}"), state=NodeState.TERMINATED)
         h.controller.terminated_at[f"gone-{i:03d}"] = now - 30 + i * 0.1  # all within the minute
+    h.controller.nodes["old"] = replace(node("old"), state=NodeState.TERMINATED)
+    h.controller.terminated_at["old"] = now - 61  # a minute gone: purged, though few
+    h.controller.nodes["leaving"] = replace(node("leaving"), state=NodeState.TERMINATING)  # as a restart recovers it: not marked
     h.controller.pool_loop()
     kept = sorted(n for n, rec in h.controller.nodes.items() if rec.state is NodeState.TERMINATED)
     assert kept == [f"gone-{i:03d}" for i in range(50, 150)]
+    assert h.controller.marked["leaving"] == ("terminating", "terminating")  # its termination is confirmed on the next reap
 
 
 class _Unreachable(SimulatedCloud):

@@ -484,16 +484,17 @@ class NodeController:
             self.reaper.run(self.clock.now())
 
     def _purge(self, now: float) -> None:
-        ended = sorted((self.terminated_at.get(n, now), n) for n in self.nodes.in_states(NodeState.TERMINATED))
+        terminated = self.nodes.in_states(NodeState.TERMINATED)
+        ended = sorted((self.terminated_at.get(n, now), n) for n in terminated)
         crowded = {name for _, name in ended[: max(0, len(ended) - TERMINATED_KEPT_MAX)]}
-        for name in self.nodes.in_states(NodeState.TERMINATED, NodeState.TERMINATING):
-            node = self.nodes[name]
-            if node.state is NodeState.TERMINATED and (name in crowded or now - self.terminated_at.get(name, now) >= TERMINATED_KEPT_FOR):
+        for name in terminated:
+            if name in crowded or now - self.terminated_at.get(name, now) >= TERMINATED_KEPT_FOR:
                 self.lock.after_release(self.cluster.remove_node, name)  # once more: a dying kubelet may have registered it again
                 del self.nodes[name]
                 self.terminated_at.pop(name, None)
                 self.drain_blocked.discard(name)
-            elif node.state is NodeState.TERMINATING and name not in self.marked:
+        for name in self.nodes.in_states(NodeState.TERMINATING):
+            if name not in self.marked:
                 self.marked[name] = ("terminating", "terminating")  # confirm on the next reap
 
     def orphan_gc_loop(self) -> None:
