@@ -322,7 +322,7 @@ class DisruptionController:
         c = self.c
         by_node = snapshot.by_node
         blocked: dict[NodeName, str] = {}
-        found: list[tuple[float, float, str, Node]] = []
+        found: list[tuple[float, float, str, Node, Pool]] = []
         for node in snapshot.nodes:
             if node.state not in SETTLED:
                 continue
@@ -345,17 +345,15 @@ class DisruptionController:
             elif registered.unschedulable:
                 blocked[node.name] = "cordoned: an operator has the node"
             else:
-                price = self.c.price_of(node)
-                found.append((held.work(now) / price if price > 0 else math.inf, -price, node.name, node))
+                price = c.price_of(node)
+                found.append((held.work(now) / price if price > 0 else math.inf, -price, node.name, node, pool))
         found.sort(key=_RANK)
         room: dict[str, tuple[int, str]] = {}  # pool -> (how many more may go, the budget that says so)
         allowance = {b.key: b.allowed(snapshot.pods) for b in snapshot.pdbs}
         used: Counter[str] = Counter()  # evictions the candidates so far would take, by budget
         out: list[Node] = []
         together = None  # the first candidate that would overdraw a budget with those before it
-        for *_, node in found:
-            pool = c.pool_config(node.pool)
-            assert pool is not None
+        for *_, node, pool in found:
             if pool.name not in room:
                 room[pool.name] = allowed(pool, DisruptionReason.UNDERUTILIZED, now, *self._counts(pool.name))
             left, budget = room[pool.name]
