@@ -239,13 +239,13 @@ class Simulation:
         last = 0.0
         mark, changed_at = self._progress_mark(), 0.0
         self.ended = "until"
-        while driver.next_due() <= horizon:
+        while (now := driver.next_due()) <= horizon:
             upcoming = self.cluster.next_arrival()
-            if upcoming is not None and upcoming > driver.next_due() and self._quiet():
+            if upcoming is not None and upcoming > now and self._quiet():
                 driver.skip_to(min(upcoming, horizon))  # an empty cluster until then: nothing to simulate
-                if driver.next_due() > horizon:
+                now = driver.next_due()
+                if now > horizon:
                     break
-            now = driver.next_due()
             self._integrate(now - last)
             last = driver.step()
             if self.timeline is not None and self.timeline.due(last):
