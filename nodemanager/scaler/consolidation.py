@@ -117,6 +117,7 @@ class Planner:
             if sum(each[1][i] for each in asked) > total[i] + big[i]:
                 return True
         roomiest = self._room.maximal_without(names)
+        # (a cell pool's nodes take no more: a pod that may go only to one has no room elsewhere)
         homeless = [p for p, r, alone in zip(moving, asks, own, strict=True) if alone or not _holds(roomiest, r)]
         if len(homeless) > 1 and any(own):
             return True

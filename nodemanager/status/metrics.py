@@ -28,23 +28,23 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
 
-        def kept(kind: type, name: str, doc: str, labels: tuple[str, ...] = (), **options: Any) -> Any:
+        def made(kind: type, name: str, doc: str, labels: tuple[str, ...] = (), **options: Any) -> Any:
             return kind(name, doc, labels, registry=r, **options) if scraped else UNSCRAPED
 
-        self.nodes = kept(Gauge, "nodemanager_nodes", "Node records by pool and state.", ("pool", "state"))
-        self.pending_pods = kept(Gauge, "nodemanager_pending_pods", "Pods waiting for a node.")
-        self.unschedulable_pods = kept(Gauge, "nodemanager_unschedulable_pods", "Pods that no pool could ever hold.")
-        self.boots = kept(Counter, "nodemanager_boots_total", "Instances launched.", ("pool", "instance_type", "capacity_type"))
-        self.boot_failures = kept(Counter, "nodemanager_boot_failures_total", "Boots that failed, by reason.", ("reason",))
-        self.terminations = kept(Counter, "nodemanager_terminations_total", "Nodes terminated, by reason.", ("reason",))
-        self.decisions = kept(Counter, "nodemanager_decisions_total", "Scaler computations.")
-        self.disruptions = kept(Counter, "nodemanager_disruption_actions_total", "Nodes disrupted voluntarily, by reason and action.", ("reason", "action"))
-        self.interruptions = kept(Counter, "nodemanager_interruptions_total", "The cloud's warnings about our instances, by kind.", ("kind",))
-        self.disruption_candidates = kept(Gauge, "nodemanager_disruption_candidates", "Nodes consolidation may disrupt now.")
-        self.loop_duration = kept(
+        self.nodes = made(Gauge, "nodemanager_nodes", "Node records by pool and state.", ("pool", "state"))
+        self.pending_pods = made(Gauge, "nodemanager_pending_pods", "Pods waiting for a node.")
+        self.unschedulable_pods = made(Gauge, "nodemanager_unschedulable_pods", "Pods that no pool could ever hold.")
+        self.boots = made(Counter, "nodemanager_boots_total", "Instances launched.", ("pool", "instance_type", "capacity_type"))
+        self.boot_failures = made(Counter, "nodemanager_boot_failures_total", "Boots that failed, by reason.", ("reason",))
+        self.terminations = made(Counter, "nodemanager_terminations_total", "Nodes terminated, by reason.", ("reason",))
+        self.decisions = made(Counter, "nodemanager_decisions_total", "Scaler computations.")
+        self.disruptions = made(Counter, "nodemanager_disruption_actions_total", "Nodes disrupted voluntarily, by reason and action.", ("reason", "action"))
+        self.interruptions = made(Counter, "nodemanager_interruptions_total", "The cloud's warnings about our instances, by kind.", ("kind",))
+        self.disruption_candidates = made(Gauge, "nodemanager_disruption_candidates", "Nodes consolidation may disrupt now.")
+        self.loop_duration = made(
             Histogram, "nodemanager_loop_duration_seconds", "Time one loop body took.", ("loop",), buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10)
         )
-        self.cost = kept(Gauge, "nodemanager_cost_per_hour_dollars", "Hourly price of the live fleet.")
+        self.cost = made(Gauge, "nodemanager_cost_per_hour_dollars", "Hourly price of the live fleet.")
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
