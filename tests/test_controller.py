@@ -388,13 +388,18 @@ def test_terminated_records_are_kept_a_minute_and_at_most_a_hundred() -> None:
     for i in range(150):
         h.controller.nodes[f"gone-{i:03d}"] = replace(node(f"gone-{i:03d}"), state=NodeState.TERMINATED)
         h.controller.terminated_at[f"gone-{i:03d}"] = now - 30 + i * 0.1  # all within the minute
-    h.controller.nodes["old"] = replace(node("old"), state=NodeState.TERMINATED)
-    h.controller.terminated_at["old"] = now - 61  # a minute gone: purged, though few
-    h.controller.nodes["leaving"] = replace(node("leaving"), state=NodeState.TERMINATING)  # as a restart recovers it: not marked
     h.controller.pool_loop()
     kept = sorted(n for n, rec in h.controller.nodes.items() if rec.state is NodeState.TERMINATED)
     assert kept == [f"gone-{i:03d}" for i in range(50, 150)]
-    assert h.controller.marked["leaving"] == ("terminating", "terminating")  # its termination is confirmed on the next reap
+
+    few = Harness(cell_pool())  # a record a minute gone goes, though few are kept; a Terminating one is marked
+    for name, ended in (("old", now - 61), ("recent", now - 30)):
+        few.controller.nodes[name] = replace(node(name), state=NodeState.TERMINATED)
+        few.controller.terminated_at[name] = ended
+    few.controller.nodes["leaving"] = replace(node("leaving"), state=NodeState.TERMINATING)  # as a restart recovers it: not marked
+    few.controller.pool_loop()
+    assert sorted(n for n, rec in few.controller.nodes.items() if rec.state is NodeState.TERMINATED) == ["recent"]
+    assert few.controller.marked["leaving"] == ("terminating", "terminating")  # its termination is confirmed on the next reap
 
 
 class _Unreachable(SimulatedCloud):
