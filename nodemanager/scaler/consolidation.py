@@ -12,7 +12,7 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod, PodPhase
+from nodemanager.model import LIVE_STATES, CapacityType, Node, NodeName, NodeState, Pod, PodPhase
 from nodemanager.model.by_node import PodsByNode
 from nodemanager.scaler.by_identity import ByIdentity
 from nodemanager.scaler.decision import Decision, NodeSpec
@@ -133,16 +133,16 @@ class Planner:
     def _room_in(self, snapshot: ClusterSnapshot) -> _Room:
         """The room of the snapshot's nodes that take more pods, counted again only for the
         nodes whose record or pods changed since the last room was."""
-        placed, before = snapshot.by_node.placed, self._free
+        by_node, before = snapshot.by_node, self._free
         entries: dict[str, tuple[Node, tuple[Pod, ...], tuple[int, int] | None]] = {}
         free: dict[str, tuple[int, int]] = {}
         for n in snapshot.nodes:
-            on = placed.get(n.name, ())
+            on = by_node.on(n.name)
             entry = before.get(n.name)
             if entry is None or entry[0] is not n or entry[1] is not on:
                 room = None
-                if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED) and self.takes_more(n):
-                    cpu, memory = _held_request(on)
+                if n.state in LIVE_STATES and self.takes_more(n):
+                    cpu, memory = _asks_of(by_node.held(n.name))[1]
                     room = (n.allocatable.cpu - cpu, n.allocatable.memory - memory)
                 entry = (n, on, room)
             entries[n.name] = entry
@@ -367,18 +367,6 @@ def _asks_of(held: tuple[Pod, ...]) -> tuple[tuple[tuple[int, int], ...], tuple[
     """The (CPU, memory) each of a node's held pods asks, and their sum."""
     asks = tuple(p.requests.cpu_memory() for p in held)
     return asks, (sum(a[0] for a in asks), sum(a[1] for a in asks))
-
-
-def _held_request(on: tuple[Pod, ...]) -> tuple[int, int]:
-    """The cpu and memory asked by the pods a node is there for (not its DaemonSet and
-    mirror pods)."""
-    cpu = memory = 0
-    for pod in on:
-        if not pod.of_node:
-            asked = pod.requests.cpu_memory()
-            cpu += asked[0]
-            memory += asked[1]
-    return cpu, memory
 
 
 def maximal(points: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
