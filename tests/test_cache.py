@@ -160,6 +160,25 @@ def test_a_bind_seen_where_it_was_assumed_changes_only_the_pods_copy():
     assert resized.usage("n1").requested == Resources.parse({"cpu": "2", "memory": "1Gi"})
 
 
+def test_a_running_pods_new_status_changes_only_its_copy():
+    """An added pod seen again (its status changed, same node and requests): the same totals
+    and set of pods the node is there for, no journal entry; the snapshot holds the new copy.
+    Moved to another node, both nodes follow."""
+    cache = ClusterEventsHandler()
+    cache.apply([PodEvent(EventType.ADDED, BOUND)])
+    assert cache.snapshot().grouped.on("n1") == (BOUND,)
+    held, mark = cache.held("n1"), cache.held_changes.mark()
+    relabelled = dataclasses.replace(BOUND, labels={"ready": "yes"})
+    cache.apply([PodEvent(EventType.MODIFIED, relabelled)])
+    assert cache.usage("n1").requested == Resources.parse({"cpu": "1", "memory": "1Gi"})
+    assert cache.held("n1") is held
+    assert cache.held_changes.since(mark) == set()
+    assert [p is relabelled for p in cache.snapshot().grouped.on("n1")] == [True]
+    cache.apply([PodEvent(EventType.MODIFIED, dataclasses.replace(relabelled, node_name="n2"))])
+    assert (cache.usage("n1").pods, cache.usage("n2").pods) == (set(), {P.key})
+    assert cache.held_changes.since(mark) == {"n1", "n2"}
+
+
 def test_unbound_update_of_an_assumed_pod_is_ignored():
     cache = ClusterEventsHandler()
     cache.assume(P, "n1")

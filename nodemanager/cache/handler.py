@@ -133,6 +133,18 @@ class ClusterEventsHandler:
             self._held[pod.node_name] = self._held.get(pod.node_name, _NO_KEYS) | {pod.key}
             self.held_changes.add(pod.node_name)
 
+    def _replace(self, old: Pod | None, pod: Pod) -> None:
+        """``pod`` counted on its node in place of ``old``, its cached copy (if any). Where
+        both count alike on the same node (bound where it was assumed; a running pod's new
+        status), the node's totals and the pods it is there for stay: only the copy changes."""
+        if old is not None and _same_place(old, pod):
+            self._on[pod.node_name].pods[pod.key] = pod
+            self._resort.add(pod.node_name)
+            return
+        if old is not None:
+            self._unplace(old)
+        self._place(pod)
+
     def _unplace(self, pod: Pod) -> None:
         on = self._on[pod.node_name]
         del on.pods[pod.key]
@@ -201,24 +213,15 @@ class ClusterEventsHandler:
             old = self._entries.get(pod.key)
             self._waiting.pop(pod.key, None)
             self._entries[pod.key] = _Entry(pod, state)
-            if old is not None and _same_place(old.pod, pod):
-                # Bound where it was assumed, as most are: the node's totals and the pods it
-                # is there for stay; only its copy changes.
-                self._on[pod.node_name].pods[pod.key] = pod
-                self._resort.add(pod.node_name)
-            else:
-                if old is not None:
-                    self._unplace(old.pod)  # the cached copy knows where we assumed it
-                self._place(pod)
+            self._replace(old.pod if old is not None else None, pod)  # the cached copy knows where we assumed it
             self.generation += 1
 
     def update(self, pod: Pod) -> None:
         with self._lock:
             self._move(pod.key, PodOp.UPDATE)
             old = self._entries[pod.key]
-            self._unplace(old.pod)
             self._entries[pod.key] = _Entry(pod, PodState.ADDED)
-            self._place(pod)
+            self._replace(old.pod, pod)
             self.generation += 1
 
     def remove(self, key: PodKey) -> Pod:
