@@ -385,6 +385,11 @@ class ClusterEventsHandler:
             entry = self._entries.get(key)
             return entry.pod if entry else self._waiting.get(key)
 
+    def is_waiting(self, key: PodKey) -> bool:
+        """The pod is known and waits for a node (neither bound nor assumed)."""
+        with self._lock:
+            return key in self._waiting
+
     def waiting_count(self) -> int:
         with self._lock:
             return len(self._waiting)

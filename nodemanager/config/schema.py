@@ -201,6 +201,14 @@ class BootImageSpec(Model):
         return self
 
 
+class BootBrake(Model):
+    """The fleet brake: within ``window`` a pool launches at most ``bootsPerPod`` nodes per
+    distinct pod those launches were for (standby nodes are not counted)."""
+
+    window: Duration = Field(default=600.0, gt=0)
+    boots_per_pod: float = Field(default=2.0, ge=1.0, le=1000.0)
+
+
 class NodeDefaults(Model):
     default_instance_type: str = "t3.medium"  # for standby entries and pods that name no type
     volume_size: ByteQuantity = 20 * 2**30  # root volume; EKS AMIs need about 20 GiB
@@ -211,6 +219,7 @@ class NodeDefaults(Model):
     idle_grace: Duration = 300.0  # an unneeded node is stopped only after being unneeded this long
     max_boots_per_loop: int = Field(default=10, ge=1, le=MAX_BOOTS)  # bounds the blast radius of one bad decision
     unavailable_offering_ttl: Duration = Field(default=180.0, alias="unavailableOfferingTTL")  # an offering that ran out of capacity is skipped this long
+    boot_brake: BootBrake = Field(default_factory=BootBrake)
 
 
 class Taint(Model):

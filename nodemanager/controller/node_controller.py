@@ -38,6 +38,7 @@ from nodemanager.clock import Clock
 from nodemanager.cluster.base import ClusterEvent, ClusterSource
 from nodemanager.config.schema import Pool, ProviderConfig
 from nodemanager.controller.boot_backoff import BootBackoff
+from nodemanager.controller.boot_ledger import BootLedger, Brake
 from nodemanager.controller.colocation import ColocationReconciler
 from nodemanager.controller.dispenser import NodeDispenser
 from nodemanager.controller.disruption import DisruptionController
@@ -111,6 +112,11 @@ class NodeController:
         self.scaler = BindingNodeScaler(ScalerSettings.from_config(config), catalog)
         self.keeper = UnavailabilityKeeper(config.nodes.unavailable_offering_ttl)
         self.backoff = BootBackoff()  # pools whose boots keep failing for no offering's reason
+        self.ledger = BootLedger(config.nodes.boot_brake.window, config.nodes.boot_brake.boots_per_pod)  # what each boot was for
+        self.held: dict[PodKey, str] = {}  # pods no node is booted for now (the ledger's holds), and why
+        self.on_the_way: dict[PodKey, str] = {}  # pods with a node booting for them: no second one
+        self.braked: dict[str, Brake] = {}  # pools the boot brake pauses now
+        self.pods_gone = 0  # pods that left a node: a change that may let a held pod go
         self.dispenser = NodeDispenser(self)
         self.lock = ControllerLock()  # never held across a cloud or API call: calls wait for its release
         self._gauges_shown: dict[tuple[str, NodeState], int] = {}  # the node counts the gauges show
@@ -226,6 +232,29 @@ class NodeController:
         bad = untolerated(registered.taints, pod.tolerations, HARD_EFFECTS)
         return f"node has taint {bad[0]}" if bad else None
 
+    def is_ready(self, name: str) -> bool:
+        node = self.nodes.get(name)
+        return node is not None and node.state in (NodeState.AVAILABLE, NodeState.CLAIMED)
+
+    def _booting(self, name: str) -> bool:
+        node = self.nodes.get(name)
+        return node is not None and node.state in (NodeState.CREATING, NodeState.CREATED) and name not in self.marked
+
+    def world(self) -> tuple:
+        """What a held pod waits to see change: the Ready nodes (less those of no use to the
+        pods they were booted for) and how many pods left a node."""
+        ready = frozenset(self.nodes.in_states(NodeState.AVAILABLE, NodeState.CLAIMED)) - self.ledger.futile_nodes
+        return (ready, self.pods_gone)
+
+    def refresh_holds(self, now: float) -> None:
+        """The ledger's holds and brakes as the next decision sees them."""
+        self.held = self.ledger.held(now, self.world, self.cache.is_waiting)
+        self.on_the_way = self.ledger.on_the_way(self._booting)
+        self.braked, begun = self.ledger.braked(now)
+        for brake in begun:
+            log.warning("pool %s: %s (until %.0f)", brake.pool, brake.describe(), brake.until)
+            self.metrics.boot_brakes.labels(brake.pool).inc()
+
     def mark_for_termination(self, name: str, reason: str, label: str) -> None:
         if name in self.nodes and name not in self.marked and self.nodes[name].state is not NodeState.TERMINATED:
             log.debug("node %s: marked for termination: %s", name, reason)
@@ -292,9 +321,11 @@ class NodeController:
             cached.volumes,
             cached.namespaces,
             cached.pod_selecting,
-            {pool: pause.describe() for pool, pause in self.backoff.active(now).items()},
+            {**{pool: brake.describe() for pool, brake in self.braked.items()}, **{pool: pause.describe() for pool, pause in self.backoff.active(now).items()}},
             self.disruption.reserved,
             cached.pdbs,
+            held=self.held,
+            on_the_way=self.on_the_way,
             grouped=cached.grouped,
         )
 
@@ -344,6 +375,7 @@ class NodeController:
         self.event("Node", spec.name, "Booting", f"{what} for pool {spec.pool}" + (" (standby)" if spec.standby else ""))
         for pod in spec.pods:
             self.event("Pod", pod, "TriggeredScaleUp", f"booting node {spec.name} ({what}) for this pod")
+        self.ledger.booted(spec.name, spec.pods)
         self.nodes[spec.name] = Node(
             spec.name,
             spec.pool,
@@ -425,6 +457,7 @@ class NodeController:
             self._update(name, instance_id=InstanceId(instance.instance_id), image_id=instance.image_id)
             self.set_state(name, NodeState.CREATED)
             self.metrics.boots.labels(node.pool, node.instance_type, node.capacity_type.value).inc()
+            self.ledger.launched(node.pool, name, now)
             log.info("node %s: instance %s launched", name, instance.instance_id)
             if name in self.marked:  # stopped while its boot was in flight
                 self.reaper.run(now)
@@ -434,6 +467,7 @@ class NodeController:
         self.metrics.boot_failures.labels(label).inc()
         self.set_state(name, NodeState.TERMINATED)
         self.marked.pop(name, None)
+        self.ledger.failed(name)
 
     # -- sync ----------------------------------------------------------------------------------
     def poll(self) -> list[ClusterEvent] | None:
@@ -454,6 +488,7 @@ class NodeController:
         self.cache.expire(now)
         self._sync_registrations(now)
         for pod in self.cache.take_finished():
+            self.pods_gone += 1
             if pod.node_name in self.nodes and not pod.of_node:
                 self.dispenser.return_node(pod.node_name, unused=False)
         self._purge(now)
@@ -491,6 +526,7 @@ class NodeController:
             if name in crowded or now - self.terminated_at.get(name, now) >= TERMINATED_KEPT_FOR:
                 self.lock.after_release(self.cluster.remove_node, name)  # once more: a dying kubelet may have registered it again
                 del self.nodes[name]
+                self.ledger.forget_node(name)
                 self.terminated_at.pop(name, None)
                 self.drain_blocked.discard(name)
         for name in self.nodes.in_states(NodeState.TERMINATING):

@@ -45,7 +45,8 @@ class Provisioner:
             c.resume_boots()
             # Compute only when an input changed (or an idle grace ran out): the key is what
             # this decision is computed from, so whatever applying it changes counts as new.
-            inputs = (c.cache.generation, c.nodes.stamp, frozenset(c.keeper.active(now)), frozenset(c.backoff.active(now)))
+            c.refresh_holds(now)
+            inputs = (c.cache.generation, c.nodes.stamp, frozenset(c.keeper.active(now)), frozenset(c.backoff.active(now)), frozenset(c.held), frozenset(c.on_the_way), frozenset(c.braked))
             due = inputs != self._last_inputs or any(now - since >= c.config.nodes.idle_grace for since in c.unneeded_since.values())
             read_devices = due and c.cache.has_claims()
         if read_devices:
@@ -53,7 +54,10 @@ class Provisioner:
         with c.lock:
             if due:
                 self._last_inputs = inputs
-                self._apply(self._compute(now), now)
+                decision = self._compute(now)
+                if self._judge(decision, now):  # pods held anew: no boot for them in this decision either
+                    decision = self._compute(now)
+                self._apply(decision, now)
             self._dispatch(now)
             c.refresh_gauges()
 
@@ -68,6 +72,28 @@ class Provisioner:
         if c.on_decision is not None:
             c.on_decision(decision, now)
         return decision
+
+    def _judge(self, decision: Decision, now: float) -> bool:
+        """Nodes booted for pods and Ready now are judged (``BootLedger``): a pod the decision
+        places on no node that exists, though a node was booted for it, is held. True if a
+        pod was held anew (the decision is computed again without a boot for it)."""
+        c = self.c
+        new_nodes = {spec.name for spec in decision.start}
+        existing = {pod: node for pod, node in decision.bindings.items() if node not in new_nodes}
+        reasons = {**decision.waiting, **decision.unschedulable}
+        targets = set(decision.bindings.values())
+
+        def idle(name: str) -> bool:  # no pod there (DaemonSet and mirror pods aside), none placed there
+            return name not in targets and not c.cache.usage(name).pods
+
+        held = c.ledger.judge(now, c.is_ready, idle, c.cache.is_waiting, existing, reasons, c.world)
+        for pod, hold in held:
+            log.warning("pod %s: %s (held %.0fs at least)", pod, hold.reason, hold.until - now)
+            c.event("Pod", pod, "NotTriggerScaleUp", hold.reason, warning=True)
+            c.metrics.boot_holds.inc()
+        if held:
+            c.refresh_holds(now)
+        return bool(held)
 
     def _apply(self, decision: Decision, now: float) -> None:
         c = self.c

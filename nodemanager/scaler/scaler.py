@@ -47,6 +47,7 @@ from nodemanager.model.labels import HOSTNAME, ZONE
 from nodemanager.model.pod import as_regular
 from nodemanager.model.pod_owners import SpreadDefaults
 from nodemanager.model.resources import extended
+from nodemanager.model.selectors import HARD_EFFECTS, untolerated
 from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scaler import binpack
 from nodemanager.scaler import interpod_plan as plan
@@ -236,9 +237,14 @@ class _Run:
         return (*constraint_key(pod, node_only), found)
 
     def _possible_zones(self, pod: Pod) -> frozenset[str]:
-        """Zones where some pool offers a node that the pod's node constraints accept."""
+        """Zones where some pool offers a node the pod could run on: one its node constraints
+        accept, of a pool whose taints it tolerates. A zone only an untolerated pool offers is
+        no spread domain for the pod (whatever its ``nodeTaintsPolicy``: that policy is about
+        nodes that exist), or the pod would be pinned to a zone no node of its can ever be in."""
         zones = set()
         for view in self.views:
+            if view.taints and untolerated(view.taints, pod.tolerations, HARD_EFFECTS):
+                continue
             for cand in view.candidates:
                 if cand.offering.zone not in zones and not self._blocked(cand):
                     info = offering_node_info(view, cand)
@@ -1117,6 +1123,7 @@ class _Run:
         self.place_on_existing(then)
         self.claim_standby()
         self.mark_expired()
+        self.hold_back(classes + then)
         self.left_for_new = [(c.key, list(c.pods)) for c in classes + then if c.pods]
         self.reuse_deferred(classes)
         self.place_on_new(classes)
@@ -1129,6 +1136,25 @@ class _Run:
             self.merge_new_nodes()
         self.top_up_standby()
         return self.cap_boots()
+
+    def hold_back(self, classes: list[_Class]) -> None:
+        """Pods a node was booted for in vain (``snapshot.held``), and the pods of their
+        class, get no new node: they are unschedulable, with the reason, until the hold ends.
+        Nor does a pod a node is still booting for (``snapshot.on_the_way``): it waits."""
+        held, on_the_way = self.snapshot.held, self.snapshot.on_the_way
+        if not held and not on_the_way:
+            return
+        for c in classes:
+            why = next((held[p.key] for p in c.pods if p.key in held), None)
+            if why is not None:
+                for pod in c.pods:
+                    self.unschedulable[pod.key] = why
+                c.pods = []
+            elif on_the_way and any(p.key in on_the_way for p in c.pods):
+                for pod in c.pods:
+                    if pod.key in on_the_way:
+                        self.waiting[pod.key] = on_the_way[pod.key]
+                c.pods = [p for p in c.pods if p.key not in on_the_way]
 
     # -- 7. stopping --------------------------------------------------------------------
     def _idle_since(self) -> dict[str, float]:

@@ -8,7 +8,7 @@ from functools import cached_property
 from types import MappingProxyType
 
 from nodemanager.dra.context import DeviceContext
-from nodemanager.model import Node, NodeName, Pod
+from nodemanager.model import Node, NodeName, Pod, PodKey
 from nodemanager.model.by_node import PodsByNode
 from nodemanager.model.daemonset import DaemonSet
 from nodemanager.model.pdb import PodDisruptionBudget
@@ -33,6 +33,8 @@ class ClusterSnapshot:
     paused_pools: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # pool -> why it boots nothing now
     reserved: frozenset[NodeName] = frozenset()  # nodes booted to replace others: not idle while their pods move
     pdbs: tuple[PodDisruptionBudget, ...] = ()  # what voluntary disruption may evict now
+    held: Mapping[PodKey, str] = field(default_factory=lambda: _EMPTY)  # pods no new node may be booted for now (nor for their class), and why
+    on_the_way: Mapping[PodKey, str] = field(default_factory=lambda: _EMPTY)  # pods a node is booting for: no second new node for them, and why
     one_new_node: bool = False  # a consolidation's what-if: the pods that move may take one new node at most
     grouped: PodsByNode | None = field(default=None, compare=False, repr=False)  # ``pods`` already grouped (the cache keeps them so): see ``by_node``
 

@@ -6,6 +6,8 @@ Names (a stable contract, documented in the README):
     nodemanager_unschedulable_pods                    gauge   pods no pool could ever hold
     nodemanager_boots_total{pool,instance_type,capacity_type}   counter
     nodemanager_boot_failures_total{reason}           counter
+    nodemanager_boot_holds_total                      counter pods held after a boot of no use to them
+    nodemanager_boot_brakes_total{pool}               counter times the boot brake paused a pool
     nodemanager_terminations_total{reason}            counter
     nodemanager_decisions_total                       counter
     nodemanager_loop_duration_seconds{loop}           histogram
@@ -36,6 +38,8 @@ class Metrics:
         self.unschedulable_pods = made(Gauge, "nodemanager_unschedulable_pods", "Pods that no pool could ever hold.")
         self.boots = made(Counter, "nodemanager_boots_total", "Instances launched.", ("pool", "instance_type", "capacity_type"))
         self.boot_failures = made(Counter, "nodemanager_boot_failures_total", "Boots that failed, by reason.", ("reason",))
+        self.boot_holds = made(Counter, "nodemanager_boot_holds_total", "Pods held (no boot for them) after a node booted for them was of no use.")
+        self.boot_brakes = made(Counter, "nodemanager_boot_brakes_total", "Times the boot brake paused a pool's boots.", ("pool",))
         self.terminations = made(Counter, "nodemanager_terminations_total", "Nodes terminated, by reason.", ("reason",))
         self.decisions = made(Counter, "nodemanager_decisions_total", "Scaler computations.")
         self.disruptions = made(Counter, "nodemanager_disruption_actions_total", "Nodes disrupted voluntarily, by reason and action.", ("reason", "action"))
