@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from nodemanager.model import PodKey
@@ -86,6 +86,7 @@ class BootLedger:
     def judge(
         self,
         now: float,
+        *,
         ready: Callable[[str], bool],
         idle: Callable[[str], bool],
         waiting: Callable[[PodKey], bool],

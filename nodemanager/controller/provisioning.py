@@ -46,7 +46,8 @@ class Provisioner:
             # Compute only when an input changed (or an idle grace ran out): the key is what
             # this decision is computed from, so whatever applying it changes counts as new.
             c.refresh_holds(now)
-            inputs = (c.cache.generation, c.nodes.stamp, frozenset(c.keeper.active(now)), frozenset(c.backoff.active(now)), frozenset(c.held), frozenset(c.on_the_way), frozenset(c.braked))
+            holds = (frozenset(c.held), frozenset(c.on_the_way), frozenset(c.braked))
+            inputs = (c.cache.generation, c.nodes.stamp, frozenset(c.keeper.active(now)), frozenset(c.backoff.active(now)), holds)
             due = inputs != self._last_inputs or any(now - since >= c.config.nodes.idle_grace for since in c.unneeded_since.values())
             read_devices = due and c.cache.has_claims()
         if read_devices:
@@ -86,7 +87,7 @@ class Provisioner:
         def idle(name: str) -> bool:  # no pod there (DaemonSet and mirror pods aside), none placed there
             return name not in targets and not c.cache.usage(name).pods
 
-        held = c.ledger.judge(now, c.is_ready, idle, c.cache.is_waiting, existing, reasons, c.world)
+        held = c.ledger.judge(now, ready=c.is_ready, idle=idle, waiting=c.cache.is_waiting, placed_on_existing=existing, reasons=reasons, world=c.world)
         for pod, hold in held:
             log.warning("pod %s: %s (held %.0fs at least)", pod, hold.reason, hold.until - now)
             c.event("Pod", pod, "NotTriggerScaleUp", hold.reason, warning=True)
