@@ -58,24 +58,33 @@ class LeaderGate:
         self.controller = new_controller()
         self.terms = 0
         self._in_term = False
+        self.closed = False  # stopping: no loop acts from now on
         self._lock = threading.Lock()
         if elector is not None:
             elector.on_stopped = self._term_ended
 
     def acting(self) -> bool:
-        if self.elector is not None and not self.elector.leading():
+        if self.closed or (self.elector is not None and not self.elector.leading()):
             return False
         with self._lock:
             if not self._in_term:
                 if self.terms:  # leading again: start from the truth, not from old beliefs
                     self.controller = self._new_controller()
                 self.controller.recover()
+                if self.closed:  # the stop came while recovering: this term never begins
+                    return False
                 self.terms += 1
                 self._in_term = True
         return True
 
     def _term_ended(self) -> None:
         self._in_term = False
+
+    @property
+    def in_term(self) -> bool:
+        """A term has begun: the controller recovered and its loops may act (until then, a
+        loop that runs is recovering, which only reads)."""
+        return self._in_term
 
 
 class Service:
@@ -174,6 +183,7 @@ class Service:
         while a loop may still act: it expires instead)."""
         log.info("stopping")
         self.stopping.set()
+        self.gate.closed = True
         loops_done = threading.Event()
 
         def shut_down() -> None:
@@ -182,6 +192,11 @@ class Service:
 
         threading.Thread(target=shut_down, name="stop", daemon=True).start()
         finished = loops_done.wait(grace)
+        if not finished and not self.gate.in_term:
+            # Still recovering (reading the cloud and the cluster): nothing has acted in this
+            # term and nothing will (the gate is closed), so the lease may go at once.
+            log.warning("stopped while recovering; the recovery is left to end by itself")
+            finished = True
         if not finished:
             stuck = [name for name, timer in self.controller.timers.items() if timer.running] or ["waiting for the controller"]
             log.error("loop(s) %s still running %gs after the stop was asked; not waiting for them", ", ".join(stuck), grace)

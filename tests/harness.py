@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from builders import CATALOG, OD, SPOT, binpack_pool, cell_pool, pod
@@ -11,11 +12,12 @@ from cloud.catalog import Catalog
 from cloud.simulated import SimulatedCloud
 from nodemanager.clock import VirtualClock
 from nodemanager.cluster.simulated import SimulatedCluster
-from nodemanager.cluster.workload import Arrival, ClusterObjects
+from nodemanager.cluster.workload import WORKLOAD_OWNER_API, Arrival, ClusterObjects
 from nodemanager.config.schema import Loops, NodeDefaults, Pool, ProviderConfig
 from nodemanager.controller import InlineExecutor, NodeController
 from nodemanager.controller.virtual import VirtualDriver
 from nodemanager.model import NodeState
+from nodemanager.model.pod import OwnerRef
 
 __all__ = ["OD", "SPOT", "Harness", "binpack_pool", "cell_pool", "pod"]
 
@@ -77,8 +79,10 @@ class Harness:
         return {k: s.pod.node_name for k, s in self.cluster.pods.items() if s.pod.node_name}
 
 
-def arrive(name: str, at: float = 0.0, duration: float | None = None, **kw: object) -> Arrival:
-    return Arrival(at, duration, pod(name, **kw))  # type: ignore[arg-type]
+def arrive(name: str, at: float = 0.0, duration: float | None = None, *, bare: bool = False, **kw: object) -> Arrival:
+    """A workload's pod, made again when evicted (its controller is the workload) unless ``bare``."""
+    made = pod(name, **kw)  # type: ignore[arg-type]
+    return Arrival(at, duration, made if bare else dataclasses.replace(made, owner=OwnerRef(WORKLOAD_OWNER_API, "Workload", name)))
 
 
 __all__ += ["arrive"]

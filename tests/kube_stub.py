@@ -19,6 +19,10 @@ real 1.32 server, as far as nodemanager uses the API:
 * core/v1 events: involvedObject.namespace must equal the event's namespace (else 422);
 * a new Node gets the ``node.kubernetes.io/not-ready:NoSchedule`` taint; a node delete leaves
   its pods alone; a pod create gets the API server's defaults.
+* a pod gone for good leaves its claims as the resourceclaim controller does: its
+  ``reservedFor`` entries dropped, and a claim left with none deallocated only if it carries
+  ``resource.kubernetes.io/delete-protection``; a dict PATCH of ``metadata.finalizers`` is
+  a strategic merge (the finalizers join);
 * with ``node_lifecycle`` (the default; a real cluster runs kube-controller-manager), the
   node lifecycle controller's part (§9, §11): a Ready Node loses the not-ready taint, and a
   cordoned one (``spec.unschedulable``) gets ``node.kubernetes.io/unschedulable:NoSchedule``
@@ -495,6 +499,10 @@ class KubeStub:
             updated = body
         else:
             updated = merge(current, body)
+            added = (body.get("metadata") or {}).get("finalizers")
+            if added is not None:  # the client's dict patches are strategic merges: finalizers join
+                had = current["metadata"].get("finalizers") or []
+                updated["metadata"]["finalizers"] = had + [f for f in added if f not in had]
         if res == "nodes" and updated["spec"].get("providerID") != current["spec"].get("providerID") and current["spec"].get("providerID"):
             raise ApiError(
                 422, "Invalid", f'Node "{name}" is invalid: spec.providerID: Forbidden: node updates may not change providerID except from "" to valid'
@@ -541,6 +549,7 @@ class KubeStub:
             meta["deletionGracePeriodSeconds"] = 0
             self._write("pods", "MODIFIED", pod)
             self._write("pods", "DELETED", json.loads(json.dumps(pod)))
+            self._claims_released(meta["uid"])
             return pod
         if "deletionTimestamp" not in meta:  # no kubelet here: it stays Terminating
             grace = pod["spec"].get("terminationGracePeriodSeconds", 30) if grace is None else grace
@@ -548,6 +557,19 @@ class KubeStub:
             meta["deletionGracePeriodSeconds"] = grace
             self._write("pods", "MODIFIED", pod)
         return pod
+
+    def _claims_released(self, uid: str) -> None:
+        """The resourceclaim controller's part when a pod is gone: its ``reservedFor``
+        entries go, and a claim no one uses any more is deallocated, but only if it carries
+        ``resource.kubernetes.io/delete-protection`` (the finalizer comes off with it)."""
+        for claim in [c for c in self.store["resourceclaims"].values() if any(u.get("uid") == uid for u in (c.get("status") or {}).get("reservedFor") or [])]:
+            status = claim["status"]
+            status["reservedFor"] = [u for u in status["reservedFor"] if u.get("uid") != uid]
+            finalizers = claim["metadata"].get("finalizers") or []
+            if not status["reservedFor"] and "resource.kubernetes.io/delete-protection" in finalizers:
+                status.pop("allocation", None)
+                claim["metadata"]["finalizers"] = [f for f in finalizers if f != "resource.kubernetes.io/delete-protection"]
+            self._write("resourceclaims", "MODIFIED", claim)
 
     def _bind(self, ns: str, name: str, body: dict) -> dict:
         if (body.get("metadata") or {}).get("name") != name:

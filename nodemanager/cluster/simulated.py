@@ -126,6 +126,7 @@ class SimulatedCluster:
         # work that evicted pods had done and do again (restart), and how long each waited again.
         self.evictions: Counter[PodKey] = Counter()
         self.work_redone = 0.0
+        self.lost: list[PodKey] = []  # bare pods evicted: no controller made them again
         self.waited_again: list[float] = []
         self.binds = 0
         self.recorded: deque[tuple[str, str, str, str]] = deque(maxlen=1000)  # (kind, key, reason, message)
@@ -196,13 +197,24 @@ class SimulatedCluster:
             self._emit(NodeEvent(EventType.DELETED, node))
 
     def drain(self, name: str) -> DrainStatus:
-        """The node's pods are evicted at once and wait again (kubectl drain's way: its
-        DaemonSet pods stay); nothing to wait for."""
+        """The node's pods are evicted and wait again (kubectl drain's way: its DaemonSet
+        pods stay), as far as their PodDisruptionBudgets allow now, as the Eviction API
+        does; the rest are refused (tried again at the next drain)."""
+        allowance = {b.key: b.allowed(s.pod for s in self.pods.values()) for b in self.pdbs} if self.pdbs else {}
+        blocked = []
         for key in sorted(self._on_node.get(name, ()), key=lambda k: self.pods[k].seq):
-            if not self.pods[key].pod.daemon_set:
-                self._on_node[name].discard(key)
-                self._evict(self.pods[key])
-        return DrainStatus(done=True)
+            pod = self.pods[key].pod
+            if pod.daemon_set:
+                continue
+            budgets = [b.key for b in self.pdbs if b.selects(pod)] if allowance else []
+            if pod.phase is PodPhase.RUNNING and any(allowance[b] < 1 for b in budgets):
+                blocked.append(f"{key}: Cannot evict pod as it would violate the pod's disruption budget.")
+                continue
+            for b in budgets:
+                allowance[b] -= 1
+            self._on_node[name].discard(key)
+            self._evict(self.pods[key])
+        return DrainStatus(done=not blocked, blocked=tuple(blocked))
 
     def label_node(self, name: str, labels: Mapping[str, str]) -> None:
         node = self.nodes.get(name)
@@ -430,12 +442,19 @@ class SimulatedCluster:
 
     def _evict(self, sim: _SimPod) -> None:
         """A pod whose node went or was drained waits again (restarting its work, or
-        resuming it with ``evictedPods: resume``)."""
+        resuming it with ``evictedPods: resume``), as its controller would make it again;
+        a pod with no controller is gone."""
         for claim in sim.pod.claims:  # its devices went with the node
             if (found := self._claims.get(claim)) is not None:
                 self._claims[claim] = replace(found, allocation=None)
         now = self.clock.now()
         self.evictions[sim.pod.key] += 1
+        if sim.pod.owner is None:  # no controller makes it again (a workload's ``bare: true``): gone for good
+            del self.pods[sim.pod.key]
+            self._count_bound(sim, -1)
+            self.lost.append(sim.pod.key)
+            self._emit(PodEvent(EventType.DELETED, sim.pod))
+            return
         sim.evicted_at = now
         if sim.duration is not None and sim.bound_at is not None:
             if self.resume_evicted:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +46,14 @@ from nodemanager.model import Pod, PodPhase, Taint, TaintEffect
 from nodemanager.model import volumes as kv
 from nodemanager.model.daemonset import DaemonSet
 from nodemanager.model.pdb import PodDisruptionBudget
+from nodemanager.model.pod import OwnerRef
 from nodemanager.model.pod_owners import Namespace, PodSelecting, ReplicaSet, ReplicationController, Service, StatefulSet
 from nodemanager.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 
-_ENTRY_KEYS = {"name", "count", "at", "duration", "pod", "usage"}
+_ENTRY_KEYS = {"name", "count", "at", "duration", "pod", "usage", "bare"}
+# A workload's pods are made again when evicted (as a ReplicaSet's are): one that names no
+# controller of its own is given this one. ``bare: true`` leaves it without: evicted, it is gone.
+WORKLOAD_OWNER_API = "nodemanager.io/v1"
 _SELECTING = {"services": Service, "replicationControllers": ReplicationController, "replicaSets": ReplicaSet, "statefulSets": StatefulSet}
 _CLUSTER_KEYS = {"daemonSets", "persistentVolumeClaims", "persistentVolumes", "storageClasses", "nodeEvents", "namespaces", "podDisruptionBudgets", *_SELECTING}
 _TOP_KEYS = {"pods", "deviceClasses", "resourceClaims", "resourceClaimTemplates"} | _CLUSTER_KEYS
@@ -178,6 +182,10 @@ def _arrivals(doc: Any, source: str, max_pods: int) -> list[Arrival]:
         if usage_problems:
             problems += usage_problems
             continue
+        bare = entry.get("bare", False)
+        if not isinstance(bare, bool):
+            problems.append(f"{where}.bare: expected true or false, got {bare!r}")
+            continue
         template = entry.get("pod")
         if not isinstance(template, Mapping):
             problems.append(f"{where}.pod: expected a Pod manifest or spec")
@@ -200,6 +208,8 @@ def _arrivals(doc: Any, source: str, max_pods: int) -> list[Arrival]:
             except InvalidInput as exc:
                 problems.append(str(exc))
                 break
+            if pod.owner is None and not bare:
+                pod = replace(pod, owner=OwnerRef(WORKLOAD_OWNER_API, "Workload", name))
             if made.setdefault(pod.key, i) != i:
                 problems.append(f"{where}.name: makes pod {pod.key}, which pods[{made[pod.key]}] makes too")
                 break

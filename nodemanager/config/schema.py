@@ -315,6 +315,9 @@ class Disruption(Model):
     # Nodes older than this are replaced (Karpenter's default: 30 days); "Never" keeps them.
     expire_after: Annotated[Duration | None, BeforeValidator(lambda v: None if v == "Never" else v)] = Field(default=720 * 3600.0, gt=0)
     budgets: list[DisruptionBudget] = Field(default_factory=lambda: [DisruptionBudget()], max_length=50)
+    # A pod no controller makes again (no ownerReferences) is lost for good when evicted: by
+    # default a node holding one is never disrupted voluntarily (the Cluster Autoscaler's way).
+    evict_bare_pods: bool = False
 
 
 DEFAULT_FLOOR_SHARE = 0.25  # of the CPU a consolidating pool's pods request (see NodeSizeFloor)

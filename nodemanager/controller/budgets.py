@@ -32,4 +32,5 @@ def allowed(pool: Pool, reason: DisruptionReason, now: float, nodes: int, disrup
     if not limits:
         return max(nodes - disrupting, 0), ""
     limit, i = min(limits)
-    return max(limit - disrupting, 0), f"pool {pool.name} budget {i} (nodes {pool.disruption.budgets[i].nodes})"
+    said = pool.disruption.budgets[i].nodes
+    return max(limit - disrupting, 0), f"pool {pool.name}'s budgets[{i}] (nodes: {said}): {limit} of {nodes} live node(s) at once, {disrupting} being disrupted"

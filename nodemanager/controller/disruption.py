@@ -217,23 +217,31 @@ class DisruptionController:
         self.held = {}
         allowance = {b.key: b.allowed(snapshot.pods) for b in snapshot.pdbs}
         current_image = getattr(c.cloud, "current_image", None)  # as last resolved: no call is made
+        operator_held = c.operator_held
         for node in sorted((n for n in snapshot.nodes if n.state in SETTLED), key=_BY_AGE):
             pool = c.pool_config(node.pool)
             registered = c.cache.node(node.name)
             if pool is None or registered is None or not registered.ready:
                 continue
             expire = pool.disruption.expire_after
+            # Drift is judged on the record: the labels and taints the node was launched with,
+            # never the Node's, which others change (a cordon, an operator's taint).
+            record = c.nodes[node.name]
             if expire is not None and now - node.created_at >= expire:
                 reason, why = DisruptionReason.EXPIRED, f"older than expireAfter {expire:g}s"
-            elif drift := self._drifted(node, pool, current_image(node.instance_type) if current_image else None):
+            elif drift := self._drifted(record, pool, current_image(node.instance_type) if current_image else None):
                 reason, why = DisruptionReason.DRIFTED, drift
                 held = snapshot.by_node.held(node.name)
                 keep = next(filter(_DO_NOT_DISRUPT, held), None)
-                over = next((b.key for b in snapshot.pdbs if sum(b.selects(p) for p in held) > allowance[b.key]), None)
+                over = next((b.key for b in snapshot.pdbs if allowance[b.key] < 1 and any(b.selects(p) for p in held)), None)
                 if keep is not None or registered.do_not_disrupt or over is not None:
                     self.held[node.name] = f"drifted ({why}) but {'PodDisruptionBudget ' + over if over else DO_NOT_DISRUPT_ANNOTATION} holds it"
                     continue
             else:
+                continue
+            kept = operator_held.get(node.name) or self._keeps_pods(snapshot, node.name, pool)
+            if kept:
+                self.held[node.name] = f"{reason.value.lower()} ({why}) but {kept}"
                 continue
             left, budget = allowed(pool, reason, now, *self._counts(pool.name))
             if left <= 0:
@@ -247,6 +255,23 @@ class DisruptionController:
             self._act(moved, reason, now)
             return True
         return False
+
+    def _keeps_pods(self, snapshot: ClusterSnapshot, name: str, pool: Pool) -> str:
+        """Why the pods on node ``name`` may not be moved by a voluntary disruption ("" if
+        they may): one holds allocated device claims (its devices are on this node: moved, it
+        would run without them or wait), or one has no controller to make it again (evicted,
+        it would be gone for good; ``disruption.evictBarePods`` allows it)."""
+        held = snapshot.by_node.held(name)
+        if not held:
+            return ""
+        claimed = next((p for p in held if p.claims), None)
+        if claimed is not None:
+            return f"pod {claimed.key} holds device claims allocated on this node ({', '.join(claimed.claims)})"
+        if not pool.disruption.evict_bare_pods:
+            bare = next((p for p in held if p.owner is None and not p.of_node), None)
+            if bare is not None:
+                return f"pod {bare.key} has no controller to make it again (pools[].disruption.evictBarePods is false)"
+        return ""
 
     def _drifted(self, node: Node, pool: Pool, image: str | None) -> str:
         """``drifted``, worked out again only when what it reads of the record, its pool, the
@@ -321,6 +346,7 @@ class DisruptionController:
         their pods started again: the README's day cost 3.3% more (the mean of six seeds)."""
         c = self.c
         by_node = snapshot.by_node
+        operator_held = c.operator_held
         blocked: dict[NodeName, str] = {}
         found: list[tuple[float, float, str, Node, Pool]] = []
         for node in snapshot.nodes:
@@ -342,8 +368,8 @@ class DisruptionController:
             keep = next(filter(_DO_NOT_DISRUPT, by_node.held(node.name)), None)  # (told in C: every pass asks it of every node)
             if keep is not None or registered.do_not_disrupt:
                 blocked[node.name] = f"{DO_NOT_DISRUPT_ANNOTATION} on {'pod ' + keep.key if keep else 'the node'}"
-            elif registered.unschedulable:
-                blocked[node.name] = "cordoned: an operator has the node"
+            elif why := operator_held.get(node.name) or self._keeps_pods(snapshot, node.name, pool):
+                blocked[node.name] = why
             else:
                 price = c.price_of(node)
                 found.append((held.work(now) / price if price > 0 else math.inf, -price, node.name, node, pool))
@@ -361,10 +387,13 @@ class DisruptionController:
                 blocked[node.name] = f"disruption budget: {budget or 'none left'}"
                 continue
             if snapshot.pdbs:  # (none in most clusters: every pass weighs every candidate)
+                # A budget that allows no eviction now keeps the node; one that allows fewer
+                # than its pods here only slows the drain, which evicts as the budget allows
+                # and tries the rest again (kubectl drain's and Karpenter's way).
                 takes = Counter(b.key for p in by_node.held(node.name) for b in snapshot.pdbs if b.selects(p))
-                over = next((k for k, n in sorted(takes.items()) if n > allowance[k]), None)
+                over = next((k for k in sorted(takes) if allowance[k] < 1), None)
                 if over is not None:
-                    blocked[node.name] = f"PodDisruptionBudget {over} allows {allowance[over]} eviction(s) now; {takes[over]} of its pods run here"
+                    blocked[node.name] = f"PodDisruptionBudget {over} allows no eviction now; {takes[over]} of its pods run here"
                     continue
                 used += takes
                 if together is None and any(used[k] > allowance[k] for k in takes):

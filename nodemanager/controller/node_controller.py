@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import replace
 
@@ -145,6 +145,7 @@ class NodeController:
         # Each record's planning view, and where the records' and the cluster's change journals
         # stood when they were made, with the nodes then marked (see _planning_nodes).
         self._planned_views: dict[str, Node] = {}
+        self._operator_held: dict[str, str] = {}  # nodes an operator has (cordoned, tainted), and why: see operator_hold
         self._planned_as_of: tuple[tuple[Mark, ...] | None, frozenset[str]] = (None, frozenset())
         self._pools = {p.name: p for p in config.pools}
         self.on_decision: Callable[[Decision, float], None] | None = None
@@ -220,6 +221,23 @@ class NodeController:
         if taints != node.taints or registered.unschedulable != node.unschedulable:
             return replace(node, taints=taints, unschedulable=registered.unschedulable)
         return node
+
+    def operator_hold(self, name: str) -> str:
+        """Why an operator has the node ("" if no one has): it is cordoned, or carries a taint
+        nodemanager did not launch it with and the cluster does not put on a starting node
+        (an operator's, or any other ``node.kubernetes.io/`` one). Such a node is never
+        disrupted voluntarily: no consolidation, drift, expiry or idle stop takes it."""
+        registered = self.cache.node(name)
+        if registered is None:
+            return ""
+        if registered.unschedulable:
+            return "cordoned: an operator has the node"
+        if not registered.taints:
+            return ""
+        node = self.nodes.get(name)
+        own = set(node.taints) | set(self._startup_taints(node.pool)) if node is not None else set()
+        foreign = next((t for t in registered.taints if t not in own and t.key not in EPHEMERAL_TAINT_KEYS), None)
+        return f"taint {foreign}, which nodemanager did not set: an operator has the node" if foreign else ""
 
     def bind_blocker(self, pod: Pod, name: str) -> str | None:
         """Why ``pod`` may not be bound to node ``name`` right now (None: it may): the node is
@@ -326,6 +344,7 @@ class NodeController:
             cached.pdbs,
             held=self.held,
             on_the_way=self.on_the_way,
+            operator_held=frozenset(self._operator_held),
             grouped=cached.grouped,
         )
 
@@ -339,19 +358,32 @@ class NodeController:
         everything = changed is None
         if changed is None:
             views.clear()
+            self._operator_held.clear()
             changed = set(self.nodes)
         else:
             changed |= marked ^ was_marked
         self._planned_as_of = (marks, marked)
         if everything or changed:  # (nothing changed: the same tuple, which the scaler tells by identity)
+            held = self._operator_held
             for name in changed:
                 node = self.nodes.get(name)
+                why = self.operator_hold(name) if node is not None else ""
+                if why:
+                    held[name] = why
+                else:
+                    held.pop(name, None)
                 if node is None:
                     views.pop(name, None)
                 else:
                     views[name] = replace(node, state=NodeState.TERMINATING) if name in marked else self._planning_view(node)
             self._planned = tuple(map(views.__getitem__, self.nodes))
         return self._planned
+
+    @property
+    def operator_held(self) -> Mapping[str, str]:
+        """The nodes an operator has (``operator_hold``), and why, as of the last planning view."""
+        self._planning_nodes()
+        return self._operator_held
 
     # -- booting ------------------------------------------------------------------------------
     def boot(self, spec: NodeSpec, now: float) -> None:

@@ -255,7 +255,8 @@ def parse_allocation(doc: Mapping[str, Any], where: str = "allocation") -> Alloc
         if missing:
             raise InvalidManifest(f"{path}.{missing[0]}", "required")
         devices.append(DeviceResult(str(r["request"]), str(r["driver"]), str(r["pool"]), str(r["device"])))
-    return AllocationResult(tuple(devices))
+    selector = doc.get("nodeSelector")  # where the devices are: a pod using the claim runs there or nowhere
+    return AllocationResult(tuple(devices), node_selector=_terms(selector, f"{where}.nodeSelector") if selector is not None else None)
 
 
 def allocation_document(result: AllocationResult, node: str) -> dict[str, Any]:

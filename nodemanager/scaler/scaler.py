@@ -1160,7 +1160,7 @@ class _Run:
     def _idle_since(self) -> dict[str, float]:
         """Existing nodes nothing needs (no pods, not kept for standby), with since when, by name."""
         out = {}
-        infos, kept, reserved, since = self.infos, self.kept, self.snapshot.reserved, self.snapshot.unneeded_since
+        infos, kept, reserved, since = self.infos, self.kept, self.snapshot.reserved | self.snapshot.operator_held, self.snapshot.unneeded_since
         for name, state in self.node_state.items():  # the existing live nodes, by name (as the picture was made)
             if state in _MAY_IDLE and name not in kept and name not in reserved and not _holds_work(infos[name]):
                 out[name] = since.get(NodeName(name), self.now)

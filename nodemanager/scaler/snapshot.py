@@ -33,6 +33,7 @@ class ClusterSnapshot:
     paused_pools: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # pool -> why it boots nothing now
     reserved: frozenset[NodeName] = frozenset()  # nodes booted to replace others: not idle while their pods move
     pdbs: tuple[PodDisruptionBudget, ...] = ()  # what voluntary disruption may evict now
+    operator_held: frozenset[str] = frozenset()  # nodes an operator has (cordoned, tainted): never stopped idle
     held: Mapping[PodKey, str] = field(default_factory=lambda: _EMPTY)  # pods no new node may be booted for now (nor for their class), and why
     on_the_way: Mapping[PodKey, str] = field(default_factory=lambda: _EMPTY)  # pods a node is booting for: no second new node for them, and why
     one_new_node: bool = False  # a consolidation's what-if: the pods that move may take one new node at most

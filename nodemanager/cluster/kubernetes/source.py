@@ -60,6 +60,7 @@ RESOLVE_EVERY = 5.0  # seconds between cloud listings to match new Nodes to inst
 EVENT_MEMORY = 10_000  # (object, reason) pairs remembered to avoid repeating an event
 # resource.k8s.io versions nodemanager reads and writes, newest first (all map to one model).
 RESOURCE_VERSIONS = {"v1": client.ResourceV1Api, "v1beta2": client.ResourceV1beta2Api, "v1beta1": client.ResourceV1beta1Api}
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"  # the finalizer of a claim with an allocation
 RESOURCE_DISCOVERY_EVERY = 600.0  # seconds before asking again a server that serves none of them
 NOT_SERVED = (
     "resource.k8s.io is not served by the API server (device claims need Kubernetes 1.34, or 1.32-1.33 with "
@@ -576,6 +577,12 @@ class KubernetesCluster:
             log.warning("writing the allocation of claim %s skipped: resource.k8s.io is not known to be served", claim)
             return
         try:
+            # First, as kube-scheduler does: the resourceclaim controller deallocates a claim
+            # whose last user left only if it carries this finalizer. (A strategic merge
+            # patch: the finalizer joins any others, once.)
+            self.resource.patch_namespaced_resource_claim(
+                name, namespace, {"metadata": {"finalizers": [DELETE_PROTECTION]}}, _preload_content=False, _request_timeout=api_timeout()
+            )
             self.resource.patch_namespaced_resource_claim_status(name, namespace, status, _preload_content=False, _request_timeout=api_timeout())
             log.info("claim %s allocated on %s: %s", claim, node, ", ".join(f"{d.driver}/{d.pool}/{d.device}" for d in result.devices))
         except NETWORK_ERRORS as exc:

@@ -7,11 +7,12 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${NODEMANAGER_CACHE:-$HOME/.cache/nodemanager}/controlplane"
 mkdir -p "$cache"
+FORMAT=2  # how the binaries are built (flags, version stamps): a new format builds them again
 
 build() {  # build MODULE_DIR PACKAGE... : into $cache/<dir>-<hash>, once
     local dir="$1"; shift
     local key out
-    key="$(cat "$here/$dir/go.mod" "$here/$dir/go.sum" "$here/build.sh" | sha256sum | cut -c1-12)"
+    key="$( (echo "$FORMAT"; cat "$here/$dir/go.mod" "$here/$dir/go.sum") | sha256sum | cut -c1-12)"
     out="$cache/$dir-$key"
     if [[ -f "$out/.complete" ]]; then
         echo "controlplane: $dir cached in $out" >&2
@@ -19,7 +20,7 @@ build() {  # build MODULE_DIR PACKAGE... : into $cache/<dir>-<hash>, once
     fi
     rm -rf "$out.partial" && mkdir -p "$out.partial"
     local version ldflags=""
-    version="$(sed -n 's/^require k8s.io\/kubernetes \(v[0-9.]*\)$/\1/p' "$here/$dir/go.mod")"
+    version="$(cd "$here/$dir" && go list -m -f '{{.Version}}' k8s.io/kubernetes 2>/dev/null || true)"
     if [[ -n "$version" ]]; then
         local minor="${version#v1.}"; minor="${minor%%.*}"
         ldflags="-X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
