@@ -36,6 +36,7 @@ def pod(
     group: str = "",
     min_member: int = 0,
     extra: dict[str, int] | None = None,
+    do_not_disrupt: bool = False,
 ) -> Pod:
     requests = Resources.parse({"cpu": cpu, "memory": memory}) + Resources(extra or {})
     return Pod(
@@ -53,6 +54,7 @@ def pod(
         zone=zone,
         pod_group=group,
         pod_group_min_member=min_member,
+        do_not_disrupt=do_not_disrupt,
     )
 
 

@@ -216,6 +216,73 @@ def test_a_stop_does_not_wait_for_a_stuck_loop_beyond_its_grace(tmp_path, caplog
         release.set()
 
 
+class _Elector:
+    """A leader elector that leads from the start and notes its release."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+        self.identity = "test"
+        self.problem = None
+        self.on_stopped = None
+        self.settings = type("S", (), {"retry_period": 3600.0})()
+
+    def leading(self) -> bool:
+        return not self.released.is_set()
+
+    def tick(self) -> bool:
+        return self.leading()
+
+    def release(self) -> None:
+        self.released.set()
+
+    def describe(self) -> dict:
+        return {}
+
+
+@pytest.mark.heavy
+def test_a_stop_while_recovering_releases_the_lease_at_once_and_acts_on_nothing(tmp_path):
+    """SIGTERM 6 s after gaining leadership, recovery still reading the cloud: the stop
+    exited 1 and kept the Lease (the next replica waited ~50 s). Recovery only reads, so
+    the lease goes at once, and the term it was starting never begins."""
+    from nodemanager.config import parse_config
+    from nodemanager.service import Service
+
+    config_text = PROVIDER.read_text().replace("listen: 127.0.0.1:8080", f"listen: 127.0.0.1:{free_port()}")
+    config_text = config_text.replace("workload: demo-workload.yaml", f"workload: {DEMO}")
+    config, catalog = parse_config(config_text, "provider.yaml", tmp_path)
+    service = Service(config, catalog, "test")
+    elector = _Elector()
+    service.elector = service.gate.elector = elector  # type: ignore[assignment]
+    entered, release = threading.Event(), threading.Event()
+    controller = service.controller
+    original = controller.recover
+
+    def slow_recovery() -> None:
+        entered.set()
+        release.wait(30)
+        original()
+
+    controller.recover = slow_recovery  # type: ignore[method-assign]
+    answers: list[bool] = []
+    acting = service.gate.acting
+    service.gate.acting = lambda: answers.append(acting()) or answers[-1]  # type: ignore[method-assign]
+    service.start()
+    try:
+        assert entered.wait(10)
+        began = time.monotonic()
+        assert service.stop(grace=0.5) is True  # exit 0
+        assert time.monotonic() - began < 5
+        assert elector.released.is_set()
+    finally:
+        release.set()
+    deadline = time.monotonic() + 10
+    while not answers and time.monotonic() < deadline:  # the recovery ends by itself
+        time.sleep(0.01)
+    assert answers[0] is False  # and the loop that ran it does not act
+    assert not service.gate.in_term
+    assert controller.nodes == {}  # nothing was booted
+
+
 def test_simulate_compare_plays_one_workload_against_several_configs(tmp_path, capsys):
     """A platform team's question before deploying: which configuration, for this workload?"""
     paths = []

@@ -169,7 +169,9 @@ def test_daemonset_pods_do_not_keep_a_node_and_taints_and_cordons_are_honoured(s
     assert api is not None
     assert api["spec"].get("nodeName") not in (None, kube_node)
 
-    # the web pod goes; its node holds only the DaemonSet pod: stopped after the grace, the proxy not evicted
+    # the operator takes the taint off (a tainted node is theirs: never stopped by choice); the
+    # web pod goes; its node holds only the DaemonSet pod: stopped after the grace, the proxy not evicted
+    stub.update("nodes", "", kube_node, lambda n: n["spec"].update(taints=[t for t in n["spec"]["taints"] if t["key"] != "dedicated"]))
     stub.delete_pod("default", "web")
     evictions_before = [c for c in stub.calls if c.subresource == "eviction"]
     run_loops(made, clock, kubelets, 90)

@@ -4,6 +4,7 @@ import contextlib
 from collections.abc import Iterator
 
 import pytest
+from harness import arrive
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +14,7 @@ from cloud.simulated import SimulatedCloud
 from nodemanager.clock import VirtualClock
 from nodemanager.cluster.base import BindError, EventType, Heartbeats, NodeEvent, PodEvent
 from nodemanager.cluster.simulated import SimulatedCluster
-from nodemanager.cluster.workload import Arrival, WorkloadError, parse_workload
+from nodemanager.cluster.workload import WorkloadError, parse_workload
 from nodemanager.model import CapacityType, PodPhase, Resources
 
 OD, SPOT = CapacityType.ON_DEMAND, CapacityType.SPOT
@@ -194,9 +195,7 @@ def cluster_with(workload, register_delay=10.0):
 
 
 def arrival(name, at=0.0, duration=None, cpu="1"):
-    from builders import pod
-
-    return Arrival(at, duration, pod(name, cpu=cpu))
+    return arrive(name, at, duration, cpu=cpu)  # a workload's pod: made again when evicted
 
 
 def test_nodes_register_after_boot_and_register_delay_then_heartbeat():
@@ -260,6 +259,20 @@ def test_bind_follows_the_api_server():
     cluster.bind("default/a", "n1")
     with pytest.raises(BindError, match="already bound"):
         cluster.bind("default/a", "n1")
+
+
+def test_a_pod_no_controller_makes_again_is_gone_with_its_node():
+    clock, cloud, cluster = cluster_with([arrive("bare", bare=True)], register_delay=0)
+    i = cloud.boot(req("n1"))
+    clock.advance(30)
+    cluster.poll()
+    cluster.bind("default/bare", "n1")
+    cluster.poll()
+    cloud.terminate([i.instance_id])
+    events = cluster.poll()
+    assert cluster.lost == ["default/bare"]
+    assert "default/bare" not in cluster.pods
+    assert [(e.type, e.pod.key) for e in events if isinstance(e, PodEvent)] == [(EventType.DELETED, "default/bare")]
 
 
 def test_pods_of_a_vanished_node_wait_again():

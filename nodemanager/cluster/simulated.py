@@ -33,7 +33,7 @@ from nodemanager.clock import Clock
 from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, ClusterObject, DrainStatus, EventType, Heartbeats, NodeEvent, ObjectEvent, PodEvent
 from nodemanager.cluster.workload import Arrival, ClusterObjects, NodeAction, UsageProfile
 from nodemanager.dra.context import DeviceContext
-from nodemanager.dra.model import AllocationResult, ResourceClaim
+from nodemanager.dra.model import AllocationResult, ResourceClaim, allocation_document, parse_allocation
 from nodemanager.model import Operator, Pod, PodKey, PodPhase, Requirement, SelectorTerm
 from nodemanager.model.journal import Journal
 from nodemanager.model.labels import ZONE
@@ -231,8 +231,8 @@ class SimulatedCluster:
 
     def allocate_claim(self, claim: str, node: str, result: AllocationResult) -> None:
         found = self._claims.get(claim)
-        if found is not None and found.allocation is None:
-            self._claims[claim] = replace(found, allocation=result)
+        if found is not None and found.allocation is None:  # as the API server keeps it: on the node, by its name
+            self._claims[claim] = replace(found, allocation=parse_allocation(allocation_document(result, node)))
 
     def node_metrics(self) -> dict[str, NodeMetric]:
         """Usage as a metrics server would report it now: each running pod's usage profile
