@@ -67,22 +67,23 @@ def random_case(rng: random.Random) -> tuple[str, dict[str, Any]]:
             pool["disruption"] = {"expireAfter": "30m"}
         pools.append(pool)
     if rng.random() < 0.4:
-        pools.append(
-            {"name": "gpu", "packing": "cell", "instanceTypes": ["g5.*", "g4dn.*"], "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]}
-        )
+        gpu_taint = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+        pools.append({"name": "gpu", "packing": "cell", "instanceTypes": ["g5.*", "g4dn.*"], "taints": [gpu_taint]})
     provider = json.dumps({"apiVersion": "nodemanager/v1", "nodes": {"idleGrace": f"{rng.choice([60, 120, 300])}s"}, "pools": pools})
     gpu = any(p["name"] == "gpu" for p in pools)
     entries = []
     for j in range(rng.randint(1, 6)):
         labels = {"app": f"a{j}"}
-        spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": rng.choice(["100m", "250m", "500m", "1", "2"]), "memory": rng.choice(["128Mi", "512Mi", "1Gi", "4Gi"])}}}]}
+        requests = {"cpu": rng.choice(["100m", "250m", "500m", "1", "2"]), "memory": rng.choice(["128Mi", "512Mi", "1Gi", "4Gi"])}
+        spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
         if rng.random() < 0.3:
             spec["nodeSelector"] = {"team": rng.choice(["a", "b"])}
         if rng.random() < 0.3:
             spec["tolerations"] = [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]
         if rng.random() < 0.35:
             key = rng.choice(["topology.kubernetes.io/zone", "kubernetes.io/hostname"])
-            constraint = {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": rng.choice(["DoNotSchedule", "ScheduleAnyway"]), "labelSelector": {"matchLabels": labels}}
+            when = rng.choice(["DoNotSchedule", "ScheduleAnyway"])
+            constraint = {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": when, "labelSelector": {"matchLabels": labels}}
             if rng.random() < 0.3:
                 constraint["nodeTaintsPolicy"] = "Honor"
             spec["topologySpreadConstraints"] = [constraint]
