@@ -1,0 +1,135 @@
+"""nodemanager against the real control plane: a simulated cloud whose instances become Nodes
+the way a real cluster makes them, and the controller's loops driven in real time.
+
+The registrar plays kubelet registration and the cloud controller manager: for each instance
+the cloud runs, a Node named like EC2's private DNS name, with its ``providerID``, the zone,
+region, instance-type and architecture labels, and the catalog's capacity; kwok (which manages
+Nodes annotated ``kwok.x-k8s.io/node: fake``) then keeps its status Ready and its Lease fresh
+and runs its pods; the real node lifecycle controller takes the not-ready taint off. A
+terminated instance's Node is deleted, as the cloud controller manager would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from controlplane import ControlPlane
+from kubernetes import client
+
+from cloud.base import InstanceState
+from cloud.catalog import Catalog
+from cloud.simulated import SimulatedCloud
+from nodemanager.clock import RealClock
+from nodemanager.cluster.kubernetes.source import KubernetesCluster
+from nodemanager.config.schema import ProviderConfig
+from nodemanager.controller import InlineExecutor, NodeController
+
+KWOK = {"kwok.x-k8s.io/node": "fake"}
+
+
+def api_client(plane: ControlPlane, user: str = "admin") -> client.ApiClient:
+    configuration = client.Configuration(host=plane.host, api_key={"authorization": plane.token(user)}, api_key_prefix={"authorization": "Bearer"})
+    configuration.ssl_ca_cert = str(plane.root / "certs" / "apiserver.crt")  # its self-signed serving certificate
+    configuration.connection_pool_maxsize = 32
+    return client.ApiClient(configuration)
+
+
+class Registrar:
+    def __init__(self, plane: ControlPlane, cloud: SimulatedCloud, catalog: Catalog) -> None:
+        self.core = client.CoreV1Api(api_client(plane))
+        self.cloud = cloud
+        self.catalog = catalog
+        self.names: dict[str, str] = {}  # instance id -> Node name
+
+    def step(self) -> None:
+        running = {i.instance_id: i for i in self.cloud.list_instances() if i.state is InstanceState.RUNNING}
+        for instance_id, instance in running.items():
+            if instance_id in self.names:
+                continue
+            name = f"ip-10-1-{len(self.names) // 250}-{len(self.names) % 250 + 1}.ec2.internal"
+            itype = self.catalog.get(instance.instance_type)
+            assert itype is not None
+            capacity = {"cpu": str(itype.vcpu), "memory": f"{itype.memory_mib}Mi", "pods": "110"}
+            labels = {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "arm64" if "arm64" in itype.architectures else "amd64",
+                "node.kubernetes.io/instance-type": instance.instance_type,
+                "topology.kubernetes.io/zone": instance.zone,
+                "topology.kubernetes.io/region": instance.zone[:-1],
+                "type": "kwok",
+            }
+            body = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": labels, "annotations": dict(KWOK)},
+                "spec": {"providerID": f"aws:///{instance.zone}/{instance_id}"},
+                "status": {"capacity": capacity, "allocatable": capacity},
+            }
+            self.core.create_node(body)
+            self.names[instance_id] = name
+        for instance_id in [i for i in self.names if i not in running]:
+            name = self.names.pop(instance_id)
+            try:
+                self.core.delete_node(name)
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+    def remove_all(self) -> None:
+        for name in self.names.values():
+            try:
+                self.core.delete_node(name)
+            except client.ApiException:
+                pass
+        self.names.clear()
+
+
+class World:
+    """A controller over the simulated cloud and the real API server, its loops run in real
+    time by ``run_until`` (the cloud's boots take ``boot_delay`` real seconds)."""
+
+    def __init__(self, plane: ControlPlane, config: ProviderConfig, catalog: Catalog, boot_delay: float = 1.0) -> None:
+        self.plane = plane
+        self.clock = RealClock()
+        self.cloud = SimulatedCloud(config.controller_id or "e2e", self.clock, boot_delay=boot_delay)
+        assert config.cluster.kubernetes is not None
+        self.cluster = KubernetesCluster(api_client(plane), self.cloud, self.clock, config.cluster.kubernetes, identity="e2e")
+        self.controller = NodeController(config, catalog, self.cloud, self.cluster, self.clock, executor=InlineExecutor())
+        self.registrar = Registrar(plane, self.cloud, catalog)
+        self.core = client.CoreV1Api(api_client(plane))
+        self.controller.recover()
+
+    def step(self) -> None:
+        self.registrar.step()
+        c = self.controller
+        c.pool_loop()
+        c.heartbeat_loop()
+        c.reaper_loop()
+        c.disruption_loop()
+
+    def run_until(self, done: Callable[[], bool], timeout: float, every: float = 0.5) -> bool:
+        """Loops every ``every`` seconds until ``done()`` or ``timeout`` (real seconds)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.step()
+            if done():
+                return True
+            time.sleep(every)
+        return False
+
+    def run_for(self, seconds: float, every: float = 0.5) -> None:
+        self.run_until(lambda: False, seconds, every)
+
+    def live_instances(self) -> list[str]:
+        return sorted(i.instance_id for i in self.cloud.list_instances() if i.state is not InstanceState.TERMINATED)
+
+    def pods(self, namespace: str) -> dict[str, client.V1Pod]:
+        return {p.metadata.name: p for p in self.core.list_namespaced_pod(namespace).items}
+
+    def close(self) -> None:
+        self.cluster.stop()
+        for instance in self.live_instances():
+            self.cloud.terminate([instance])
+        self.registrar.remove_all()
