@@ -105,7 +105,7 @@ def test_a_cordon_the_real_lifecycle_controller_taints_is_never_drift(plane: Con
         w.run_for(20)
         assert w.live_instances() == [instance]
         assert not w.controller.disruption.summary()
-        assert [why for why in w.controller.operator_held.values()] == ["cordoned: an operator has the node"]
+        assert list(w.controller.operator_held.values()) == ["cordoned: an operator has the node"]
     finally:
         w.close()
 

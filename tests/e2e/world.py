@@ -11,6 +11,7 @@ terminated instance's Node is deleted, as the cloud controller manager would.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -79,10 +80,8 @@ class Registrar:
 
     def remove_all(self) -> None:
         for name in self.names.values():
-            try:
+            with contextlib.suppress(client.ApiException):
                 self.core.delete_node(name)
-            except client.ApiException:
-                pass
         self.names.clear()
 
 
