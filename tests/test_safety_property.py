@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from bench_modules import load_benchmark
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,6 +22,19 @@ def test_no_random_configuration_breaks_a_safety_invariant(seed: int) -> None:
     verdict = fuzz.run_case(provider, workload)
     assert verdict.violations == [], (provider, workload)
     assert verdict.boots <= 2 * verdict.pods
+
+
+@pytest.mark.parametrize(
+    "seed",
+    [
+        pytest.param(7000284, id="a bare pod landed on a node while its replacement booted"),
+        pytest.param(7002000, id="an operator tainted a node while its replacement booted"),
+        pytest.param(7001297, id="evicted pods went elsewhere, leaving their replacements idle"),
+    ],
+)
+def test_cases_the_fuzz_found(seed: int) -> None:
+    provider, workload = fuzz.random_case(random.Random(seed))
+    assert fuzz.run_case(provider, workload).violations == []
 
 
 def test_the_verifier_catches_an_operators_node_taken(monkeypatch) -> None:  # type: ignore[no-untyped-def]

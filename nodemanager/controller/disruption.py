@@ -432,6 +432,19 @@ class DisruptionController:
                 self.replacing = None
                 return
         if all(self.c.nodes[spec.name].state in SETTLED for spec in r.command.replacements):
+            # While the replacements booted, an operator may have taken a node, or pods that
+            # must not move may have landed on it: then it stays (the replacements are
+            # ordinary nodes now, stopped if idle).
+            snapshot = self.c.snapshot(now)
+            for name in r.command.nodes:
+                node = self.c.nodes.get(name)
+                pool = self.c.pool_config(node.pool) if node is not None else None
+                why = self.c.operator_held.get(name) or (self._keeps_pods(snapshot, name, pool) if pool is not None else "")
+                if why:
+                    log.warning("%s of %s abandoned before any pod moved: %s", r.reason, name, why)
+                    self.state = f"abandoned: {name}: {why}"
+                    self.replacing = None
+                    return
             self._mark(r.command, r.reason, now)
             r.marked = True
 

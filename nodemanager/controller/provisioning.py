@@ -101,8 +101,11 @@ class Provisioner:
         bound: dict[str, list[PodKey]] = {}
         for pod, node in decision.bindings.items():
             bound.setdefault(node, []).append(pod)
+        reserved = c.disruption.reserved
         for name in sorted((bound.keys() | set(c.nodes.with_bindings())) & c.nodes.keys()):  # (a node neither holding nor given any needs nothing)
             pods = tuple(sorted(bound.get(name, ())))
+            if name in reserved:
+                pods = tuple(sorted({*pods, *self._still_moving(name)}))
             if c.nodes[name].bound_pods != pods:
                 c.update_node(name, bound_pods=pods)
         for spec in decision.start:
@@ -144,6 +147,8 @@ class Provisioner:
                 c.cache.assume(pod, name)
                 binds.append((pod, name))
             remaining = tuple(k for k in node.bound_pods if (p := c.cache.pod(k)) is not None and not p.node_name)
+            if name in c.disruption.reserved:
+                remaining = tuple(sorted({*remaining, *self._still_moving(name)}))
             if remaining != node.bound_pods:
                 c.update_node(name, bound_pods=remaining)
         if binds:
@@ -175,6 +180,13 @@ class Provisioner:
                 for claim in pod.claims:
                     if claim in allocations and allocations[claim][0] == name:
                         c.lock.after_release(c.cluster.allocate_claim, claim, name, allocations[claim][1])
+
+    def _still_moving(self, name: str) -> tuple[PodKey, ...]:
+        """The pods replacement ``name`` was booted for that still run where they are: it
+        keeps them, so that once they are evicted they come to it (not to wherever else there
+        is room, leaving it idle: a boot of no use)."""
+        c = self.c
+        return tuple(k for k in c.nodes[name].bound_pods if (p := c.cache.pod(k)) is not None and p.node_name and p.node_name != name)
 
     def _log_wait(self, pod: PodKey, node: str, why: str) -> None:
         said = f"{node}: {why}"
