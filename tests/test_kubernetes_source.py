@@ -362,3 +362,20 @@ def test_a_dropped_connection_is_one_failure_not_three_urllib3_retry_warnings(st
     with pytest.raises(urllib3.exceptions.HTTPError):
         client.CoreV1Api(api).list_node(_request_timeout=5)
     assert "Retrying" not in caplog.text
+
+
+def test_the_client_pools_a_connection_for_every_watch_and_says_once_that_tls_is_not_verified(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """On a real cluster, thirteen watches and the loops overran urllib3's pool of 10
+    ("Connection pool is full"), and insecure-skip-tls-verify warned on every request."""
+    kubeconfig = tmp_path / "kubeconfig"
+    cluster = {"server": "https://127.0.0.1:1", "insecure-skip-tls-verify": True}
+    doc = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": "k", "cluster": cluster}], "users": [{"name": "u", "user": {"token": "t"}}]}
+    doc["contexts"] = [{"name": "c", "context": {"cluster": "k", "user": "u"}}]
+    doc["current-context"] = "c"
+    kubeconfig.write_text(yaml.safe_dump(doc))
+    with caplog.at_level("WARNING", logger="nodemanager"):
+        api = api_client(KubeSettings(kubeconfig=str(kubeconfig)))
+    assert api.configuration.connection_pool_maxsize >= 20
+    assert [r.getMessage() for r in caplog.records] == [
+        "cluster.kubernetes: the API server's certificate is not verified (insecure-skip-tls-verify in the kubeconfig)"
+    ]

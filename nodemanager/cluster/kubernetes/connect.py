@@ -7,15 +7,20 @@ and reflectors with their backoff, said once, instead of three urllib3 warnings 
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import uuid
 from pathlib import Path
 
+import urllib3
 from kubernetes import client, config
 
 from nodemanager.config.schema import KubernetesCluster
 from nodemanager.errors import ConfigError
+
+log = logging.getLogger("nodemanager.kubernetes")
+CONNECTIONS = 32  # urllib3's pool per API client
 
 
 def api_client(settings: KubernetesCluster) -> client.ApiClient:
@@ -31,6 +36,12 @@ def api_client(settings: KubernetesCluster) -> client.ApiClient:
         where = settings.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         raise ConfigError("provider.yaml", [f"cluster.kubernetes.kubeconfig: cannot connect using {where!r}: {exc}"]) from None
     configuration.retries = 0
+    # One connection per watch (thirteen kinds) and the loops' calls besides: urllib3's
+    # default pool of 10 dropped connections ("Connection pool is full") on a real cluster.
+    configuration.connection_pool_maxsize = CONNECTIONS
+    if not configuration.verify_ssl:  # insecure-skip-tls-verify: said once, not on every request
+        log.warning("cluster.kubernetes: the API server's certificate is not verified (insecure-skip-tls-verify in the kubeconfig)")
+        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
     return client.ApiClient(configuration)
 
 
