@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from controlplane import ControlPlane
-from kubernetes import client
+from kubernetes import client, utils
 from world import World, api_client
 
 from cloud.catalog import Catalog
@@ -42,10 +42,10 @@ def namespace(plane: ControlPlane) -> Iterator[str]:
     core.delete_namespace(name)
 
 
-def world(plane: ControlPlane, mode: str, tmp_path: Path) -> World:
+def world(plane: ControlPlane, mode: str, tmp_path: Path, token: str | None = None) -> World:
     config, catalog = parse_config(PROVIDER.format(mode=mode), "provider.yaml", tmp_path)
     assert isinstance(catalog, Catalog)
-    return World(plane, config, catalog)
+    return World(plane, config, catalog, token=token)
 
 
 def deployment(name: str, replicas: int, *, scheduler: str = "nodemanager", spread: bool = False) -> dict:
@@ -71,18 +71,69 @@ def running(w: World, namespace: str, count: int) -> bool:
     return len(pods) == count and all(p.status.phase == "Running" and p.spec.node_name for p in pods)
 
 
+DAEMONSET = {
+    "apiVersion": "apps/v1",
+    "kind": "DaemonSet",
+    "metadata": {"name": "agent"},
+    "spec": {
+        "selector": {"matchLabels": {"app": "agent"}},
+        "template": {
+            "metadata": {"labels": {"app": "agent"}},
+            "spec": {
+                "containers": [{"name": "agent", "image": "agent:1", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}],
+                "tolerations": [{"operator": "Exists"}],
+            },
+        },
+    },
+}
+
+
 def test_scheduler_mode_places_a_deployment_and_lets_idle_nodes_go(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
+    """The pods of a real Deployment get nodes and run; the real DaemonSet controller's pods
+    (pinned by node affinity, bound by kube-scheduler) run on every node and keep none."""
     w = world(plane, "scheduler", tmp_path)
     apps = client.AppsV1Api(api_client(plane))
     try:
+        apps.create_namespaced_daemon_set(namespace, DAEMONSET)
         apps.create_namespaced_deployment(namespace, deployment("web", 3))
-        assert w.run_until(lambda: running(w, namespace, 3), 90), w.controller.status()["pods"]
-        nodes = {p.spec.node_name for p in w.pods(namespace).values()}
+
+        def settled() -> bool:
+            pods = [p for p in w.pods(namespace).values() if p.metadata.deletion_timestamp is None]
+            nodes = set(w.registrar.names.values())
+            agents = {p.spec.node_name for p in pods if p.metadata.name.startswith("agent") and p.status.phase == "Running"}
+            return running(w, namespace, 3 + len(nodes)) and agents == nodes
+
+        assert w.run_until(settled, 90), w.controller.status()["pods"]
+        nodes = {p.spec.node_name for p in w.pods(namespace).values() if p.metadata.name.startswith("web")}
         assert nodes <= set(w.registrar.names.values())
         booted = len(w.live_instances())
         assert 1 <= booted <= 3
         apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 0}})
         assert w.run_until(lambda: not w.live_instances(), 90), w.controller.status()["nodes"]
+        assert all(p.metadata.name.startswith("agent") for p in w.pods(namespace).values())  # (being deleted with their nodes)
+    finally:
+        w.close()
+
+
+def test_the_shipped_rbac_allows_every_call_the_controller_makes(plane: ControlPlane, namespace: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """deploy/kubernetes/rbac.yaml, applied as is; nodemanager runs with a token of its
+    ServiceAccount: pods placed, bound and their nodes labelled, events written, idle nodes
+    drained and deleted, without one 403."""
+    admin = api_client(plane)
+    repo = Path(__file__).resolve().parents[2]
+    for manifest in ("namespace.yaml", "rbac.yaml"):
+        utils.create_from_yaml(admin, str(repo / "deploy" / "kubernetes" / manifest))
+    token = client.CoreV1Api(admin).create_namespaced_service_account_token("nodemanager", "nodemanager", {"spec": {"expirationSeconds": 3600}})
+    w = world(plane, "scheduler", tmp_path, token=token.status.token)
+    apps = client.AppsV1Api(admin)
+    try:
+        with caplog.at_level("INFO", logger="nodemanager"):
+            apps.create_namespaced_deployment(namespace, deployment("web", 2))
+            assert w.run_until(lambda: running(w, namespace, 2), 90), w.controller.status()["pods"]
+            apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 0}})
+            assert w.run_until(lambda: not w.live_instances(), 90)
+        refused = [r.getMessage() for r in caplog.records if "403" in r.getMessage() or "Forbidden" in r.getMessage() or "forbidden" in r.getMessage()]
+        assert refused == []
     finally:
         w.close()
 
@@ -119,11 +170,14 @@ def test_provisioner_mode_boots_only_what_kube_scheduler_then_uses(plane: Contro
     try:
         apps.create_namespaced_deployment(namespace, deployment("web", 6, scheduler="default-scheduler", spread=True))
         assert w.run_until(lambda: running(w, namespace, 6), 120), w.controller.status()["pods"]
-        booted = w.live_instances()
-        assert len(booted) <= 6
-        zones = {w.core.read_node(p.spec.node_name).metadata.labels["topology.kubernetes.io/zone"] for p in w.pods(namespace).values()}
-        assert zones == {"us-east-1a", "us-east-1b", "us-east-1c"}
+        launched = [e for e in w.cloud.events if e.kind == "launched"]
+        assert len(launched) <= 6
+        used = {p.spec.node_name for p in w.pods(namespace).values()}
+        assert used <= set(w.registrar.names.values())  # on nodes nodemanager booted
+        zones = {w.core.read_node(name).metadata.labels["topology.kubernetes.io/zone"] for name in used}
+        assert zones <= {"us-east-1a", "us-east-1b", "us-east-1c"}  # (kube-scheduler spreads over the zones whose nodes are Ready first)
         w.run_for(15)
-        assert w.live_instances() == booted
+        assert [e for e in w.cloud.events if e.kind == "launched"] == launched  # nothing booted after
+        assert {w.registrar.names[i] for i in w.live_instances()} == used  # a node kube-scheduler did not use went idle
     finally:
         w.close()

@@ -29,8 +29,8 @@ from nodemanager.controller import InlineExecutor, NodeController
 KWOK = {"kwok.x-k8s.io/node": "fake"}
 
 
-def api_client(plane: ControlPlane, user: str = "admin") -> client.ApiClient:
-    configuration = client.Configuration(host=plane.host, api_key={"authorization": plane.token(user)}, api_key_prefix={"authorization": "Bearer"})
+def api_client(plane: ControlPlane, user: str = "admin", token: str | None = None) -> client.ApiClient:
+    configuration = client.Configuration(host=plane.host, api_key={"authorization": token or plane.token(user)}, api_key_prefix={"authorization": "Bearer"})
     configuration.ssl_ca_cert = str(plane.root / "certs" / "apiserver.crt")  # its self-signed serving certificate
     configuration.connection_pool_maxsize = 32
     return client.ApiClient(configuration)
@@ -89,12 +89,12 @@ class World:
     """A controller over the simulated cloud and the real API server, its loops run in real
     time by ``run_until`` (the cloud's boots take ``boot_delay`` real seconds)."""
 
-    def __init__(self, plane: ControlPlane, config: ProviderConfig, catalog: Catalog, boot_delay: float = 1.0) -> None:
+    def __init__(self, plane: ControlPlane, config: ProviderConfig, catalog: Catalog, boot_delay: float = 1.0, token: str | None = None) -> None:
         self.plane = plane
         self.clock = RealClock()
         self.cloud = SimulatedCloud(config.controller_id or "e2e", self.clock, boot_delay=boot_delay)
         assert config.cluster.kubernetes is not None
-        self.cluster = KubernetesCluster(api_client(plane), self.cloud, self.clock, config.cluster.kubernetes, identity="e2e")
+        self.cluster = KubernetesCluster(api_client(plane, token=token), self.cloud, self.clock, config.cluster.kubernetes, identity="e2e")
         self.controller = NodeController(config, catalog, self.cloud, self.cluster, self.clock, executor=InlineExecutor())
         self.registrar = Registrar(plane, self.cloud, catalog)
         self.core = client.CoreV1Api(api_client(plane))
