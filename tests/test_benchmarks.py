@@ -79,3 +79,19 @@ def test_busy_places_every_pod_and_its_check_refuses_an_overfull_node() -> None:
     hog = Pod("bench", "hog", "hog", Resources({"cpu": target.allocatable.cpu, "memory": 1}))
     decision = SimpleNamespace(start=[], bindings={hog.key: target.name})
     assert busy.check(catalog, running, [hog], decision)["overfull_nodes"] == 1
+
+
+def test_the_scale_verifier_refuses_a_pod_not_running_and_a_node_asked_more_than_it_has(stub) -> None:  # type: ignore[no-untyped-def]
+    """``benchmarks/e2e_scale.py`` judges from what the API server holds."""
+    from kube_helpers import api_client
+    from kubernetes import client
+
+    scale = load_benchmark("e2e_scale")
+    stub.register_node("n1", "aws:///us-east-1a/i-1", cpu="1", memory="4Gi")
+    for name in ("a", "b"):
+        stub.create_pod(name, "scale", cpu="750m", memory="256Mi", node="n1")
+        stub.set_pod_phase("scale", name, "Running")
+    stub.create_pod("c", "scale", cpu="100m", memory="64Mi")
+    problems = scale.verify(client.CoreV1Api(api_client(stub)), "scale", 3)
+    assert problems == ["c: Pending on None", "node n1: its pods ask 1500m and 536870912 bytes, more than it has"]
+    assert scale.verify(client.CoreV1Api(api_client(stub)), "scale", 4)[0] == "3 pods, not 4"
