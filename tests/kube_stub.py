@@ -454,6 +454,11 @@ class KubeStub:
             raise ApiError(409, "AlreadyExists", f'{res} "{name}" already exists', {"name": name, "kind": res})
         if res == "leases":
             self._check_lease(body)
+        if res == "pods":  # the API server's defaults
+            spec = body.setdefault("spec", {})
+            for key, value in (("schedulerName", "default-scheduler"), ("restartPolicy", "Always"), ("terminationGracePeriodSeconds", 30), ("priority", 0)):
+                spec.setdefault(key, value)
+            body["status"] = {"phase": "Pending", "qosClass": "Burstable"}
         if res == "events":
             involved_ns = (body.get("involvedObject") or {}).get("namespace") or ""
             if involved_ns != ns and not (involved_ns == "" and ns == "default"):  # cluster-scoped objects' events live in default
@@ -461,7 +466,24 @@ class KubeStub:
                     422, "Invalid", f'Event "{name}" is invalid: involvedObject.namespace: Invalid value: "{involved_ns}": does not match event.namespace'
                 )
         meta.update(self._new_meta(name, ns if res not in CLUSTER_SCOPED else ""))
+        if res == "poddisruptionbudgets":  # the disruption controller's first status, at once
+            meta["generation"] = 1
+            body["status"] = self._pdb_status(ns, body["spec"])
         return self._write(res, "ADDED", body)
+
+    def _pdb_status(self, ns: str, spec: dict) -> dict:
+        """What the disruption controller computes (integer minAvailable or maxUnavailable)."""
+        wanted = (spec.get("selector") or {}).get("matchLabels") or {}
+        pods = [p for (n, _), p in self.store["pods"].items() if n == ns and (p["metadata"].get("labels") or {}).items() >= wanted.items()]
+        healthy = sum(1 for p in pods if p["status"].get("phase") == "Running")
+        desired = int(spec["minAvailable"]) if "minAvailable" in spec else max(len(pods) - int(spec.get("maxUnavailable", 0)), 0)
+        return {
+            "observedGeneration": 1,
+            "expectedPods": len(pods),
+            "currentHealthy": healthy,
+            "desiredHealthy": desired,
+            "disruptionsAllowed": max(healthy - desired, 0),
+        }
 
     def _check_lease(self, body: dict) -> None:
         spec = body.get("spec") or {}

@@ -1,0 +1,113 @@
+"""The API stub kept honest: one test body against the stub and against each real API server.
+Where they differ, the stub is wrong (it serves the fast unit tests the truth must hold for)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+from conftest import Planes
+from controlplane import VERSIONS
+from kube_stub import KubeStub
+from kubernetes import client
+from world import KWOK, api_client
+
+pytestmark = pytest.mark.e2e
+
+
+@dataclass
+class Server:
+    api: client.ApiClient
+    running: Callable[[str, str], None]  # make a bound pod Running (a kubelet's part)
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api)
+
+
+@pytest.fixture(params=["stub", *VERSIONS], ids=["stub", *(f"k8s-{v}" for v in VERSIONS)])
+def server(request: pytest.FixtureRequest, planes: Planes) -> Iterator[Server]:
+    if request.param == "stub":
+        stub = KubeStub().start()
+        configuration = client.Configuration(host=stub.host, api_key={"authorization": stub.token}, api_key_prefix={"authorization": "Bearer"})
+        yield Server(client.ApiClient(configuration), lambda ns, name: stub.set_pod_phase(ns, name, "Running") and None)
+        stub.stop()
+        return
+    api = api_client(planes[request.param])
+    core = client.CoreV1Api(api)
+
+    def running(namespace: str, name: str) -> None:  # kwok runs it
+        deadline = time.monotonic() + 30
+        while core.read_namespaced_pod(name, namespace).status.phase != "Running":
+            assert time.monotonic() < deadline, "kwok did not start the pod"
+            time.sleep(0.2)
+
+    yield Server(api, running)
+
+
+@pytest.fixture
+def namespace(server: Server) -> str:
+    name = f"agree-{uuid.uuid4().hex[:8]}"
+    server.core.create_namespace({"metadata": {"name": name}})
+    return name
+
+
+def _node(server: Server) -> str:
+    name = f"agree-{uuid.uuid4().hex[:8]}"
+    capacity = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    server.core.create_node({"metadata": {"name": name, "annotations": dict(KWOK)}, "status": {"capacity": capacity, "allocatable": capacity}})
+    return name
+
+
+def _pod(server: Server, namespace: str, name: str, labels: dict | None = None) -> None:
+    tolerate = [{"operator": "Exists"}]
+    spec = {"containers": [{"name": "c", "image": "app:1"}], "tolerations": tolerate, "schedulerName": "nodemanager"}
+    server.core.create_namespaced_pod(namespace, {"metadata": {"name": name, "labels": labels or {}}, "spec": spec})
+
+
+def _bind(server: Server, namespace: str, pod: str, node: str) -> None:
+    body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod}, "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+    server.core.create_namespaced_pod_binding(pod, namespace, body, _preload_content=False)
+
+
+def test_a_created_pod_waits_with_the_servers_defaults(server: Server, namespace: str) -> None:
+    _pod(server, namespace, "p")
+    pod = server.core.read_namespaced_pod("p", namespace)
+    assert pod.status.phase == "Pending"
+    assert (pod.spec.restart_policy, pod.spec.termination_grace_period_seconds, pod.spec.scheduler_name) == ("Always", 30, "nodemanager")
+
+
+def test_a_second_binding_is_a_conflict(server: Server, namespace: str) -> None:
+    node = _node(server)
+    _pod(server, namespace, "p")
+    _bind(server, namespace, "p", node)
+    with pytest.raises(client.ApiException) as refused:
+        _bind(server, namespace, "p", node)
+    assert refused.value.status == 409
+    assert "is already assigned to node" in json.loads(refused.value.body)["message"]
+
+
+def test_an_eviction_a_budget_forbids_is_429_and_one_it_allows_deletes(server: Server, namespace: str) -> None:
+    node = _node(server)
+    for name in ("a", "b"):
+        _pod(server, namespace, name, {"app": "x"})
+        _bind(server, namespace, name, node)
+        server.running(namespace, name)
+    policy = client.PolicyV1Api(server.api)
+    policy.create_namespaced_pod_disruption_budget(
+        namespace, {"metadata": {"name": "b"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}}
+    )
+    deadline = time.monotonic() + 30
+    while (policy.read_namespaced_pod_disruption_budget("b", namespace).status.disruptions_allowed or 0) < 1:  # the disruption controller
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "a", "namespace": namespace}}
+    server.core.create_namespaced_pod_eviction("a", namespace, eviction, _preload_content=False)
+    with pytest.raises(client.ApiException) as refused:
+        server.core.create_namespaced_pod_eviction("b", namespace, {**eviction, "metadata": {"name": "b", "namespace": namespace}}, _preload_content=False)
+    assert refused.value.status == 429
+    assert "disruption budget" in json.loads(refused.value.body)["message"]
