@@ -138,8 +138,10 @@ def test_the_shipped_rbac_allows_every_call_the_controller_makes(plane: ControlP
         w.close()
 
 
-def test_a_cordon_the_real_lifecycle_controller_taints_is_never_drift(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
-    """Cordoned on a real 1.32 control plane, a node was drained and terminated 21 s later."""
+@pytest.mark.parametrize("taint", [None, {"key": "test", "value": "x", "effect": "NoSchedule"}], ids=["cordon", "operator taint"])
+def test_a_cordon_or_an_operators_taint_is_never_drift(plane: ControlPlane, namespace: str, tmp_path: Path, taint: dict | None) -> None:
+    """Cordoned on a real 1.32 control plane, a node was drained and terminated 21 s later;
+    tainted test=x:NoSchedule, 25 s later."""
     w = world(plane, "scheduler", tmp_path)
     apps = client.AppsV1Api(api_client(plane))
     try:
@@ -147,16 +149,22 @@ def test_a_cordon_the_real_lifecycle_controller_taints_is_never_drift(plane: Con
         assert w.run_until(lambda: running(w, namespace, 1), 90)
         [instance] = w.live_instances()
         [node] = {p.spec.node_name for p in w.pods(namespace).values()}
-        w.core.patch_node(node, {"spec": {"unschedulable": True}})  # kubectl cordon
+        if taint is None:
+            w.core.patch_node(node, {"spec": {"unschedulable": True}})  # kubectl cordon
+        else:
+            taints = [t.to_dict() for t in w.core.read_node(node).spec.taints or []]
+            w.core.patch_node(node, {"spec": {"taints": [*taints, taint]}})  # kubectl taint
+        key = "node.kubernetes.io/unschedulable" if taint is None else taint["key"]
 
         def tainted() -> bool:
-            return any(t.key == "node.kubernetes.io/unschedulable" for t in w.core.read_node(node).spec.taints or [])
+            return any(t.key == key for t in w.core.read_node(node).spec.taints or [])
 
-        assert w.run_until(tainted, 30)  # the node lifecycle controller's answer
+        assert w.run_until(tainted, 30)  # (a cordon: the node lifecycle controller's taint)
         w.run_for(20)
         assert w.live_instances() == [instance]
         assert not w.controller.disruption.summary()
-        assert list(w.controller.operator_held.values()) == ["cordoned: an operator has the node"]
+        [why] = w.controller.operator_held.values()
+        assert why.endswith("an operator has the node")
     finally:
         w.close()
 
@@ -179,5 +187,69 @@ def test_provisioner_mode_boots_only_what_kube_scheduler_then_uses(plane: Contro
         w.run_for(15)
         assert [e for e in w.cloud.events if e.kind == "launched"] == launched  # nothing booted after
         assert {w.registrar.names[i] for i in w.live_instances()} == used  # a node kube-scheduler did not use went idle
+    finally:
+        w.close()
+
+
+def _dra(plane: ControlPlane, node: str) -> tuple[client.CustomObjectsApi, str]:
+    """A device class, a GPU published on ``node`` and a claim for one, in the shape the
+    version serves (1.32: v1beta1, its devices' attributes under ``basic``; 1.34+: v1)."""
+    version = "v1beta1" if plane.minor < 34 else "v1"
+    objects = client.CustomObjectsApi(api_client(plane))
+    attributes = {"model": {"string": "a10g"}}
+    device = {"name": "gpu-0", "basic": {"attributes": attributes}} if version == "v1beta1" else {"name": "gpu-0", "attributes": attributes}
+    group = f"resource.k8s.io/{version}"
+    objects.create_cluster_custom_object(
+        "resource.k8s.io",
+        version,
+        "deviceclasses",
+        {
+            "apiVersion": group,
+            "kind": "DeviceClass",
+            "metadata": {"name": f"gpu-{node}"},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.nvidia.com"'}}]},
+        },
+    )
+    spec = {"driver": "gpu.nvidia.com", "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": [device]}
+    objects.create_cluster_custom_object(
+        "resource.k8s.io", version, "resourceslices", {"apiVersion": group, "kind": "ResourceSlice", "metadata": {"name": f"{node}-gpu"}, "spec": spec}
+    )
+    return objects, version
+
+
+def test_a_device_claim_is_allocated_protected_and_freed_by_the_real_resourceclaim_controller(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
+    """A shared claim stayed allocated to a deleted Node's device: nodemanager wrote
+    allocations without the finalizer the real controller needs to free them."""
+    w = world(plane, "scheduler", tmp_path)
+    apps = client.AppsV1Api(api_client(plane))
+    try:
+        apps.create_namespaced_deployment(namespace, deployment("web", 1))
+        assert w.run_until(lambda: running(w, namespace, 1), 90)
+        [node] = {p.spec.node_name for p in w.pods(namespace).values()}
+        objects, version = _dra(plane, node)
+        request = {"name": "one", "deviceClassName": f"gpu-{node}", "allocationMode": "ExactCount", "count": 1}
+        if version == "v1":
+            request = {"name": "one", "exactly": {k: v for k, v in request.items() if k != "name"}}
+        claim = {"apiVersion": f"resource.k8s.io/{version}", "kind": "ResourceClaim", "metadata": {"name": "gpu"}, "spec": {"devices": {"requests": [request]}}}
+        objects.create_namespaced_custom_object("resource.k8s.io", version, namespace, "resourceclaims", claim)
+        pod = {
+            "metadata": {"name": "trainer"},
+            "spec": {
+                "schedulerName": "nodemanager",
+                "containers": [{"name": "t", "image": "t:1", "resources": {"requests": {"cpu": "100m"}, "claims": [{"name": "gpu"}]}}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}],
+                "tolerations": [{"operator": "Exists"}],
+            },
+        }
+        w.core.create_namespaced_pod(namespace, pod)
+        assert w.run_until(lambda: w.core.read_namespaced_pod("trainer", namespace).spec.node_name == node, 60)
+
+        def read() -> dict:
+            return objects.get_namespaced_custom_object("resource.k8s.io", version, namespace, "resourceclaims", "gpu")
+
+        assert w.run_until(lambda: bool(read().get("status", {}).get("allocation")), 30)
+        assert read()["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+        w.core.delete_namespaced_pod("trainer", namespace, grace_period_seconds=0)
+        assert w.run_until(lambda: not read().get("status", {}).get("allocation"), 60), read()  # the real controller freed it
     finally:
         w.close()
