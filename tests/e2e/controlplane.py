@@ -61,6 +61,7 @@ class ControlPlane:
     users: dict[str, tuple[str, ...]] = field(default_factory=dict)  # extra token users: name -> groups
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     host: str = ""
+    _argv: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def minor(self) -> int:
@@ -176,8 +177,17 @@ current-context: e2e
         return path
 
     def _run(self, name: str, argv: list[str]) -> None:
-        log = (self.root / f"{name}.log").open("wb")
+        log = (self.root / f"{name}.log").open("ab")
         self.processes[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True)
+        self._argv[name] = argv
+
+    def kill_and_restart_api_server(self) -> None:
+        """kill -9 the API server, then start it again as it was (same ports, same etcd)."""
+        process = self.processes["kube-apiserver"]
+        process.kill()
+        process.wait(10)
+        self._run("kube-apiserver", self._argv["kube-apiserver"])
+        self._wait_http(f"{self.host}/readyz", "kube-apiserver", token=ADMIN_TOKEN)
 
     def _wait_http(self, url: str, name: str, token: str | None = None) -> None:
         context = ssl.create_default_context()

@@ -253,3 +253,67 @@ def test_a_device_claim_is_allocated_protected_and_freed_by_the_real_resourcecla
         assert w.run_until(lambda: not read().get("status", {}).get("allocation"), 60), read()  # the real controller freed it
     finally:
         w.close()
+
+
+def test_a_restart_mid_scale_up_launches_no_node_twice_and_places_every_pod(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
+    w = world(plane, "scheduler", tmp_path)
+    apps = client.AppsV1Api(api_client(plane))
+    try:
+        apps.create_namespaced_deployment(namespace, deployment("web", 8))
+        assert w.run_until(lambda: bool(w.live_instances()), 30)
+        w.restart()  # killed mid scale-up: the new process recovers from the tags and the API
+        assert w.run_until(lambda: running(w, namespace, 8), 120), w.controller.status()["pods"]
+        launched = [e.node_name for e in w.cloud.events if e.kind == "launched"]
+        assert len(launched) == len(set(launched))  # no node launched twice
+        used = {p.spec.node_name for p in w.pods(namespace).values()}
+        w.run_for(10)
+        assert {w.registrar.names[i] for i in w.live_instances()} == used  # none leaked
+    finally:
+        w.close()
+
+
+def test_consolidation_drains_within_a_budget_the_real_disruption_controller_keeps(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
+    """Two nodes each left with one small pod of a maxUnavailable-1 budget: one goes, its pod
+    evicted through the Eviction API and made again by the real ReplicaSet controller, placed,
+    and no pod lost."""
+    w = world(plane, "scheduler", tmp_path)
+    admin = api_client(plane)
+    apps, policy = client.AppsV1Api(admin), client.PolicyV1Api(admin)
+    budget = {"metadata": {"name": "x"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"tier": "x"}}}}
+    policy.create_namespaced_pod_disruption_budget(namespace, budget)
+
+    def small(name: str) -> dict:
+        made = deployment(name, 1)
+        made["spec"]["template"]["metadata"]["labels"]["tier"] = "x"
+        made["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "300m", "memory": "256Mi"}
+        return made
+
+    try:
+        filler = deployment("filler", 1)
+        filler["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1500m", "memory": "2Gi"}
+        apps.create_namespaced_deployment(namespace, filler)
+        apps.create_namespaced_deployment(namespace, small("a"))
+        assert w.run_until(lambda: running(w, namespace, 2), 90)
+        apps.create_namespaced_deployment(namespace, small("b"))
+        assert w.run_until(lambda: running(w, namespace, 3), 90)
+        assert len(w.live_instances()) == 2  # b found no room beside the filler
+        apps.delete_namespaced_deployment("filler", namespace)
+        assert w.run_until(lambda: len(w.live_instances()) == 1 and running(w, namespace, 2), 120), w.controller.disruption.status()
+        assert w.controller.disruption.summary()["Underutilized"]["nodes"] >= 1
+        pods = w.pods(namespace)
+        assert sorted(p.metadata.labels["app"] for p in pods.values()) == ["a", "b"]
+    finally:
+        w.close()
+
+
+def test_the_api_server_killed_and_back_the_watches_resume_and_new_pods_are_placed(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
+    w = world(plane, "scheduler", tmp_path)
+    apps = client.AppsV1Api(api_client(plane))
+    try:
+        apps.create_namespaced_deployment(namespace, deployment("web", 2))
+        assert w.run_until(lambda: running(w, namespace, 2), 90)
+        plane.kill_and_restart_api_server()
+        apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 4}})
+        assert w.run_until(lambda: running(w, namespace, 4), 120), w.controller.status()["pods"]
+    finally:
+        w.close()

@@ -93,11 +93,21 @@ class World:
         self.plane = plane
         self.clock = RealClock()
         self.cloud = SimulatedCloud(config.controller_id or "e2e", self.clock, boot_delay=boot_delay)
-        assert config.cluster.kubernetes is not None
-        self.cluster = KubernetesCluster(api_client(plane, token=token), self.cloud, self.clock, config.cluster.kubernetes, identity="e2e")
-        self.controller = NodeController(config, catalog, self.cloud, self.cluster, self.clock, executor=InlineExecutor())
+        self.config, self.catalog, self.token = config, catalog, token
         self.registrar = Registrar(plane, self.cloud, catalog)
         self.core = client.CoreV1Api(api_client(plane))
+        self.restart()
+
+    def restart(self) -> None:
+        """A new nodemanager process over the same cloud and cluster: it recovers from the
+        instances' tags and the API server."""
+        old = getattr(self, "cluster", None)
+        if old is not None:
+            old.stop()
+        assert self.config.cluster.kubernetes is not None
+        settings = self.config.cluster.kubernetes
+        self.cluster = KubernetesCluster(api_client(self.plane, token=self.token), self.cloud, self.clock, settings, identity="e2e")
+        self.controller = NodeController(self.config, self.catalog, self.cloud, self.cluster, self.clock, executor=InlineExecutor())
         self.controller.recover()
 
     def step(self) -> None:
