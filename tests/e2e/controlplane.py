@@ -168,7 +168,7 @@ class ControlPlane:
         path.write_text(
             f"""apiVersion: v1
 kind: Config
-clusters: [{{name: e2e, cluster: {{server: "{self.host}", insecure-skip-tls-verify: true}}}}]
+clusters: [{{name: e2e, cluster: {{server: "{self.host}", certificate-authority: "{self.root / "certs" / "apiserver.crt"}"}}}}]
 users: [{{name: admin, user: {{token: {ADMIN_TOKEN}}}}}]
 contexts: [{{name: e2e, context: {{cluster: e2e, user: admin}}}}]
 current-context: e2e

@@ -12,6 +12,7 @@ terminated instance's Node is deleted, as the cloud controller manager would.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections.abc import Callable
 
@@ -27,6 +28,7 @@ from nodemanager.config.schema import ProviderConfig
 from nodemanager.controller import InlineExecutor, NodeController
 
 KWOK = {"kwok.x-k8s.io/node": "fake"}
+_REGISTRARS = itertools.count(1)
 
 
 def api_client(plane: ControlPlane, user: str = "admin", token: str | None = None) -> client.ApiClient:
@@ -42,13 +44,16 @@ class Registrar:
         self.cloud = cloud
         self.catalog = catalog
         self.names: dict[str, str] = {}  # instance id -> Node name
+        self.prefix = f"ip-10-{next(_REGISTRARS)}"  # its Nodes' names: apart from another registrar's
+        self._made = itertools.count()  # (a name is never used twice: a deleted Node may linger)
 
     def step(self) -> None:
         running = {i.instance_id: i for i in self.cloud.list_instances() if i.state is InstanceState.RUNNING}
         for instance_id, instance in running.items():
             if instance_id in self.names:
                 continue
-            name = f"ip-10-1-{len(self.names) // 250}-{len(self.names) % 250 + 1}.ec2.internal"
+            n = next(self._made)
+            name = f"{self.prefix}-{n // 250}-{n % 250 + 1}.ec2.internal"
             itype = self.catalog.get(instance.instance_type)
             assert itype is not None
             capacity = {"cpu": str(itype.vcpu), "memory": f"{itype.memory_mib}Mi", "pods": "110"}
