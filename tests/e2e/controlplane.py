@@ -181,6 +181,16 @@ current-context: e2e
         self.processes[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True)
         self._argv[name] = argv
 
+    def kubelet(self, node: str) -> subprocess.Popen:
+        """A kwok of its own for one Node (annotated ``kwok.x-k8s.io/node: solo``): kill it
+        and the node's kubelet is gone (no Lease renewal, no status), as a real one's would be."""
+        found = binaries()
+        name = f"kwok-{node}"
+        argv = [str(found["kwok"]), f"--kubeconfig={self.kubeconfig()}", f"--manage-single-node={node}", f"--server-address=127.0.0.1:{free_port()}"]
+        argv.append("--node-lease-duration-seconds=40")
+        self._run(name, argv)
+        return self.processes[name]
+
     def kill_and_restart_api_server(self) -> None:
         """kill -9 the API server, then start it again as it was (same ports, same etcd)."""
         process = self.processes["kube-apiserver"]

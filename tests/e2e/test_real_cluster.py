@@ -317,3 +317,31 @@ def test_the_api_server_killed_and_back_the_watches_resume_and_new_pods_are_plac
         assert w.run_until(lambda: running(w, namespace, 4), 120), w.controller.status()["pods"]
     finally:
         w.close()
+
+
+def test_a_node_whose_kubelet_stops_is_replaced_and_its_pods_placed_again(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
+    """The node's own kwok (its kubelet) is killed: no more status from it. nodemanager
+    replaces the node after nodes.healthyTimeout, its Node goes with its instance, and the
+    Deployment's new pod is placed on a new node (the old one, Terminating on a Node that no
+    longer exists, is the real PodGC's)."""
+    text = PROVIDER.format(mode="scheduler").replace("bootTimeout: 120s", "bootTimeout: 120s, healthyTimeout: 20s")
+    config, catalog = parse_config(text, "provider.yaml", tmp_path)
+    w = World(plane, config, catalog)
+    apps = client.AppsV1Api(api_client(plane))
+    try:
+        w.registrar.solo = True
+        apps.create_namespaced_deployment(namespace, deployment("web", 1))
+        assert w.run_until(lambda: running(w, namespace, 1), 90)
+        w.registrar.solo = False
+        [first] = w.live_instances()
+        [node] = {p.spec.node_name for p in w.pods(namespace).values()}
+        kubelet = w.registrar.kubelets[node]
+        kubelet.kill()  # type: ignore[attr-defined]
+
+        def replaced() -> bool:
+            pods = [p for p in w.pods(namespace).values() if p.metadata.deletion_timestamp is None]
+            return first not in w.live_instances() and len(pods) == 1 and pods[0].status.phase == "Running" and pods[0].spec.node_name != node
+
+        assert w.run_until(replaced, 180), (w.controller.status()["nodes"], {n: p.spec.node_name for n, p in w.pods(namespace).items()})
+    finally:
+        w.close()

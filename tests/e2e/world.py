@@ -44,6 +44,9 @@ class Registrar:
         self.cloud = cloud
         self.catalog = catalog
         self.names: dict[str, str] = {}  # instance id -> Node name
+        self.solo = False  # the next Nodes get a kwok of their own (ControlPlane.kubelet) instead of the shared one
+        self.plane = plane
+        self.kubelets: dict[str, object] = {}  # Node -> its own kwok
         self.prefix = f"ip-10-{next(_REGISTRARS)}"  # its Nodes' names: apart from another registrar's
         self._made = itertools.count()  # (a name is never used twice: a deleted Node may linger)
 
@@ -69,12 +72,14 @@ class Registrar:
             body = {
                 "apiVersion": "v1",
                 "kind": "Node",
-                "metadata": {"name": name, "labels": labels, "annotations": dict(KWOK)},
+                "metadata": {"name": name, "labels": labels, "annotations": {"kwok.x-k8s.io/node": "solo"} if self.solo else dict(KWOK)},
                 "spec": {"providerID": f"aws:///{instance.zone}/{instance_id}"},
                 "status": {"capacity": capacity, "allocatable": capacity},
             }
             self.core.create_node(body)
             self.names[instance_id] = name
+            if self.solo:
+                self.kubelets[name] = self.plane.kubelet(name)
         for instance_id in [i for i in self.names if i not in running]:
             name = self.names.pop(instance_id)
             try:
