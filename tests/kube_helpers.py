@@ -80,8 +80,9 @@ class Kubelets:
                 self.stub.set_pod_phase(meta["namespace"], meta["name"], "Running")
 
 
-def run_loops(made: NodeController, clock: VirtualClock, kubelets: Kubelets, seconds: float, step: float = 1.0) -> None:
-    """Drive the loops at their intervals in virtual time, the kubelets every step."""
+def run_loops(made: NodeController, clock: VirtualClock, kubelets: Kubelets, seconds: float, step: float = 1.0, *, disruption: bool = False) -> None:
+    """Drive the loops at their intervals in virtual time, the kubelets every step (the
+    disruption loop too, with ``disruption``)."""
     end = clock.now() + seconds
     while clock.now() < end:
         clock.advance(step)
@@ -92,3 +93,5 @@ def run_loops(made: NodeController, clock: VirtualClock, kubelets: Kubelets, sec
         if t % 10 == 0:
             made.heartbeat_loop()
             made.reaper_loop()
+            if disruption:
+                made.disruption_loop()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from builders import binpack_pool
-from kube_helpers import START, Kubelets, controller, kube_config, source
+from kube_helpers import Kubelets, controller, kube_config, run_loops, source
 from kube_stub import KubeStub
 
 from cloud.base import InstanceState
@@ -28,18 +28,8 @@ def live(cloud: SimulatedCloud) -> list[str]:
 
 
 def drive(made: NodeController, clock: VirtualClock, kubelets: Kubelets, seconds: float) -> None:
-    """Every loop at its interval, disruption included, the kubelets every second."""
-    end = clock.now() + seconds
-    while clock.now() < end:
-        clock.advance(1.0)
-        kubelets.step()
-        t = round(clock.now() - START)
-        if t % 7 == 0:
-            made.pool_loop()
-        if t % 10 == 0:
-            made.heartbeat_loop()
-            made.reaper_loop()
-            made.disruption_loop()
+    """Every loop at its interval, disruption included."""
+    run_loops(made, clock, kubelets, seconds, disruption=True)
 
 
 def ready_node_with_a_replicaset_pod(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock, **pod: object) -> tuple[NodeController, Kubelets, str]:

@@ -48,6 +48,14 @@ def world(plane: ControlPlane, mode: str, tmp_path: Path, token: str | None = No
     return World(plane, config, catalog, token=token)
 
 
+@pytest.fixture
+def scheduling(plane: ControlPlane, tmp_path: Path) -> Iterator[World]:
+    """nodemanager in scheduler mode over the real control plane, closed after the test."""
+    made = world(plane, "scheduler", tmp_path)
+    yield made
+    made.close()
+
+
 def deployment(name: str, replicas: int, *, scheduler: str = "nodemanager", spread: bool = False) -> dict:
     spec: dict = {
         "schedulerName": scheduler,
@@ -88,31 +96,27 @@ DAEMONSET = {
 }
 
 
-def test_scheduler_mode_places_a_deployment_and_lets_idle_nodes_go(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
+def test_scheduler_mode_places_a_deployment_and_lets_idle_nodes_go(plane: ControlPlane, namespace: str, scheduling: World) -> None:
     """The pods of a real Deployment get nodes and run; the real DaemonSet controller's pods
     (pinned by node affinity, bound by kube-scheduler) run on every node and keep none."""
-    w = world(plane, "scheduler", tmp_path)
-    apps = client.AppsV1Api(api_client(plane))
-    try:
-        apps.create_namespaced_daemon_set(namespace, DAEMONSET)
-        apps.create_namespaced_deployment(namespace, deployment("web", 3))
+    w, apps = scheduling, scheduling.apps
+    apps.create_namespaced_daemon_set(namespace, DAEMONSET)
+    apps.create_namespaced_deployment(namespace, deployment("web", 3))
 
-        def settled() -> bool:
-            pods = [p for p in w.pods(namespace).values() if p.metadata.deletion_timestamp is None]
-            nodes = set(w.registrar.names.values())
-            agents = {p.spec.node_name for p in pods if p.metadata.name.startswith("agent") and p.status.phase == "Running"}
-            return running(w, namespace, 3 + len(nodes)) and agents == nodes
+    def settled() -> bool:
+        pods = [p for p in w.pods(namespace).values() if p.metadata.deletion_timestamp is None]
+        nodes = set(w.registrar.names.values())
+        agents = {p.spec.node_name for p in pods if p.metadata.name.startswith("agent") and p.status.phase == "Running"}
+        return running(w, namespace, 3 + len(nodes)) and agents == nodes
 
-        assert w.run_until(settled, 90), w.controller.status()["pods"]
-        nodes = {p.spec.node_name for p in w.pods(namespace).values() if p.metadata.name.startswith("web")}
-        assert nodes <= set(w.registrar.names.values())
-        booted = len(w.live_instances())
-        assert 1 <= booted <= 3
-        apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 0}})
-        assert w.run_until(lambda: not w.live_instances(), 90), w.controller.status()["nodes"]
-        assert all(p.metadata.name.startswith("agent") for p in w.pods(namespace).values())  # (being deleted with their nodes)
-    finally:
-        w.close()
+    assert w.run_until(settled, 90), w.controller.status()["pods"]
+    nodes = {p.spec.node_name for p in w.pods(namespace).values() if p.metadata.name.startswith("web")}
+    assert nodes <= set(w.registrar.names.values())
+    booted = len(w.live_instances())
+    assert 1 <= booted <= 3
+    apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 0}})
+    assert w.run_until(lambda: not w.live_instances(), 90), w.controller.status()["nodes"]
+    assert all(p.metadata.name.startswith("agent") for p in w.pods(namespace).values())  # (being deleted with their nodes)
 
 
 def test_the_shipped_rbac_allows_every_call_the_controller_makes(plane: ControlPlane, namespace: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -139,34 +143,30 @@ def test_the_shipped_rbac_allows_every_call_the_controller_makes(plane: ControlP
 
 
 @pytest.mark.parametrize("taint", [None, {"key": "test", "value": "x", "effect": "NoSchedule"}], ids=["cordon", "operator taint"])
-def test_a_cordon_or_an_operators_taint_is_never_drift(plane: ControlPlane, namespace: str, tmp_path: Path, taint: dict | None) -> None:
+def test_a_cordon_or_an_operators_taint_is_never_drift(namespace: str, scheduling: World, taint: dict | None) -> None:
     """Cordoned on a real 1.32 control plane, a node was drained and terminated 21 s later;
     tainted test=x:NoSchedule, 25 s later."""
-    w = world(plane, "scheduler", tmp_path)
-    apps = client.AppsV1Api(api_client(plane))
-    try:
-        apps.create_namespaced_deployment(namespace, deployment("web", 1))
-        assert w.run_until(lambda: running(w, namespace, 1), 90)
-        [instance] = w.live_instances()
-        [node] = {p.spec.node_name for p in w.pods(namespace).values()}
-        if taint is None:
-            w.core.patch_node(node, {"spec": {"unschedulable": True}})  # kubectl cordon
-        else:
-            taints = [t.to_dict() for t in w.core.read_node(node).spec.taints or []]
-            w.core.patch_node(node, {"spec": {"taints": [*taints, taint]}})  # kubectl taint
-        key = "node.kubernetes.io/unschedulable" if taint is None else taint["key"]
+    w, apps = scheduling, scheduling.apps
+    apps.create_namespaced_deployment(namespace, deployment("web", 1))
+    assert w.run_until(lambda: running(w, namespace, 1), 90)
+    [instance] = w.live_instances()
+    [node] = {p.spec.node_name for p in w.pods(namespace).values()}
+    if taint is None:
+        w.core.patch_node(node, {"spec": {"unschedulable": True}})  # kubectl cordon
+    else:
+        taints = [t.to_dict() for t in w.core.read_node(node).spec.taints or []]
+        w.core.patch_node(node, {"spec": {"taints": [*taints, taint]}})  # kubectl taint
+    key = "node.kubernetes.io/unschedulable" if taint is None else taint["key"]
 
-        def tainted() -> bool:
-            return any(t.key == key for t in w.core.read_node(node).spec.taints or [])
+    def tainted() -> bool:
+        return any(t.key == key for t in w.core.read_node(node).spec.taints or [])
 
-        assert w.run_until(tainted, 30)  # (a cordon: the node lifecycle controller's taint)
-        w.run_for(20)
-        assert w.live_instances() == [instance]
-        assert not w.controller.disruption.summary()
-        [why] = w.controller.operator_held.values()
-        assert why.endswith("an operator has the node")
-    finally:
-        w.close()
+    assert w.run_until(tainted, 30)  # (a cordon: the node lifecycle controller's taint)
+    w.run_for(20)
+    assert w.live_instances() == [instance]
+    assert not w.controller.disruption.summary()
+    [why] = w.controller.operator_held.values()
+    assert why.endswith("an operator has the node")
 
 
 def test_provisioner_mode_boots_only_what_kube_scheduler_then_uses(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
@@ -217,59 +217,51 @@ def _dra(plane: ControlPlane, node: str) -> tuple[client.CustomObjectsApi, str]:
     return objects, version
 
 
-def test_a_device_claim_is_allocated_protected_and_freed_by_the_real_resourceclaim_controller(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
+def test_a_device_claim_is_allocated_protected_and_freed_by_the_real_resourceclaim_controller(plane: ControlPlane, namespace: str, scheduling: World) -> None:
     """A shared claim stayed allocated to a deleted Node's device: nodemanager wrote
     allocations without the finalizer the real controller needs to free them."""
-    w = world(plane, "scheduler", tmp_path)
-    apps = client.AppsV1Api(api_client(plane))
-    try:
-        apps.create_namespaced_deployment(namespace, deployment("web", 1))
-        assert w.run_until(lambda: running(w, namespace, 1), 90)
-        [node] = {p.spec.node_name for p in w.pods(namespace).values()}
-        objects, version = _dra(plane, node)
-        request = {"name": "one", "deviceClassName": f"gpu-{node}", "allocationMode": "ExactCount", "count": 1}
-        if version == "v1":
-            request = {"name": "one", "exactly": {k: v for k, v in request.items() if k != "name"}}
-        claim = {"apiVersion": f"resource.k8s.io/{version}", "kind": "ResourceClaim", "metadata": {"name": "gpu"}, "spec": {"devices": {"requests": [request]}}}
-        objects.create_namespaced_custom_object("resource.k8s.io", version, namespace, "resourceclaims", claim)
-        pod = {
-            "metadata": {"name": "trainer"},
-            "spec": {
-                "schedulerName": "nodemanager",
-                "containers": [{"name": "t", "image": "t:1", "resources": {"requests": {"cpu": "100m"}, "claims": [{"name": "gpu"}]}}],
-                "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}],
-                "tolerations": [{"operator": "Exists"}],
-            },
-        }
-        w.core.create_namespaced_pod(namespace, pod)
-        assert w.run_until(lambda: w.core.read_namespaced_pod("trainer", namespace).spec.node_name == node, 60)
+    w, apps = scheduling, scheduling.apps
+    apps.create_namespaced_deployment(namespace, deployment("web", 1))
+    assert w.run_until(lambda: running(w, namespace, 1), 90)
+    [node] = {p.spec.node_name for p in w.pods(namespace).values()}
+    objects, version = _dra(plane, node)
+    request = {"name": "one", "deviceClassName": f"gpu-{node}", "allocationMode": "ExactCount", "count": 1}
+    if version == "v1":
+        request = {"name": "one", "exactly": {k: v for k, v in request.items() if k != "name"}}
+    claim = {"apiVersion": f"resource.k8s.io/{version}", "kind": "ResourceClaim", "metadata": {"name": "gpu"}, "spec": {"devices": {"requests": [request]}}}
+    objects.create_namespaced_custom_object("resource.k8s.io", version, namespace, "resourceclaims", claim)
+    pod = {
+        "metadata": {"name": "trainer"},
+        "spec": {
+            "schedulerName": "nodemanager",
+            "containers": [{"name": "t", "image": "t:1", "resources": {"requests": {"cpu": "100m"}, "claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}],
+            "tolerations": [{"operator": "Exists"}],
+        },
+    }
+    w.core.create_namespaced_pod(namespace, pod)
+    assert w.run_until(lambda: w.core.read_namespaced_pod("trainer", namespace).spec.node_name == node, 60)
 
-        def read() -> dict:
-            return objects.get_namespaced_custom_object("resource.k8s.io", version, namespace, "resourceclaims", "gpu")
+    def read() -> dict:
+        return objects.get_namespaced_custom_object("resource.k8s.io", version, namespace, "resourceclaims", "gpu")
 
-        assert w.run_until(lambda: bool(read().get("status", {}).get("allocation")), 30)
-        assert read()["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
-        w.core.delete_namespaced_pod("trainer", namespace, grace_period_seconds=0)
-        assert w.run_until(lambda: not read().get("status", {}).get("allocation"), 60), read()  # the real controller freed it
-    finally:
-        w.close()
+    assert w.run_until(lambda: bool(read().get("status", {}).get("allocation")), 30)
+    assert read()["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+    w.core.delete_namespaced_pod("trainer", namespace, grace_period_seconds=0)
+    assert w.run_until(lambda: not read().get("status", {}).get("allocation"), 60), read()  # the real controller freed it
 
 
-def test_a_restart_mid_scale_up_launches_no_node_twice_and_places_every_pod(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
-    w = world(plane, "scheduler", tmp_path)
-    apps = client.AppsV1Api(api_client(plane))
-    try:
-        apps.create_namespaced_deployment(namespace, deployment("web", 8))
-        assert w.run_until(lambda: bool(w.live_instances()), 30)
-        w.restart()  # killed mid scale-up: the new process recovers from the tags and the API
-        assert w.run_until(lambda: running(w, namespace, 8), 120), w.controller.status()["pods"]
-        launched = [e.node_name for e in w.cloud.events if e.kind == "launched"]
-        assert len(launched) == len(set(launched))  # no node launched twice
-        used = {p.spec.node_name for p in w.pods(namespace).values()}
-        w.run_for(10)
-        assert {w.registrar.names[i] for i in w.live_instances()} == used  # none leaked
-    finally:
-        w.close()
+def test_a_restart_mid_scale_up_launches_no_node_twice_and_places_every_pod(plane: ControlPlane, namespace: str, scheduling: World) -> None:
+    w, apps = scheduling, scheduling.apps
+    apps.create_namespaced_deployment(namespace, deployment("web", 8))
+    assert w.run_until(lambda: bool(w.live_instances()), 30)
+    w.restart()  # killed mid scale-up: the new process recovers from the tags and the API
+    assert w.run_until(lambda: running(w, namespace, 8), 120), w.controller.status()["pods"]
+    launched = [e.node_name for e in w.cloud.events if e.kind == "launched"]
+    assert len(launched) == len(set(launched))  # no node launched twice
+    used = {p.spec.node_name for p in w.pods(namespace).values()}
+    w.run_for(10)
+    assert {w.registrar.names[i] for i in w.live_instances()} == used  # none leaked
 
 
 def test_consolidation_drains_within_a_budget_the_real_disruption_controller_keeps(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
@@ -306,17 +298,13 @@ def test_consolidation_drains_within_a_budget_the_real_disruption_controller_kee
         w.close()
 
 
-def test_the_api_server_killed_and_back_the_watches_resume_and_new_pods_are_placed(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
-    w = world(plane, "scheduler", tmp_path)
-    apps = client.AppsV1Api(api_client(plane))
-    try:
-        apps.create_namespaced_deployment(namespace, deployment("web", 2))
-        assert w.run_until(lambda: running(w, namespace, 2), 90)
-        plane.kill_and_restart_api_server()
-        apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 4}})
-        assert w.run_until(lambda: running(w, namespace, 4), 120), w.controller.status()["pods"]
-    finally:
-        w.close()
+def test_the_api_server_killed_and_back_the_watches_resume_and_new_pods_are_placed(plane: ControlPlane, namespace: str, scheduling: World) -> None:
+    w, apps = scheduling, scheduling.apps
+    apps.create_namespaced_deployment(namespace, deployment("web", 2))
+    assert w.run_until(lambda: running(w, namespace, 2), 90)
+    plane.kill_and_restart_api_server()
+    apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 4}})
+    assert w.run_until(lambda: running(w, namespace, 4), 120), w.controller.status()["pods"]
 
 
 def test_a_node_whose_kubelet_stops_is_replaced_and_its_pods_placed_again(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:

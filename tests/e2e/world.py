@@ -106,6 +106,7 @@ class World:
         self.config, self.catalog, self.token = config, catalog, token
         self.registrar = Registrar(plane, self.cloud, catalog)
         self.core = client.CoreV1Api(api_client(plane))
+        self.apps = client.AppsV1Api(api_client(plane))
         self.restart()
 
     def restart(self) -> None:
