@@ -333,3 +333,26 @@ def test_a_node_whose_kubelet_stops_is_replaced_and_its_pods_placed_again(plane:
         assert w.run_until(replaced, 180), (w.controller.status()["nodes"], {n: p.spec.node_name for n, p in w.pods(namespace).items()})
     finally:
         w.close()
+
+
+def test_provisioner_mode_boots_for_anti_affinity_and_affinity_what_kube_scheduler_uses(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
+    """Three replicas that must not share a node, and three that must each share one with
+    them: kube-scheduler binds every one onto what nodemanager booted, the constraints hold."""
+    w = world(plane, "provisioner", tmp_path)
+    try:
+        apart = deployment("apart", 3, scheduler="default-scheduler")
+        term = {"labelSelector": {"matchLabels": {"app": "apart"}}, "topologyKey": "kubernetes.io/hostname"}
+        apart["spec"]["template"]["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        near = deployment("near", 3, scheduler="default-scheduler")
+        near["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "100m", "memory": "128Mi"}
+        near["spec"]["template"]["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        w.apps.create_namespaced_deployment(namespace, apart)
+        w.apps.create_namespaced_deployment(namespace, near)
+        assert w.run_until(lambda: running(w, namespace, 6), 150), w.controller.status()["pods"]
+        pods = w.pods(namespace).values()
+        apart_nodes = [p.spec.node_name for p in pods if p.metadata.labels["app"] == "apart"]
+        assert len(set(apart_nodes)) == 3
+        assert {p.spec.node_name for p in pods if p.metadata.labels["app"] == "near"} <= set(apart_nodes)
+        assert len([e for e in w.cloud.events if e.kind == "launched"]) <= 6
+    finally:
+        w.close()
