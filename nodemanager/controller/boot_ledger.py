@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from nodemanager.model import PodKey
@@ -71,6 +71,11 @@ class BootLedger:
         """A node is to be booted for ``pods`` (none: standby)."""
         if pods:
             self._for[node] = pods
+
+    @property
+    def unjudged(self) -> Iterable[str]:
+        """The nodes booted for pods and not judged yet."""
+        return self._for.keys()
 
     def launched(self, pool: str, node: str, now: float) -> None:
         """Its instance runs: it counts against the pool's brake."""

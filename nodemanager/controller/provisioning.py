@@ -79,6 +79,8 @@ class Provisioner:
         places on no node that exists, though a node was booted for it, is held. True if a
         pod was held anew (the decision is computed again without a boot for it)."""
         c = self.c
+        if not any(map(c.is_ready, c.ledger.unjudged)):
+            return False  # (most decisions: no node booted for pods became Ready since the last)
         new_nodes = {spec.name for spec in decision.start}
         existing = {pod: node for pod, node in decision.bindings.items() if node not in new_nodes}
         reasons = {**decision.waiting, **decision.unschedulable}
