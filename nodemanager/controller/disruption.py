@@ -258,15 +258,15 @@ class DisruptionController:
 
     def _keeps_pods(self, snapshot: ClusterSnapshot, name: str, pool: Pool) -> str:
         """Why the pods on node ``name`` may not be moved by a voluntary disruption ("" if
-        they may): one holds allocated device claims (its devices are on this node: moved, it
-        would run without them or wait), or one has no controller to make it again (evicted,
-        it would be gone for good; ``disruption.evictBarePods`` allows it)."""
+        they may): one holds device claims (a placed pod's are allocated on this node: moved,
+        it would run without its devices or wait), or one has no controller to make it again
+        (evicted, it would be gone for good; ``disruption.evictBarePods`` allows it)."""
         held = snapshot.by_node.held(name)
         if not held:
             return ""
         claimed = next((p for p in held if p.claims), None)
         if claimed is not None:
-            return f"pod {claimed.key} holds device claims allocated on this node ({', '.join(claimed.claims)})"
+            return f"pod {claimed.key} holds device claims allocated on this node ({', '.join(claimed.claims)}): its devices do not move"
         if not pool.disruption.evict_bare_pods:
             bare = next((p for p in held if p.owner is None and not p.of_node), None)
             if bare is not None:
