@@ -356,3 +356,35 @@ def test_provisioner_mode_boots_for_anti_affinity_and_affinity_what_kube_schedul
         assert len([e for e in w.cloud.events if e.kind == "launched"]) <= 6
     finally:
         w.close()
+
+
+def test_a_pod_of_a_zonal_volume_gets_a_node_in_its_zone(namespace: str, scheduling: World) -> None:
+    """A PersistentVolume that lives in us-east-1b, bound by the real PV controller to the
+    pod's claim: the node is booted there."""
+    w = scheduling
+    zone = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1b"]}
+    volume = {
+        "metadata": {"name": f"pv-{namespace}"},
+        "spec": {
+            "capacity": {"storage": "10Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "manual",
+            "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{namespace}"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [zone]}]}},
+        },
+    }
+    w.core.create_persistent_volume(volume)
+    claim = {"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "manual", "volumeName": volume["metadata"]["name"]}}
+    claim["spec"]["resources"] = {"requests": {"storage": "10Gi"}}
+    w.core.create_namespaced_persistent_volume_claim(namespace, claim)
+    assert w.run_until(lambda: w.core.read_namespaced_persistent_volume_claim("data", namespace).status.phase == "Bound", 30)
+    made = deployment("db", 1)
+    made["spec"]["template"]["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    w.apps.create_namespaced_deployment(namespace, made)
+    try:
+        assert w.run_until(lambda: running(w, namespace, 1), 90), w.controller.status()["pods"]
+        [pod] = w.pods(namespace).values()
+        assert w.core.read_node(pod.spec.node_name).metadata.labels["topology.kubernetes.io/zone"] == "us-east-1b"
+    finally:
+        w.apps.delete_namespaced_deployment("db", namespace)
+        w.core.delete_persistent_volume(volume["metadata"]["name"])

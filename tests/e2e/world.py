@@ -3,7 +3,9 @@ the way a real cluster makes them, and the controller's loops driven in real tim
 
 The registrar plays kubelet registration and the cloud controller manager: for each instance
 the cloud runs, a Node named like EC2's private DNS name, with its ``providerID``, the zone,
-region, instance-type and architecture labels, and the catalog's capacity; kwok (which manages
+region, instance-type and architecture labels, the catalog's capacity and the
+``node.cloudprovider.kubernetes.io/uninitialized`` taint, taken off once the Node is Ready
+(as the cloud controller manager does once it has initialized it); kwok (which manages
 Nodes annotated ``kwok.x-k8s.io/node: fake``) then keeps its status Ready and its Lease fresh
 and runs its pods; the real node lifecycle controller takes the not-ready taint off. A
 terminated instance's Node is deleted, as the cloud controller manager would.
@@ -28,6 +30,7 @@ from nodemanager.config.schema import ProviderConfig
 from nodemanager.controller import InlineExecutor, NodeController
 
 KWOK = {"kwok.x-k8s.io/node": "fake"}
+UNINITIALIZED = {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}
 _REGISTRARS = itertools.count(1)
 
 
@@ -47,6 +50,7 @@ class Registrar:
         self.solo = False  # the next Nodes get a kwok of their own (ControlPlane.kubelet) instead of the shared one
         self.plane = plane
         self.kubelets: dict[str, object] = {}  # Node -> its own kwok
+        self.initialized: set[str] = set()  # Nodes whose uninitialized taint the "cloud controller manager" took off
         self.prefix = f"ip-10-{next(_REGISTRARS)}"  # its Nodes' names: apart from another registrar's
         self._made = itertools.count()  # (a name is never used twice: a deleted Node may linger)
 
@@ -73,13 +77,19 @@ class Registrar:
                 "apiVersion": "v1",
                 "kind": "Node",
                 "metadata": {"name": name, "labels": labels, "annotations": {"kwok.x-k8s.io/node": "solo"} if self.solo else dict(KWOK)},
-                "spec": {"providerID": f"aws:///{instance.zone}/{instance_id}"},
+                "spec": {"providerID": f"aws:///{instance.zone}/{instance_id}", "taints": [UNINITIALIZED]},
                 "status": {"capacity": capacity, "allocatable": capacity},
             }
             self.core.create_node(body)
             self.names[instance_id] = name
             if self.solo:
                 self.kubelets[name] = self.plane.kubelet(name)
+        for name in self._uninitialized():  # the cloud controller manager's part, once the kubelet is Ready
+            node = self.core.read_node(name)
+            if any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or []):
+                taints = [t.to_dict() for t in node.spec.taints or [] if t.key != UNINITIALIZED["key"]]
+                self.core.patch_node(name, {"spec": {"taints": taints}})
+                self.initialized.add(name)
         for instance_id in [i for i in self.names if i not in running]:
             name = self.names.pop(instance_id)
             try:
@@ -87,6 +97,9 @@ class Registrar:
             except client.ApiException as exc:
                 if exc.status != 404:
                     raise
+
+    def _uninitialized(self) -> list[str]:
+        return [name for name in self.names.values() if name not in self.initialized]
 
     def remove_all(self) -> None:
         for name in self.names.values():
