@@ -30,10 +30,8 @@ START_TIMEOUT = 60.0  # seconds each process has to answer
 def binaries() -> dict[str, Path]:
     """Build (once; cached) and find every binary: ``etcd``, ``kwok``, and ``<tool>-<minor>``
     for each Kubernetes version."""
-    out = subprocess.run(["bash", str(BUILD)], check=True, capture_output=True, text=True)
+    subprocess.run(["bash", str(BUILD)], check=True, capture_output=True, text=True)  # (its progress is for people: `make controlplane`)
     found: dict[str, Path] = {}
-    for line in out.stderr.splitlines():
-        del line  # (progress for people; the folders are read below)
     cache = Path(os.environ.get("NODEMANAGER_CACHE", Path.home() / ".cache" / "nodemanager")) / "controlplane"
     for folder in sorted(cache.iterdir()):
         if not (folder / ".complete").exists():
