@@ -30,7 +30,9 @@ START_TIMEOUT = 60.0  # seconds each process has to answer
 def binaries() -> dict[str, Path]:
     """Build (once; cached) and find every binary: ``etcd``, ``kwok``, and ``<tool>-<minor>``
     for each Kubernetes version."""
-    subprocess.run(["bash", str(BUILD)], check=True, capture_output=True, text=True)  # (its progress is for people: `make controlplane`)
+    built = subprocess.run(["bash", str(BUILD)], capture_output=True, text=True, check=False)  # (its progress is for people: `make controlplane`)
+    if built.returncode != 0:
+        raise RuntimeError(f"building the control plane failed ({BUILD}):\n{built.stderr[-4000:]}")
     found: dict[str, Path] = {}
     cache = Path(os.environ.get("NODEMANAGER_CACHE", Path.home() / ".cache" / "nodemanager")) / "controlplane"
     for folder in sorted(cache.iterdir()):
