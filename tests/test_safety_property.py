@@ -44,7 +44,7 @@ def test_the_verifier_catches_an_operators_node_taken(monkeypatch) -> None:  # t
 
     provider, workload = fuzz.random_case(random.Random(2000011))
     assert fuzz.run_case(provider, workload).violations == []
-    monkeypatch.setattr(NodeController, "operator_hold", lambda self, name: "")
+    monkeypatch.setattr(NodeController, "operator_hold", staticmethod(lambda record, planned: ""))
     (violation,) = fuzz.run_case(provider, workload).violations
     assert "(cordoned by an operator) marked for termination: idle" in violation
 

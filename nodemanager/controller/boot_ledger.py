@@ -84,7 +84,8 @@ class BootLedger:
             self._launches.setdefault(pool, deque()).append((now, node, pods))
 
     def failed(self, node: str) -> None:
-        """Its boot failed, or it was stopped before it was Ready: the pods owe it nothing."""
+        """Its boot failed: the pods owe it nothing (a node stopped before it was Ready is
+        never judged, and is forgotten with its record)."""
         self._for.pop(node, None)
 
     # -- judging -------------------------------------------------------------------------------
@@ -156,9 +157,9 @@ class BootLedger:
             while launches and launches[0][0] <= now - self.window:
                 launches.popleft()
             pods = len({p for _, _, ps in launches for p in ps})
-            if launches and len(launches) > math.ceil(self.boots_per_pod * pods):
+            allowed = math.ceil(self.boots_per_pod * pods)
+            if launches and len(launches) > allowed:
                 # paused until enough launches leave the window for the rest to be allowed
-                allowed = math.ceil(self.boots_per_pod * pods)
                 until = launches[len(launches) - allowed - 1][0] + self.window
                 brake = Brake(pool, len(launches), pods, until)
                 if pool not in self._braked:

@@ -222,21 +222,16 @@ class NodeController:
             return replace(node, taints=taints, unschedulable=registered.unschedulable)
         return node
 
-    def operator_hold(self, name: str) -> str:
-        """Why an operator has the node ("" if no one has): it is cordoned, or carries a taint
-        nodemanager did not launch it with and the cluster does not put on a starting node
-        (an operator's, or any other ``node.kubernetes.io/`` one). Such a node is never
-        disrupted voluntarily: no consolidation, drift, expiry or idle stop takes it."""
-        registered = self.cache.node(name)
-        if registered is None:
-            return ""
-        if registered.unschedulable:
+    @staticmethod
+    def operator_hold(record: Node, planned: Node) -> str:
+        """Why an operator has the node ("" if no one has), from its record and its planning
+        view (``_planning_view``: the Node's taints less those a starting node sheds): it is
+        cordoned, or carries a taint nodemanager did not launch it with (an operator's, or any
+        other ``node.kubernetes.io/`` one). Such a node is never disrupted voluntarily: no
+        consolidation, drift, expiry or idle stop takes it."""
+        if planned.unschedulable:
             return "cordoned: an operator has the node"
-        if not registered.taints:
-            return ""
-        node = self.nodes.get(name)
-        own = set(node.taints) | set(self._startup_taints(node.pool)) if node is not None else set()
-        foreign = next((t for t in registered.taints if t not in own and t.key not in EPHEMERAL_TAINT_KEYS), None)
+        foreign = next((t for t in planned.taints if t not in record.taints), None) if planned is not record else None
         return f"taint {foreign}, which nodemanager did not set: an operator has the node" if foreign else ""
 
     def bind_blocker(self, pod: Pod, name: str) -> str | None:
@@ -367,15 +362,16 @@ class NodeController:
             held = self._operator_held
             for name in changed:
                 node = self.nodes.get(name)
-                why = self.operator_hold(name) if node is not None else ""
-                if why:
+                if node is None:
+                    views.pop(name, None)
+                    held.pop(name, None)
+                    continue
+                planned = self._planning_view(node)
+                if why := self.operator_hold(node, planned):
                     held[name] = why
                 else:
                     held.pop(name, None)
-                if node is None:
-                    views.pop(name, None)
-                else:
-                    views[name] = replace(node, state=NodeState.TERMINATING) if name in marked else self._planning_view(node)
+                views[name] = replace(node, state=NodeState.TERMINATING) if name in marked else planned
             self._planned = tuple(map(views.__getitem__, self.nodes))
         return self._planned
 

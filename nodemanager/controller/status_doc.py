@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from nodemanager import __version__
 from nodemanager.config.schema import Pool
-from nodemanager.model import LIVE_STATES, CapacityType, Node, NodeState, Pod
+from nodemanager.model import LIVE_STATES, CapacityType, Node, Pod
 from nodemanager.scaler.pools import capacity_of
 
 if TYPE_CHECKING:
@@ -44,9 +44,7 @@ def status_document(c: NodeController) -> dict[str, object]:
 
 def _planned_reason(c: NodeController, pod: Pod, name: str) -> str:
     """Why a pod planned onto a node is not running there yet, in the words that fit."""
-    node = c.nodes.get(name)
-    ready = node is not None and node.state in (NodeState.AVAILABLE, NodeState.CLAIMED)
-    if not ready:
+    if not c.is_ready(name):
         return f"planned onto {name}, waiting for it to be Ready"
     if not c.cluster.schedules_pods:
         return f"room for it on {name}; waiting for the cluster's scheduler to bind it"
