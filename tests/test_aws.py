@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 
 import boto3
 import pytest
@@ -246,16 +247,30 @@ def test_only_throttling_5xx_and_connection_errors_are_retryable():
     assert not is_retryable(client_error("InvalidParameterValue"))
 
 
+@pytest.mark.parametrize(
+    "code",
+    [
+        *("InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity", "InsufficientFreeAddressesInSubnet"),
+        *("VcpuLimitExceeded", "InstanceLimitExceeded", "Unsupported", "InvalidSubnetID.NotFound", "InvalidAMIID.NotFound", "InvalidInstanceID.NotFound"),
+    ],
+)
+def test_a_code_that_names_the_failure_is_never_retried_whatever_the_http_status(code):
+    """EC2 answers the capacity codes with HTTP 500: the code decides, not the status."""
+    assert not is_retryable(client_error(code, 500))
+    assert not isinstance(translate(client_error(code, 500)), Throttled)
+
+
 def test_throttled_calls_are_retried_with_backoff_then_give_up(aws, catalog):
-    sleeps: list[float] = []
-    cloud = make_cloud(catalog, sleeps=sleeps)
-    always = inject(cloud, "RunInstances", lambda p: error_reply("RequestLimitExceeded", 503))
+    clock = VirtualClock(1000.0)
+    cloud = make_cloud(catalog, clock=clock)
+    sent: list[float] = []
+    always = inject(cloud, "RunInstances", lambda p: sent.append(clock.now()) or error_reply("RequestLimitExceeded", 503))
     with pytest.raises(Throttled, match="retries exhausted"):
         cloud.boot(request())
     assert len(always) == 6  # bounded attempts
-    assert len(sleeps) == 5
-    assert all(0 < s <= 8.5 for s in sleeps)
-    assert sleeps[-1] > sleeps[0]  # exponential, with jitter
+    gaps = [b - a for a, b in itertools.pairwise(sent)]
+    assert all(0 < g <= 17 for g in gaps)  # its own backoff (at most 8.5 s) or the shared pause (1, 2, 4, 8, 16 s)
+    assert gaps[-1] > gaps[0]  # growing
 
 
 def test_a_pass_deadline_ends_retries_and_refuses_new_calls(aws, catalog):
@@ -286,9 +301,10 @@ def test_a_dropped_connection_is_reported_as_an_unreachable_endpoint():
     assert str(error).startswith("cloud endpoint unreachable: Could not connect")
 
 
-def test_capacity_errors_are_not_retried(aws, catalog):
+@pytest.mark.parametrize("status", [400, 500])  # EC2 sends the Insufficient*Capacity codes with HTTP 500
+def test_capacity_errors_are_not_retried(aws, catalog, status):
     cloud = make_cloud(catalog)
-    calls = inject(cloud, "RunInstances", lambda p: error_reply("InsufficientInstanceCapacity"))
+    calls = inject(cloud, "RunInstances", lambda p: error_reply("InsufficientInstanceCapacity", status))
     with pytest.raises(InsufficientCapacity) as err:
         cloud.boot(request(capacity=SPOT, zone="us-east-1c"))
     assert len(calls) == 1
@@ -340,3 +356,60 @@ def test_a_subnet_the_cloud_no_longer_knows_drops_the_cached_subnets_at_once(aws
         cloud.boot(request("n2"))
     second = cloud.boot(request("n3"))  # same virtual instant: only a dropped cache explains the new subnet
     assert instance_record(aws, second.instance_id)["SubnetId"] == new
+
+
+def _calls_per_minute_under_sustained_throttling(catalog, shared: bool) -> tuple[float, float]:
+    """Boots, orphan listings and heartbeats taking turns for ten virtual minutes while every
+    call is answered RequestLimitExceeded: EC2 calls in the first and in the last minute."""
+    clock = VirtualClock(1000.0)
+    cloud = make_cloud(catalog, clock=clock)
+    if not shared:
+        cloud.pause.wait = lambda operation: None  # each call backs off alone
+    sent: list[float] = []
+    inject(cloud, "*", lambda p: sent.append(clock.now()) or error_reply("RequestLimitExceeded", 503))
+    callers = [lambda: cloud.boot(request("n1")), cloud.list_instances, lambda: cloud.describe("i-0123456789abcdef0")]
+    turn = 0
+    while clock.now() < 1600.0:
+        with pytest.raises(Throttled):
+            callers[turn % 3]()
+        turn += 1
+        clock.advance(1.0)  # the loops' own pace between passes
+    first = sum(1 for t in sent if t < 1060.0)
+    last = sum(1 for t in sent if 1540.0 <= t < 1600.0)
+    return first, last
+
+
+def test_sustained_throttling_lowers_the_call_rate_for_every_caller(aws, catalog):
+    """A throttling answer pauses every EC2 caller, doubling up to a minute: the call rate
+    falls as throttling lasts, where per-call backoff alone keeps it flat."""
+    alone_first, alone_last = _calls_per_minute_under_sustained_throttling(catalog, shared=False)
+    shared_first, shared_last = _calls_per_minute_under_sustained_throttling(catalog, shared=True)
+    assert alone_last >= alone_first * 0.8  # per-call backoff: flat
+    assert shared_last <= shared_first / 4  # shared pause: falls
+    assert shared_last <= alone_last / 5
+    assert shared_last >= 1  # still asking (once a minute)
+
+
+def test_the_shared_pause_is_waited_out_by_the_next_caller_and_ends_at_a_success(aws, catalog):
+    clock = VirtualClock(1000.0)
+    sleeps: list[float] = []
+    cloud = make_cloud(catalog, clock=clock, sleeps=sleeps)
+    answers = iter([error_reply("RequestLimitExceeded", 503)])
+    inject(cloud, "DescribeInstances", lambda p: next(answers, None))
+    cloud.list_instances()  # throttled once, retried after its own backoff and the pause
+    assert cloud.pause.throttled_answers == 1
+    assert sum(sleeps) == pytest.approx(1.0)  # its own backoff, then the rest of the pause
+    sleeps.clear()
+    cloud.list_instances()
+    assert sleeps == []  # the success ended the pause
+
+
+def test_a_shared_pause_past_the_pass_deadline_refuses_the_call(aws, catalog):
+    clock = VirtualClock(1000.0)
+    cloud = make_cloud(catalog, clock=clock)
+    calls = inject(cloud, "DescribeInstances", lambda p: error_reply("RequestLimitExceeded", 503))
+    for _ in range(6):
+        cloud.pause.throttled(clock.now())  # a long pause: 32 s
+    with pass_deadline(clock, 5.0), pytest.raises(DeadlinePassed):
+        cloud.list_instances()
+    assert calls == []

@@ -10,7 +10,8 @@
   (paginated), TerminateInstances in batches.
 * Errors: throttling, 5xx and dropped connections are retried by tenacity (exponential
   backoff with jitter, bounded in attempts and time), then reported as Throttled; every
-  other failure is translated once (``errors.translate``) and never retried blindly.
+  other failure is translated once (``errors.translate``) and never retried blindly. A
+  throttling answer pauses every caller at once (``pacing.SharedPause``).
 Credentials come only from the standard AWS chain; nothing here reads or logs them.
 """
 
@@ -29,7 +30,8 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, stop_when_event_set, wait_exponential_jitter
 
-from cloud.aws.errors import NOT_FOUND, STALE_VIEW, SubnetExhausted, code_of, is_retryable, translate
+from cloud.aws.errors import NOT_FOUND, STALE_VIEW, THROTTLING, SubnetExhausted, code_of, is_retryable, translate
+from cloud.aws.pacing import SharedPause
 from cloud.aws.pricing import PRICING_REGION, REGION_NAMES, on_demand_prices, spot_prices
 from cloud.aws.queue import SqsQueue
 from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState, PriceUpdate, launch_tags
@@ -90,6 +92,7 @@ class AwsCloud:
         # Setting ``stop`` (the service does on SIGTERM) ends retry waits at once.
         self.stop = stop or threading.Event()
         self.sleep = sleep or self.stop.wait
+        self.pause = SharedPause(clock.now, self.sleep)
         session = session or boto3.session.Session()
         # botocore's own retries are off: tenacity decides what is retried, and how often.
         config = Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=5, read_timeout=20, user_agent_extra="nodemanager")
@@ -130,9 +133,26 @@ class AwsCloud:
             before_sleep=lambda state: log.debug("%s throttled or failed transiently (attempt %d), retrying", what, state.attempt_number),
         )
 
+    def _paced(self, what: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        """``call`` after any shared pause, telling the pause how the endpoint answered."""
+
+        def paced(**params: Any) -> Any:
+            self.pause.wait(what)
+            sent = self.clock.now()
+            try:
+                reply = call(**params)
+            except ClientError as exc:
+                if code_of(exc) in THROTTLING:
+                    self.pause.throttled(sent)
+                raise
+            self.pause.succeeded()
+            return reply
+
+        return paced
+
     def _call(self, operation: str, **params: Any) -> Any:
         """One EC2 call under the retry policy; raises the raw botocore error."""
-        return self._retrying(operation)(getattr(self.ec2, operation), **params)
+        return self._retrying(operation)(self._paced(operation, getattr(self.ec2, operation)), **params)
 
     def _checked(self, operation: str, **params: Any) -> Any:
         try:
@@ -209,7 +229,7 @@ class AwsCloud:
         spot: dict[tuple[str, str], float] = {}
         if self.settings.region in REGION_NAMES:
             try:
-                on_demand = self._call_paged("GetProducts", lambda: on_demand_prices(self.pricing, self.settings.region))
+                on_demand = self._call_paged("GetProducts", lambda: on_demand_prices(self.pricing, self.settings.region), ec2=False)
             except CloudError as exc:
                 problems.append(f"on-demand prices: {exc}")
         try:
@@ -232,10 +252,11 @@ class AwsCloud:
             log.warning("price refresh: %s", problem)
         return PriceUpdate(on_demand, plausible)
 
-    def _call_paged(self, what: str, fetch: Callable[[], Any]) -> Any:
-        """A paginated read under the same retry policy; raises the translated error."""
+    def _call_paged(self, what: str, fetch: Callable[[], Any], *, ec2: bool = True) -> Any:
+        """A paginated read under the same retry policy (EC2's under its shared pause too);
+        raises the translated error."""
         try:
-            return self._retrying(what)(fetch)
+            return self._retrying(what)(self._paced(what, fetch) if ec2 else fetch)
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc) from None
 

@@ -43,11 +43,20 @@ def code_of(exc: BaseException) -> str:
     return ""
 
 
+# Codes that name what failed: retrying the same call cannot help, whatever the HTTP status
+# (EC2 sends the Insufficient*Capacity codes with status 500).
+DEFINITE = CAPACITY | ADDRESSES | QUOTA | NOT_FOUND | STALE_VIEW | {"Unsupported", "UnsupportedOperation"}
+
+
 def is_retryable(exc: BaseException) -> bool:
-    """Throttling, 5xx and dropped connections: safe to retry. Nothing else is."""
+    """Throttling, 5xx and dropped connections: safe to retry. Nothing else is, and the
+    error code is read before the status."""
     if isinstance(exc, ClientError):
+        code = code_of(exc)
+        if code in DEFINITE:
+            return False
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        return code_of(exc) in THROTTLING or status >= 500 or code_of(exc) in ("InternalError", "ServiceUnavailable", "Unavailable")
+        return code in THROTTLING or status >= 500 or code in ("InternalError", "ServiceUnavailable", "Unavailable")
     return isinstance(exc, EndpointConnectionError | ConnectionError)
 
 
