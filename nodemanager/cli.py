@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -17,6 +16,7 @@ from nodemanager import __version__
 from nodemanager.cluster.workload import DEFAULT_MAX_PODS
 from nodemanager.config import EMBEDDED_DEFAULT, embedded_default_path, load_config
 from nodemanager.errors import ConfigError, InvalidInput, NodeManagerError
+from nodemanager.logs import setup_logging
 from nodemanager.model import CapacityType, Resources
 
 if TYPE_CHECKING:
@@ -90,18 +90,10 @@ def _check_config_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper()), format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", stream=sys.stderr)
-    # apscheduler reports every job run at INFO, and warns of each run skipped while a pass
-    # still runs: through a cloud outage, several lines every interval that say nothing the
-    # loops' own warnings do not (the cloud is unreachable). Its errors still show.
-    logging.getLogger("apscheduler").setLevel(max(logging.ERROR, getattr(logging, level.upper())))
-
-
 def _run_command(args: argparse.Namespace) -> int:
     from nodemanager.service import run_service
 
-    _setup_logging(args.log_level)
+    setup_logging(args.log_level, args.debug_logger)
     config, catalog = load_config(args.config)
     source = args.config or f"{EMBEDDED_DEFAULT} ({embedded_default_path()})"
     return run_service(config, catalog, source)
@@ -130,7 +122,7 @@ def _simulate_command(args: argparse.Namespace) -> int:
     from nodemanager.durations import parse_duration
     from nodemanager.simulator import STALL_SECONDS, Simulation
 
-    _setup_logging(args.log_level)
+    setup_logging(args.log_level, args.debug_logger)
     configs = args.compare or ([args.config] if args.config else [])
     if not configs:
         raise InvalidInput("simulate: give --config provider.yaml, or --compare a.yaml b.yaml ...")
@@ -249,6 +241,13 @@ def build_parser() -> argparse.ArgumentParser:
     run = verbs.add_parser("run", help="run the service (default: the embedded demo configuration)")
     run.add_argument("--config", help="provider.yaml (default: the embedded default: simulated cloud and cluster)")
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    run.add_argument(
+        "--debug-logger",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="let a library's logger (botocore, urllib3, kubernetes, ...) log at --log-level; credentials are redacted still",
+    )
     run.set_defaults(handler=_run_command)
 
     sim = verbs.add_parser("simulate", help="play a workload against a provider.yaml in virtual time")
@@ -261,6 +260,13 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--plot", metavar="FILE.png", help="draw nodes by instance type, pods waiting and the cost rate against the bound's (needs matplotlib)")
     sim.add_argument("--max-pods", type=int, default=DEFAULT_MAX_PODS, help=f"refuse workloads of more pods than this (default {DEFAULT_MAX_PODS:,})")
     sim.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    sim.add_argument(
+        "--debug-logger",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="let a library's logger (botocore, urllib3, kubernetes, ...) log at --log-level; credentials are redacted still",
+    )
     sim.set_defaults(handler=_simulate_command)
 
     check = verbs.add_parser("check-config", help="validate a provider.yaml and list every problem")

@@ -30,6 +30,7 @@ from nodemanager.clock import RealClock
 from nodemanager.config.schema import ClusterSource, ProviderConfig
 from nodemanager.controller.node_controller import LOOPS, NodeController
 from nodemanager.deadline import pass_deadline
+from nodemanager.logs import REDACT
 from nodemanager.status.metrics import Metrics
 from nodemanager.status.server import StatusServer, load_token
 from nodemanager.wiring import build_cloud, build_cluster, build_controller
@@ -110,7 +111,9 @@ class Service:
         self.cloud = build_cloud(config, self.clock, catalog, self.stopping)
         self.cluster = build_cluster(config, self.clock, self.cloud, identity=identity)
         self.gate = LeaderGate(elector, self._new_controller)
-        self.server = StatusServer(config.status.listen, self.status, self._ready, self.metrics, load_token(config.status))
+        token = load_token(config.status)
+        REDACT.add(token)
+        self.server = StatusServer(config.status.listen, self.status, self._ready, self.metrics, token)
         self.scheduler = BackgroundScheduler(timezone=UTC)
         self.stopped = threading.Event()
 
