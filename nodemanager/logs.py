@@ -67,9 +67,12 @@ def setup_logging(level: str, debug_loggers: Iterable[str] = ()) -> None:
     """The root handler on stderr at ``level``, redacting; third-party loggers at WARNING
     (or ``level``, if higher) unless named in ``debug_loggers``."""
     numeric = getattr(logging, level.upper())
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(RedactingFormatter(FORMAT))
-    logging.basicConfig(level=numeric, handlers=[handler], force=True)
+    root = logging.getLogger()
+    if not root.handlers:  # as logging.basicConfig: a host that installed its own keeps it
+        root.setLevel(numeric)
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(RedactingFormatter(FORMAT))
+        root.addHandler(handler)
     named = set(debug_loggers)
     for name in THIRD_PARTY:
         logging.getLogger(name).setLevel(numeric if name in named else max(logging.WARNING, numeric))
