@@ -60,7 +60,6 @@ def test_third_party_loggers_stay_at_warning_unless_named():
         assert logging.getLogger("botocore").getEffectiveLevel() == logging.WARNING
         assert logging.getLogger("kubernetes.client.rest").getEffectiveLevel() == logging.WARNING
         assert logging.getLogger("urllib3").getEffectiveLevel() == logging.DEBUG
-        assert logging.getLogger("nodemanager.controller").getEffectiveLevel() == logging.DEBUG
         assert set(THIRD_PARTY) >= {"botocore", "boto3", "urllib3", "kubernetes"}
     finally:
         setup_logging("warning")
