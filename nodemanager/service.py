@@ -27,12 +27,13 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from cloud.catalog import Catalog
 from nodemanager.clock import RealClock
+from nodemanager.config.files import load_token, status_tls
 from nodemanager.config.schema import ClusterSource, ProviderConfig
 from nodemanager.controller.node_controller import LOOPS, NodeController
 from nodemanager.deadline import pass_deadline
 from nodemanager.logs import REDACT
 from nodemanager.status.metrics import Metrics
-from nodemanager.status.server import StatusServer, load_token
+from nodemanager.status.server import StatusServer
 from nodemanager.wiring import build_cloud, build_cluster, build_controller
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ class Service:
         self.gate = LeaderGate(elector, self._new_controller)
         token = load_token(config.status)
         REDACT.add(token)
-        self.server = StatusServer(config.status.listen, self.status, self._ready, self.metrics, token)
+        self.server = StatusServer(config.status.listen, self.status, self._ready, self.metrics, token, tls=status_tls(config.status))
         self.scheduler = BackgroundScheduler(timezone=UTC)
         self.stopped = threading.Event()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 from builders import binpack_pool
 from kube_helpers import Kubelets, api_client, controller, kube_config, run_loops, source
@@ -31,6 +32,12 @@ API_VERSIONS = {
     "RoleBinding": "rbac.authorization.k8s.io/v1",
 }
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+
+
+@pytest.fixture(autouse=True)
+def _status_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Deployment sets the status token from its Secret; the ConfigMap's check needs it."""
+    monkeypatch.setenv("NODEMANAGER_STATUS_TOKEN", "t0ken-from-the-secret")
 
 
 def manifests() -> list[dict]:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import http.client
 import json
+import socket
+import ssl
+import subprocess
 import threading
 import urllib.error
 import urllib.request
@@ -14,9 +19,10 @@ from builders import cell_pool
 from harness import Harness, arrive
 from prometheus_client import generate_latest
 
+from nodemanager.config.files import load_token, tls_context
 from nodemanager.config.schema import Standby, Status, parse_listen
 from nodemanager.model import NodeState
-from nodemanager.status.server import StatusServer, load_token
+from nodemanager.status.server import StatusServer
 
 SECRET = "s3cr3t-token-value"
 
@@ -145,7 +151,7 @@ def test_token_from_file_and_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("NM_TOKEN", SECRET)
     assert load_token(Status(bearer_token_env="NM_TOKEN")) == SECRET
     monkeypatch.delenv("NM_TOKEN")
-    with pytest.raises(ValueError, match="NM_TOKEN is not set"):
+    with pytest.raises(ValueError, match="NM_TOKEN is not set or blank"):
         load_token(Status(bearer_token_env="NM_TOKEN"))
     assert load_token(Status()) is None
 
@@ -181,32 +187,128 @@ def test_status_answers_while_a_loop_holds_the_controller(running: Harness) -> N
     assert "busy" not in running.controller.status()["controller"]  # the lock is free again: a fresh document
 
 
-def test_connections_past_the_limit_get_503_at_once_and_hang_ups_are_debug_logs(running, monkeypatch, caplog, capsys):
-    import socket
+def _slow_clients(host: str, port: int, count: int, sources: list[str]) -> list[socket.socket]:
+    """``count`` connections from ``sources`` (loopback addresses), each having sent one
+    byte of a request: a slowloris."""
+    held = []
+    for i in range(count):
+        s = socket.socket()
+        s.bind((sources[i % len(sources)], 0))
+        s.settimeout(5)
+        s.connect((host, port))
+        s.sendall(b"G")
+        held.append(s)
+    return held
 
+
+def test_slow_clients_cannot_keep_the_probes_or_status_from_answering(running, monkeypatch):
+    """300 connections trickling a request byte by byte from four addresses (the old server
+    gave each a thread of 64, and answered every probe 503): the probes and /status from
+    another address still answer, and each slow connection is closed once the request
+    deadline passes, however many bytes it trickles."""
     from nodemanager.status import server as status_server
 
-    monkeypatch.setattr(status_server, "MAX_CONNECTIONS", 2)
+    monkeypatch.setattr(status_server, "REQUEST_DEADLINE", 1.5)
     server = serve(running)
     host, port = server.address
-    idle = [socket.create_connection((host, port), timeout=5) for _ in range(2)]  # half-sent requests hold a slot each
+    held = _slow_clients(host, port, 300, [f"127.0.0.{n}" for n in range(2, 6)])
     try:
-        idle[0].sendall(b"GET /sta")
-        idle[1].sendall(b"GET /sta")
-        with socket.create_connection((host, port), timeout=5) as third:
-            third.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
-            assert third.recv(100).startswith(b"HTTP/1.0 503")
+        for s in held[:10]:
+            s.sendall(b"E")  # trickling does not extend the deadline
+        for _ in range(20):
+            assert get(server, "/healthz")[0] == 200
+            assert get(server, "/readyz")[0] == 200
+        assert get(server, "/status")[0] == 200
+        closed = 0
+        for s in held[:10]:
+            with contextlib.suppress(OSError):
+                closed += s.recv(100) == b""  # closed by the server, unanswered
+        assert closed == 10
     finally:
-        for s in idle:
+        for s in held:
             s.close()
+        server.stop()
+
+
+def test_connections_past_the_per_address_cap_get_503_at_once_others_are_served(running, monkeypatch):
+    from nodemanager.status import server as status_server
+
+    monkeypatch.setattr(status_server, "PER_CLIENT", 3)
+    server = serve(running)
+    host, port = server.address
+    held = _slow_clients(host, port, 3, ["127.0.0.2"])
     try:
-        raise BrokenPipeError(32, "Broken pipe")
-    except BrokenPipeError:
-        with caplog.at_level("DEBUG", logger="nodemanager.status"):
-            server.httpd.handle_error(None, ("127.0.0.1", 5))
-    server.stop()
-    assert any("Broken pipe" in r.getMessage() and r.levelname == "DEBUG" for r in caplog.records)
-    assert "Traceback" not in capsys.readouterr().err
+        [fourth] = _slow_clients(host, port, 1, ["127.0.0.2"])
+        assert fourth.recv(200).startswith(b"HTTP/1.1 503")
+        fourth.close()
+        assert get(server, "/healthz")[0] == 200  # another address is not counted against it
+        assert server.open["127.0.0.2"] == 3
+    finally:
+        for s in held:
+            s.close()
+        server.stop()
+
+
+def test_head_is_answered_and_other_methods_refused(running):
+    server = serve(running)
+    host, port = server.address
+    try:
+        connection = http.client.HTTPConnection(host, port, timeout=5)
+        connection.request("HEAD", "/status")
+        reply = connection.getresponse()
+        assert (reply.status, reply.read()) == (200, b"")
+        assert int(reply.headers["Content-Length"]) > 100
+        connection.request("POST", "/status", body=b"{}")
+        reply = connection.getresponse()
+        assert reply.status == 405
+        assert reply.headers["Allow"] == "GET, HEAD"
+        reply.read()
+        connection.close()
+    finally:
+        server.stop()
+
+
+def test_listening_on_ipv6_loopback(running):
+    server = StatusServer("[::1]:0", running.controller.status, lambda: True, running.controller.metrics)
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
+    server.start()
+    try:
+        assert server.address[0] == "::1"
+        with urllib.request.urlopen(f"http://[::1]:{server.address[1]}/healthz", timeout=5) as reply:
+            assert reply.status == 200
+    finally:
+        server.stop()
+
+
+def test_an_address_in_use_names_the_setting(running):
+    first = serve(running)
+    try:
+        second = StatusServer(f"127.0.0.1:{first.address[1]}", running.controller.status, lambda: True, running.controller.metrics)
+        with pytest.raises(OSError, match=r"status\.listen: cannot listen on 127\.0\.0\.1:\d+"):
+            second.start()
+    finally:
+        first.stop()
+
+
+def test_tls_from_a_certificate_and_key(running, tmp_path):
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    server = StatusServer("127.0.0.1:0", running.controller.status, lambda: True, running.controller.metrics, tls=tls_context(str(cert), str(key)))
+    server.start()
+    try:
+        context = ssl.create_default_context(cafile=str(cert))
+        context.check_hostname = False
+        with urllib.request.urlopen(f"https://127.0.0.1:{server.address[1]}/status", timeout=5, context=context) as reply:
+            assert json.loads(reply.read())["controller"]["id"] == "test"
+        with pytest.raises((urllib.error.URLError, ConnectionError)):  # plain HTTP is not answered
+            urllib.request.urlopen(f"http://127.0.0.1:{server.address[1]}/healthz", timeout=5)
+    finally:
+        server.stop()
 
 
 @pytest.mark.parametrize(
@@ -222,7 +324,8 @@ def test_connections_past_the_limit_get_503_at_once_and_hang_ups_are_debug_logs(
         ("{listen: '[::1]:8080'}", False),
     ],
 )
-def test_listening_beyond_loopback_needs_a_token_or_an_explicit_opt_out(status: str, refused: bool) -> None:
+def test_listening_beyond_loopback_needs_a_token_or_an_explicit_opt_out(status: str, refused: bool, monkeypatch) -> None:
+    monkeypatch.setenv("TOKEN", "a-token-value")
     from nodemanager.config import parse_config
     from nodemanager.errors import ConfigError
 
@@ -237,33 +340,32 @@ def test_listening_beyond_loopback_needs_a_token_or_an_explicit_opt_out(status: 
 def test_concurrent_status_requests_share_one_build_and_none_is_older_than_max_age() -> None:
     """A flood of /status requests costs one build of the document, not one each; past
     ``max_age`` the next request builds a fresh one."""
+    import asyncio
+
     from nodemanager.status.server import SharedBuild
 
-    started, release, builds = threading.Event(), threading.Event(), []
+    release, builds = threading.Event(), []
 
     def build() -> tuple[int, bytes]:
         builds.append(len(builds))
-        started.set()
         release.wait(5)
         return 200, str(len(builds)).encode()
 
-    shared = SharedBuild(build, max_age=3600)
-    replies: list[tuple[int, bytes]] = []
-    first = threading.Thread(target=lambda: replies.append(shared.get()))
-    first.start()
-    started.wait(5)
-    waiting = [threading.Thread(target=lambda: replies.append(shared.get())) for _ in range(20)]
-    for t in waiting:
-        t.start()
-    release.set()
-    for t in [first, *waiting]:
-        t.join(5)
-    assert replies == [(200, b"1")] * 21
-    assert len(builds) == 1
-    assert shared.get() == (200, b"1")  # within max_age: the same reply
+    async def flood(shared: SharedBuild, count: int) -> list[tuple[int, bytes]]:
+        requests = [asyncio.ensure_future(shared.get()) for _ in range(count)]
+        await asyncio.sleep(0)  # every request is waiting before the build ends
+        release.set()
+        return list(await asyncio.gather(*requests))
 
-    fresh = SharedBuild(build, max_age=0)
-    assert [fresh.get(), fresh.get()] == [(200, b"2"), (200, b"3")]  # past max_age: rebuilt each time
+    async def scenario() -> None:
+        shared = SharedBuild(build, max_age=3600)
+        assert await flood(shared, 21) == [(200, b"1")] * 21
+        assert len(builds) == 1
+        assert await shared.get() == (200, b"1")  # within max_age: the same reply
+        fresh = SharedBuild(build, max_age=0)
+        assert [await fresh.get(), await fresh.get()] == [(200, b"2"), (200, b"3")]  # past max_age: rebuilt each time
+
+    asyncio.run(scenario())
 
 
 def test_node_gauges_follow_state_changes_and_drop_states_left_empty():

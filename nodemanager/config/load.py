@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import ssl
 from collections.abc import Iterable, Mapping, Sequence
 from importlib.resources import files
 from pathlib import Path
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 
 from cloud.catalog import Catalog
 from nodemanager import documents
+from nodemanager.config.files import load_token, tls_context
 from nodemanager.config.schema import CloudProvider, Packing, ProviderConfig, Scheduling, parse_listen
 from nodemanager.errors import ConfigError
 from nodemanager.model import CapacityType
@@ -26,7 +28,14 @@ from nodemanager.scheduling import Framework, FrameworkConfigError
 
 EMBEDDED_DEFAULT = "embedded default"
 # Keys holding file paths, resolved against the directory of the provider.yaml.
-_PATH_KEYS = (("cluster", "simulated", "workload"), ("cluster", "kubernetes", "kubeconfig"), ("catalog", "file"), ("status", "bearerTokenFile"))
+_PATH_KEYS = (
+    ("cluster", "simulated", "workload"),
+    ("cluster", "kubernetes", "kubeconfig"),
+    ("catalog", "file"),
+    ("status", "bearerTokenFile"),
+    ("status", "tlsCertFile"),
+    ("status", "tlsKeyFile"),
+)
 _SECRET_KEYS = frozenset({"userData"})
 NODE_RESOURCE_PLUGINS = (BatchResource.name,)  # what colocation.plugins may name
 REPAIR_ROUNDS = 4  # times refused keys are taken out to check the rest against the catalog
@@ -263,8 +272,15 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
         if name != "*" and name not in NODE_RESOURCE_PLUGINS:
             problems.append(f"colocation.plugins[{i}]: unknown plugin {entry!r}; known: *, {', '.join(NODE_RESOURCE_PLUGINS)} (a leading - disables one)")
     status = config.status
-    if status.bearer_token_file and not Path(status.bearer_token_file).is_file():
-        problems.append(f"status.bearerTokenFile: no such file {status.bearer_token_file!r}")
+    try:
+        load_token(status)
+    except ValueError as exc:
+        problems.append(str(exc))
+    if status.tls_cert_file and status.tls_key_file:
+        try:
+            tls_context(status.tls_cert_file, status.tls_key_file)
+        except (OSError, ssl.SSLError) as exc:
+            problems.append(f"status.tlsCertFile: cannot serve TLS with {status.tls_cert_file!r} and key {status.tls_key_file!r}: {exc}")
     if not _loopback(parse_listen(status.listen)[0]) and not (status.bearer_token_file or status.bearer_token_env or status.allow_unauthenticated):
         problems.append(
             f"status.listen: {status.listen} is reachable beyond this host and no token guards it (anyone who reaches it reads the "

@@ -433,6 +433,14 @@ class Status(Model):
     bearer_token_file: str | None = None  # guards all but /healthz when set
     bearer_token_env: str | None = None  # name of an environment variable holding the token
     allow_unauthenticated: bool = False  # listen beyond loopback without a token (anyone who reaches it reads the config)
+    tls_cert_file: str | None = None  # PEM certificate chain: serve HTTPS (with tlsKeyFile)
+    tls_key_file: str | None = None  # PEM private key of that certificate
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> Status:
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ValueError("tlsCertFile and tlsKeyFile go together: give both, or neither")
+        return self
 
     @field_validator("listen")
     @classmethod

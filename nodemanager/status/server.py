@@ -1,53 +1,51 @@
 """The ops status endpoint: ``/status`` (JSON), ``/metrics``, ``/healthz``, ``/readyz``.
 
-Read-only: it never changes the controller. It listens on 127.0.0.1 unless told
-otherwise; with a bearer token configured, everything but ``/healthz`` and ``/readyz``
-(what probes ask, which say nothing else) requires it. A client that stalls is dropped after
-``CLIENT_TIMEOUT``; past ``MAX_CONNECTIONS`` at once, a new one gets 503 at once.
-``/status`` replies are built at most once a second and shared (``SharedBuild``).
+Read-only: it never changes the controller. It listens on 127.0.0.1 unless told otherwise;
+with a bearer token configured, everything but ``/healthz`` and ``/readyz`` (what probes
+ask, which say nothing else) requires it. ``GET`` and ``HEAD`` are answered; TLS is an option.
+
+The server is aiohttp's, on one asyncio event loop in a thread of its own: an idle or slow
+connection costs a little memory, not a thread, so no number of slow clients can leave the
+probes without an answer. aiohttp (already installed: the Kubernetes client depends on it)
+arms its keep-alive timer when a connection opens and does not rearm it as bytes trickle in,
+so a client must send a whole request within ``REQUEST_DEADLINE`` of connecting (or of its
+previous reply), however slowly it sends it; uvicorn resets that timer on every byte, and
+http.server gives every connection a thread. On top: at most ``PER_CLIENT`` connections from
+one address and ``MAX_CONNECTIONS`` in all (past either, an at once 503 and a close), and the
+documents built off the loop, in a small pool, so a slow ``/status`` build never delays a
+probe. ``/status`` replies are built at most once a second and shared (``SharedBuild``).
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
+import concurrent.futures
 import hmac
 import json
 import logging
-import os
-import sys
+import ssl
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
+from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from nodemanager.config.schema import Status, parse_listen
+from nodemanager.config.schema import parse_listen
 from nodemanager.status.metrics import Metrics
 
 log = logging.getLogger("nodemanager.status")
 
-BACKLOG = 1024  # connections the kernel queues before they are accepted (past it, a client waits a SYN retry: 1 s)
-CLIENT_TIMEOUT = 10.0  # seconds a client may take to send its request or read the reply
-MAX_CONNECTIONS = 64  # handled at once
+BACKLOG = 4096  # connections the kernel queues before they are accepted (capped by net.core.somaxconn)
+REQUEST_DEADLINE = 10.0  # seconds to send a whole request after connecting or after the last reply
+PER_CLIENT = 64  # connections open at once from one address
+MAX_CONNECTIONS = 4096  # connections open at once in all (each costs a file descriptor and a few KB)
+BUILDERS = 2  # threads building /status and /metrics replies
 STATUS_MAX_AGE = 1.0  # seconds a /status reply is answered again before it is rebuilt
-
-
-def load_token(settings: Status) -> str | None:
-    """The bearer token from its file or environment variable, if one is configured."""
-    if settings.bearer_token_file:
-        token = Path(settings.bearer_token_file).read_text().strip()
-        if not token:
-            raise ValueError(f"status.bearerTokenFile: {settings.bearer_token_file} is empty")
-        return token
-    if settings.bearer_token_env:
-        token = os.environ.get(settings.bearer_token_env, "").strip()
-        if not token:
-            raise ValueError(f"status.bearerTokenEnv: environment variable {settings.bearer_token_env} is not set")
-        return token
-    return None
+TEXT = "text/plain; charset=utf-8"
+BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
 
 
 class StatusServer:
@@ -59,68 +57,139 @@ class StatusServer:
         metrics: Metrics,
         token: str | None = None,
         *,
+        tls: ssl.SSLContext | None = None,
         max_age: float = STATUS_MAX_AGE,
     ) -> None:
-        self.status = SharedBuild(lambda: _status_reply(status), max_age)
+        self.listen = listen
+        self._builders = concurrent.futures.ThreadPoolExecutor(max_workers=BUILDERS, thread_name_prefix="status-build")
+        self.status = SharedBuild(lambda: _status_reply(status), max_age, self._builders)
         self.ready = ready
         self.metrics = metrics
         self.token = token
-        host, port = parse_listen(listen)
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            timeout = CLIENT_TIMEOUT
-
-            def do_GET(self) -> None:
-                server._handle(self)
-
-            def log_message(self, format: str, *args: object) -> None:
-                log.debug("%s %s", self.address_string(), format % args)
-
-        self.httpd = _BoundedServer((host, port), Handler)
+        self.tls = tls
+        self._address: tuple[str, int] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
+        self.open = Counter[str]()  # connections open, by client address (touched on the loop only)
 
     @property
     def address(self) -> tuple[str, int]:
-        host, port = self.httpd.server_address[:2]
-        return str(host), int(port)
+        assert self._address is not None, "start() first"
+        return self._address
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="status", daemon=True)
+        """Bind and serve in a thread of its own; a failure to bind raises here, naming
+        ``status.listen``."""
+        bound: concurrent.futures.Future[tuple[str, int]] = concurrent.futures.Future()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve(bound)), name="status", daemon=True)
         self._thread.start()
-        log.info("status endpoint on http://%s:%d/status", *self.address)
+        self._address = bound.result(timeout=30)
+        log.info("status endpoint on %s://%s:%d/status", self.scheme, *self.address)
 
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        if self._loop is not None and self._stopped is not None:
+            self._loop.call_soon_threadsafe(self._stopped.set)
         if self._thread is not None:
             self._thread.join(timeout=5)
+        self._builders.shutdown(wait=False, cancel_futures=True)
 
-    def _authorized(self, request: BaseHTTPRequestHandler) -> bool:
+    async def _serve(self, bound: concurrent.futures.Future[tuple[str, int]]) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopped = asyncio.Event()
+        server = web.Server(self._handle, keepalive_timeout=REQUEST_DEADLINE, access_log=None, handler_cancellation=True)
+        host, port = parse_listen(self.listen)
+        try:
+            listener = await self._loop.create_server(lambda: _Admission(self, server()), host, port, ssl=self.tls, backlog=BACKLOG, reuse_address=True)
+        except OSError as exc:
+            bound.set_exception(OSError(exc.errno, f"status.listen: cannot listen on {self.listen}: {exc.strerror or exc}"))
+            return
+        address = listener.sockets[0].getsockname()
+        bound.set_result((str(address[0]), int(address[1])))
+        try:
+            await self._stopped.wait()
+        finally:
+            listener.close()
+            await server.shutdown(timeout=1)
+            await listener.wait_closed()
+
+    def _authorized(self, request: web.BaseRequest) -> bool:
         if self.token is None:
             return True
-        header = request.headers.get("Authorization", "")
-        scheme, _, given = header.partition(" ")
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
 
-    def _handle(self, request: BaseHTTPRequestHandler) -> None:
-        path = request.path.split("?", 1)[0]
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        if request.method not in ("GET", "HEAD"):
+            return web.Response(status=405, body=b"only GET and HEAD\n", content_type="text/plain", headers={"Allow": "GET, HEAD"})
+        path = request.path
         if path == "/healthz":
-            return _send(request, 200, b"ok\n", "text/plain; charset=utf-8")
+            return _reply(200, b"ok\n", TEXT)
         if path == "/readyz":
             ready = self.ready()
-            return _send(request, 200 if ready else 503, b"ready\n" if ready else b"not ready\n", "text/plain; charset=utf-8")
+            return _reply(200 if ready else 503, b"ready\n" if ready else b"not ready\n", TEXT)
         if not self._authorized(request):
-            request.send_response(401)
-            request.send_header("WWW-Authenticate", 'Bearer realm="nodemanager"')
-            request.send_header("Content-Length", "0")
-            request.end_headers()
-            return None
+            return web.Response(status=401, headers={"WWW-Authenticate": 'Bearer realm="nodemanager"'})
+        loop = asyncio.get_running_loop()
         if path == "/metrics":
-            return _send(request, 200, self.metrics.exposition(), CONTENT_TYPE_LATEST)
+            return _reply(200, await loop.run_in_executor(self._builders, self.metrics.exposition), CONTENT_TYPE_LATEST)
         if path == "/status":
-            return _send(request, *self.status.get(), "application/json")
-        return _send(request, 404, b"not found: try /status, /metrics, /healthz or /readyz\n", "text/plain; charset=utf-8")
+            code, body = await self.status.get()
+            return _reply(code, body, "application/json")
+        return _reply(404, b"not found: try /status, /metrics, /healthz or /readyz\n", TEXT)
+
+
+def _reply(code: int, body: bytes, content_type: str) -> web.Response:
+    return web.Response(status=code, body=body, headers={"Content-Type": content_type})
+
+
+class _Admission(asyncio.Protocol):
+    """Admits a connection to aiohttp's protocol unless its address, or the server, has too
+    many open: past either, an at once 503 and a close."""
+
+    def __init__(self, server: StatusServer, inner: Any) -> None:
+        self.server = server
+        self.inner = inner
+        self.peer: str | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peername = transport.get_extra_info("peername")
+        peer = str(peername[0]) if peername else ""
+        open_ = self.server.open
+        if open_[peer] >= PER_CLIENT or open_.total() >= MAX_CONNECTIONS:
+            assert isinstance(transport, asyncio.WriteTransport)
+            transport.write(BUSY)
+            transport.close()
+            return
+        self.peer = peer
+        open_[peer] += 1
+        self.inner.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.peer is None:
+            return
+        open_ = self.server.open
+        open_[self.peer] -= 1
+        if open_[self.peer] <= 0:
+            del open_[self.peer]
+        self.inner.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self.peer is not None:
+            self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received() if self.peer is not None else None
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
 
 
 def _status_reply(status: Callable[[], dict[str, object]]) -> tuple[int, bytes]:
@@ -132,72 +201,33 @@ def _status_reply(status: Callable[[], dict[str, object]]) -> tuple[int, bytes]:
 
 
 class SharedBuild:
-    """The status reply, built at most once per ``max_age`` seconds.
+    """The status reply, built at most once per ``max_age`` seconds, off the event loop.
 
-    A request within ``max_age`` of the last build's start gets that build's reply; one that
-    arrives while a build runs waits for it. A flood of requests costs one build a second,
-    not one each (serializing the document is most of a request's cost), and every reply is
-    at most ``max_age`` older than its request."""
+    A request within ``max_age`` of the last build's start gets that build's reply at once,
+    without leaving the loop; one that arrives while a build runs awaits the same build. A
+    flood of requests costs one build a second, not one each (serializing the document is
+    most of a request's cost), and every reply is at most ``max_age`` older than its
+    request. Used on one event loop only, so it needs no lock."""
 
-    def __init__(self, build: Callable[[], tuple[int, bytes]], max_age: float) -> None:
+    def __init__(self, build: Callable[[], tuple[int, bytes]], max_age: float, executor: concurrent.futures.Executor | None = None) -> None:
         self._build = build  # never raises: a failure is an answer too
         self._max_age = max_age
-        self._changed = threading.Condition()
-        self._building = False
+        self._executor = executor
+        self._building: asyncio.Future[tuple[int, bytes]] | None = None
         self._result: tuple[float, tuple[int, bytes]] | None = None  # when its build started, the reply
 
-    def get(self) -> tuple[int, bytes]:
-        with self._changed:
-            while True:
-                if self._result is not None and time.monotonic() - self._result[0] < self._max_age:
-                    return self._result[1]
-                if self._building:
-                    self._changed.wait()
-                    continue
-                self._building, started = True, time.monotonic()
-                self._changed.release()
-                try:
-                    reply = self._build()
-                finally:
-                    self._changed.acquire()
-                    self._building = False
-                    self._changed.notify_all()
-                self._result = (started, reply)
-                return reply
+    async def get(self) -> tuple[int, bytes]:
+        if self._result is not None and time.monotonic() - self._result[0] < self._max_age:
+            return self._result[1]
+        if self._building is None:
+            started = time.monotonic()
+            building = asyncio.get_running_loop().run_in_executor(self._executor, self._build)
+            self._building = building
 
+            def done(future: asyncio.Future[tuple[int, bytes]]) -> None:
+                self._building = None
+                if not future.cancelled():
+                    self._result = (started, future.result())
 
-def _send(request: BaseHTTPRequestHandler, code: int, body: bytes, content_type: str) -> None:
-    request.send_response(code)
-    request.send_header("Content-Type", content_type)
-    request.send_header("Content-Length", str(len(body)))
-    request.end_headers()
-    request.wfile.write(body)
-
-
-class _BoundedServer(ThreadingHTTPServer):
-    """A thread per connection, at most ``MAX_CONNECTIONS`` at once; a client hanging up
-    is routine, logged at debug level."""
-
-    daemon_threads = True
-    request_queue_size = BACKLOG
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
-        super().__init__(address, handler)
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            with contextlib.suppress(OSError):
-                request.sendall(b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\n\r\n")
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        log.debug("status client %s: %s", client_address, sys.exc_info()[1])
+            building.add_done_callback(done)
+        return await asyncio.shield(self._building)
