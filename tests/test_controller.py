@@ -500,3 +500,41 @@ def test_orphan_gc_calls_the_cloud_without_holding_the_controller() -> None:
     lock.append(h.controller.lock)
     h.controller.orphan_gc_loop()
     assert held == [False]  # another thread took the lock while the listing ran
+
+
+def test_an_instance_that_vanishes_before_its_node_registers_is_replaced_within_two_gc_passes(caplog):
+    """Terminated behind the controller's back while booting: not the whole bootTimeout
+    (300 s) of waiting, but two orphan-GC listings without it, then a replacement, a warning
+    and an event."""
+    h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large")], boot_delay=250.0)
+    h.run(5)
+    [(name, node)] = list(h.controller.nodes.items())
+    assert node.state is S.CREATED
+    h.cloud.terminate([node.instance_id])  # someone else's hand, or a reclaim at launch
+    with caplog.at_level("WARNING", logger="nodemanager.controller"):
+        h.run(130)  # two orphan-GC passes (60 s)
+    assert h.controller.nodes[name].state in (S.TERMINATING, S.TERMINATED)
+    replacements = [n for n in h.controller.nodes.values() if n.name != name and n.state is not S.TERMINATED]
+    assert len(replacements) == 1  # booted for the same pod
+    assert any(f"instance {node.instance_id} of node {name} is gone" in r.getMessage() for r in caplog.records)
+    assert ("Node", name, "InstanceVanished") in [e[:3] for e in h.cluster.recorded]
+    assert h.controller.metrics.terminations.labels("vanished")._value.get() == 1
+
+
+def test_an_instance_missing_from_one_listing_only_is_not_replaced():
+    """A listing that misses an instance once (eventual consistency) is not enough."""
+    h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large")], boot_delay=250.0)
+    h.run(5)
+    [(name, node)] = list(h.controller.nodes.items())
+    real = h.cloud.list_instances
+    calls = [0]
+
+    def flaky() -> list:
+        calls[0] += 1
+        listed = real()
+        return [i for i in listed if i.instance_id != node.instance_id] if calls[0] == 1 else listed
+
+    h.cloud.list_instances = flaky
+    h.run(130)
+    assert h.controller.nodes[name].state is S.CREATED
+    assert len(h.controller.nodes) == 1

@@ -1,8 +1,16 @@
-"""The garbage collector (``loops.orphanGC``, 60 s): an instance tagged as this controller's
-that no node record knows is terminated, on the second pass that finds it (one launched
-between the listing and the records is not an orphan; one unknown on two passes in a row
-is). The same pass resolves the boot image again for the types running, so drift compares
-nodes with a new image without a boot. The cloud is called outside the controller's lock.
+"""The garbage collector (``loops.orphanGC``, 60 s), over one listing of this controller's
+instances:
+* an instance no node record knows is terminated, on the second pass that finds it (one
+  launched between the listing and the records is not an orphan; one unknown on two passes
+  in a row is);
+* a node record whose instance is on neither of two listings in a row (terminated by someone
+  else, reclaimed at launch, lost with a reset endpoint) is marked for termination at once,
+  with a warning and an event, so its pods get a new node now rather than after
+  ``nodes.bootTimeout`` or ``nodes.healthyTimeout``. Only records whose instance was known
+  before the first of the two listings began count, so a listing that lags a launch never
+  condemns it.
+The same pass resolves the boot image again for the types running, so drift compares nodes
+with a new image without a boot. The cloud is called outside the controller's lock.
 """
 
 from __future__ import annotations
@@ -24,20 +32,26 @@ class OrphanCollector:
     def __init__(self, controller: NodeController) -> None:
         self.c = controller
         self.suspects: set[str] = set()  # unknown on the last pass: terminated if unknown on this one
+        self.missing: dict[str, str] = {}  # node -> its instance, not listed on the last pass
 
     def run(self) -> None:
         c = self.c
+        with c.lock:
+            before = self._recorded()  # known before the listing began: a listing must show them
         try:
             instances = c.cloud.list_instances()
         except CloudError as exc:
             log.warning("orphan GC skipped: %s", exc)
             return
         self._refresh_images(instances)
+        alive = {i.instance_id for i in instances if i.alive}
         with c.lock:
-            known = {n.instance_id for n in c.nodes.values() if n.instance_id and n.state is not NodeState.TERMINATED}
-            unknown = {i.instance_id for i in instances if i.alive and i.instance_id not in known}
+            recorded = self._recorded()
+            known = set(recorded.values())
+            unknown = alive - known
             doomed = sorted(unknown & self.suspects)
             self.suspects = unknown - set(doomed)
+            self._vanished({name: iid for name, iid in before.items() if recorded.get(name) == iid and iid not in alive})
         if doomed:
             log.warning("terminating %d orphaned instance(s): %s", len(doomed), ", ".join(doomed))
             try:
@@ -47,6 +61,23 @@ class OrphanCollector:
                 log.warning("orphan termination failed, will retry: %s", exc)
                 with c.lock:
                     self.suspects |= set(doomed)
+
+    def _recorded(self) -> dict[str, str]:
+        return {n.name: n.instance_id for n in self.c.nodes.values() if n.instance_id and n.state is not NodeState.TERMINATED}
+
+    def _vanished(self, missing: dict[str, str]) -> None:
+        """Marks the nodes whose instance this listing and the last both lack."""
+        c = self.c
+        gone = sorted(name for name, iid in missing.items() if self.missing.get(name) == iid)
+        self.missing = {name: iid for name, iid in missing.items() if name not in gone}
+        for name in gone:
+            if name in c.marked:
+                continue
+            iid = missing[name]
+            what = f"instance {iid} of node {name} is gone from the cloud (on neither of the last two listings)"
+            log.warning("%s: replacing it now (state %s)", what, c.nodes[name].state.value)
+            c.event("Node", name, "InstanceVanished", what, warning=True)
+            c.mark_for_termination(name, what, "vanished")
 
     def _refresh_images(self, instances: list[Instance]) -> None:
         refresh = getattr(self.c.cloud, "refresh_images", None)  # a cloud that resolves images by query
