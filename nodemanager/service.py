@@ -27,6 +27,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from cloud.catalog import Catalog
 from nodemanager.clock import RealClock
+from nodemanager.cluster.kubernetes.reachability import UNREADY_AFTER, Reachability
 from nodemanager.config.files import load_token, status_tls
 from nodemanager.config.schema import ClusterSource, ProviderConfig
 from nodemanager.controller.node_controller import LOOPS, NodeController
@@ -101,16 +102,18 @@ class Service:
         elector: LeaderElector | None = None
         identity = "nodemanager"
         kube = config.cluster.kubernetes
+        # What every caller of the API server finds: one warning per outage, and /readyz.
+        self.reachability = Reachability(self.clock) if config.cluster.source is ClusterSource.KUBERNETES else None
         if config.cluster.source is ClusterSource.KUBERNETES and kube is not None and kube.leader_election.enabled:
             from nodemanager.cluster.kubernetes.connect import api_client
             from nodemanager.cluster.kubernetes.connect import identity as new_identity
             from nodemanager.cluster.kubernetes.leader import LeaderElector
 
             identity = new_identity()
-            elector = LeaderElector(api_client(kube), kube.leader_election, identity, self.clock)
+            elector = LeaderElector(api_client(kube), kube.leader_election, identity, self.clock, reachability=self.reachability)
         self.elector = elector
         self.cloud = build_cloud(config, self.clock, catalog, self.stopping)
-        self.cluster = build_cluster(config, self.clock, self.cloud, identity=identity)
+        self.cluster = build_cluster(config, self.clock, self.cloud, identity=identity, reachability=self.reachability)
         self.gate = LeaderGate(elector, self._new_controller)
         token = load_token(config.status)
         REDACT.add(token)
@@ -130,7 +133,10 @@ class Service:
         return controller
 
     def _ready(self) -> bool:
-        # A follower is ready to take over, unless a misconfiguration means nobody can lead.
+        # A follower is ready to take over, unless a misconfiguration means nobody can lead;
+        # neither is while the API server has not answered for UNREADY_AFTER.
+        if self.reachability is not None and self.reachability.unreachable_for() >= UNREADY_AFTER:
+            return False
         return self.controller.ready or (self.elector is not None and not self.elector.leading() and self.elector.problem is None)
 
     def status(self) -> dict[str, object]:
@@ -142,6 +148,8 @@ class Service:
             assert isinstance(controller, dict)
             controller["leader"] = self.elector.leading()
             controller["leader_election"] = self.elector.describe()
+        if self.reachability is not None:
+            doc["controller"]["api_server"] = self.reachability.describe()  # type: ignore[index]
         return doc
 
     def _guarded(self, name: str):  # type: ignore[no-untyped-def]

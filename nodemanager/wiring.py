@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Executor
+from typing import TYPE_CHECKING
 
 from cloud.base import CloudClient
 from cloud.catalog import Catalog
@@ -19,6 +20,9 @@ from nodemanager.controller.node_controller import NodeController
 from nodemanager.dra.context import DeviceContext
 from nodemanager.errors import ConfigError
 from nodemanager.status.metrics import Metrics
+
+if TYPE_CHECKING:
+    from nodemanager.cluster.kubernetes.reachability import Reachability
 
 
 def simulated_cloud(config: ProviderConfig, clock: Clock) -> SimulatedCloud:
@@ -48,14 +52,20 @@ def build_cloud(config: ProviderConfig, clock: Clock, catalog: Catalog, stop: th
 
 
 def build_cluster(
-    config: ProviderConfig, clock: Clock, cloud: CloudClient, workload: list[Arrival] | None = None, *, identity: str = "nodemanager"
+    config: ProviderConfig,
+    clock: Clock,
+    cloud: CloudClient,
+    workload: list[Arrival] | None = None,
+    *,
+    identity: str = "nodemanager",
+    reachability: Reachability | None = None,
 ) -> ClusterSource:
     if config.cluster.source is schema.ClusterSource.KUBERNETES:
         from nodemanager.cluster.kubernetes.connect import api_client
         from nodemanager.cluster.kubernetes.source import KubernetesCluster
 
         settings = config.cluster.kubernetes or schema.KubernetesCluster()
-        return KubernetesCluster(api_client(settings), cloud, clock, settings, identity=identity)
+        return KubernetesCluster(api_client(settings), cloud, clock, settings, identity=identity, reachability=reachability)
     sim = config.cluster.simulated or schema.SimulatedCluster()
     loaded = load_workload_file(sim.workload) if sim.workload else None
     arrivals = workload if workload is not None else (loaded.arrivals if loaded else [])

@@ -38,8 +38,10 @@ from __future__ import annotations
 
 import base64
 import bisect
+import contextlib
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -135,6 +137,28 @@ def merge(target: dict, patch: dict) -> dict:
 class _QuietServer(ThreadingHTTPServer):
     daemon_threads = True
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.connections: set[Any] = set()  # open client connections (keep-alive ones serve on after shutdown())
+        self._connections_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self.connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self.connections.discard(request)
+        super().shutdown_request(request)
+
+    def cut_connections(self) -> None:
+        with self._connections_lock:
+            open_now = list(self.connections)
+        for connection in open_now:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client hanging up (a dropped watch, a timed-out read) is routine here."""
 
@@ -173,11 +197,14 @@ class KubeStub:
         return self
 
     def stop(self) -> None:
+        """Gone as a stopped API server is: nothing listens, and every open connection
+        (streams and keep-alive ones alike) is cut."""
+        self.server.shutdown()
+        self.server.server_close()
+        self.server.cut_connections()
         with self.cond:
             self.drops += 1
             self.cond.notify_all()
-        self.server.shutdown()
-        self.server.server_close()
 
     # -- the store ------------------------------------------------------------------------------
     def _next_rv(self) -> int:

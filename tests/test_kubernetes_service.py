@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -142,3 +143,35 @@ def test_two_replicas_one_leader_binds_the_other_reports_it(live_stub: KubeStub,
         first.stop()
     assert live_stub.get("leases", "nodemanager", "nodemanager")["spec"]["holderIdentity"] == ""  # type: ignore[index]  # released on stop
     assert live_stub.token not in caplog.text
+
+
+def test_an_api_server_outage_makes_readyz_unready_with_one_warning(live_stub: KubeStub, tmp_path: Path, catalog: Catalog, caplog, monkeypatch) -> None:
+    """The API server gone: /readyz turns 503 once it has not answered for the grace (here
+    1 s, 30 s by default), and the log says so once, not once per watch and renewal."""
+    from nodemanager import service as service_module
+
+    monkeypatch.setattr(service_module, "UNREADY_AFTER", 1.0)
+    nm, port = service(live_stub, tmp_path, "alone", catalog)
+    nm.start()
+    try:
+        eventually(lambda: readyz(port) == 200 and nm.elector is not None and nm.elector.leading())
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            live_stub.stop()
+            eventually(lambda: readyz(port) == 503, 15)
+            assert nm.reachability is not None
+            eventually(lambda: nm.reachability.failures >= 5, 15)  # the watches and the lease keep retrying
+            assert readyz(port) == 503
+        unreachable = [r for r in caplog.records if "unreachable" in r.getMessage() and r.levelname == "WARNING"]
+        assert len(unreachable) == 1, [r.getMessage() for r in unreachable]
+        assert status(port)["controller"]["api_server"]["outages"] == 1
+    finally:
+        nm.stop()
+
+
+def readyz(port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as reply:
+            return reply.status
+    except urllib.error.HTTPError as err:
+        return err.code

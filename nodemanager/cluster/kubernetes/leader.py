@@ -26,6 +26,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from nodemanager.clock import Clock
+from nodemanager.cluster.kubernetes.reachability import Reachability
 from nodemanager.cluster.kubernetes.source import NETWORK_ERRORS, api_message
 from nodemanager.config.schema import LeaderElection
 from nodemanager.deadline import API_CONNECT
@@ -60,8 +61,10 @@ class LeaderElector:
         *,
         on_started: Callable[[], None] | None = None,
         on_stopped: Callable[[], None] | None = None,
+        reachability: Reachability | None = None,
     ) -> None:
         self.api = client.CoordinationV1Api(api)
+        self.reachability = reachability or Reachability(clock)
         self.settings = settings
         self.identity = identity
         self.clock = clock
@@ -91,8 +94,10 @@ class LeaderElector:
         try:
             ok = self._try(began)
         except NETWORK_ERRORS as exc:
-            log.warning("leader election: lease %s/%s unreachable: %s", self.settings.namespace, self.settings.lease_name, api_message(exc))
+            self.reachability.failed(f"lease {self.settings.namespace}/{self.settings.lease_name}", api_message(exc))
             ok = False
+        else:
+            self.reachability.answered()
         if ok:
             self._renewed_at = began
         self._notice()

@@ -44,11 +44,20 @@ class Change:
 
 
 class Reflector:
-    def __init__(self, kind: str, list_call: Callable[..., Any], *, page_size: int = PAGE_SIZE, watch_seconds: tuple[int, int] = WATCH_SECONDS) -> None:
+    def __init__(
+        self,
+        kind: str,
+        list_call: Callable[..., Any],
+        *,
+        page_size: int = PAGE_SIZE,
+        watch_seconds: tuple[int, int] = WATCH_SECONDS,
+        answered: Callable[[], None] = lambda: None,
+    ) -> None:
         self.kind = kind
         self.list_call = list_call
         self.page_size = page_size
         self.watch_seconds = watch_seconds
+        self.answered = answered  # told each time the server answers a list or opens a watch
         self._random = random.Random()
         self.objects: dict[str, dict] = {}
         self.resource_version: str | None = None
@@ -57,6 +66,7 @@ class Reflector:
     def relist(self) -> list[Change]:
         """A fresh consistent list; the changes are its difference from what was known."""
         items, rv = self._list_all()
+        self.answered()
         fresh = {key_of(o): o for o in items}
         changes = [Change(EventType.DELETED, k, old, None) for k, old in self.objects.items() if k not in fresh]
         for k, new in fresh.items():
@@ -112,6 +122,7 @@ class Reflector:
             _preload_content=False,
             _request_timeout=(10, seconds + WATCH_READ_MARGIN),
         )
+        self.answered()  # the watch is open: the server answers
         try:
             for line in iter_resp_lines(response):
                 if not line.strip():

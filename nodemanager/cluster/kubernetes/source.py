@@ -34,6 +34,7 @@ from cloud.errors import CloudError
 from nodemanager.clock import Clock
 from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, DrainStatus, EventType, NodeEvent, ObjectEvent, PodEvent
 from nodemanager.cluster.kubernetes.convert import drain_facts, instance_of, key_of, node_from_api, parse_time, pod_from_api
+from nodemanager.cluster.kubernetes.reachability import Reachability
 from nodemanager.cluster.kubernetes.reflector import Change, Reflector
 from nodemanager.cluster.metrics_api import read_metrics
 from nodemanager.config.schema import KubernetesCluster as Settings
@@ -105,8 +106,10 @@ class KubernetesCluster:
         threaded: bool = True,
         identity: str = COMPONENT,
         page_size: int | None = None,
+        reachability: Reachability | None = None,
     ) -> None:
         self.settings = settings
+        self.reachability = reachability or Reachability(clock)
         self.schedules_pods = settings.mode is KubernetesMode.SCHEDULER
         self.cloud = cloud
         self.clock = clock
@@ -119,7 +122,7 @@ class KubernetesCluster:
         self._resource_asked = float("-inf")
         coordination = client.CoordinationV1Api(api)
         apps = client.AppsV1Api(api)
-        sized = {"page_size": page_size} if page_size else {}
+        sized: dict[str, Any] = {"answered": self.reachability.answered} | ({"page_size": page_size} if page_size else {})
         self.reflectors = {
             "nodes": Reflector("nodes", self.core.list_node, **sized),
             "leases": Reflector("node leases", partial(coordination.list_namespaced_lease, NODE_LEASE_NAMESPACE), **sized),
@@ -184,14 +187,17 @@ class KubernetesCluster:
 
     def _poll(self) -> list[ClusterEvent]:
         if not self._listed:
-            self._list()
+            try:
+                self._list()
+            except NETWORK_ERRORS as exc:  # a follower's first listing: tried again next poll
+                self.reachability.failed("first listing", api_message(exc))
             return []
         if not self.threaded:
             for kind, reflector in self.reflectors.items():
                 try:
                     reflector.watch(partial(self._collect, kind))
                 except NETWORK_ERRORS as exc:
-                    log.warning("%s watch failed (%s); resuming from resourceVersion %s next time", kind, api_message(exc), reflector.resource_version)
+                    self.reachability.failed(f"{kind} watch", api_message(exc))
         return self._drain_changes()
 
     def _collect(self, kind: str, changes: Iterable[Change]) -> None:
@@ -207,10 +213,10 @@ class KubernetesCluster:
     def _watch_forever(self, kind: str, reflector: Reflector) -> None:
         def warn(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
-            wait = state.next_action.sleep if state.next_action else 0
-            log.warning(
-                "%s watch failed (%s); reconnecting in %.1fs from resourceVersion %s", kind, api_message(exc) if exc else "?", wait, reflector.resource_version
-            )
+            if exc is None or isinstance(exc, NETWORK_ERRORS):
+                self.reachability.failed(f"{kind} watch", api_message(exc) if exc else "?")
+            else:  # not the network: a bug or an answer nobody expected, said each time
+                log.warning("%s watch failed (%s); reconnecting from resourceVersion %s", kind, exc, reflector.resource_version)
 
         retrying = Retrying(
             retry=retry_if_exception_type(Exception),
