@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from cloud.catalog import Catalog
+from cloud.errors import CloudError
 from nodemanager.clock import RealClock
 from nodemanager.cluster.kubernetes.reachability import UNREADY_AFTER, Reachability
 from nodemanager.config.files import load_token, status_tls
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 STOP_GRACE = 10.0  # seconds a stop waits for running loops
 EXIT_STUCK = 1  # the exit status when a loop had to be left running
 SIGNAL_POLL = 0.2  # seconds between looks for a stop signal (see wait_for_stop_signal)
+RECOVERY_STOP_WAIT = 0.5  # seconds a stop waits for a recovery that is still reading
 
 log = logging.getLogger("nodemanager")
 # Loops whose cloud and API calls get the pass deadline, so that a pass through an outage
@@ -66,11 +68,18 @@ class LeaderGate:
         if elector is not None:
             elector.on_stopped = self._term_ended
 
-    def acting(self) -> bool:
+    def acting(self, *, recover: bool = True) -> bool:
+        """Whether a loop may act now. Outside a term, a caller with ``recover`` begins one by
+        recovering the controller (which raises when the cloud or the cluster cannot be
+        read: the next such call tries again); any other caller waits for the term."""
         if self.closed or (self.elector is not None and not self.elector.leading()):
+            return False
+        if not recover and not self._in_term:
             return False
         with self._lock:
             if not self._in_term:
+                if not recover:
+                    return False
                 if self.terms:  # leading again: start from the truth, not from old beliefs
                     self.controller = self._new_controller()
                 self.controller.recover()
@@ -104,6 +113,12 @@ class Service:
         kube = config.cluster.kubernetes
         # What every caller of the API server finds: one warning per outage, and /readyz.
         self.reachability = Reachability(self.clock) if config.cluster.source is ClusterSource.KUBERNETES else None
+        # Failures that leave a recovery to be tried again: the cloud or the API server not answering.
+        self._unanswered: tuple[type[BaseException], ...] = (CloudError,)
+        if config.cluster.source is ClusterSource.KUBERNETES:
+            from nodemanager.cluster.kubernetes.source import NETWORK_ERRORS
+
+            self._unanswered += NETWORK_ERRORS
         if config.cluster.source is ClusterSource.KUBERNETES and kube is not None and kube.leader_election.enabled:
             from nodemanager.cluster.kubernetes.connect import api_client
             from nodemanager.cluster.kubernetes.connect import identity as new_identity
@@ -120,6 +135,7 @@ class Service:
         self.server = StatusServer(config.status.listen, self.status, self._ready, self.metrics, token, tls=status_tls(config.status))
         self.scheduler = BackgroundScheduler(timezone=UTC)
         self.stopped = threading.Event()
+        self.recovery_failures = 0
 
     @property
     def controller(self) -> NodeController:
@@ -157,25 +173,35 @@ class Service:
 
         def run() -> None:
             try:
-                if self.gate.acting():
-                    with pass_deadline(self.clock, deadline) if deadline else contextlib.nullcontext():
+                with pass_deadline(self.clock, deadline) if deadline else contextlib.nullcontext():
+                    # The pool loop recovers the controller when a term begins (the others
+                    # wait for it), within its pass's deadline: a cloud or an API server
+                    # that does not answer leaves the service live and unready, trying again.
+                    acting = self._recover_or_act(name)
+                    if acting:
                         getattr(self.controller, f"{name}_loop")()
-                elif name == "pool":
+                if not acting and name == "pool" and self.elector is not None and not self.elector.leading():
                     self.cluster.poll()  # a follower keeps its view current (and its queue short) for a quick takeover
             except Exception:
                 log.exception("%s loop failed; it runs again at its next interval", name)
 
         return run
 
+    def _recover_or_act(self, name: str) -> bool:
+        if name != "pool" or self.gate.in_term:
+            return self.gate.acting(recover=False)
+        try:
+            return self.gate.acting()
+        except self._unanswered as exc:
+            self.recovery_failures += 1
+            log.warning("recovery failed (%s); not ready, trying again in %gs", exc, self.config.loops.intervals()["pool"])
+            return False
+
     def start(self) -> None:
+        """Serve the endpoint and start the loops; the first pool pass recovers the
+        controller (until it has, ``/readyz`` says not ready). Returns at once."""
         log.info("nodemanager starting: %s; controller id %s", self.source, self.cloud.controller_id)
         self.server.start()
-        if self.elector is None:
-            try:
-                self.gate.acting()  # recover now: a broken start fails the command
-            except BaseException:
-                self.server.stop()  # nothing half-started stays behind
-                raise
         intervals = self.config.loops.intervals()
         now = datetime.now(UTC)
         if self.elector is not None:
@@ -203,7 +229,9 @@ class Service:
             loops_done.set()
 
         threading.Thread(target=shut_down, name="stop", daemon=True).start()
-        finished = loops_done.wait(grace)
+        # Before a term has begun, a running loop is recovering, which only reads: no need
+        # to wait for its call to the cloud or the API server to end.
+        finished = loops_done.wait(grace if self.gate.in_term else min(grace, RECOVERY_STOP_WAIT))
         if not finished and not self.gate.in_term:
             # Still recovering (reading the cloud and the cluster): nothing has acted in this
             # term and nothing will (the gate is closed), so the lease may go at once.

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -164,23 +165,49 @@ def test_simulation_ends_soon_after_the_workload_settles(capsys):
     assert report["simulated_seconds"] < 300
 
 
-def test_run_reports_a_cloud_failure_at_start_as_an_error(tmp_path, capsys, monkeypatch):
-    """No credentials anywhere: a clear error and exit status 1, not a traceback."""
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+@pytest.mark.heavy
+def test_a_cloud_that_cannot_be_read_at_start_leaves_the_service_live_unready_and_stoppable_at_once(tmp_path):
+    """No credentials and an EC2 endpoint nobody answers: the process stays up (no exit 1
+    into a CrashLoopBackOff), /healthz 200 and /readyz 503, a warning per try naming the
+    failure without a traceback; SIGTERM then ends it within a second, status 0."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env |= {"AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_EC2_METADATA_DISABLED": "true"}
     path = tmp_path / "p.yaml"
     port = free_port()
     path.write_text(
         "controllerId: x\ncloud: {provider: aws, aws: {region: us-east-1, endpointURL: 'http://127.0.0.1:9'}}\n"
         f"nodes: {{bootImageSpec: {{imageIDs: [ami-1]}}}}\nstatus: {{listen: '127.0.0.1:{port}'}}\npools: [{{name: a}}]\n"
+        "loops: {pool: 1s}\n"
     )
-    assert main(["run", "--config", str(path)]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("error: ")
-    assert "Traceback" not in err
+    log_path = tmp_path / "stderr.log"
+    with log_path.open("w") as log_file:
+        proc = subprocess.Popen([sys.executable, "-m", "nodemanager.cli", "run", "--config", str(path)], stderr=log_file, text=True, env=env)
+        try:
+            wait_for(f"http://127.0.0.1:{port}/healthz", time.monotonic() + 20)
+            deadline = time.monotonic() + 20
+            while log_path.read_text().count("recovery failed") < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert readyz(port) == 503
+            assert proc.poll() is None  # alive
+            proc.send_signal(signal.SIGTERM)
+            began = time.monotonic()
+            assert proc.wait(timeout=10) == 0
+            assert time.monotonic() - began < 1.5
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    log = log_path.read_text()
+    assert "recovery failed (NoCredentialsError: Unable to locate credentials); not ready" in log
+    assert "Traceback" not in log
+
+
+def readyz(port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as reply:
+            return reply.status
+    except urllib.error.HTTPError as err:
+        return err.code
 
 
 @pytest.mark.heavy
