@@ -30,6 +30,8 @@ API_VERSIONS = {
     "ClusterRoleBinding": "rbac.authorization.k8s.io/v1",
     "Role": "rbac.authorization.k8s.io/v1",
     "RoleBinding": "rbac.authorization.k8s.io/v1",
+    "PodDisruptionBudget": "policy/v1",
+    "NetworkPolicy": "networking.k8s.io/v1",
 }
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
 
@@ -101,6 +103,31 @@ def test_the_deployment_runs_two_replicas_of_the_configured_service() -> None:
     assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
     assert service["spec"]["ports"][0]["targetPort"] == port["name"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
+def test_the_pods_meet_the_restricted_pod_security_standard_which_the_namespace_enforces() -> None:
+    labels = one("Namespace")["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    pod = one("Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = pod["containers"]
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_a_budget_keeps_one_replica_and_a_policy_guards_the_status_port() -> None:
+    template = one("Deployment")["spec"]["template"]
+    pod_labels = template["metadata"]["labels"]
+    budget = one("PodDisruptionBudget")["spec"]
+    assert budget["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert budget["maxUnavailable"] == 1
+    policy = one("NetworkPolicy", "nodemanager-status")["spec"]
+    assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert policy["policyTypes"] == ["Ingress"]
+    port = template["spec"]["containers"][0]["ports"][0]["containerPort"]
+    assert [p["port"] for rule in policy["ingress"] for p in rule["ports"]] == [port]
 
 
 def test_the_systemd_example_loads_and_names_its_config() -> None:

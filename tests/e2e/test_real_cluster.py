@@ -8,6 +8,7 @@ controller, and in provisioner mode every bind is the real kube-scheduler's.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -388,3 +389,36 @@ def test_a_pod_of_a_zonal_volume_gets_a_node_in_its_zone(namespace: str, schedul
     finally:
         w.apps.delete_namespaced_deployment("db", namespace)
         w.core.delete_persistent_volume(volume["metadata"]["name"])
+
+
+def test_the_shipped_manifests_are_admitted_and_their_pods_meet_the_restricted_standard(plane: ControlPlane) -> None:
+    """deploy/kubernetes/ applied as a user would, on the real API server with its
+    PodSecurity admission: every object is accepted, the ReplicaSet controller creates both
+    replicas in the namespace that enforces "restricted", and a pod without a seccomp
+    profile is refused there (the standard is enforced, so the first check means something)."""
+    admin = api_client(plane)
+    folder = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
+    first = ["namespace.yaml", "rbac.yaml"]
+    for path in [folder / name for name in first] + sorted(p for p in folder.glob("*.yaml") if p.name not in first):
+        refusals = []
+        try:
+            utils.create_from_yaml(admin, str(path))
+        except utils.FailToCreateError as err:
+            refusals = [e for e in err.api_exceptions if e.status != 409]  # 409: applied already by another test on this plane
+        assert refusals == [], [e.body for e in refusals]
+    core, apps = client.CoreV1Api(admin), client.AppsV1Api(admin)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            pods = core.list_namespaced_pod("nodemanager", label_selector="app.kubernetes.io/name=nodemanager").items
+            if len(pods) == 2:
+                break
+            time.sleep(0.2)
+        assert len(pods) == 2, [e.message for e in core.list_namespaced_event("nodemanager").items]
+        bare = {"metadata": {"name": "unconfined"}, "spec": {"containers": [{"name": "c", "image": "c:1"}]}}
+        with pytest.raises(client.ApiException) as refused:
+            core.create_namespaced_pod("nodemanager", bare)
+        assert refused.value.status == 403
+        assert "restricted" in refused.value.body
+    finally:
+        apps.delete_namespaced_deployment("nodemanager", "nodemanager")
