@@ -11,6 +11,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import stat
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import replace
 from functools import lru_cache
@@ -23,6 +24,7 @@ from nodemanager.model.instance_type import DEFAULT_VOLUME_BYTES
 DATA_DIR = Path(__file__).parent / "data"
 DEFAULT_REGION = "us-east-1"
 DEFAULT_SPOT_PRICE_FRACTION = 0.4
+CATALOG_BYTES = 64 * 2**20  # a catalog file (every EC2 type of a region is about 2 MB)
 # Families on AWS's "Previous Generation Instances" list for years (Xen-based, no ENA or
 # NVMe): a catalog entry without ``current_generation`` is current unless its family is here.
 # A catalog made live from DescribeInstanceTypes may carry EC2's own flag instead.
@@ -57,7 +59,17 @@ class Catalog:
     # -- loading ------------------------------------------------------------------------
     @classmethod
     def from_file(cls, path: Path, spot_price_fraction: float = DEFAULT_SPOT_PRICE_FRACTION) -> Catalog:
-        data = json.loads(Path(path).read_text())
+        found = Path(path).stat()
+        if not stat.S_ISREG(found.st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        if found.st_size > CATALOG_BYTES:
+            raise ValueError(f"{path} is {found.st_size:,} bytes, more than the {CATALOG_BYTES:,} a catalog may be")
+        try:
+            data = json.loads(Path(path).read_bytes())
+        except RecursionError:
+            raise ValueError(f"{path} nests deeper than a catalog does") from None
+        if not isinstance(data, dict) or not isinstance(data.get("instance_types"), list):
+            raise ValueError(f"{path} is not a catalog: a JSON object with an instance_types list")
         types = [_instance_type(entry, spot_price_fraction) for entry in data["instance_types"]]
         return cls(types, data.get("region", DEFAULT_REGION), f"{path} (generated {data.get('generated_at', '?')})")
 

@@ -21,6 +21,8 @@ import yaml
 
 MAX_EXPANDED_NODES = 5_000_000  # YAML nodes once aliases are expanded (a 100,000-pod List is ~3M)
 MAX_DEPTH = 200  # nesting of mappings and lists
+MAX_DIGITS = 100  # in one number: past it a value is a typo (and Python refuses 4,300)
+_INT = "tag:yaml.org,2002:int"
 CONFIG_BYTES = 4 * 2**20  # provider.yaml
 WORKLOAD_BYTES = 1 * 2**30  # a workload file (a List of 1,000,000 pods is about 600 MB)
 
@@ -51,13 +53,13 @@ def parse(text: str) -> Any:
     """The document in ``text``: JSON if it starts with ``{``, else YAML."""
     try:
         if text.lstrip().startswith("{"):
-            return json.loads(text)
+            return json.loads(text, parse_int=_json_int)
         loader = yaml.SafeLoader(text)
         try:
             node = loader.get_single_node()
             if node is None:
                 return None
-            _measure(node, {}, 0)
+            _measure(node, {}, 0, "")
             return loader.construct_document(node)
         finally:
             loader.dispose()
@@ -71,17 +73,31 @@ def parse(text: str) -> Any:
         raise DocumentProblem(f"{where}not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
 
 
-def _measure(node: yaml.Node, sizes: dict[int, int], depth: int) -> int:
-    """How many nodes ``node`` stands for with every alias expanded (each shared node is
-    measured once); refuses documents past the limits."""
+def _child(where: str, key: yaml.Node) -> str:
+    name = key.value if isinstance(key, yaml.ScalarNode) else "?"
+    return f"{where}.{name}" if where else str(name)
+
+
+def _json_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise DocumentProblem(f"a number of {len(text):,} digits (at most {MAX_DIGITS})")
+    return int(text)
+
+
+def _measure(node: yaml.Node, sizes: dict[int, int], depth: int, where: str) -> int:
+    """How many nodes ``node`` (at key path ``where``) stands for with every alias expanded
+    (each shared node is measured once); refuses documents past the limits."""
     known = sizes.get(id(node))
     if known is not None:
         return known
     if depth > MAX_DEPTH:
         raise DocumentProblem(f"nested too deeply (more than {MAX_DEPTH} levels)")
     size = 1
+    if isinstance(node, yaml.ScalarNode) and node.tag == _INT and len(node.value) > MAX_DIGITS:
+        line = node.start_mark.line + 1
+        raise DocumentProblem(f"line {line}: {where or 'the document'}: a number of {len(node.value):,} digits (at most {MAX_DIGITS})")
     if isinstance(node, yaml.SequenceNode):
-        size += sum(_measure(child, sizes, depth + 1) for child in node.value)
+        size += sum(_measure(child, sizes, depth + 1, f"{where}[{i}]") for i, child in enumerate(node.value))
     elif isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
         for key, _ in node.value:
@@ -90,7 +106,7 @@ def _measure(node: yaml.Node, sizes: dict[int, int], depth: int) -> int:
                 if key.value in seen:
                     raise DocumentProblem(f"line {line}: key {key.value!r} is given twice in one mapping (first on line {seen[key.value]})")
                 seen[key.value] = line
-        size += sum(_measure(k, sizes, depth + 1) + _measure(v, sizes, depth + 1) for k, v in node.value)
+        size += sum(_measure(k, sizes, depth + 1, where) + _measure(v, sizes, depth + 1, _child(where, k)) for k, v in node.value)
     if size > MAX_EXPANDED_NODES:
         raise DocumentProblem(f"expands to more than {MAX_EXPANDED_NODES:,} values (YAML aliases repeating aliases?)")
     sizes[id(node)] = size

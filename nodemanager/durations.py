@@ -15,7 +15,10 @@ def parse_duration(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected a duration such as 90s, 5m or 1h, got {value!r}")
     if isinstance(value, int | float):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:
+            raise ValueError(f"must be a finite duration, got a number of {len(str(value))} digits") from None
     elif isinstance(value, str):
         text = value.strip()
         if text.startswith("-"):

@@ -153,12 +153,22 @@ def test_subnet_selection(aws, catalog):
     assert selected.boot(request("n3", zone="us-east-1d")).zone == "us-east-1d"
 
 
-def test_user_data_over_16kb_is_refused_before_the_call(aws, catalog):
-    cloud = make_cloud(catalog, user_data="#" * (USER_DATA_LIMIT + 1))
+def test_user_data_over_16kb_once_filled_in_is_refused_before_the_call(aws, catalog):
+    """The template is checked against the limit when the config is read; what is filled in
+    (the pool's labels) can still take it over, which the boot refuses without a call."""
+    cloud = make_cloud(catalog, user_data="{labels}\n" + "#" * (USER_DATA_LIMIT - 1100))
     calls = inject(cloud, "RunInstances", lambda p: None)
+    labels = {f"example.com/label-{i}": "v" * 40 for i in range(40)}
     with pytest.raises(CloudError, match="over EC2's limit"):
-        cloud.boot(request())
+        cloud.boot(request(labels=labels))
     assert calls == []
+
+
+def test_user_data_over_the_limit_is_refused_when_the_config_is_read():
+    from nodemanager.config.schema import AwsCloud
+
+    with pytest.raises(ValueError, match="more than the 15,360 allowed"):
+        AwsCloud(region=REGION, userData="#" * (USER_DATA_LIMIT - 1000))
 
 
 def test_render_user_data_leaves_other_braces():

@@ -157,7 +157,7 @@ INVALID = [
     pytest.param("catalog: {spotPriceFraction: 1.5}\n" + MINIMAL, ["catalog.spotPriceFraction: must be <= 1.0, got 1.5"], id="spot-fraction"),
     pytest.param("pools: [{name: a, architectures: [sparc]}]", ["pools[0].architectures[0]: expected 'x86_64' or 'arm64', got 'sparc'"], id="bad-arch"),
     pytest.param("pools: [{name: a, limits: {nodes: many}}]", ["pools[0].limits.nodes: expected an integer, got 'many'"], id="limit-not-int"),
-    pytest.param("loops: {pool: 0s}\n" + MINIMAL, ["loops.pool: must be > 0.0, got 0.0"], id="zero-interval"),
+    pytest.param("loops: {pool: 0s}\n" + MINIMAL, ["loops.pool: must be >= 0.1, got 0.0"], id="zero-interval"),
     pytest.param(
         "scheduling: {filter: [Zone, Zone], score: [{name: Zone}]}\n" + MINIMAL,
         ["scheduling.filter[1]: 'Zone' is listed twice", "scheduling.score[0]: plugin 'Zone' does not implement score"],

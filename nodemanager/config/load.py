@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import socket
 import ssl
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -261,9 +263,12 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
         for k, budget in enumerate(pool.disruption.budgets):
             if budget.schedule is not None:
                 try:
-                    CronTrigger.from_crontab(budget.schedule, timezone="UTC")  # a well-kept cron parser
+                    trigger = CronTrigger.from_crontab(budget.schedule, timezone="UTC")  # a well-kept cron parser
                 except ValueError as exc:
                     problems.append(f"pools[{i}].disruption.budgets[{k}].schedule: not a cron schedule ({exc})")
+                    continue
+                if trigger.get_next_fire_time(None, datetime.now(UTC)) is None:
+                    problems.append(f"pools[{i}].disruption.budgets[{k}].schedule: {budget.schedule!r} never fires (no such date)")
     workload = config.cluster.simulated.workload if config.cluster.simulated else None
     if workload and not Path(workload).is_file():
         problems.append(f"cluster.simulated.workload: no such file {workload!r}")
@@ -281,7 +286,12 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
             tls_context(status.tls_cert_file, status.tls_key_file)
         except (OSError, ssl.SSLError) as exc:
             problems.append(f"status.tlsCertFile: cannot serve TLS with {status.tls_cert_file!r} and key {status.tls_key_file!r}: {exc}")
-    if not _loopback(parse_listen(status.listen)[0]) and not (status.bearer_token_file or status.bearer_token_env or status.allow_unauthenticated):
+    host = parse_listen(status.listen)[0]
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)  # as the server will, when it binds
+    except (OSError, UnicodeError):
+        problems.append(f"status.listen: {host} does not resolve to an address")
+    if not _loopback(host) and not (status.bearer_token_file or status.bearer_token_env or status.allow_unauthenticated):
         problems.append(
             f"status.listen: {status.listen} is reachable beyond this host and no token guards it (anyone who reaches it reads the "
             "configuration, nodes and pods): set status.bearerTokenFile or status.bearerTokenEnv, or status.allowUnauthenticated: true"

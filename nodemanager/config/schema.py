@@ -7,6 +7,7 @@ never appear in ``repr`` or in dumps.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -38,6 +39,30 @@ ByteQuantity = Annotated[int, _amount_of("memory"), PlainSerializer(lambda v: fo
 
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 MAX_COUNT = 10_000  # standby nodes per entry: more is a typo, and each is work per loop
+MAX_STANDBY = 10_000  # standby nodes across every entry of every pool
+MAX_POOLS = 100
+MAX_PATTERNS = 500  # instance type names or globs per list
+MIN_INTERVAL = 0.1  # seconds: a loop run more often only burns a core
+MIN_BOOT_TIMEOUT = 30.0  # seconds: no instance boots and registers faster
+USER_DATA_BYTES = 16 * 1024  # EC2's limit on user data, before base64
+MAX_TAGS = 50  # EC2's limit on tags per instance, nodemanager's own included
+OWN_TAGS = 6  # the tags nodemanager adds (Name, controller, node, pool, taints, startup taints)
+# Kubernetes' qualified names (label and taint keys) and label values.
+_LABEL_NAME = r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)"
+_QUALIFIED = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}$")
+_LABEL_VALUE = re.compile(rf"^{_LABEL_NAME}?$")
+
+
+def check_label(key: str, value: str) -> None:
+    """Kubernetes' rules for a label (and a taint): a qualified key, a value of at most 63
+    characters of letters, digits, ``-``, ``_`` and ``.``. Values that pass them need no
+    quoting where a user-data template pastes them into a shell command."""
+    if not _QUALIFIED.match(key):
+        raise ValueError(f"{key!r} is not a valid label key (an optional DNS-subdomain prefix and '/', then at most 63 letters, digits, '-', '_', '.')")
+    if not _LABEL_VALUE.match(value):
+        raise ValueError(f"{key}: {value!r} is not a valid label value (at most 63 letters, digits, '-', '_', '.', starting and ending alphanumeric)")
+
+
 MAX_BOOTS = 100_000  # boots one decision may start
 
 
@@ -83,9 +108,27 @@ class AwsCloud(Model):
     security_groups: list[str] = Field(default_factory=list)
     instance_profile: str | None = None  # name, or ARN when it contains ':'
     user_data: SecretStr | None = None  # template; may hold bootstrap tokens, so kept secret
-    tags: dict[str, str] = Field(default_factory=dict)
+    tags: dict[str, str] = Field(default_factory=dict, max_length=MAX_TAGS - OWN_TAGS)
     refresh_prices: bool = True  # Pricing API and spot price history every loops.prices
     interruption_queue: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,80}(\.fifo)?$")  # SQS queue name fed by EventBridge
+
+    @field_validator("user_data")
+    @classmethod
+    def _user_data_fits(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value().encode()) > USER_DATA_BYTES - 1024:
+            size = len(value.get_secret_value().encode())
+            raise ValueError(f"{size:,} bytes, more than the {USER_DATA_BYTES - 1024:,} allowed (EC2 takes 16 KiB, less room for the values filled in)")
+        return value
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, tags: dict[str, str]) -> dict[str, str]:
+        for key, value in tags.items():
+            if not 1 <= len(key) <= 128 or key.lower().startswith("aws:"):
+                raise ValueError(f"tag key {key!r}: 1 to 128 characters, not starting with aws: (EC2's rules)")
+            if len(value) > 256:
+                raise ValueError(f"tag {key}: its value has {len(value)} characters, more than EC2's 256")
+        return tags
 
     @model_validator(mode="before")
     @classmethod
@@ -214,7 +257,7 @@ class NodeDefaults(Model):
     volume_size: ByteQuantity = 20 * 2**30  # root volume; EKS AMIs need about 20 GiB
     boot_image_spec: BootImageSpec = Field(default_factory=BootImageSpec)
     name_tag: str = Field(default="nodemanager", max_length=34, pattern=_DNS_LABEL)  # Name tag / node name prefix
-    boot_timeout: Duration = 300.0  # an instance not a Ready node by then is terminated
+    boot_timeout: Duration = Field(default=300.0, ge=MIN_BOOT_TIMEOUT)  # an instance not a Ready node by then is terminated
     healthy_timeout: Duration = 90.0  # a Ready node not heard from for this long is replaced
     idle_grace: Duration = 300.0  # an unneeded node is stopped only after being unneeded this long
     max_boots_per_loop: int = Field(default=10, ge=1, le=MAX_BOOTS)  # bounds the blast radius of one bad decision
@@ -226,6 +269,11 @@ class Taint(Model):
     key: str = Field(min_length=1)
     value: str = ""
     effect: TaintEffect
+
+    @model_validator(mode="after")
+    def _valid(self) -> Taint:
+        check_label(self.key, self.value)
+        return self
 
 
 class Limits(Model):
@@ -351,25 +399,32 @@ class InstanceGeneration(StrEnum):
 class Pool(Model):
     name: str = Field(max_length=63, pattern=_DNS_LABEL)
     packing: Packing = Packing.BINPACK
-    instance_types: list[str] = Field(default_factory=lambda: ["*"], min_length=1)  # names or globs
-    exclude_instance_types: list[str] = Field(default_factory=list)  # names or globs never bought, e.g. "t*" (burstable)
+    instance_types: list[str] = Field(default_factory=lambda: ["*"], min_length=1, max_length=MAX_PATTERNS)  # names or globs
+    exclude_instance_types: list[str] = Field(default_factory=list, max_length=MAX_PATTERNS)  # names or globs never bought, e.g. "t*" (burstable)
     architectures: list[Literal["x86_64", "arm64"]] = Field(default_factory=lambda: ["x86_64"], min_length=1)  # images are rarely multi-arch
     # Types a pattern sweeps in (``*``, ``*.large``) must be of this generation; a pattern that
     # names a type (``m1.small``, ``m3.*``) allows it whatever its generation.
     instance_generation: InstanceGeneration = InstanceGeneration.CURRENT
     capacity_types: list[CapacityType] = Field(default_factory=lambda: [CapacityType.ON_DEMAND], min_length=1)
-    zones: list[str] = Field(default_factory=list)  # empty: every zone of the region
-    labels: dict[str, str] = Field(default_factory=dict)  # set on the pool's nodes; pods select pools with them
-    taints: list[Taint] = Field(default_factory=list)  # only pods tolerating them land in the pool
+    zones: list[str] = Field(default_factory=list, max_length=100)  # empty: every zone of the region
+    labels: dict[str, str] = Field(default_factory=dict, max_length=100)  # set on the pool's nodes; pods select pools with them
+    taints: list[Taint] = Field(default_factory=list, max_length=50)  # only pods tolerating them land in the pool
     # Taints the node registers with and its own agents remove once ready (a CNI, a GPU
     # driver): ignored when planning onto the pool's nodes; pods are bound once they are gone.
-    startup_taints: list[Taint] = Field(default_factory=list)
+    startup_taints: list[Taint] = Field(default_factory=list, max_length=50)
     limits: Limits = Field(default_factory=Limits)
-    standby: list[Standby] = Field(default_factory=list)
+    standby: list[Standby] = Field(default_factory=list, max_length=100)
     weight: int = Field(default=0, ge=0, le=100)  # higher is tried first when several pools fit
     colocation: Colocation = Field(default_factory=Colocation)  # merged over the cluster-wide block
     disruption: Disruption = Field(default_factory=Disruption)
     node_size_floor: NodeSizeFloor = Field(default_factory=NodeSizeFloor)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        for key, value in labels.items():
+            check_label(key, value)
+        return labels
 
     @property
     def size_floor_share(self) -> float:
@@ -395,14 +450,14 @@ class Pool(Model):
 class Loops(Model):
     """How often each control loop runs (Kip's values)."""
 
-    pool: Duration = Field(default=7.0, gt=0)
-    heartbeat: Duration = Field(default=10.0, gt=0)
-    reaper: Duration = Field(default=10.0, gt=0)
-    orphan_gc: Duration = Field(default=60.0, gt=0, alias="orphanGC")
-    prices: Duration = Field(default=12 * 3600.0, gt=0)  # live prices, where the cloud has them (Karpenter: 12 h)
-    colocation: Duration = Field(default=30.0, gt=0)  # batch resources recalculated (metrics report every 60 s)
-    disruption: Duration = Field(default=10.0, gt=0)  # consolidation looked for (Karpenter: every 10 s)
-    interruption: Duration = Field(default=5.0, gt=0)  # the interruption queue polled (each poll waits up to 5 s in real time)
+    pool: Duration = Field(default=7.0, ge=MIN_INTERVAL)
+    heartbeat: Duration = Field(default=10.0, ge=MIN_INTERVAL)
+    reaper: Duration = Field(default=10.0, ge=MIN_INTERVAL)
+    orphan_gc: Duration = Field(default=60.0, ge=MIN_INTERVAL, alias="orphanGC")
+    prices: Duration = Field(default=12 * 3600.0, ge=MIN_INTERVAL)  # live prices, where the cloud has them (Karpenter: 12 h)
+    colocation: Duration = Field(default=30.0, ge=MIN_INTERVAL)  # batch resources recalculated (metrics report every 60 s)
+    disruption: Duration = Field(default=10.0, ge=MIN_INTERVAL)  # consolidation looked for (Karpenter: every 10 s)
+    interruption: Duration = Field(default=5.0, ge=MIN_INTERVAL)  # the interruption queue polled (each poll waits up to 5 s in real time)
     # A pass of a loop that holds the controller stops retrying cloud calls, and makes no new
     # one, once it has run this long (nodemanager.deadline); the price refresh runs outside
     # the controller, bounded by its own retries.
@@ -497,7 +552,7 @@ class ProviderConfig(Model):
     cluster: Cluster = Field(default_factory=Cluster)
     catalog: CatalogSettings = Field(default_factory=CatalogSettings)
     nodes: NodeDefaults = Field(default_factory=NodeDefaults)
-    pools: list[Pool] = Field(min_length=1)
+    pools: list[Pool] = Field(min_length=1, max_length=MAX_POOLS)
     loops: Loops = Field(default_factory=Loops)
     status: Status = Field(default_factory=Status)
     scheduling: Scheduling = Field(default_factory=Scheduling)
@@ -511,6 +566,18 @@ class ProviderConfig(Model):
                     "controllerId: required with cloud.provider aws: it tags this controller's instances, so it must be stable and unique per cluster"
                 )
             object.__setattr__(self, "controller_id", "simulated")
+        return self
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ProviderConfig:
+        if self.nodes.healthy_timeout < self.loops.heartbeat:
+            raise ValueError(
+                f"nodes.healthyTimeout ({self.nodes.healthy_timeout:g}s) is shorter than loops.heartbeat ({self.loops.heartbeat:g}s): "
+                "every Ready node would be replaced between two looks at its heartbeat"
+            )
+        standby = sum(s.count for p in self.pools for s in p.standby)
+        if standby > MAX_STANDBY:
+            raise ValueError(f"pools[*].standby: {standby:,} standby nodes in all, more than the {MAX_STANDBY:,} allowed")
         return self
 
     def pool(self, name: str) -> Pool:

@@ -17,12 +17,28 @@ def _trigger(schedule: str) -> CronTrigger:
     return CronTrigger.from_crontab(schedule, timezone=UTC)
 
 
+# (schedule, duration) -> (since, the first firing at or after since; None: none ever). The
+# answer holds for any later ``since`` up to that firing, so a schedule is asked again once
+# per window, not on every pass (a cron parser's search for a rare date is slow).
+_next_firing: dict[tuple[str, float], tuple[float, float | None]] = {}
+
+
+def _first_firing(schedule: str, duration: float, since: float) -> float | None:
+    cached = _next_firing.get((schedule, duration))
+    if cached is not None and cached[0] <= since and (cached[1] is None or since <= cached[1]):
+        return cached[1]
+    fired = _trigger(schedule).get_next_fire_time(None, datetime.fromtimestamp(since, UTC))
+    first = fired.timestamp() if fired is not None else None
+    _next_firing[(schedule, duration)] = (since, first)
+    return first
+
+
 def active(budget: DisruptionBudget, now: float) -> bool:
     """Whether the budget applies at ``now``: always, or within ``duration`` of a firing."""
     if budget.schedule is None or budget.duration is None:
         return True
-    fired = _trigger(budget.schedule).get_next_fire_time(None, datetime.fromtimestamp(now - budget.duration, UTC))
-    return fired is not None and fired.timestamp() <= now
+    fired = _first_firing(budget.schedule, budget.duration, now - budget.duration)
+    return fired is not None and fired <= now
 
 
 def allowed(pool: Pool, reason: DisruptionReason, now: float, nodes: int, disrupting: int) -> tuple[int, str]:
