@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kube_stub import KubeStub
-from test_cli_service import free_port
+from test_cli_service import free_port, readyz
 
 from cloud.base import InstanceState
 from cloud.catalog import Catalog
@@ -167,11 +166,3 @@ def test_an_api_server_outage_makes_readyz_unready_with_one_warning(live_stub: K
         assert status(port)["controller"]["api_server"]["outages"] == 1
     finally:
         nm.stop()
-
-
-def readyz(port: int) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as reply:
-            return reply.status
-    except urllib.error.HTTPError as err:
-        return err.code
