@@ -423,3 +423,54 @@ def test_a_shared_pause_past_the_pass_deadline_refuses_the_call(aws, catalog):
     with pass_deadline(clock, 5.0), pytest.raises(DeadlinePassed):
         cloud.list_instances()
     assert calls == []
+
+
+def test_launches_require_imdsv2_and_encrypt_the_root_volume_by_default(aws, catalog):
+    """Karpenter's defaults: IMDSv2 only with a hop limit of 1 (a pod cannot reach the node
+    role's credentials), and an encrypted gp3 root volume."""
+    cloud = make_cloud(catalog)
+    calls = inject(cloud, "RunInstances", lambda p: None)
+    instance = cloud.boot(request())
+    sent = calls[0]
+    metadata = {k.removeprefix("MetadataOptions."): v for k, v in sent.items() if k.startswith("MetadataOptions.")}
+    assert metadata == {"HttpTokens": "required", "HttpPutResponseHopLimit": 1, "HttpEndpoint": "enabled"}
+    assert sent["BlockDeviceMapping.1.Ebs.Encrypted"] in (True, "true")
+    assert sent["BlockDeviceMapping.1.Ebs.VolumeType"] == "gp3"
+    assert "Monitoring.Enabled" not in sent
+    record = instance_record(aws, instance.instance_id)
+    assert record["MetadataOptions"]["HttpTokens"] == "required"
+    volume = aws.describe_volumes(Filters=[{"Name": "attachment.instance-id", "Values": [instance.instance_id]}])["Volumes"][0]
+    assert volume["Encrypted"] is True
+
+
+def test_launch_settings_from_provider_yaml(aws, catalog):
+    from nodemanager.config.schema import MetadataOptions, RootVolume
+
+    cloud = make_cloud(
+        catalog,
+        metadata_options=MetadataOptions(http_put_response_hop_limit=2),
+        root_volume=RootVolume(iops=6000, throughput=500, kms_key_id="arn:aws:kms:us-east-1:111122223333:key/abc"),
+        detailed_monitoring=True,
+    )
+    calls = inject(cloud, "RunInstances", lambda p: None)
+    cloud.boot(request())
+    sent = calls[0]
+    assert sent["MetadataOptions.HttpPutResponseHopLimit"] == 2
+    assert (sent["BlockDeviceMapping.1.Ebs.Iops"], sent["BlockDeviceMapping.1.Ebs.Throughput"]) == (6000, 500)
+    assert sent["BlockDeviceMapping.1.Ebs.KmsKeyId"] == "arn:aws:kms:us-east-1:111122223333:key/abc"
+    assert sent["Monitoring.Enabled"] in (True, "true")
+
+
+@pytest.mark.parametrize(
+    ("volume", "problem"),
+    [
+        ({"volumeType": "gp2", "throughput": 200}, "throughput is a gp3 setting"),
+        ({"volumeType": "io2"}, "io2 needs iops"),
+        ({"encrypted": False, "kmsKeyID": "k"}, "kmsKeyID needs encrypted: true"),
+    ],
+)
+def test_inconsistent_root_volumes_are_refused(volume, problem):
+    from nodemanager.config.schema import RootVolume
+
+    with pytest.raises(ValueError, match=problem):
+        RootVolume.model_validate(volume)

@@ -318,9 +318,15 @@ class AwsCloud:
             image = self._image(request.instance_type, request.capacity_type, request.zone)
             params["ImageId"] = image["ImageId"]
             root = image.get("RootDeviceName") or "/dev/xvda"
-            params["BlockDeviceMappings"] = [
-                {"DeviceName": root, "Ebs": {"VolumeSize": max(1, -(-request.volume_bytes // 2**30)), "VolumeType": "gp3", "DeleteOnTermination": True}}
-            ]
+            params["BlockDeviceMappings"] = [{"DeviceName": root, "Ebs": self._root_volume(request)}]
+        meta = self.settings.metadata_options
+        params["MetadataOptions"] = {
+            "HttpEndpoint": meta.http_endpoint,
+            "HttpTokens": meta.http_tokens,
+            "HttpPutResponseHopLimit": meta.http_put_response_hop_limit,
+        }
+        if self.settings.detailed_monitoring:
+            params["Monitoring"] = {"Enabled": True}
         if self.settings.security_groups:
             params["SecurityGroupIds"] = list(self.settings.security_groups)
         if self.settings.instance_profile:
@@ -334,6 +340,22 @@ class AwsCloud:
                 "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
             }
         return params
+
+    def _root_volume(self, request: BootRequest) -> dict[str, Any]:
+        volume = self.settings.root_volume
+        ebs: dict[str, Any] = {
+            "VolumeSize": max(1, -(-request.volume_bytes // 2**30)),
+            "VolumeType": volume.volume_type,
+            "DeleteOnTermination": True,
+            "Encrypted": volume.encrypted,
+        }
+        if volume.iops is not None:
+            ebs["Iops"] = volume.iops
+        if volume.throughput is not None:
+            ebs["Throughput"] = volume.throughput
+        if volume.kms_key_id:
+            ebs["KmsKeyId"] = volume.kms_key_id
+        return ebs
 
     def _user_data(self, request: BootRequest) -> str:
         template = self.settings.user_data.get_secret_value() if self.settings.user_data else ""

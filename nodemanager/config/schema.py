@@ -98,6 +98,36 @@ class SimulatedCloud(Model):
     spot_interruption_per_hour: float = Field(default=0.0, ge=0)  # ... and of a spot instance being reclaimed
 
 
+class MetadataOptions(Model):
+    """The instance metadata service of nodes (Karpenter's EC2NodeClass metadataOptions and
+    defaults): IMDSv2 only, and a response hop limit of 1, so a pod (one hop further than the
+    node) cannot read the node role's credentials."""
+
+    http_endpoint: Literal["enabled", "disabled"] = "enabled"
+    http_tokens: Literal["required", "optional"] = "required"
+    http_put_response_hop_limit: int = Field(default=1, ge=1, le=64)
+
+
+class RootVolume(Model):
+    """The root EBS volume of nodes (its size is ``nodes.volumeSize``), encrypted by default."""
+
+    volume_type: Literal["gp3", "gp2", "io1", "io2"] = "gp3"
+    iops: int | None = Field(default=None, ge=100, le=256_000)  # gp3: 3,000-16,000; io1/io2: as provisioned
+    throughput: int | None = Field(default=None, ge=125, le=1000)  # MiB/s, gp3 only
+    encrypted: bool = True
+    kms_key_id: str | None = Field(default=None, alias="kmsKeyID")  # default: the account's EBS key
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RootVolume:
+        if self.throughput is not None and self.volume_type != "gp3":
+            raise ValueError(f"throughput is a gp3 setting, not {self.volume_type}")
+        if self.iops is None and self.volume_type in ("io1", "io2"):
+            raise ValueError(f"{self.volume_type} needs iops")
+        if self.kms_key_id and not self.encrypted:
+            raise ValueError("kmsKeyID needs encrypted: true")
+        return self
+
+
 class AwsCloud(Model):
     """EC2 in one region. Credentials come only from the standard AWS chain."""
 
@@ -109,6 +139,9 @@ class AwsCloud(Model):
     instance_profile: str | None = None  # name, or ARN when it contains ':'
     user_data: SecretStr | None = None  # template; may hold bootstrap tokens, so kept secret
     tags: dict[str, str] = Field(default_factory=dict, max_length=MAX_TAGS - OWN_TAGS)
+    metadata_options: MetadataOptions = Field(default_factory=MetadataOptions)
+    root_volume: RootVolume = Field(default_factory=RootVolume)  # ignored with a launch template (it has its own)
+    detailed_monitoring: bool = False  # CloudWatch metrics every minute (billed) instead of five
     refresh_prices: bool = True  # Pricing API and spot price history every loops.prices
     interruption_queue: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,80}(\.fifo)?$")  # SQS queue name fed by EventBridge
 
