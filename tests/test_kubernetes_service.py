@@ -25,6 +25,7 @@ cloud: {{provider: simulated, simulated: {{bootDelay: 0.2s}}}}
 cluster:
   source: kubernetes
   kubernetes:
+    mode: scheduler
     kubeconfig: {kubeconfig}
     # kube's lease and renew times: a leader starved of CPU on a loaded machine (the whole
     # suite on two cores) still renews in time, so the follower never takes over here.

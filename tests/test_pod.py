@@ -260,3 +260,32 @@ def test_a_pods_life_copies_it_as_replace_would_and_nothing_else() -> None:
     for refused in ({"name": "other"}, {"requests": Resources()}, {"daemon_set": "ns/ds"}):
         with pytest.raises(TypeError, match="living changes only"):
             batch.living(**refused)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "kept"),
+    [
+        ({"nodemanager.io/do-not-disrupt": "true"}, True),
+        ({"karpenter.sh/do-not-disrupt": "true"}, True),
+        ({"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}, True),
+        ({"cluster-autoscaler.kubernetes.io/safe-to-evict": "False"}, True),
+        ({"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}, False),
+        ({"karpenter.sh/do-not-disrupt": "false"}, False),
+        ({}, False),
+    ],
+)
+def test_the_do_not_disrupt_annotations_of_karpenter_and_the_cluster_autoscaler_keep_a_pods_node(annotations, kept):
+    doc = {"metadata": {"name": "p", "namespace": "default", "annotations": annotations}, "spec": {"containers": [{"name": "c"}]}}
+    assert Pod.from_manifest(doc).do_not_disrupt is kept
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    [("nodemanager.io/do-not-disrupt", "true"), ("karpenter.sh/do-not-disrupt", "true"), ("cluster-autoscaler.kubernetes.io/scale-down-disabled", "true")],
+)
+def test_a_node_annotated_by_any_of_the_three_is_kept(annotation):
+    from nodemanager.cluster.kubernetes.convert import node_from_api
+
+    doc = {"metadata": {"name": "n", "annotations": dict([annotation])}, "spec": {}, "status": {}}
+    assert node_from_api(doc, "n", None).do_not_disrupt
+    assert not node_from_api({"metadata": {"name": "n"}, "spec": {}, "status": {}}, "n", None).do_not_disrupt

@@ -228,7 +228,10 @@ class KubernetesMode(StrEnum):
 
 
 class KubernetesCluster(Model):
-    mode: KubernetesMode = KubernetesMode.SCHEDULER
+    # provisioner: kube-scheduler binds every pod and nodemanager boots what they need (the
+    # way Karpenter and the Cluster Autoscaler work, so their users' pods run unchanged);
+    # scheduler: nodemanager binds the pods that name it in schedulerName.
+    mode: KubernetesMode = KubernetesMode.PROVISIONER
     scheduler_name: str = "nodemanager"
     kubeconfig: str | None = None  # none: in-cluster, then the default kubeconfig
     context: str | None = None

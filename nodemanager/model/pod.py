@@ -33,6 +33,24 @@ POD_GROUP_MIN_MEMBER_ANNOTATION = ANNOTATION_PREFIX + "pod-group-min-member"
 DEFAULT_SCHEDULER = "default-scheduler"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"  # a static pod's mirror, run by the kubelet itself
 DO_NOT_DISRUPT_ANNOTATION = ANNOTATION_PREFIX + "do-not-disrupt"  # "true": no voluntary disruption of its node
+# What keeps a pod's node from voluntary disruption: ours, and the same request as Karpenter
+# and the Cluster Autoscaler spell it, so workloads annotated for either keep working.
+POD_KEEPS_NODE = {
+    DO_NOT_DISRUPT_ANNOTATION: "true",
+    "karpenter.sh/do-not-disrupt": "true",
+    "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+}
+# And what keeps a node itself.
+NODE_KEPT = {
+    DO_NOT_DISRUPT_ANNOTATION: "true",
+    "karpenter.sh/do-not-disrupt": "true",
+    "cluster-autoscaler.kubernetes.io/scale-down-disabled": "true",
+}
+
+
+def asks_to_stay(annotations: Mapping[str, str], meanings: Mapping[str, str]) -> bool:
+    """Whether any of the annotations says "do not disrupt" in one of the spellings given."""
+    return any(str(annotations.get(key, "")).lower() == value for key, value in meanings.items())
 
 
 class PodPhase(StrEnum):
@@ -327,7 +345,7 @@ def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
         daemon_set=f"{namespace}/{owner.name}" if owner is not None and owner.kind == "DaemonSet" else "",
         owner=owner,
         mirror=MIRROR_ANNOTATION in annotations,
-        do_not_disrupt=annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true",
+        do_not_disrupt=asks_to_stay(annotations, POD_KEEPS_NODE),
         host_ports=_host_ports(spec, f"{where}.spec.containers"),
         volume_claims=_volume_claims(spec, namespace, str(name), f"{where}.spec.volumes"),
         spread=parse_spread(spec.get("topologySpreadConstraints"), f"{where}.spec.topologySpreadConstraints", labels),

@@ -26,6 +26,7 @@ cloud: {{provider: simulated, simulated: {{bootDelay: 0.5s}}}}
 cluster:
   source: kubernetes
   kubernetes:
+    mode: scheduler
     kubeconfig: {kubeconfig}
     leaderElection: {{leaseName: {lease}, leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 0.5s}}
 nodes: {{idleGrace: 60s}}

@@ -16,7 +16,7 @@ from typing import Any
 from nodemanager.cluster.base import ClusterNode
 from nodemanager.config.schema import KubernetesMode
 from nodemanager.model import Pod, Resources, Taint, TaintEffect
-from nodemanager.model.pod import DO_NOT_DISRUPT_ANNOTATION, MIRROR_ANNOTATION
+from nodemanager.model.pod import MIRROR_ANNOTATION, NODE_KEPT, asks_to_stay
 
 PROVIDER_ID = re.compile(r"^aws:///(?P<zone>[^/]*)/(?P<instance>i-[0-9a-zA-Z]+)$")
 
@@ -58,7 +58,7 @@ def node_from_api(doc: Mapping[str, Any], name: str, lease_renewed: float | None
         last_heartbeat=max(beats, default=0.0),
         unschedulable=bool(spec.get("unschedulable")),
         labels=dict(doc["metadata"].get("labels") or {}),
-        do_not_disrupt=(doc["metadata"].get("annotations") or {}).get(DO_NOT_DISRUPT_ANNOTATION) == "true",
+        do_not_disrupt=asks_to_stay(doc["metadata"].get("annotations") or {}, NODE_KEPT),
         allocatable=Resources.parse(status.get("allocatable") or {}, f"node {doc['metadata']['name']} status.allocatable"),
         taints=tuple(
             Taint(str(t["key"]), TaintEffect(t["effect"]), str(t.get("value") or ""))
