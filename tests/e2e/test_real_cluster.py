@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from controlplane import ControlPlane
 from kubernetes import client, utils
 from world import World, api_client
@@ -422,3 +423,55 @@ def test_the_shipped_manifests_are_admitted_and_their_pods_meet_the_restricted_s
         assert "restricted" in refused.value.body
     finally:
         apps.delete_namespaced_deployment("nodemanager", "nodemanager")
+
+
+def test_the_shipped_configuration_places_an_ordinary_deployment(plane: ControlPlane, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """deploy/kubernetes/configmap.yaml's provider.yaml as shipped (over the simulated cloud):
+    a Deployment as a Karpenter or Cluster Autoscaler user writes it, with no schedulerName,
+    is placed by kube-scheduler on nodes nodemanager booted for it."""
+    monkeypatch.setenv("NODEMANAGER_STATUS_TOKEN", "from-the-secret")
+    folder = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
+    text = yaml.safe_load((folder / "configmap.yaml").read_text())["data"]["provider.yaml"]
+    config, catalog = parse_config(text, "configmap.yaml provider.yaml", tmp_path)
+    assert isinstance(catalog, Catalog)
+    w = World(plane, config, catalog)
+    ordinary = deployment("web", 3)
+    del ordinary["spec"]["template"]["spec"]["schedulerName"]
+    try:
+        w.apps.create_namespaced_deployment(namespace, ordinary)
+        assert w.run_until(lambda: running(w, namespace, 3), 120), w.controller.status()["pods"]
+        used = {p.spec.node_name for p in w.pods(namespace).values()}
+        assert used <= set(w.registrar.names.values())  # on nodes nodemanager booted
+    finally:
+        w.close()
+
+
+def test_the_do_not_disrupt_annotations_of_karpenter_and_the_cluster_autoscaler_keep_their_nodes(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
+    """Two nodes each left with one small pod, which consolidation would merge into one (as
+    the budget test shows): one pod annotated karpenter.sh/do-not-disrupt, the other
+    cluster-autoscaler.kubernetes.io/safe-to-evict: "false"; both nodes stay."""
+    w = world(plane, "scheduler", tmp_path)
+    apps = client.AppsV1Api(api_client(plane))
+
+    def small(name: str, annotation: tuple[str, str]) -> dict:
+        made = deployment(name, 1)
+        made["spec"]["template"]["metadata"]["annotations"] = dict([annotation])
+        made["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "300m", "memory": "256Mi"}
+        return made
+
+    try:
+        filler = deployment("filler", 1)
+        filler["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1500m", "memory": "2Gi"}
+        apps.create_namespaced_deployment(namespace, filler)
+        apps.create_namespaced_deployment(namespace, small("a", ("karpenter.sh/do-not-disrupt", "true")))
+        assert w.run_until(lambda: running(w, namespace, 2), 90)
+        apps.create_namespaced_deployment(namespace, small("b", ("cluster-autoscaler.kubernetes.io/safe-to-evict", "false")))
+        assert w.run_until(lambda: running(w, namespace, 3), 90)
+        assert len(w.live_instances()) == 2
+        apps.delete_namespaced_deployment("filler", namespace)
+        assert w.run_until(lambda: running(w, namespace, 2), 60)
+        w.run_for(20)  # consolidateAfter is 2 s: the budget test's merge happens well within this
+        assert len(w.live_instances()) == 2
+        assert w.controller.disruption.summary().get("Underutilized", {}).get("nodes", 0) == 0
+    finally:
+        w.close()
