@@ -474,3 +474,18 @@ def test_inconsistent_root_volumes_are_refused(volume, problem):
 
     with pytest.raises(ValueError, match=problem):
         RootVolume.model_validate(volume)
+
+
+def test_an_al2023_boot_sends_the_node_config_in_its_user_data(aws, catalog):
+    from email import message_from_string
+
+    from nodemanager.config.schema import EksCluster, ImageFamily
+
+    eks = EksCluster(name="prod-east", endpoint="https://abc.gr7.us-east-1.eks.amazonaws.com", certificateAuthority="LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==")
+    cloud = make_cloud(catalog, image_family=ImageFamily.AL2023, eks=eks)
+    instance = cloud.boot(request(labels={"team": "web"}))
+    sent = base64.b64decode(aws.describe_instance_attribute(InstanceId=instance.instance_id, Attribute="userData")["UserData"]["Value"]).decode()
+    [part] = [p for p in message_from_string(sent).walk() if not p.is_multipart()]
+    assert part.get_content_type() == "application/node.eks.aws"
+    assert "name: prod-east" in part.get_payload()
+    assert "--node-labels=team=web" in part.get_payload()

@@ -34,12 +34,13 @@ from cloud.aws.errors import NOT_FOUND, STALE_VIEW, THROTTLING, SubnetExhausted,
 from cloud.aws.pacing import SharedPause
 from cloud.aws.pricing import PRICING_REGION, REGION_NAMES, on_demand_prices, spot_prices
 from cloud.aws.queue import SqsQueue
+from cloud.aws.userdata import node_user_data
 from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState, PriceUpdate, launch_tags
 from cloud.catalog import Catalog
 from cloud.errors import CloudError, DeadlinePassed, NotFound, Unsupported, ZoneUnavailable
 from nodemanager.clock import Clock
 from nodemanager.config.schema import AwsCloud as AwsSettings
-from nodemanager.config.schema import BootImageSpec
+from nodemanager.config.schema import BootImageSpec, ImageFamily
 from nodemanager.deadline import remaining
 from nodemanager.model import CapacityType
 
@@ -332,7 +333,7 @@ class AwsCloud:
         if self.settings.instance_profile:
             profile = self.settings.instance_profile
             params["IamInstanceProfile"] = {"Arn": profile} if ":" in profile else {"Name": profile}
-        if self.settings.user_data is not None:
+        if self.settings.user_data is not None or self.settings.image_family is not ImageFamily.CUSTOM:
             params["UserData"] = self._user_data(request)
         if request.capacity_type is CapacityType.SPOT:
             params["InstanceMarketOptions"] = {
@@ -369,7 +370,9 @@ class AwsCloud:
             "zone": request.zone,
             "capacity_type": request.capacity_type.value,
         }
-        text = render_user_data(template, values)
+        own = render_user_data(template, values)
+        family = self.settings.image_family
+        text = node_user_data(family, self.settings.eks, own, request.labels, (*request.taints, *request.startup_taints))
         size = len(text.encode())
         if size > USER_DATA_LIMIT:
             raise CloudError(f"user data for {request.node_name} is {size} bytes, over EC2's limit of {USER_DATA_LIMIT}: shorten cloud.aws.userData")

@@ -253,6 +253,13 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
         spec = config.nodes.boot_image_spec
         if not (spec.image_ids or spec.owners or spec.filters or spec.launch_template):
             problems.append("nodes.bootImageSpec: required with cloud.provider aws: give imageIDs, owners and filters, or launchTemplate")
+        images = " ".join(name for values in spec.filters.values() for name in values).lower()
+        script = aws.user_data.get_secret_value() if aws.user_data else ""
+        if "al2023" in images and aws.image_family.value == "Custom" and "/etc/eks/bootstrap.sh" in script:
+            problems.append(
+                "cloud.aws.userData: calls /etc/eks/bootstrap.sh, but nodes.bootImageSpec selects AL2023 images, which join with nodeadm: "
+                "set cloud.aws.imageFamily: AL2023 and cloud.aws.eks, and keep only your own steps in userData"
+            )
         if catalog.region != aws.region:
             problems.append(
                 f"catalog.region: the catalog is for {catalog.region} but cloud.aws.region is {aws.region}: "

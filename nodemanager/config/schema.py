@@ -7,6 +7,7 @@ never appear in ``repr`` or in dumps.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -128,6 +129,33 @@ class RootVolume(Model):
         return self
 
 
+class ImageFamily(StrEnum):
+    """How a node of the image joins its cluster (Karpenter's AMI families)."""
+
+    AL2023 = "AL2023"  # nodeadm reads a NodeConfig from MIME multipart user data
+    AL2 = "AL2"  # /etc/eks/bootstrap.sh
+    BOTTLEROCKET = "Bottlerocket"  # TOML settings
+    CUSTOM = "Custom"  # cloud.aws.userData as written, placeholders filled in
+
+
+class EksCluster(Model):
+    """The EKS cluster nodes join (``aws eks describe-cluster --name NAME`` gives each)."""
+
+    name: str = Field(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
+    endpoint: str = Field(pattern=r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?$")  # cluster.endpoint
+    certificate_authority: str = Field(pattern=r"^[A-Za-z0-9+/=]{16,16384}$")  # cluster.certificateAuthority.data (base64)
+    service_cidr: str = Field(default="10.100.0.0/16", alias="serviceCIDR")  # kubernetesNetworkConfig.serviceIpv4Cidr
+
+    @field_validator("service_cidr")
+    @classmethod
+    def _cidr(cls, value: str) -> str:
+        try:
+            ipaddress.ip_network(value)
+        except ValueError as exc:
+            raise ValueError(f"not a CIDR: {exc}") from None
+        return value
+
+
 class AwsCloud(Model):
     """EC2 in one region. Credentials come only from the standard AWS chain."""
 
@@ -139,11 +167,24 @@ class AwsCloud(Model):
     instance_profile: str | None = None  # name, or ARN when it contains ':'
     user_data: SecretStr | None = None  # template; may hold bootstrap tokens, so kept secret
     tags: dict[str, str] = Field(default_factory=dict, max_length=MAX_TAGS - OWN_TAGS)
+    image_family: ImageFamily = ImageFamily.CUSTOM  # how nodes join: the user data nodemanager writes
+    eks: EksCluster | None = None  # the cluster they join (needed by every family but Custom)
     metadata_options: MetadataOptions = Field(default_factory=MetadataOptions)
     root_volume: RootVolume = Field(default_factory=RootVolume)  # ignored with a launch template (it has its own)
     detailed_monitoring: bool = False  # CloudWatch metrics every minute (billed) instead of five
     refresh_prices: bool = True  # Pricing API and spot price history every loops.prices
     interruption_queue: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,80}(\.fifo)?$")  # SQS queue name fed by EventBridge
+
+    @model_validator(mode="after")
+    def _family(self) -> AwsCloud:
+        if self.image_family is not ImageFamily.CUSTOM and self.eks is None:
+            raise ValueError(f"imageFamily {self.image_family.value} needs eks: {{name, endpoint, certificateAuthority}} (aws eks describe-cluster gives them)")
+        script = self.user_data.get_secret_value() if self.user_data else ""
+        if self.image_family is ImageFamily.AL2023 and "/etc/eks/bootstrap.sh" in script:
+            raise ValueError(
+                "userData calls /etc/eks/bootstrap.sh, which AL2023 images do not have: nodemanager writes their NodeConfig; keep only your own steps"
+            )
+        return self
 
     @field_validator("user_data")
     @classmethod
