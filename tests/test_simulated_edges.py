@@ -427,7 +427,7 @@ def test_json_workload():
             "pods: [{name: a, pod: {containers: [{resources: {requests: {memory: lots}}}]}}]",
             ["pods[0].pod.spec.containers[0].resources.requests.memory: expected a quantity such as 500m, 2Gi or 1.5, got 'lots'"],
         ),
-        ("pods: 3", ["expected a mapping with a 'pods' list, or a Kubernetes List of Pods"]),
+        ("pods: 3", ["expected a mapping with a 'pods' list, a Kubernetes List, or one Pod, Deployment"]),
         ("pods: [{name: a, pod: {containers: [{name: c}]}}", ["line 1, column"]),
     ],
 )

@@ -9,9 +9,12 @@
           metadata: {annotations: {nodemanager.io/capacity-type: spot}}
           spec: {containers: [{name: c, resources: {requests: {cpu: 500m, memory: 1Gi}}}]}
 
-A plain Kubernetes ``List`` of Pods (``kubectl get pods -o yaml``) also works: every pod
-arrives at 0 and runs forever. Every malformed entry is reported with its index and
-field, and nothing runs.
+A plain Kubernetes ``List`` (``kubectl get pods,deployments -o yaml``) of Pods,
+Deployments, ReplicaSets, StatefulSets and Jobs also works, and so does one such object
+alone (a ``deployment.yaml``): each is expanded to the pods its controller would make, and
+every pod arrives at 0 and runs forever. Every field of every Kubernetes object is checked
+against the API's schema (``cluster.manifests``): an unknown one is an error with its path.
+Every malformed entry is reported with its index and field, and nothing runs.
 
 Besides pods, a workload may hold what the cluster around them has: ``daemonSets``,
 ``persistentVolumeClaims``, ``persistentVolumes`` and ``storageClasses`` (manifests), and
@@ -38,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from nodemanager import documents
+from nodemanager.cluster.manifests import POD_MAKERS, expand, unknown_fields
 from nodemanager.dra.context import DeviceContext
 from nodemanager.dra.model import ResourceClaim, parse_claim, parse_claim_spec, parse_device_class
 from nodemanager.durations import parse_duration
@@ -122,8 +126,10 @@ def parse_workload(text: str, source: str = "workload", max_pods: int = DEFAULT_
 def _arrivals(doc: Any, source: str, max_pods: int) -> list[Arrival]:
     if isinstance(doc, Mapping) and doc.get("kind") == "List":
         return _from_list(doc, source, max_pods)
+    if isinstance(doc, Mapping) and (doc.get("kind") == "Pod" or doc.get("kind") in POD_MAKERS):
+        return _from_list({"items": [doc]}, source, max_pods)  # one object: a plain deployment.yaml
     if not isinstance(doc, Mapping) or not isinstance(doc.get("pods"), list):
-        raise WorkloadError(source, ["expected a mapping with a 'pods' list, or a Kubernetes List of Pods"])
+        raise WorkloadError(source, ["expected a mapping with a 'pods' list, a Kubernetes List, or one Pod, Deployment, ReplicaSet, StatefulSet or Job"])
     arrivals: list[Arrival] = []
     problems: list[str] = [f"{k}: unknown key" for k in sorted(set(doc) - _TOP_KEYS)]
     templates: dict[str, Mapping[str, Any]] = {}
@@ -190,11 +196,16 @@ def _arrivals(doc: Any, source: str, max_pods: int) -> list[Arrival]:
         if not isinstance(template, Mapping):
             problems.append(f"{where}.pod: expected a Pod manifest or spec")
             continue
-        manifest = dict(template) if "spec" in template or "metadata" in template else {"spec": dict(template)}
+        as_pod = "spec" in template or "metadata" in template
+        manifest = dict(template) if as_pod else {"spec": dict(template)}
         for part in ("metadata", "spec"):
             if not isinstance(manifest.get(part) or {}, Mapping):
                 problems.append(f"{where}.pod.{part}: expected a mapping, got {type(manifest[part]).__name__}")
         if problems and problems[-1].startswith(f"{where}.pod."):
+            continue
+        unknown = unknown_fields(template, "Pod" if as_pod else "PodSpec", f"{where}.pod")
+        if unknown:
+            problems += unknown
             continue
         containers = (manifest.get("spec") or {}).get("containers")
         if not isinstance(containers, list) or not containers:
@@ -386,21 +397,40 @@ def _created(pod: Pod, at: float) -> Pod:
 
 
 def _from_list(doc: Mapping[str, Any], source: str, max_pods: int) -> list[Arrival]:
+    """A Kubernetes List (``kubectl get ... -o yaml``) of Pods and of the objects that make
+    them, each expanded to its pods: every pod arrives at 0 and runs for good."""
     problems: list[str] = []
-    arrivals = []
+    arrivals: list[Arrival] = []
     items = doc.get("items") or []
     if not isinstance(items, list):
         raise WorkloadError(source, [f"items: expected a list of Pods, got {type(items).__name__}"])
-    if len(items) > max_pods:
-        raise WorkloadError(source, [f"items: {len(items):,} pods are more than {max_pods:,} (simulate --max-pods raises the limit)"])
+    single = "kind" not in doc  # one object, wrapped by _arrivals: not a List
     for i, item in enumerate(items):
-        try:
-            pod = Pod.from_manifest(item, f"items[{i}]")
-        except InvalidInput as exc:
-            problems.append(str(exc))
+        where = "" if single else f"items[{i}]"
+        kind = item.get("kind", "Pod") if isinstance(item, Mapping) else None
+        if kind == "Pod":
+            manifests, found = [item], unknown_fields(item, "Pod", where or "pod")
+        elif kind in POD_MAKERS:
+            manifests, found = expand(item, where or str(kind))
+        else:
+            found = [
+                f"{where or 'kind'}: {kind!r} makes no pods here: a List may hold Pod, Deployment, ReplicaSet, StatefulSet and Job "
+                "(DaemonSets go under daemonSets)"
+            ]
+        if found:
+            problems += found
             continue
-        # A listed pod waits for a node again: its old binding and phase are not replayed.
-        arrivals.append(Arrival(0.0, None, pod.living(node_name="", phase=PodPhase.PENDING, created_at=0.0)))
+        if len(arrivals) + len(manifests) > max_pods:
+            problems.append(f"{where or 'replicas'}: {len(arrivals) + len(manifests):,} pods are more than {max_pods:,} (simulate --max-pods raises the limit)")
+            break
+        for manifest in manifests:
+            try:
+                pod = Pod.from_manifest(manifest, where or "pod")
+            except InvalidInput as exc:
+                problems.append(str(exc))
+                break
+            # A listed pod waits for a node again: its old binding and phase are not replayed.
+            arrivals.append(Arrival(0.0, None, pod.living(node_name="", phase=PodPhase.PENDING, created_at=0.0)))
     if problems:
         raise WorkloadError(source, problems)
     return arrivals
