@@ -57,6 +57,7 @@ PATH = re.compile(
 )
 KINDS = {
     "pods": "Pod",
+    "configmaps": "ConfigMap",
     "nodes": "Node",
     "leases": "Lease",
     "events": "Event",

@@ -9,6 +9,8 @@ ask for); authorization is Node and RBAC, as a real cluster's.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import shutil
 import socket
@@ -90,7 +92,8 @@ class ControlPlane:
                 "--unsafe-no-fsync",
             ],
         )
-        self._wait_http(f"http://127.0.0.1:{etcd_port}/health", "etcd")
+        self.etcd = f"http://127.0.0.1:{etcd_port}"
+        self._wait_http(f"{self.etcd}/health", "etcd")
         tokens = [f'{ADMIN_TOKEN},admin,admin-uid,"system:masters"']
         tokens += [f'{self.token(user)},{user},{user}-uid,"{",".join(groups)}"' for user, groups in self.users.items()]
         (self.root / "tokens.csv").write_text("\n".join(tokens) + "\n")
@@ -109,6 +112,9 @@ class ControlPlane:
             "--service-cluster-ip-range=10.96.0.0/16",
             "--allow-privileged=true",
             "--endpoint-reconciler-type=none",
+            # ConfigMaps are watched straight from etcd (no watch cache), so a test can see
+            # what etcd's compaction does to a watch (nodemanager does not watch them).
+            "--watch-cache-sizes=configmaps#0",
         ]
         if self.minor < 34:  # DRA served as v1beta1 only, behind its feature gate
             api += ["--feature-gates=DynamicResourceAllocation=true", "--runtime-config=resource.k8s.io/v1beta1=true"]
@@ -190,6 +196,19 @@ current-context: e2e
         argv.append("--node-lease-duration-seconds=40")
         self._run(name, argv)
         return self.processes[name]
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision (as the API server does every
+        five minutes), through etcd's HTTP gateway; returns that revision."""
+        key = base64.b64encode(b"\0").decode()
+        revision = int(self._etcd_call("kv/range", {"key": key, "limit": 1})["header"]["revision"])
+        self._etcd_call("kv/compaction", {"revision": revision, "physical": True})
+        return revision
+
+    def _etcd_call(self, path: str, body: dict) -> dict:
+        request = urllib.request.Request(f"{self.etcd}/v3/{path}", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return json.loads(reply.read())
 
     def kill_and_restart_api_server(self) -> None:
         """kill -9 the API server, then start it again as it was (same ports, same etcd)."""

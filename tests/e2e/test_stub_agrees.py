@@ -23,6 +23,7 @@ pytestmark = pytest.mark.e2e
 class Server:
     api: client.ApiClient
     running: Callable[[str, str], None]  # make a bound pod Running (a kubelet's part)
+    compact: Callable[[], None]  # forget the history before now (etcd's compaction; the stub's expiry)
 
     @property
     def core(self) -> client.CoreV1Api:
@@ -34,7 +35,7 @@ def server(request: pytest.FixtureRequest, planes: Planes) -> Iterator[Server]:
     if request.param == "stub":
         stub = KubeStub().start()
         configuration = client.Configuration(host=stub.host, api_key={"authorization": stub.token}, api_key_prefix={"authorization": "Bearer"})
-        yield Server(client.ApiClient(configuration), lambda ns, name: stub.set_pod_phase(ns, name, "Running") and None)
+        yield Server(client.ApiClient(configuration), lambda ns, name: stub.set_pod_phase(ns, name, "Running") and None, stub.expire_history)
         stub.stop()
         return
     api = api_client(planes[request.param])
@@ -46,7 +47,7 @@ def server(request: pytest.FixtureRequest, planes: Planes) -> Iterator[Server]:
             assert time.monotonic() < deadline, "kwok did not start the pod"
             time.sleep(0.2)
 
-    yield Server(api, running)
+    yield Server(api, running, lambda: planes[request.param].compact_etcd() and None)
 
 
 @pytest.fixture
@@ -111,3 +112,28 @@ def test_an_eviction_a_budget_forbids_is_429_and_one_it_allows_deletes(server: S
         server.core.create_namespaced_pod_eviction("b", namespace, {**eviction, "metadata": {"name": "b", "namespace": namespace}}, _preload_content=False)
     assert refused.value.status == 429
     assert "disruption budget" in json.loads(refused.value.body)["message"]
+
+
+def test_a_watch_from_a_revision_compacted_away_relists_and_misses_nothing(server: Server, namespace: str) -> None:
+    """etcd compacts its history (the API server asks every five minutes; ConfigMaps are
+    watched straight from etcd on these control planes): a watch resuming from a revision
+    compacted away gets the server's ERROR 410 event (never an HTTP 410), and the reflector
+    lists again, reporting what changed meanwhile once each."""
+    from functools import partial
+
+    from nodemanager.cluster.kubernetes.reflector import Reflector
+
+    def ours(changes: list) -> list[tuple[str, str]]:  # (the root CA publisher adds a ConfigMap of its own, whenever)
+        return sorted((c.type.value, c.key.partition("/")[2]) for c in changes if c.key.partition("/")[2] in ("before", "during"))
+
+    core = server.core
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "before"}})
+    reflector = Reflector("configmaps", partial(core.list_namespaced_config_map, namespace), watch_seconds=(5, 5))
+    assert ours(reflector.relist()) == [("ADDED", "before")]
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "during"}})
+    core.delete_namespaced_config_map("before", namespace)
+    server.compact()
+    seen: list = []
+    reflector.watch(seen.extend)
+    assert reflector.relists == 2  # the 410 made it list again
+    assert ours(seen) == [("ADDED", "during"), ("DELETED", "before")]
