@@ -212,6 +212,8 @@ def _print_report(r: dict) -> None:  # type: ignore[type-arg]
     for itype, n in nodes["by_instance_type"].items():
         print(f"             {n:5d} x {itype}")
     print(f"cost:        ${cost['usd']:.4f} (LP lower bound ${cost['lower_bound_usd']:.4f})")
+    prices = r["prices"]
+    print(f"prices:      {prices['catalog']}; spot {prices['spot']}; {prices['spot_interruptions_per_hour']:g} spot interruptions/hour")
     print(f"utilization: cpu {util['cpu']:.1%}, memory {util['memory']:.1%} (requested / allocatable)")
     for reason, d in r["disruption"].items():
         print(f"disruption:  {reason}: {d['nodes']} node(s), {d['pods']} pod(s) moved, ${d['savings_per_hour']:.4f}/h saved when acted")

@@ -9,6 +9,7 @@ The report (``--json``; its fields are a documented contract):
                   evicted {count, pods, max_per_pod, work_redone_hours, pending_seconds {p50, p95, max}}}
     nodes        {booted, terminated, peak, by_instance_type}
     cost         {usd, lower_bound_usd}   usd: each instance billed as EC2 bills it (from running, a minute at least)
+    prices       {catalog, region, spot, spot_interruptions_per_hour}   where the prices come from, what spot is assumed to cost
     utilization  {cpu, memory}       requested / allocatable of Ready nodes, time-weighted
     decisions    {count, compute_ms {p50, p99, max}}
     unschedulable [{pod, reason}]
@@ -295,6 +296,16 @@ class Simulation:
             "pending_seconds": _spread(self.cluster.waited_again),
         }
 
+    def price_basis(self) -> dict[str, object]:
+        """Where the costs come from, and what the simulation assumes about spot."""
+        sim = self.config.cloud.simulated
+        return {
+            "catalog": self.catalog.source,
+            "region": self.catalog.region,
+            "spot": f"{self.config.catalog.spot_price_fraction:g} x on-demand in every zone (catalog.spotPriceFraction): no live spot prices offline",
+            "spot_interruptions_per_hour": sim.spot_interruption_per_hour if sim else 0.0,
+        }
+
     def report(self) -> dict[str, object]:
         end = self.clock.now()
         cost, launched, terminated = self.fleet()
@@ -329,6 +340,7 @@ class Simulation:
                 "compute_ms": {"p50": round(percentile(compute, 50), 3), "p99": round(percentile(compute, 99), 3), "max": round(max(compute, default=0.0), 3)},
             },
             "unschedulable": [{"pod": k, "reason": r} for k, r in sorted(still_unschedulable.items())],
+            "prices": self.price_basis(),
             "disruption": self.controller.disruption.summary(),
             "colocation": {
                 "enabled": self.config.colocation_anywhere,

@@ -37,6 +37,8 @@ def test_simulate_json_report_has_the_documented_fields(capsys):
     assert report["decisions"]["count"] > 0
     assert set(report["decisions"]["compute_ms"]) == {"p50", "p99", "max"}
     assert report["unschedulable"] == []
+    assert "us-east-1.json (generated " in report["prices"]["catalog"]  # the report says where its prices come from
+    assert report["prices"]["spot"].startswith("0.4 x on-demand")
 
 
 def test_simulate_is_deterministic(capsys):

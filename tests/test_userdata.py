@@ -32,7 +32,7 @@ def parts(text: str) -> list[tuple[str, str]]:
 
 
 def test_al2023_writes_a_node_config_nodeadm_reads_and_keeps_the_operators_script():
-    text = node_user_data(ImageFamily.AL2023, EKS, "#!/bin/bash\necho hello\n", LABELS, TAINTS)
+    text = node_user_data(ImageFamily.AL2023, EKS, "#!/bin/bash\necho hello\n", LABELS, TAINTS, max_pods=29)
     (first_type, first), (second_type, second) = parts(text)
     assert first_type == "application/node.eks.aws"
     config = yaml.safe_load(first)
@@ -43,6 +43,7 @@ def test_al2023_writes_a_node_config_nodeadm_reads_and_keeps_the_operators_scrip
         "--node-labels=nodemanager.io/pool=general,team=web",
         "--register-with-taints=dedicated=web:NoSchedule,example.com/starting:NoExecute",
     ]
+    assert config["spec"]["kubelet"]["config"] == {"maxPods": 29}  # the figure the planner used for the type
     assert (second_type, second) == ("text/x-shellscript", "#!/bin/bash\necho hello\n")
 
 
@@ -55,23 +56,24 @@ def test_al2023_keeps_the_parts_of_an_operators_own_multipart_document():
 
 
 def test_al2_runs_the_operators_part_then_bootstrap_sh_with_the_cluster_and_kubelet_flags():
-    found = parts(node_user_data(ImageFamily.AL2, EKS, "#cloud-config\nruncmd: [date]\n", LABELS, TAINTS))
+    found = parts(node_user_data(ImageFamily.AL2, EKS, "#cloud-config\nruncmd: [date]\n", LABELS, TAINTS, max_pods=29))
     assert [t for t, _ in found] == ["text/cloud-config", "text/x-shellscript"]
     command = shlex.split(found[1][1].splitlines()[-1])
     assert command[:2] == ["/etc/eks/bootstrap.sh", "prod-east"]
     assert command[command.index("--apiserver-endpoint") + 1] == EKS.endpoint
     assert command[command.index("--b64-cluster-ca") + 1] == CA
+    assert command[command.index("--use-max-pods") + 1] == "false"
     assert command[command.index("--kubelet-extra-args") + 1] == (
-        "--node-labels=nodemanager.io/pool=general,team=web --register-with-taints=dedicated=web:NoSchedule,example.com/starting:NoExecute"
+        "--node-labels=nodemanager.io/pool=general,team=web --register-with-taints=dedicated=web:NoSchedule,example.com/starting:NoExecute --max-pods=29"
     )
 
 
 def test_bottlerocket_settings_are_toml_with_the_operators_settings_merged():
     own = '[settings.host-containers.admin]\nenabled = true\n[settings.kubernetes]\nmax-pods = 58\n[settings.kubernetes.node-labels]\n"extra" = "yes"\n'
-    settings = tomllib.loads(node_user_data(ImageFamily.BOTTLEROCKET, EKS, own, LABELS, TAINTS))["settings"]
+    settings = tomllib.loads(node_user_data(ImageFamily.BOTTLEROCKET, EKS, own, LABELS, TAINTS, max_pods=29))["settings"]
     kubernetes = settings["kubernetes"]
     assert (kubernetes["cluster-name"], kubernetes["api-server"], kubernetes["cluster-certificate"]) == ("prod-east", EKS.endpoint, CA)
-    assert kubernetes["max-pods"] == 58  # the operator's own setting kept
+    assert kubernetes["max-pods"] == 58  # the operator's own setting kept over the type's 29
     assert kubernetes["node-labels"] == {"extra": "yes", **LABELS}
     assert kubernetes["node-taints"] == {"dedicated": ["web:NoSchedule"], "example.com/starting": [":NoExecute"]}
     assert settings["host-containers"]["admin"]["enabled"] is True

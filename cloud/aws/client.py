@@ -372,7 +372,9 @@ class AwsCloud:
         }
         own = render_user_data(template, values)
         family = self.settings.image_family
-        text = node_user_data(family, self.settings.eks, own, request.labels, (*request.taints, *request.startup_taints))
+        itype = self.catalog.get(request.instance_type)
+        taints = (*request.taints, *request.startup_taints)
+        text = node_user_data(family, self.settings.eks, own, request.labels, taints, max_pods=itype.max_pods if itype else None)
         size = len(text.encode())
         if size > USER_DATA_LIMIT:
             raise CloudError(f"user data for {request.node_name} is {size} bytes, over EC2's limit of {USER_DATA_LIMIT}: shorten cloud.aws.userData")

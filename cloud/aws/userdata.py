@@ -32,14 +32,18 @@ BOUNDARY = "//"  # Karpenter's
 NODE_CONFIG = "application/node.eks.aws"
 
 
-def node_user_data(family: ImageFamily, eks: EksCluster | None, own: str, labels: Mapping[str, str], taints: Sequence[Taint]) -> str:
-    """The user data for one node: ``own`` is the operator's, placeholders already filled in."""
+def node_user_data(
+    family: ImageFamily, eks: EksCluster | None, own: str, labels: Mapping[str, str], taints: Sequence[Taint], *, max_pods: int | None = None
+) -> str:
+    """The user data for one node: ``own`` is the operator's, placeholders already filled in;
+    ``max_pods`` the kubelet's pod limit, the figure the planner used for the type (the VPC
+    CNI's per-type formula, at most 110), so the node admits what was planned for it."""
     if family is ImageFamily.CUSTOM or eks is None:
         return own
     label_text = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
     taint_text = ",".join(str(t) for t in taints)
     if family is ImageFamily.BOTTLEROCKET:
-        return _bottlerocket(eks, own, labels, taints)
+        return _bottlerocket(eks, own, labels, taints, max_pods)
     flags = [f"--node-labels={label_text}"] if label_text else []
     if taint_text:
         flags.append(f"--register-with-taints={taint_text}")
@@ -49,11 +53,14 @@ def node_user_data(family: ImageFamily, eks: EksCluster | None, own: str, labels
             "kind": "NodeConfig",
             "spec": {
                 "cluster": {"name": eks.name, "apiServerEndpoint": eks.endpoint, "certificateAuthority": eks.certificate_authority, "cidr": eks.service_cidr},
-                "kubelet": {"flags": flags},
+                "kubelet": {"flags": flags, **({"config": {"maxPods": max_pods}} if max_pods else {})},
             },
         }
         return _multipart([(NODE_CONFIG, yaml.safe_dump(config, sort_keys=False)), *_parts(own)])
     command = ["/etc/eks/bootstrap.sh", eks.name, "--apiserver-endpoint", eks.endpoint, "--b64-cluster-ca", eks.certificate_authority]
+    if max_pods:
+        command += ["--use-max-pods", "false"]
+        flags.append(f"--max-pods={max_pods}")
     if flags:
         command += ["--kubelet-extra-args", " ".join(flags)]
     bootstrap = "#!/bin/bash\nset -euo pipefail\n" + shlex.join(command) + "\n"
@@ -85,10 +92,12 @@ def _multipart(parts: Sequence[tuple[str, str]]) -> str:
     return message.as_string()
 
 
-def _bottlerocket(eks: EksCluster, own: str, labels: Mapping[str, str], taints: Sequence[Taint]) -> str:
+def _bottlerocket(eks: EksCluster, own: str, labels: Mapping[str, str], taints: Sequence[Taint], max_pods: int | None) -> str:
     settings: dict[str, Any] = tomllib.loads(own) if own.strip() else {}
     kubernetes = settings.setdefault("settings", {}).setdefault("kubernetes", {})
     kubernetes.update({"cluster-name": eks.name, "api-server": eks.endpoint, "cluster-certificate": eks.certificate_authority})
+    if max_pods:
+        kubernetes.setdefault("max-pods", max_pods)  # the operator's own figure wins
     if labels:
         kubernetes.setdefault("node-labels", {}).update(labels)
     if taints:
