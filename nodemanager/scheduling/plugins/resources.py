@@ -95,14 +95,16 @@ class LeastAllocated(_AllocationScore):
 
 class MostAllocated(_AllocationScore):
     """Prefers fuller nodes: ``(req * 100) // alloc`` averaged over cpu and memory, 0 for a
-    resource past its allocatable or with none."""
+    resource with no allocatable; a request past the allocatable counts as the allocatable
+    (kube's ``mostRequestedScore``: the scoring defaults of pods that ask for nothing can take
+    a node's sum past it, and a full node must not score below a half-full one)."""
 
     name = "MostAllocated"
     keeps_nothing = True
 
     @staticmethod
     def formula(rows: Rows) -> list[int]:
-        return [((0 if ac == 0 or rc > ac else rc * 100 // ac) + (0 if am == 0 or rm > am else rm * 100 // am)) // 2 for rc, rm, ac, am in rows]
+        return [((0 if ac == 0 else min(rc, ac) * 100 // ac) + (0 if am == 0 else min(rm, am) * 100 // am)) // 2 for rc, rm, ac, am in rows]
 
 
 class BalancedAllocation(_AllocationScore):

@@ -1,0 +1,82 @@
+"""Cases from kube-scheduler's own tables for the allocation scores, with their names:
+kubernetes/kubernetes pkg/scheduler/framework/plugins/noderesources/most_allocated_test.go
+(TestMostAllocatedScoringStrategy, at commit 030880a5dc5449403c6d1f0aa146a7dc21d6c6dc).
+The expectations are kube's. Not ported, as not modelled: "Resources not set, pods scheduled
+with error" (a strategy without resources: nodemanager always scores cpu and memory), the
+weight cases ("resource with negative weight", "... zero weight", "... larger than
+MaxNodeScore": per-resource weights are not configurable), and the extended-resource cases
+("bypass extended resource if the pod does not request", "honor extended resource if the pod
+request", "if the node doesn't have a resource": extended resources are not scored)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from nodemanager.model import CapacityType, Pod, Resources
+from nodemanager.scheduling import CycleState
+from nodemanager.scheduling.interfaces import FrameworkHandle
+from nodemanager.scheduling.nodeinfo import NodeInfo
+from nodemanager.scheduling.plugins import MostAllocated
+
+MI = 2**20
+
+
+def pod(*containers: dict[str, str], name: str = "p") -> Pod:
+    spec = {"containers": [{"name": f"c{i}", "resources": {"requests": r}} for i, r in enumerate(containers)] or [{"name": "c"}]}
+    return Pod.from_manifest({"metadata": {"name": name, "namespace": "default"}, "spec": spec})
+
+
+def node(name: str, cpu: int, memory: int, *placed: Pod) -> NodeInfo:
+    info = NodeInfo(name, "p", "m.large", CapacityType.ON_DEMAND, "z-a", Resources({"cpu": cpu, "memory": memory, "pods": 110}), {})
+    for i, p in enumerate(placed):
+        info.add_pod(replace(p, name=f"{p.name}-{name}-{i}"))
+    return info
+
+
+# kube's quantities "4000" (cpu) are 4000 cores in the test's units; the ratios are what count,
+# so cpu is read here as millicores and memory as bytes, keeping every ratio.
+NOT_YET = pytest.mark.xfail(
+    strict=True,
+    reason="not modelled yet: the scoring default (100m, 200Mi) is applied to a pod's total when it is zero, "
+    "where kube applies it per container whose request is missing (an explicit 0 stays 0; a pod without containers asks 0)",
+)
+CASES = [
+    pytest.param(
+        "nothing scheduled, nothing requested", pod(), [node("node1", 4000, 10000), node("node2", 4000, 10000)], {"node1": 0, "node2": 0}, marks=NOT_YET
+    ),
+    (
+        "nothing scheduled, resources requested, differently sized nodes",
+        pod({"cpu": "1", "memory": "2000"}, {"cpu": "2", "memory": "3000"}),
+        [node("node1", 4000, 10000), node("node2", 6000, 10000)],
+        {"node1": 62, "node2": 50},
+    ),
+    pytest.param(
+        "resources requested, pods scheduled with resources",
+        pod({"cpu": "1", "memory": "2000"}, {"cpu": "2", "memory": "3000"}),
+        [node("node1", 10000, 20000, pod({"cpu": "3", "memory": "0"})), node("node2", 10000, 20000, pod({"cpu": "3", "memory": "5000"}))],
+        {"node1": 42, "node2": 55},
+        marks=NOT_YET,
+    ),
+    (
+        "resources requested equal node capacity",
+        pod({"cpu": "2", "memory": "4000"}, {"cpu": "3", "memory": "5000"}),
+        [node("node1", 5000, 10000), node("node2", 10000, 9000)],
+        {"node1": 95, "node2": 75},
+    ),
+    (
+        # cpu requested (3 x the 100m default) is past the 250m allocatable: kube caps it at
+        # the maximum (a full node scores 100 for it), where 0 would rank it below a half-full one
+        "no resources requested, pods scheduled, nonzero request for resource",
+        pod(),
+        [node("node1", 250, 1000 * MI, pod(name="a"), pod(name="b")), node("node2", 250, 1000 * MI)],
+        {"node1": 80, "node2": 30},
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "incoming", "nodes", "expected"), CASES, ids=[c.values[0] if hasattr(c, "values") else c[0] for c in CASES])
+def test_most_allocated_as_kube_scores_it(name: str, incoming: Pod, nodes: list[NodeInfo], expected: dict[str, int]) -> None:
+    plugin = MostAllocated(FrameworkHandle())
+    assert {n.name: plugin.score(CycleState(), incoming, n)[0] for n in nodes} == expected, name
