@@ -135,7 +135,6 @@ class Service:
         self.server = StatusServer(config.status.listen, self.status, self._ready, self.metrics, token, tls=status_tls(config.status))
         self.scheduler = BackgroundScheduler(timezone=UTC)
         self.stopped = threading.Event()
-        self.recovery_failures = 0
 
     @property
     def controller(self) -> NodeController:
@@ -173,14 +172,15 @@ class Service:
 
         def run() -> None:
             try:
-                with pass_deadline(self.clock, deadline) if deadline else contextlib.nullcontext():
-                    # The pool loop recovers the controller when a term begins (the others
-                    # wait for it), within its pass's deadline: a cloud or an API server
-                    # that does not answer leaves the service live and unready, trying again.
-                    acting = self._recover_or_act(name)
-                    if acting:
+                # The pool loop recovers the controller when a term begins (the others wait
+                # for it): a cloud or an API server that does not answer leaves the service
+                # live and unready, trying again. Not under the pass deadline: a large
+                # cluster's first listing may take longer than a pass.
+                acting = self._recover_or_act(name)
+                if acting:
+                    with pass_deadline(self.clock, deadline) if deadline else contextlib.nullcontext():
                         getattr(self.controller, f"{name}_loop")()
-                if not acting and name == "pool" and self.elector is not None and not self.elector.leading():
+                elif name == "pool" and self.elector is not None and not self.elector.leading():
                     self.cluster.poll()  # a follower keeps its view current (and its queue short) for a quick takeover
             except Exception:
                 log.exception("%s loop failed; it runs again at its next interval", name)
@@ -193,7 +193,6 @@ class Service:
         try:
             return self.gate.acting()
         except self._unanswered as exc:
-            self.recovery_failures += 1
             log.warning("recovery failed (%s); not ready, trying again in %gs", exc, self.config.loops.intervals()["pool"])
             return False
 
