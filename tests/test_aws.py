@@ -489,3 +489,14 @@ def test_an_al2023_boot_sends_the_node_config_in_its_user_data(aws, catalog):
     assert part.get_content_type() == "application/node.eks.aws"
     assert "name: prod-east" in part.get_payload()
     assert "--node-labels=team=web" in part.get_payload()
+
+
+def test_a_success_ends_the_pause_for_callers_still_waiting_on_it(aws, catalog):
+    clock = VirtualClock(1000.0)
+    sleeps: list[float] = []
+    cloud = make_cloud(catalog, clock=clock, sleeps=sleeps)
+    for _ in range(6):
+        cloud.pause.throttled(clock.now())  # a pause of 32 s runs
+    cloud.pause.succeeded()  # a call sent before it began came back fine
+    cloud.list_instances()
+    assert sleeps == []

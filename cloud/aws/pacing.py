@@ -54,5 +54,7 @@ class SharedPause:
             self._until = self._now() + self._pause
 
     def succeeded(self) -> None:
+        """The endpoint answers again: the pause ends for every caller."""
         with self._lock:
             self._pause = 0.0
+            self._until = min(self._until, self._now())
