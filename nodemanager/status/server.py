@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import hmac
 import json
 import logging
@@ -93,7 +94,8 @@ class StatusServer:
 
     def stop(self) -> None:
         if self._loop is not None and self._stopped is not None:
-            self._loop.call_soon_threadsafe(self._stopped.set)
+            with contextlib.suppress(RuntimeError):  # its loop already ended (it never bound)
+                self._loop.call_soon_threadsafe(self._stopped.set)
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._builders.shutdown(wait=False, cancel_futures=True)
@@ -106,7 +108,7 @@ class StatusServer:
         try:
             listener = await self._loop.create_server(lambda: _Admission(self, server()), host, port, ssl=self.tls, backlog=BACKLOG, reuse_address=True)
         except OSError as exc:
-            bound.set_exception(OSError(exc.errno, f"status.listen: cannot listen on {self.listen}: {exc.strerror or exc}"))
+            bound.set_exception(OSError(f"status.listen: cannot listen on {self.listen}: {exc.strerror or exc}"))
             return
         address = listener.sockets[0].getsockname()
         bound.set_result((str(address[0]), int(address[1])))
