@@ -266,6 +266,31 @@ def test_a_restart_mid_scale_up_launches_no_node_twice_and_places_every_pod(plan
     assert {w.registrar.names[i] for i in w.live_instances()} == used  # none leaked
 
 
+def small(name: str, *, labels: dict | None = None, annotations: dict | None = None) -> dict:
+    """A one-replica Deployment of a small pod (300m, 256Mi)."""
+    made = deployment(name, 1)
+    template = made["spec"]["template"]
+    template["metadata"]["labels"].update(labels or {})
+    if annotations:
+        template["metadata"]["annotations"] = annotations
+    template["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "300m", "memory": "256Mi"}
+    return made
+
+
+def _two_nodes_of_one_small_pod(w: World, apps: client.AppsV1Api, namespace: str, a: dict, b: dict) -> None:
+    """``a`` placed beside a large filler, ``b`` on a node of its own (no room was left),
+    then the filler deleted: two nodes holding one small pod each, which one node could hold."""
+    filler = deployment("filler", 1)
+    filler["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1500m", "memory": "2Gi"}
+    apps.create_namespaced_deployment(namespace, filler)
+    apps.create_namespaced_deployment(namespace, a)
+    assert w.run_until(lambda: running(w, namespace, 2), 90)
+    apps.create_namespaced_deployment(namespace, b)
+    assert w.run_until(lambda: running(w, namespace, 3), 90)
+    assert len(w.live_instances()) == 2  # b found no room beside the filler
+    apps.delete_namespaced_deployment("filler", namespace)
+
+
 def test_consolidation_drains_within_a_budget_the_real_disruption_controller_keeps(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
     """Two nodes each left with one small pod of a maxUnavailable-1 budget: one goes, its pod
     evicted through the Eviction API and made again by the real ReplicaSet controller, placed,
@@ -276,22 +301,8 @@ def test_consolidation_drains_within_a_budget_the_real_disruption_controller_kee
     budget = {"metadata": {"name": "x"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"tier": "x"}}}}
     policy.create_namespaced_pod_disruption_budget(namespace, budget)
 
-    def small(name: str) -> dict:
-        made = deployment(name, 1)
-        made["spec"]["template"]["metadata"]["labels"]["tier"] = "x"
-        made["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "300m", "memory": "256Mi"}
-        return made
-
     try:
-        filler = deployment("filler", 1)
-        filler["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1500m", "memory": "2Gi"}
-        apps.create_namespaced_deployment(namespace, filler)
-        apps.create_namespaced_deployment(namespace, small("a"))
-        assert w.run_until(lambda: running(w, namespace, 2), 90)
-        apps.create_namespaced_deployment(namespace, small("b"))
-        assert w.run_until(lambda: running(w, namespace, 3), 90)
-        assert len(w.live_instances()) == 2  # b found no room beside the filler
-        apps.delete_namespaced_deployment("filler", namespace)
+        _two_nodes_of_one_small_pod(w, apps, namespace, small("a", labels={"tier": "x"}), small("b", labels={"tier": "x"}))
         assert w.run_until(lambda: len(w.live_instances()) == 1 and running(w, namespace, 2), 120), w.controller.disruption.status()
         assert w.controller.disruption.summary()["Underutilized"]["nodes"] >= 1
         pods = w.pods(namespace)
@@ -453,22 +464,10 @@ def test_the_do_not_disrupt_annotations_of_karpenter_and_the_cluster_autoscaler_
     w = world(plane, "scheduler", tmp_path)
     apps = client.AppsV1Api(api_client(plane))
 
-    def small(name: str, annotation: tuple[str, str]) -> dict:
-        made = deployment(name, 1)
-        made["spec"]["template"]["metadata"]["annotations"] = dict([annotation])
-        made["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "300m", "memory": "256Mi"}
-        return made
-
     try:
-        filler = deployment("filler", 1)
-        filler["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1500m", "memory": "2Gi"}
-        apps.create_namespaced_deployment(namespace, filler)
-        apps.create_namespaced_deployment(namespace, small("a", ("karpenter.sh/do-not-disrupt", "true")))
-        assert w.run_until(lambda: running(w, namespace, 2), 90)
-        apps.create_namespaced_deployment(namespace, small("b", ("cluster-autoscaler.kubernetes.io/safe-to-evict", "false")))
-        assert w.run_until(lambda: running(w, namespace, 3), 90)
-        assert len(w.live_instances()) == 2
-        apps.delete_namespaced_deployment("filler", namespace)
+        a = small("a", annotations={"karpenter.sh/do-not-disrupt": "true"})
+        b = small("b", annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"})
+        _two_nodes_of_one_small_pod(w, apps, namespace, a, b)
         assert w.run_until(lambda: running(w, namespace, 2), 60)
         w.run_for(20)  # consolidateAfter is 2 s: the budget test's merge happens well within this
         assert len(w.live_instances()) == 2
