@@ -235,6 +235,17 @@ def _print_report(r: dict) -> None:  # type: ignore[type-arg]
     print(f"ended:       {r['ended']}")
 
 
+def _logging_arguments(command: argparse.ArgumentParser, default: str) -> None:
+    command.add_argument("--log-level", default=default, choices=["debug", "info", "warning", "error"])
+    command.add_argument(
+        "--debug-logger",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="let a library's logger (botocore, urllib3, kubernetes, ...) log at --log-level; credentials are redacted still",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nodemanager", description="A cloud node-pool autoscaler.")
     parser.add_argument("--version", action="version", version=f"nodemanager {__version__}")
@@ -242,14 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = verbs.add_parser("run", help="run the service (default: the embedded demo configuration)")
     run.add_argument("--config", help="provider.yaml (default: the embedded default: simulated cloud and cluster)")
-    run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    run.add_argument(
-        "--debug-logger",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="let a library's logger (botocore, urllib3, kubernetes, ...) log at --log-level; credentials are redacted still",
-    )
+    _logging_arguments(run, default="info")
     run.set_defaults(handler=_run_command)
 
     sim = verbs.add_parser("simulate", help="play a workload against a provider.yaml in virtual time")
@@ -261,14 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--quiet", action="store_true", help="no progress bar on a terminal")
     sim.add_argument("--plot", metavar="FILE.png", help="draw nodes by instance type, pods waiting and the cost rate against the bound's (needs matplotlib)")
     sim.add_argument("--max-pods", type=int, default=DEFAULT_MAX_PODS, help=f"refuse workloads of more pods than this (default {DEFAULT_MAX_PODS:,})")
-    sim.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
-    sim.add_argument(
-        "--debug-logger",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="let a library's logger (botocore, urllib3, kubernetes, ...) log at --log-level; credentials are redacted still",
-    )
+    _logging_arguments(sim, default="warning")
     sim.set_defaults(handler=_simulate_command)
 
     check = verbs.add_parser("check-config", help="validate a provider.yaml and list every problem")

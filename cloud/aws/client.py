@@ -39,6 +39,7 @@ from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance
 from cloud.catalog import Catalog
 from cloud.errors import CloudError, DeadlinePassed, NotFound, Unsupported, ZoneUnavailable
 from nodemanager.clock import Clock
+from nodemanager.config.schema import USER_DATA_BYTES as USER_DATA_LIMIT  # before base64: EC2's limit
 from nodemanager.config.schema import AwsCloud as AwsSettings
 from nodemanager.config.schema import BootImageSpec, ImageFamily
 from nodemanager.deadline import remaining
@@ -46,7 +47,6 @@ from nodemanager.model import CapacityType
 
 log = logging.getLogger("nodemanager.cloud.aws")
 
-USER_DATA_LIMIT = 16 * 1024  # bytes, before base64: EC2's limit
 SPOT_HISTORY_SECONDS = 6 * 3600.0  # spot prices newer than this count
 MIN_SPOT_FRACTION = 0.01  # a spot price under 1% of on-demand is taken for a placeholder
 TERMINATE_BATCH = 500

@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from cloud.base import format_taints
 from nodemanager.config.schema import EksCluster, ImageFamily
 from nodemanager.model import Taint
 
@@ -40,10 +41,10 @@ def node_user_data(
     CNI's per-type formula, at most 110), so the node admits what was planned for it."""
     if family is ImageFamily.CUSTOM or eks is None:
         return own
-    label_text = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-    taint_text = ",".join(str(t) for t in taints)
     if family is ImageFamily.BOTTLEROCKET:
         return _bottlerocket(eks, own, labels, taints, max_pods)
+    label_text = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    taint_text = format_taints(taints)
     flags = [f"--node-labels={label_text}"] if label_text else []
     if taint_text:
         flags.append(f"--register-with-taints={taint_text}")

@@ -404,6 +404,8 @@ def _from_list(doc: Mapping[str, Any], source: str, max_pods: int) -> list[Arriv
     items = doc.get("items") or []
     if not isinstance(items, list):
         raise WorkloadError(source, [f"items: expected a list of Pods, got {type(items).__name__}"])
+    if len(items) > max_pods:  # each item makes a pod or more: refused before any is read
+        raise WorkloadError(source, [f"items: {len(items):,} pods are more than {max_pods:,} (simulate --max-pods raises the limit)"])
     single = "kind" not in doc  # one object, wrapped by _arrivals: not a List
     for i, item in enumerate(items):
         where = "" if single else f"items[{i}]"

@@ -21,8 +21,8 @@ from pydantic import ValidationError
 
 from cloud.catalog import Catalog
 from nodemanager import documents
-from nodemanager.config.files import load_token, tls_context
-from nodemanager.config.schema import CloudProvider, Packing, ProviderConfig, Scheduling, parse_listen
+from nodemanager.config.files import load_token, status_tls
+from nodemanager.config.schema import CloudProvider, ImageFamily, Packing, ProviderConfig, Scheduling, parse_listen
 from nodemanager.errors import ConfigError
 from nodemanager.model import CapacityType
 from nodemanager.noderesource import BatchResource
@@ -255,7 +255,7 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
             problems.append("nodes.bootImageSpec: required with cloud.provider aws: give imageIDs, owners and filters, or launchTemplate")
         images = " ".join(name for values in spec.filters.values() for name in values).lower()
         script = aws.user_data.get_secret_value() if aws.user_data else ""
-        if "al2023" in images and aws.image_family.value == "Custom" and "/etc/eks/bootstrap.sh" in script:
+        if "al2023" in images and aws.image_family is ImageFamily.CUSTOM and "/etc/eks/bootstrap.sh" in script:
             problems.append(
                 "cloud.aws.userData: calls /etc/eks/bootstrap.sh, but nodes.bootImageSpec selects AL2023 images, which join with nodeadm: "
                 "set cloud.aws.imageFamily: AL2023 and cloud.aws.eks, and keep only your own steps in userData"
@@ -288,11 +288,10 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
         load_token(status)
     except ValueError as exc:
         problems.append(str(exc))
-    if status.tls_cert_file and status.tls_key_file:
-        try:
-            tls_context(status.tls_cert_file, status.tls_key_file)
-        except (OSError, ssl.SSLError) as exc:
-            problems.append(f"status.tlsCertFile: cannot serve TLS with {status.tls_cert_file!r} and key {status.tls_key_file!r}: {exc}")
+    try:
+        status_tls(status)
+    except (OSError, ssl.SSLError) as exc:
+        problems.append(f"status.tlsCertFile: cannot serve TLS with {status.tls_cert_file!r} and key {status.tls_key_file!r}: {exc}")
     host = parse_listen(status.listen)[0]
     try:
         socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)  # as the server will, when it binds

@@ -189,8 +189,8 @@ class AwsCloud(Model):
     @field_validator("user_data")
     @classmethod
     def _user_data_fits(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and len(value.get_secret_value().encode()) > USER_DATA_BYTES - 1024:
-            size = len(value.get_secret_value().encode())
+        size = len(value.get_secret_value().encode()) if value is not None else 0
+        if size > USER_DATA_BYTES - 1024:
             raise ValueError(f"{size:,} bytes, more than the {USER_DATA_BYTES - 1024:,} allowed (EC2 takes 16 KiB, less room for the values filled in)")
         return value
 

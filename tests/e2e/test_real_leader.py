@@ -4,7 +4,6 @@ acts, the other follows; a stop hands the Lease over and the follower takes the 
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 from controlplane import ControlPlane, free_port
 from kubernetes import client
+from test_kubernetes_service import eventually
 from world import Registrar, api_client
 
 from cloud.catalog import Catalog
@@ -34,15 +34,6 @@ pools: [{{name: cells, packing: cell, instanceTypes: [m5.large]}}]
 loops: {{pool: 0.5s, heartbeat: 1s, reaper: 1s, orphanGC: 30s}}
 status: {{listen: "127.0.0.1:{port}"}}
 """
-
-
-def eventually(check: Callable[[], object], seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"not true within {seconds}s")
 
 
 def test_two_replicas_one_leads_and_a_stop_hands_over(plane: ControlPlane, tmp_path: Path) -> None:
@@ -76,17 +67,17 @@ def test_two_replicas_one_leads_and_a_stop_hands_over(plane: ControlPlane, tmp_p
 
     first.start()
     try:
-        eventually(lambda: first.elector and first.elector.leading())
+        eventually(lambda: first.elector and first.elector.leading(), 60)
         second.start()
         pod("one")
-        eventually(placed(1))
+        eventually(placed(1), 60)
         assert second.elector is not None
         assert not second.elector.leading()
         assert second.cloud.list_instances() == []  # the follower never acted
         assert first.stop() is True  # releases the Lease
         eventually(second.elector.leading, 10)  # at its next try, not after leaseDuration
         pod("two")
-        eventually(placed(2))
+        eventually(placed(2), 60)
         assert len(second.cloud.list_instances()) == 1
     finally:
         second.stop()
