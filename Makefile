@@ -1,35 +1,44 @@
-# The two commands of the README. Both set up everything they need in .venv first.
+# The two commands of the README (make run, make test), and the docs site. Both set up everything they need in .venv first.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+RUNTIME := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE ?= nodemanager:$(VERSION)
 
-.PHONY: run test unit controlplane lint bench image clean
+.PHONY: run test unit docs controlplane lint bench image clean
 
 # constraints.txt pins every dependency, so each install is the same and resolves at once
-# with the pip that Python ships.
-$(STAMP): pyproject.toml constraints.txt
+# with the pip that Python ships. `run` needs only the runtime; the rest (tests, benchmarks,
+# plots, docs) comes with `test`.
+$(RUNTIME): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,bench,plot]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e .
+	touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME)
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,bench,plot,docs]'
 	touch $(STAMP)
 
-run: $(STAMP)  ## start the service on the embedded default (simulated cloud and cluster)
+run: $(RUNTIME)  ## start the service on the embedded default (simulated cloud and cluster)
 	$(BIN)/nodemanager run
 
-test: $(STAMP) controlplane  ## lint, check layers, run the whole test suite, the real control plane included
+test: $(STAMP) controlplane docs  ## lint, check layers, build the docs, run the whole test suite, the real control plane included
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/pytest -n 2 -q
+
+docs: $(STAMP)  ## the docs site, into build/site; a broken link or anchor fails it
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict  # not --quiet: it hides the warnings strict counts
 
 unit: $(STAMP)  ## the quick suite: everything but the tests against the real control plane
 	$(BIN)/pytest -n 2 -q -m "not e2e"
 
 # etcd, kwok, and kube-apiserver, kube-controller-manager, kube-scheduler of Kubernetes 1.32 and
 # 1.37, built from the pinned Go modules in tests/e2e/controlplane into ~/.cache/nodemanager
-# (about 15 minutes on 2 cores the first time; nothing is built again while cached).
+# (about 25 minutes on 2 cores the first time; nothing is built again while cached).
 controlplane:
 	@command -v go >/dev/null || { echo "error: the end-to-end tests build a Kubernetes control plane and need Go (1.24 or newer) on PATH" >&2; exit 2; }
 	bash tests/e2e/controlplane/build.sh

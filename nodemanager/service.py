@@ -33,6 +33,7 @@ from nodemanager.config.files import load_token, status_tls
 from nodemanager.config.schema import ClusterSource, ProviderConfig
 from nodemanager.controller.node_controller import LOOPS, NodeController
 from nodemanager.deadline import pass_deadline
+from nodemanager.liveness import Liveness
 from nodemanager.logs import REDACT
 from nodemanager.status.metrics import Metrics
 from nodemanager.status.server import StatusServer
@@ -132,7 +133,11 @@ class Service:
         self.gate = LeaderGate(elector, self._new_controller)
         token = load_token(config.status)
         REDACT.add(token)
-        self.server = StatusServer(config.status.listen, self.status, self._ready, self.metrics, token, tls=status_tls(config.status))
+        intervals = config.loops.intervals()
+        self.liveness = Liveness(self.clock, {n: intervals[n] for n in LOOPS}, dict.fromkeys(WITH_DEADLINE, config.loops.pass_deadline))
+        self.server = StatusServer(
+            config.status.listen, self.status, self._ready, self.metrics, token, tls=status_tls(config.status), live=self.liveness.report
+        )
         self.scheduler = BackgroundScheduler(timezone=UTC)
         self.stopped = threading.Event()
 
@@ -171,6 +176,7 @@ class Service:
         deadline = self.config.loops.pass_deadline if name in WITH_DEADLINE else None
 
         def run() -> None:
+            self.liveness.began(name, recovering=name == "pool" and not self.gate.in_term)
             try:
                 # The pool loop recovers the controller when a term begins (the others wait
                 # for it): a cloud or an API server that does not answer leaves the service
@@ -184,6 +190,8 @@ class Service:
                     self.cluster.poll()  # a follower keeps its view current (and its queue short) for a quick takeover
             except Exception:
                 log.exception("%s loop failed; it runs again at its next interval", name)
+            finally:
+                self.liveness.ended(name)
 
         return run
 

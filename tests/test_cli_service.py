@@ -190,6 +190,7 @@ def test_a_cloud_that_cannot_be_read_at_start_leaves_the_service_live_unready_an
             while log_path.read_text().count("recovery failed") < 2 and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert readyz(port) == 503
+            assert wait_for(f"http://127.0.0.1:{port}/healthz", time.monotonic() + 1) == b"ok\n"  # live: each try completes its run
             assert proc.poll() is None  # alive
             proc.send_signal(signal.SIGTERM)
             began = time.monotonic()

@@ -68,7 +68,9 @@ MAX_BOOTS = 100_000  # boots one decision may start
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True, use_enum_values=False)
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True, use_enum_values=False, use_attribute_docstrings=True
+    )
 
 
 def _only_chosen_block(model: BaseModel, selector: str, blocks: dict[StrEnum, type[BaseModel] | None]) -> None:
@@ -91,12 +93,18 @@ def _only_chosen_block(model: BaseModel, selector: str, blocks: dict[StrEnum, ty
 class SimulatedCloud(Model):
     """The in-memory cloud (simulation, demos, tests)."""
 
-    boot_delay: Duration = 30.0  # RunInstances to "running": EC2's usual 20-40 s
-    seed: int = 0  # every random choice (failures, interruptions) derives from it
-    capacity: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)  # "type/capacity-type/zone" glob -> most live instances
-    throttle_rate: float = Field(default=0.0, ge=0, le=1)  # share of API calls answered "slow down"
-    instance_death_per_hour: float = Field(default=0.0, ge=0)  # chance rate of a running instance dying
-    spot_interruption_per_hour: float = Field(default=0.0, ge=0)  # ... and of a spot instance being reclaimed
+    boot_delay: Duration = 30.0
+    """Launch to `running`: the instance is `pending` (and not billed) until then."""
+    seed: int = 0
+    """Seeds every injected failure and interruption."""
+    capacity: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
+    """`"type/capacity-type/zone"` glob → the most live instances of each matching offering (`0`: always out of capacity)."""
+    throttle_rate: float = Field(default=0.0, ge=0, le=1)
+    """Share of API calls answered "slow down" (0–1)."""
+    instance_death_per_hour: float = Field(default=0.0, ge=0)
+    """Chance per hour of a running instance dying."""
+    spot_interruption_per_hour: float = Field(default=0.0, ge=0)
+    """Chance per hour of a running spot instance being reclaimed; each is warned of two minutes ahead on the simulated interruption queue."""
 
 
 class MetadataOptions(Model):
@@ -105,18 +113,27 @@ class MetadataOptions(Model):
     node) cannot read the node role's credentials."""
 
     http_endpoint: Literal["enabled", "disabled"] = "enabled"
+    """`enabled` or `disabled`: whether the node answers instance metadata at all."""
     http_tokens: Literal["required", "optional"] = "required"
+    """`required` (IMDSv2 only) or `optional`."""
     http_put_response_hop_limit: int = Field(default=1, ge=1, le=64)
+    """1–64. One hop keeps pods (one hop further than the node) from reading the node role's credentials; raise it to 2 only for pods that must reach IMDS."""
 
 
 class RootVolume(Model):
     """The root EBS volume of nodes (its size is ``nodes.volumeSize``), encrypted by default."""
 
     volume_type: Literal["gp3", "gp2", "io1", "io2"] = "gp3"
-    iops: int | None = Field(default=None, ge=100, le=256_000)  # gp3: 3,000-16,000; io1/io2: as provisioned
-    throughput: int | None = Field(default=None, ge=125, le=1000)  # MiB/s, gp3 only
+    """`gp3`, `gp2`, `io1` or `io2`."""
+    iops: int | None = Field(default=None, ge=100, le=256_000)
+    """Provisioned IOPS (100–256,000): io1 and io2 need it; gp3 takes 3,000–16,000."""
+    throughput: int | None = Field(default=None, ge=125, le=1000)
+    """MiB/s (125–1,000), gp3 only."""
     encrypted: bool = True
-    kms_key_id: str | None = Field(default=None, alias="kmsKeyID")  # default: the account's EBS key
+    """Encrypt the volume."""
+    kms_key_id: str | None = Field(default=None, alias="kmsKeyID")
+    """The KMS key for the volume (needs `encrypted: true`); default: the account's EBS key. A customer key needs `kms:CreateGrant`,
+    `kms:GenerateDataKeyWithoutPlaintext` and `kms:Decrypt` on it for nodemanager's role."""
 
     @model_validator(mode="after")
     def _consistent(self) -> RootVolume:
@@ -142,9 +159,13 @@ class EksCluster(Model):
     """The EKS cluster nodes join (``aws eks describe-cluster --name NAME`` gives each)."""
 
     name: str = Field(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
-    endpoint: str = Field(pattern=r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?$")  # cluster.endpoint
-    certificate_authority: str = Field(pattern=r"^[A-Za-z0-9+/=]{16,16384}$")  # cluster.certificateAuthority.data (base64)
-    service_cidr: str = Field(default="10.100.0.0/16", alias="serviceCIDR")  # kubernetesNetworkConfig.serviceIpv4Cidr
+    """The cluster's name."""
+    endpoint: str = Field(pattern=r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?$")
+    """The API server's URL (`cluster.endpoint` of `aws eks describe-cluster`)."""
+    certificate_authority: str = Field(pattern=r"^[A-Za-z0-9+/=]{16,16384}$")
+    """The cluster's CA, base64 (`cluster.certificateAuthority.data`)."""
+    service_cidr: str = Field(default="10.100.0.0/16", alias="serviceCIDR")
+    """The service network (`kubernetesNetworkConfig.serviceIpv4Cidr`); the kubelet's cluster DNS address derives from it."""
 
     @field_validator("service_cidr")
     @classmethod
@@ -160,20 +181,37 @@ class AwsCloud(Model):
     """EC2 in one region. Credentials come only from the standard AWS chain."""
 
     region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-[0-9]$")
-    endpoint_url: str | None = Field(default=None, alias="endpointURL")  # any EC2-compatible endpoint
-    subnets: list[str] = Field(default_factory=list)  # subnet ids; one zone each, several for zone fallback
-    subnet_selector: dict[str, str] = Field(default_factory=dict)  # tag key -> value, instead of ids
+    """The AWS region, e.g. `us-east-1`."""
+    endpoint_url: str | None = Field(default=None, alias="endpointURL")
+    """Any EC2-compatible endpoint instead of AWS's (a test server, a VPC endpoint)."""
+    subnets: list[str] = Field(default_factory=list)
+    """Subnet ids, one zone each; several give zone fallback."""
+    subnet_selector: dict[str, str] = Field(default_factory=dict)
+    """Tag key → value selecting the subnets, instead of ids."""
     security_groups: list[str] = Field(default_factory=list)
-    instance_profile: str | None = None  # name, or ARN when it contains ':'
-    user_data: SecretStr | None = None  # template; may hold bootstrap tokens, so kept secret
+    """Security group ids for the nodes."""
+    instance_profile: str | None = None
+    """The nodes' instance profile: a name, or an ARN."""
+    user_data: SecretStr | None = None
+    """User data template (see [Install on EKS](install-eks.md)); with an `imageFamily` other than `Custom`, your own steps, merged with what nodemanager
+    writes. Secret: never shown in `/status`, logs or errors. At most 15 KiB."""
     tags: dict[str, str] = Field(default_factory=dict, max_length=MAX_TAGS - OWN_TAGS)
-    image_family: ImageFamily = ImageFamily.CUSTOM  # how nodes join: the user data nodemanager writes
-    eks: EksCluster | None = None  # the cluster they join (needed by every family but Custom)
+    """Tags added to every instance (EC2's rules: keys 1–128 characters not starting with `aws:`, values at most 256; at most 44)."""
+    image_family: ImageFamily = ImageFamily.CUSTOM
+    """`AL2023`, `AL2`, `Bottlerocket` or `Custom`: which user data nodemanager writes so a node joins its cluster (nodeadm NodeConfig, bootstrap.sh, TOML
+    settings, or `userData` as written)."""
+    eks: EksCluster | None = None
+    """The EKS cluster nodes join; needed by every `imageFamily` but `Custom`."""
     metadata_options: MetadataOptions = Field(default_factory=MetadataOptions)
-    root_volume: RootVolume = Field(default_factory=RootVolume)  # ignored with a launch template (it has its own)
-    detailed_monitoring: bool = False  # CloudWatch metrics every minute (billed) instead of five
-    refresh_prices: bool = True  # Pricing API and spot price history every loops.prices
-    interruption_queue: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,80}(\.fifo)?$")  # SQS queue name fed by EventBridge
+    """The nodes' instance metadata service; the defaults are Karpenter's (IMDSv2 only, one hop)."""
+    root_volume: RootVolume = Field(default_factory=RootVolume)
+    """The nodes' root EBS volume (its size is `nodes.volumeSize`); ignored with a launch template, which carries its own."""
+    detailed_monitoring: bool = False
+    """CloudWatch metrics every minute (billed) instead of every five."""
+    refresh_prices: bool = True
+    """Fetch live prices (Pricing API, spot price history) every `loops.prices`."""
+    interruption_queue: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,80}(\.fifo)?$")
+    """Name of an SQS queue fed by EventBridge with EC2 spot interruption, rebalance, state-change and AWS Health events."""
 
     @model_validator(mode="after")
     def _family(self) -> AwsCloud:
@@ -221,8 +259,11 @@ class CloudProvider(StrEnum):
 
 class Cloud(Model):
     provider: CloudProvider = CloudProvider.SIMULATED
+    """`simulated` or `aws`. A block for the other provider is an error."""
     simulated: SimulatedCloud | None = None
+    """Settings of the simulated cloud."""
     aws: AwsCloud | None = None
+    """Settings of the EC2 provider (required with `provider: aws`)."""
 
     @model_validator(mode="after")
     def _one_block(self) -> Cloud:
@@ -236,22 +277,32 @@ class Cloud(Model):
 class SimulatedCluster(Model):
     """A cluster in memory that registers booted instances as nodes and plays a workload."""
 
-    workload: str | None = None  # workload file, relative to provider.yaml; none = no pods
-    register_delay: Duration = 10.0  # running instance to Ready node (kubelet start-up)
-    system_cpu: CpuQuantity = 200  # what each node's system daemons use (for batch resources)
+    workload: str | None = None
+    """Workload file, relative to the configuration file; none: no pods."""
+    register_delay: Duration = 10.0
+    """Running instance to Ready node."""
+    system_cpu: CpuQuantity = 200
+    """CPU each simulated node's system daemons use (counted by the batch tier)."""
     system_memory: ByteQuantity = 512 * 2**20
-    # A pod whose node goes (consolidation, a failure) runs again from the start (a Job's
-    # pod restarted), or resumes where it stopped (work that checkpoints).
+    """Memory each simulated node's system daemons use."""
     evicted_pods: Literal["restart", "resume"] = "restart"
+    """A pod whose node goes (consolidation, expiry, failure) runs its whole `duration` again (`restart`, as a Job's pod does) or what it had left
+    (`resume`)."""
 
 
 class LeaderElection(Model):
     enabled: bool = True
+    """Run only while holding the Lease, so two replicas never act at once."""
     namespace: str = "nodemanager"
+    """Namespace of the Lease."""
     lease_name: str = "nodemanager"
-    lease_duration: Duration = 15.0  # client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry
+    """Name of the Lease."""
+    lease_duration: Duration = 15.0
+    """How long a Lease lasts unrenewed (client-go's default)."""
     renew_deadline: Duration = 10.0
+    """A leader that could not renew within this long stops acting. Needs `retryPeriod` < `renewDeadline` < `leaseDuration`."""
     retry_period: Duration = 2.0
+    """How often a candidate tries to take or renew the Lease."""
 
     @model_validator(mode="after")
     def _ordered(self) -> LeaderElection:
@@ -269,15 +320,19 @@ class KubernetesMode(StrEnum):
 
 
 class KubernetesCluster(Model):
-    # provisioner: kube-scheduler binds every pod and nodemanager boots what they need (the
-    # way Karpenter and the Cluster Autoscaler work, so their users' pods run unchanged);
-    # scheduler: nodemanager binds the pods that name it in schedulerName.
     mode: KubernetesMode = KubernetesMode.PROVISIONER
+    """`provisioner`: kube-scheduler binds every pod and nodemanager boots what the pods it could not place need (as Karpenter and the Cluster Autoscaler
+    do, so their users' workloads run unchanged). `scheduler`: nodemanager binds the pods whose `schedulerName` is `schedulerName`."""
     scheduler_name: str = "nodemanager"
-    kubeconfig: str | None = None  # none: in-cluster, then the default kubeconfig
+    """The `schedulerName` of the pods nodemanager binds in `scheduler` mode."""
+    kubeconfig: str | None = None
+    """Path of a kubeconfig; none: the in-cluster service account, then the default kubeconfig."""
     context: str | None = None
+    """The kubeconfig context to use; none: its current context."""
     drain_timeout: Duration = 300.0
+    """How long a node's pods may take to leave before the node is terminated anyway (a voluntary disruption waits instead)."""
     leader_election: LeaderElection = Field(default_factory=LeaderElection)
+    """Leader election through a coordination.k8s.io Lease."""
 
 
 class ClusterSource(StrEnum):
@@ -287,8 +342,11 @@ class ClusterSource(StrEnum):
 
 class Cluster(Model):
     source: ClusterSource = ClusterSource.SIMULATED
+    """`simulated` or `kubernetes`: where pods and nodes come from."""
     simulated: SimulatedCluster | None = None
+    """Settings of the simulated cluster."""
     kubernetes: KubernetesCluster | None = None
+    """Settings for a real Kubernetes cluster."""
 
     @property
     def drain_timeout(self) -> float:
@@ -309,9 +367,13 @@ class BootImageSpec(Model):
     filters, or a launch template (which then also carries the image)."""
 
     image_ids: list[str] = Field(default_factory=list, alias="imageIDs")
+    """Explicit image ids (the simulated cloud launches from the first)."""
     owners: list[str] = Field(default_factory=list)
-    filters: dict[str, list[str]] = Field(default_factory=dict)  # EC2 DescribeImages filters
+    """Image owners (`amazon`, an account id) for the newest image matching `filters`."""
+    filters: dict[str, list[str]] = Field(default_factory=dict)
+    """EC2 DescribeImages filters, e.g. `{name: ["amazon-eks-node-al2023-x86_64-standard-1.31-*"]}`."""
     launch_template: str | None = None
+    """A launch template (name or id) that carries the image and its own settings."""
 
     @model_validator(mode="after")
     def _one_way(self) -> BootImageSpec:
@@ -326,26 +388,45 @@ class BootBrake(Model):
     distinct pod those launches were for (standby nodes are not counted)."""
 
     window: Duration = Field(default=600.0, gt=0)
+    """The brake's window."""
     boots_per_pod: float = Field(default=2.0, ge=1.0, le=1000.0)
+    """1–1000 launches per distinct pod within the window. Past it the pool's boots pause (logged as a warning, counted in `nodemanager_boot_brakes_total`,
+    said in each waiting pod's reason) until older launches leave the window."""
 
 
 class NodeDefaults(Model):
-    default_instance_type: str = "t3.medium"  # for standby entries and pods that name no type
-    volume_size: ByteQuantity = 20 * 2**30  # root volume; EKS AMIs need about 20 GiB
+    default_instance_type: str = "t3.medium"
+    """The type of standby entries that name none."""
+    volume_size: ByteQuantity = 20 * 2**30
+    """Root volume size; 90% of it is the node's ephemeral-storage allocatable."""
     boot_image_spec: BootImageSpec = Field(default_factory=BootImageSpec)
-    name_tag: str = Field(default="nodemanager", max_length=34, pattern=_DNS_LABEL)  # Name tag / node name prefix
-    boot_timeout: Duration = Field(default=300.0, ge=MIN_BOOT_TIMEOUT)  # an instance not a Ready node by then is terminated
-    healthy_timeout: Duration = 90.0  # a Ready node not heard from for this long is replaced
-    idle_grace: Duration = 300.0  # an unneeded node is stopped only after being unneeded this long
-    max_boots_per_loop: int = Field(default=10, ge=1, le=MAX_BOOTS)  # bounds the blast radius of one bad decision
-    unavailable_offering_ttl: Duration = Field(default=180.0, alias="unavailableOfferingTTL")  # an offering that ran out of capacity is skipped this long
+    """Which image nodes boot: `imageIDs`, or `owners` + `filters` (the newest match), or `launchTemplate`. A node launched from another image than the one
+    this resolves to now is drifted."""
+    name_tag: str = Field(default="nodemanager", max_length=34, pattern=_DNS_LABEL)
+    """Prefix of instance Name tags and node names (a DNS label, at most 34 characters)."""
+    boot_timeout: Duration = Field(default=300.0, ge=MIN_BOOT_TIMEOUT)
+    """An instance that is not a Ready node by then is terminated and its pods placed again. At least 30 s."""
+    healthy_timeout: Duration = 90.0
+    """A Ready node not heard from this long is replaced. At least `loops.heartbeat`."""
+    idle_grace: Duration = 300.0
+    """An unneeded node is stopped only after being unneeded this long (also while booting), as far as the pool's `Empty` budgets allow."""
+    max_boots_per_loop: int = Field(default=10, ge=1, le=MAX_BOOTS)
+    """Bounds the blast radius of one decision (1–100,000). The nodes a capped plan leaves for later are kept, and the next loops start them without
+    planning again while nothing they were planned from changed."""
+    unavailable_offering_ttl: Duration = Field(default=180.0, alias="unavailableOfferingTTL")
+    """An offering that ran out of capacity is skipped this long."""
     boot_brake: BootBrake = Field(default_factory=BootBrake)
+    """The fleet brake: within `window` a pool launches at most `bootsPerPod` nodes per distinct pod those launches were for (standby nodes are not
+    counted)."""
 
 
 class Taint(Model):
     key: str = Field(min_length=1)
+    """The taint's key (a Kubernetes qualified name)."""
     value: str = ""
+    """The taint's value (a label value)."""
     effect: TaintEffect
+    """`NoSchedule`, `PreferNoSchedule` or `NoExecute`."""
 
     @model_validator(mode="after")
     def _valid(self) -> Taint:
@@ -357,40 +438,58 @@ class Limits(Model):
     """Caps on what a pool may hold in total; none means unbounded."""
 
     nodes: int | None = Field(default=None, ge=0)
+    """Most nodes in the pool."""
     cpu: CpuQuantity | None = None
+    """Most vCPU of the pool's machines in total (capacity, not allocatable)."""
     memory: ByteQuantity | None = None
+    """Most memory of the pool's machines in total."""
 
 
 class Standby(Model):
     """Nodes kept booted and idle so that pods start without waiting for a boot."""
 
-    instance_type: str | None = None  # default: nodes.defaultInstanceType
+    instance_type: str | None = None
+    """The type of the standby nodes; default: `nodes.defaultInstanceType`."""
     count: int = Field(ge=0, le=MAX_COUNT)
+    """How many (0–10,000; at most 10,000 standby nodes in all)."""
     spot: bool = False
+    """Spot instead of on-demand."""
     zone: str | None = None
+    """The zone; default: any of the pool's."""
 
 
 class Colocation(Model):
     """Batch-tier overcommit (Koordinator's ColocationStrategy). Left out: the defaults below;
     in a pool: only what differs from the cluster-wide block."""
 
-    enable: bool | None = None  # default false: no batch resources are offered
-    cpu_reclaim_threshold_percent: int | None = Field(default=None, ge=0, le=100)  # default 60
-    memory_reclaim_threshold_percent: int | None = Field(default=None, ge=0, le=100)  # default 65
-    cpu_calculate_policy: Literal["usage", "maxUsageRequest"] | None = None  # default usage
-    memory_calculate_policy: Literal["usage", "request", "maxUsageRequest"] | None = None  # default usage
-    degrade_time_minutes: int | None = Field(default=None, gt=0)  # default 15: older metrics remove batch resources
-    update_time_threshold_seconds: int | None = Field(default=None, gt=0)  # default 300: sync at least this often
-    resource_diff_threshold: float | None = Field(default=None, gt=0, le=1)  # default 0.1: sync on a larger relative change
-    batch_cpu_threshold_percent: int | None = Field(default=None, ge=0)  # optional cap, % of capacity
+    enable: bool | None = None
+    """Offer batch resources (default `false`)."""
+    cpu_reclaim_threshold_percent: int | None = Field(default=None, ge=0, le=100)
+    """The share of CPU capacity that may be reclaimed for the batch tier (default 60)."""
+    memory_reclaim_threshold_percent: int | None = Field(default=None, ge=0, le=100)
+    """The share of memory capacity that may be reclaimed (default 65)."""
+    cpu_calculate_policy: Literal["usage", "maxUsageRequest"] | None = None
+    """`usage` or `maxUsageRequest`: what high-priority pods are taken to hold (default `usage`)."""
+    memory_calculate_policy: Literal["usage", "request", "maxUsageRequest"] | None = None
+    """`usage`, `request` or `maxUsageRequest` (default `usage`)."""
+    degrade_time_minutes: int | None = Field(default=None, gt=0)
+    """Metrics older than this remove a node's batch resources (default 15)."""
+    update_time_threshold_seconds: int | None = Field(default=None, gt=0)
+    """Rewrite a node's batch resources at least this often (default 300)."""
+    resource_diff_threshold: float | None = Field(default=None, gt=0, le=1)
+    """Rewrite them on a larger relative change (0–1, default 0.1)."""
+    batch_cpu_threshold_percent: int | None = Field(default=None, ge=0)
+    """Cap on batch CPU, as a share of capacity (default: none)."""
     batch_memory_threshold_percent: int | None = Field(default=None, ge=0)
+    """Cap on batch memory, as a share of capacity (default: none)."""
 
     def overrides(self) -> dict[str, object]:
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
 class ColocationSettings(Colocation):
-    plugins: list[str] = Field(default_factory=lambda: ["*"])  # "*", "Name", "-Name": first explicit match wins
+    plugins: list[str] = Field(default_factory=lambda: ["*"])
+    """Enable or disable plugins by name (`BatchResource`, `-BatchResource`, `*`); the first explicit match wins; an unknown name is an error."""
 
 
 class DisruptionReason(StrEnum):
@@ -412,9 +511,13 @@ class DisruptionBudget(Model):
     with a ``schedule`` (cron, UTC) only for ``duration`` from each time it fires."""
 
     nodes: str = Field(default="10%", pattern=r"^(100|[1-9]?[0-9])%$|^[0-9]+$")
+    """A count or `N%` (0–100%, rounded up) of the pool's nodes."""
     reasons: list[DisruptionReason] = Field(default_factory=list)
+    """Any of `Empty`, `Underutilized`, `Drifted`, `Expired`; none: all."""
     schedule: str | None = None  # checked by config.load (the cron parser is not the planning core's)
+    """A cron line (UTC) from which the budget holds for `duration`; one that never fires (such as `0 0 31 2 *`) is refused."""
     duration: Duration | None = Field(default=None, gt=0)
+    """How long the budget holds from each firing of `schedule` (both or neither)."""
 
     @model_validator(mode="after")
     def _window(self) -> DisruptionBudget:
@@ -431,18 +534,20 @@ class Disruption(Model):
     """Voluntary disruption of a pool's nodes (Karpenter's NodePool disruption block)."""
 
     consolidation_policy: ConsolidationPolicy = ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED
-    consolidate_after: Duration = Field(default=0.0, ge=0)  # a node's pods unchanged this long before it is a candidate
-    # A replacement may cost at most this share of the nodes it replaces (Karpenter's RFC
-    # "consolidation price improvement factor"; 1.0: any saving, Karpenter's behaviour; 0.8:
-    # at least 20%; 0: never replace, only delete). Cuts the churn of replacements for
-    # marginal savings, which restart every pod of the nodes replaced (see the README).
+    """`WhenEmpty`: only idle nodes are stopped; `WhenEmptyOrUnderutilized`: also nodes whose pods fit elsewhere, plus at most one cheaper node."""
+    consolidate_after: Duration = Field(default=0.0, ge=0)
+    """A node is a consolidation candidate once its pods have not changed for this long."""
     consolidation_price_improvement_factor: float = Field(default=0.7, ge=0.0, le=1.0)
-    # Nodes older than this are replaced (Karpenter's default: 30 days); "Never" keeps them.
+    """0–1: a consolidation replaces nodes only with one costing at most this share of them (`0.7`: at least 30% saved, which cuts
+    the churn of replacements for marginal savings; `1.0`: any saving, Karpenter's behaviour; `0`: never replace, only delete).
+    Nodes of several pools: the smallest factor. Deletions are not held back."""
     expire_after: Annotated[Duration | None, BeforeValidator(lambda v: None if v == "Never" else v)] = Field(default=720 * 3600.0, gt=0)
+    """Nodes older than this are replaced (Karpenter's default: 30 days); `Never` keeps them."""
     budgets: list[DisruptionBudget] = Field(default_factory=lambda: [DisruptionBudget()], max_length=50)
-    # A pod no controller makes again (no ownerReferences) is lost for good when evicted: by
-    # default a node holding one is never disrupted voluntarily (the Cluster Autoscaler's way).
+    """At most 50. A node is disrupted only when every budget for its reason allows it."""
     evict_bare_pods: bool = False
+    """A pod with no controller (no `ownerReferences`) is gone for good once evicted, so by default a node holding one is never consolidated, drifted or
+    expired (the Cluster Autoscaler's default). `true` lets voluntary disruption evict them."""
 
 
 DEFAULT_FLOOR_SHARE = 0.25  # of the CPU a consolidating pool's pods request (see NodeSizeFloor)
@@ -458,8 +563,11 @@ class NodeSizeFloor(Model):
     consolidates underutilized nodes and 0 (no floor) in one that does not: without
     consolidation, a larger node's room would stay unused."""
 
-    share: float | None = Field(default=None, ge=0.0, le=1.0)  # 0: no floor
-    max_cpu: float = Field(default=16.0, ge=0.0, le=1024.0, alias="maxCPU")  # vCPU
+    share: float | None = Field(default=None, ge=0.0, le=1.0)
+    """0–1 of the CPU the pool's pods request on its nodes now; `0` turns the floor off. Unset: 1/4 in a pool that consolidates underutilized nodes, else
+    0."""
+    max_cpu: float = Field(default=16.0, ge=0.0, le=1024.0, alias="maxCPU")
+    """The most vCPU the floor asks for (0–1024)."""
 
 
 class Packing(StrEnum):
@@ -475,26 +583,41 @@ class InstanceGeneration(StrEnum):
 
 class Pool(Model):
     name: str = Field(max_length=63, pattern=_DNS_LABEL)
+    """A DNS label, unique among pools."""
     packing: Packing = Packing.BINPACK
-    instance_types: list[str] = Field(default_factory=lambda: ["*"], min_length=1, max_length=MAX_PATTERNS)  # names or globs
-    exclude_instance_types: list[str] = Field(default_factory=list, max_length=MAX_PATTERNS)  # names or globs never bought, e.g. "t*" (burstable)
-    architectures: list[Literal["x86_64", "arm64"]] = Field(default_factory=lambda: ["x86_64"], min_length=1)  # images are rarely multi-arch
-    # Types a pattern sweeps in (``*``, ``*.large``) must be of this generation; a pattern that
-    # names a type (``m1.small``, ``m3.*``) allows it whatever its generation.
+    """`binpack`: many pods per node, the cheapest mix of types. `cell`: one pod per node, the node terminated when its pod ends."""
+    instance_types: list[str] = Field(default_factory=lambda: ["*"], min_length=1, max_length=MAX_PATTERNS)
+    """Names or globs (`c5*`, `m5.*`); each must match a type of the catalog. At most 500."""
+    exclude_instance_types: list[str] = Field(default_factory=list, max_length=MAX_PATTERNS)
+    """Names or globs never bought, e.g. `t*`. At most 500."""
+    architectures: list[Literal["x86_64", "arm64"]] = Field(default_factory=lambda: ["x86_64"], min_length=1)
+    """`x86_64` and/or `arm64` (images are rarely multi-arch)."""
     instance_generation: InstanceGeneration = InstanceGeneration.CURRENT
+    """`current`, `previous` or `any`: the EC2 generation of the types a pattern sweeps in (`*`, `*.large`). A pattern that names a type (`m1.small`,
+    `m3.*`) allows it whatever its generation. Bin-pack pools also leave out burstable types a pattern only sweeps in: name them (`t3.*`) to use them."""
     capacity_types: list[CapacityType] = Field(default_factory=lambda: [CapacityType.ON_DEMAND], min_length=1)
-    zones: list[str] = Field(default_factory=list, max_length=100)  # empty: every zone of the region
-    labels: dict[str, str] = Field(default_factory=dict, max_length=100)  # set on the pool's nodes; pods select pools with them
-    taints: list[Taint] = Field(default_factory=list, max_length=50)  # only pods tolerating them land in the pool
-    # Taints the node registers with and its own agents remove once ready (a CNI, a GPU
-    # driver): ignored when planning onto the pool's nodes; pods are bound once they are gone.
+    """`on-demand` and/or `spot`. Spot is used when allowed and cheaper, unless the pod says otherwise."""
+    zones: list[str] = Field(default_factory=list, max_length=100)
+    """Zones of the region; none: all."""
+    labels: dict[str, str] = Field(default_factory=dict, max_length=100)
+    """Set on the pool's nodes; pods select pools with `nodeSelector` or node affinity on them (at most 100)."""
+    taints: list[Taint] = Field(default_factory=list, max_length=50)
+    """Only pods that tolerate them land in the pool (at most 50)."""
     startup_taints: list[Taint] = Field(default_factory=list, max_length=50)
+    """The node registers with them and its own agents (a CNI, a GPU driver) remove them: ignored when planning, pods are bound once they are gone."""
     limits: Limits = Field(default_factory=Limits)
+    """Totals of the pool's machines, never exceeded. Pods a limit leaves over wait with `pool P: limit on nodes reached` (or `cpu`, `memory`)."""
     standby: list[Standby] = Field(default_factory=list, max_length=100)
-    weight: int = Field(default=0, ge=0, le=100)  # higher is tried first when several pools fit
-    colocation: Colocation = Field(default_factory=Colocation)  # merged over the cluster-wide block
+    """Nodes kept booted and idle (at most 100 entries)."""
+    weight: int = Field(default=0, ge=0, le=100)
+    """0–100; a higher weight is tried first when several pools fit."""
+    colocation: Colocation = Field(default_factory=Colocation)
+    """Batch-tier settings for this pool (all but `plugins`), merged over the cluster-wide `colocation` block."""
     disruption: Disruption = Field(default_factory=Disruption)
+    """Voluntary disruption of the pool's nodes (see [Disruption](concepts/disruption.md))."""
     node_size_floor: NodeSizeFloor = Field(default_factory=NodeSizeFloor)
+    """The smallest new node a bin-pack pool boots as its load grows: at least `share` of the CPU its pods request on its nodes now, at most `maxCPU`. Let
+    go where no type that large holds the pods, where the limits leave room only for smaller nodes, and for pods asking for GPUs."""
 
     @field_validator("labels")
     @classmethod
@@ -528,17 +651,24 @@ class Loops(Model):
     """How often each control loop runs (Kip's values)."""
 
     pool: Duration = Field(default=7.0, ge=MIN_INTERVAL)
+    """How often pending pods are placed and nodes booted."""
     heartbeat: Duration = Field(default=10.0, ge=MIN_INTERVAL)
+    """How often nodes are checked for health."""
     reaper: Duration = Field(default=10.0, ge=MIN_INTERVAL)
+    """How often nodes that outlived `bootTimeout` or `healthyTimeout` are replaced."""
     orphan_gc: Duration = Field(default=60.0, ge=MIN_INTERVAL, alias="orphanGC")
-    prices: Duration = Field(default=12 * 3600.0, ge=MIN_INTERVAL)  # live prices, where the cloud has them (Karpenter: 12 h)
-    colocation: Duration = Field(default=30.0, ge=MIN_INTERVAL)  # batch resources recalculated (metrics report every 60 s)
-    disruption: Duration = Field(default=10.0, ge=MIN_INTERVAL)  # consolidation looked for (Karpenter: every 10 s)
-    interruption: Duration = Field(default=5.0, ge=MIN_INTERVAL)  # the interruption queue polled (each poll waits up to 5 s in real time)
-    # A pass of a loop that holds the controller stops retrying cloud calls, and makes no new
-    # one, once it has run this long (nodemanager.deadline); the price refresh runs outside
-    # the controller, bounded by its own retries.
+    """How often instances tagged with this `controllerId` but known to no record are terminated."""
+    prices: Duration = Field(default=12 * 3600.0, ge=MIN_INTERVAL)
+    """Live price refresh, where the cloud has live prices (Karpenter's interval)."""
+    colocation: Duration = Field(default=30.0, ge=MIN_INTERVAL)
+    """How often batch resources are recalculated."""
+    disruption: Duration = Field(default=10.0, ge=MIN_INTERVAL)
+    """How often consolidation, drift and expiry are looked for (Karpenter's interval)."""
+    interruption: Duration = Field(default=5.0, ge=MIN_INTERVAL)
+    """How often the interruption queue is read (each read waits up to 5 s for a message)."""
     pass_deadline: Duration = Field(default=30.0, gt=0, le=3600)
+    """How long one pass of a loop (all but `prices`) may spend on cloud and API calls. Past it a pass makes no new EC2 call (the rest waits for the next
+    pass), and a Kubernetes API call waits no longer than what is left (at least 1 s)."""
 
     def intervals(self) -> dict[str, float]:
         """Loop name (as the controller names its loops) -> seconds."""
@@ -561,12 +691,19 @@ def parse_listen(listen: str) -> tuple[str, int]:
 
 
 class Status(Model):
-    listen: str = Field(default="127.0.0.1:8080", pattern=r"^(\[[0-9a-fA-F:]+\]|[^:\s]+):[0-9]{1,5}$")  # loopback: opt in to expose it
-    bearer_token_file: str | None = None  # guards all but /healthz when set
-    bearer_token_env: str | None = None  # name of an environment variable holding the token
-    allow_unauthenticated: bool = False  # listen beyond loopback without a token (anyone who reaches it reads the config)
-    tls_cert_file: str | None = None  # PEM certificate chain: serve HTTPS (with tlsKeyFile)
-    tls_key_file: str | None = None  # PEM private key of that certificate
+    listen: str = Field(default="127.0.0.1:8080", pattern=r"^(\[[0-9a-fA-F:]+\]|[^:\s]+):[0-9]{1,5}$")
+    """`host:port` or `[v6]:port`; the host must resolve. Loopback by default: expose it deliberately."""
+    bearer_token_file: str | None = None
+    """A file holding the token every path but `/healthz` and `/readyz` needs (`Authorization: Bearer <token>`); `check-config` refuses one that is
+    missing, blank or over 64 KiB."""
+    bearer_token_env: str | None = None
+    """The name of an environment variable holding that token instead."""
+    allow_unauthenticated: bool = False
+    """A `listen` address beyond loopback needs a token unless this is `true`: anyone who reaches the endpoint reads the configuration, nodes and pods."""
+    tls_cert_file: str | None = None
+    """PEM certificate chain: serve HTTPS (with `tlsKeyFile`)."""
+    tls_key_file: str | None = None
+    """PEM private key of that certificate."""
 
     @model_validator(mode="after")
     def _tls_pair(self) -> Status:
@@ -585,32 +722,50 @@ class Status(Model):
 
 class CatalogSettings(Model):
     region: str = "us-east-1"
-    file: str | None = None  # a catalog JSON made by cloud.catalog_gen; default: the bundled one
-    spot_price_fraction: float = Field(default=0.4, gt=0, le=1)  # until real spot prices are fetched
+    """Which bundled catalog of instance types and prices."""
+    file: str | None = None
+    """A catalog JSON made by `python -m cloud.catalog_gen`, instead of the bundled one."""
+    spot_price_fraction: float = Field(default=0.4, gt=0, le=1)
+    """Spot price as a fraction of on-demand, until real spot prices are fetched."""
 
 
 class ScorePluginRef(Model):
     name: str
-    weight: int = Field(default=1, ge=0)  # 0 counts as 1, as in kube-scheduler
+    """The plugin's name."""
+    weight: int = Field(default=1, ge=0)
+    """Its weight (0 counts as 1, as in kube-scheduler)."""
 
 
 class Scheduling(Model):
     """The scheduling profile: plugins per extension point, in order. A point left out
-    keeps the default list (see the README); an empty list disables the point."""
+    keeps the default list (see docs/configuration.md); an empty list disables the point."""
 
     queue_sort: list[str] | None = None
+    """Plugins ordering the queue; default `PrioritySort`."""
     pre_filter: list[str] | None = None
+    """PreFilter plugins, in order."""
     filter: list[str] | None = None
+    """Filter plugins, in order (a node failing several is reported by the first)."""
     post_filter: list[str] | None = None
+    """PostFilter plugins (preemption)."""
     score: list[ScorePluginRef] | None = None
+    """Score plugins with their weights (`[{name, weight}]`)."""
     reserve: list[str] | None = None
+    """Reserve plugins."""
     unreserve: list[str] | None = None
+    """Unreserve plugins."""
     permit: list[str] | None = None
+    """Permit plugins."""
     pre_bind: list[str] | None = None
+    """PreBind plugins."""
     bind: list[str] | None = None
+    """Bind plugins."""
     post_bind: list[str] | None = None
-    plugin_args: dict[str, dict[str, object]] = Field(default_factory=dict)  # e.g. {PodGroup: {scheduleTimeout: 5m}}
-    seed: int = 0  # seeds the tie-breaking draw between equally scored nodes
+    """PostBind plugins."""
+    plugin_args: dict[str, dict[str, object]] = Field(default_factory=dict)
+    """Arguments per plugin, e.g. `{PodGroup: {scheduleTimeout: 5m}}`; `PodTopologySpread` takes kube's `defaultingType` and `defaultConstraints`."""
+    seed: int = 0
+    """Seeds the tie-break between equally scored nodes."""
 
     def profile(self) -> Profile:
         default = DEFAULT_PROFILE
@@ -624,16 +779,28 @@ class ProviderConfig(Model):
     """The whole provider.yaml."""
 
     api_version: Literal["nodemanager/v1"] = "nodemanager/v1"
+    """`nodemanager/v1`."""
     controller_id: str | None = Field(default=None, pattern=_DNS_LABEL, max_length=63)
+    """Tags every instance; stable and unique per cluster, since orphan collection terminates tagged instances no record knows. Required with
+    `cloud.provider: aws`; default `simulated` otherwise."""
     cloud: Cloud = Field(default_factory=Cloud)
+    """Where nodes are booted."""
     cluster: Cluster = Field(default_factory=Cluster)
+    """Where pods and nodes come from."""
     catalog: CatalogSettings = Field(default_factory=CatalogSettings)
+    """The instance types and prices nodemanager chooses from."""
     nodes: NodeDefaults = Field(default_factory=NodeDefaults)
+    """Settings for every node."""
     pools: list[Pool] = Field(min_length=1, max_length=MAX_POOLS)
+    """The node pools (1–100)."""
     loops: Loops = Field(default_factory=Loops)
+    """How often each control loop runs."""
     status: Status = Field(default_factory=Status)
+    """The ops status endpoint."""
     scheduling: Scheduling = Field(default_factory=Scheduling)
+    """The scheduling profile: plugins per extension point. A point left out keeps its default; an empty list disables it."""
     colocation: ColocationSettings = Field(default_factory=ColocationSettings)
+    """The cluster-wide batch tier (see [The batch tier](concepts/batch-tier.md))."""
 
     @model_validator(mode="after")
     def _controller_id(self) -> ProviderConfig:

@@ -1,6 +1,6 @@
 """Prometheus metrics, in a registry of their own (no process-wide globals).
 
-Names (a stable contract, documented in the README):
+Names (a stable contract, documented in docs/operations/status.md):
     nodemanager_nodes{pool,state}                     gauge
     nodemanager_pending_pods                          gauge   pods waiting for a node
     nodemanager_unschedulable_pods                    gauge   pods no pool could ever hold

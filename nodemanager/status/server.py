@@ -1,4 +1,5 @@
 """The ops status endpoint: ``/status`` (JSON), ``/metrics``, ``/healthz``, ``/readyz``.
+``/healthz`` is 503 while a loop is stuck (``nodemanager.liveness``).
 
 Read-only: it never changes the controller. It listens on 127.0.0.1 unless told otherwise;
 with a bearer token configured, everything but ``/healthz`` and ``/readyz`` (what probes
@@ -60,11 +61,13 @@ class StatusServer:
         *,
         tls: ssl.SSLContext | None = None,
         max_age: float = STATUS_MAX_AGE,
+        live: Callable[[], tuple[bool, str]] = lambda: (True, "ok\n"),
     ) -> None:
         self.listen = listen
         self._builders = concurrent.futures.ThreadPoolExecutor(max_workers=BUILDERS, thread_name_prefix="status-build")
         self.status = SharedBuild(lambda: _status_reply(status), max_age, self._builders)
         self.ready = ready
+        self.live = live
         self.metrics = metrics
         self.token = token
         self.tls = tls
@@ -130,7 +133,8 @@ class StatusServer:
             return web.Response(status=405, body=b"only GET and HEAD\n", content_type="text/plain", headers={"Allow": "GET, HEAD"})
         path = request.path
         if path == "/healthz":
-            return _reply(200, b"ok\n", TEXT)
+            live, text = self.live()
+            return _reply(200 if live else 503, text.encode(), TEXT)
         if path == "/readyz":
             ready = self.ready()
             return _reply(200 if ready else 503, b"ready\n" if ready else b"not ready\n", TEXT)
