@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from nodemanager.model import CapacityType, Taint, TaintEffect
+from nodemanager.tally import ErrorTally
 
 CONTROLLER_TAG = "nodemanager.io/controller-id"
 NODE_TAG = "nodemanager.io/node"
@@ -86,6 +87,7 @@ class Instance:
 
 class CloudClient(Protocol):
     controller_id: str
+    errors: ErrorTally  # failed calls by operation and code, read by /metrics
 
     def boot(self, request: BootRequest) -> Instance:
         """Launch (or, for a token seen before, return) the instance. Raises CloudError."""

@@ -21,6 +21,7 @@ from cloud.errors import InsufficientCapacity, NotFound, Throttled
 from cloud.interruption import FREE_IF_RECLAIMED_WITHIN, SPOT_NOTICE, InterruptionKind, event_body
 from nodemanager.clock import Clock
 from nodemanager.model import CapacityType
+from nodemanager.tally import ErrorTally
 
 TERMINATED_VISIBLE_FOR = 3600.0  # EC2 keeps describing terminated instances for about an hour
 MINIMUM_BILLED = 60.0  # EC2 bills each second an instance runs, a minute at least for each start
@@ -86,6 +87,7 @@ class SimulatedCloud:
         self.spot_interruption_per_hour = spot_interruption_per_hour
         self.on_boot = on_boot  # called after launch, before returning: lets tests "crash" there
         self.image = image  # what every boot launches from; changing it makes the nodes drift
+        self.errors = ErrorTally()  # failed calls, for /metrics
         self._rng = random.Random(seed)
         self._ids = itertools.count(1)
         self._records: dict[str, _Record] = {}
@@ -113,6 +115,7 @@ class SimulatedCloud:
             return self._view(self._records[known])
         limit = self._capacity_limit(request.instance_type, request.capacity_type, request.zone)
         if limit is not None and self._live_count(request.instance_type, request.capacity_type, request.zone) >= limit:
+            self.errors.failed("RunInstances", "InsufficientInstanceCapacity")
             raise InsufficientCapacity(request.instance_type, request.capacity_type, request.zone, "simulated capacity exhausted")
         now = self.clock.now()
         instance_id = f"i-{next(self._ids):017x}"
@@ -210,6 +213,7 @@ class SimulatedCloud:
 
     def _check_throttle(self, call: str) -> None:
         if self.throttle_rate and self._rng.random() < self.throttle_rate:
+            self.errors.failed(call, "RequestLimitExceeded", throttled=True)
             raise Throttled(f"{call}: Request limit exceeded (simulated)")
 
     def _capacity_limit(self, instance_type: str, capacity_type: CapacityType, zone: str) -> int | None:

@@ -126,11 +126,16 @@ class Service:
             from nodemanager.cluster.kubernetes.leader import LeaderElector
 
             identity = new_identity()
-            elector = LeaderElector(api_client(kube), kube.leader_election, identity, self.clock, reachability=self.reachability)
+            api = api_client(kube, self.reachability.errors if self.reachability is not None else None)
+            elector = LeaderElector(api, kube.leader_election, identity, self.clock, reachability=self.reachability)
         self.elector = elector
         self.cloud = build_cloud(config, self.clock, catalog, self.stopping)
         self.cluster = build_cluster(config, self.clock, self.cloud, identity=identity, reachability=self.reachability)
         self.gate = LeaderGate(elector, self._new_controller)
+        self.metrics.count_errors(self.cloud.errors, "cloud")
+        if self.reachability is not None:
+            self.metrics.count_errors(self.reachability.errors, "api")
+        self.metrics.leader.set_function(lambda: 1.0 if self.elector is None or self.elector.leading() else 0.0)
         token = load_token(config.status)
         REDACT.add(token)
         intervals = config.loops.intervals()

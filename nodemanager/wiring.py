@@ -65,7 +65,8 @@ def build_cluster(
         from nodemanager.cluster.kubernetes.source import KubernetesCluster
 
         settings = config.cluster.kubernetes or schema.KubernetesCluster()
-        return KubernetesCluster(api_client(settings), cloud, clock, settings, identity=identity, reachability=reachability)
+        api = api_client(settings, reachability.errors if reachability is not None else None)
+        return KubernetesCluster(api, cloud, clock, settings, identity=identity, reachability=reachability)
     sim = config.cluster.simulated or schema.SimulatedCluster()
     loaded = load_workload_file(sim.workload) if sim.workload else None
     arrivals = workload if workload is not None else (loaded.arrivals if loaded else [])

@@ -500,3 +500,17 @@ def test_a_success_ends_the_pause_for_callers_still_waiting_on_it(aws, catalog):
     cloud.pause.succeeded()  # a call sent before it began came back fine
     cloud.list_instances()
     assert sleeps == []
+
+
+def test_every_failed_attempt_is_counted_by_operation_and_code(aws, catalog):
+    """/metrics' cloud error and throttle counters: each attempt the endpoint refused, by its
+    code, throttling apart; an attempt that never reached it, by the error's class."""
+    cloud = make_cloud(catalog, clock=VirtualClock(1000.0))
+    inject(cloud, "RunInstances", lambda p: error_reply("RequestLimitExceeded", 503))
+    with pytest.raises(Throttled):
+        cloud.boot(request())
+    inject(cloud, "TerminateInstances", lambda p: error_reply("UnauthorizedOperation", 403))
+    with pytest.raises(CloudError):
+        cloud.terminate(["i-1"])
+    assert cloud.errors.errors() == {("run_instances", "RequestLimitExceeded"): 6, ("terminate_instances", "UnauthorizedOperation"): 1}
+    assert cloud.errors.throttled() == {"run_instances": 6}

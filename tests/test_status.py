@@ -93,7 +93,7 @@ def test_metrics_names(running):
         "nodemanager_unschedulable_pods 1.0",
         'nodemanager_boots_total{capacity_type="spot",instance_type="a.large",pool="cells"}',
         "nodemanager_loop_duration_seconds_count",
-        "nodemanager_cost_per_hour_dollars",
+        "nodemanager_fleet_hourly_cost_dollars",
         "nodemanager_decisions_total",
     ):
         assert name in body, name
@@ -398,4 +398,4 @@ def test_the_node_gauges_follow_the_records_when_status_asked_for_the_price_in_b
     text = generate_latest(c.metrics.registry).decode()
     assert 'state="Claimed"' not in text
     assert 'nodemanager_nodes{pool="cells",state="Terminating"} 1.0' in text
-    assert "nodemanager_cost_per_hour_dollars 0.0" in text
+    assert "nodemanager_fleet_hourly_cost_dollars 0.0" in text

@@ -44,6 +44,7 @@ from nodemanager.config.schema import AwsCloud as AwsSettings
 from nodemanager.config.schema import BootImageSpec, ImageFamily
 from nodemanager.deadline import remaining
 from nodemanager.model import CapacityType
+from nodemanager.tally import ErrorTally
 
 log = logging.getLogger("nodemanager.cloud.aws")
 
@@ -94,6 +95,7 @@ class AwsCloud:
         self.stop = stop or threading.Event()
         self.sleep = sleep or self.stop.wait
         self.pause = SharedPause(clock.now, self.sleep)
+        self.errors = ErrorTally()  # failed calls by operation and code, for /metrics
         session = session or boto3.session.Session()
         # botocore's own retries are off: tenacity decides what is retried, and how often.
         config = Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=5, read_timeout=20, user_agent_extra="nodemanager")
@@ -143,8 +145,13 @@ class AwsCloud:
             try:
                 reply = call(**params)
             except ClientError as exc:
-                if code_of(exc) in THROTTLING:
+                code = code_of(exc)
+                self.errors.failed(what, code or "Unknown", throttled=code in THROTTLING)
+                if code in THROTTLING:
                     self.pause.throttled(sent)
+                raise
+            except (BotoCoreError, OSError) as exc:
+                self.errors.failed(what, type(exc).__name__)
                 raise
             self.pause.succeeded()
             return reply

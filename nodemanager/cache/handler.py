@@ -110,6 +110,7 @@ class ClusterEventsHandler:
         self._assumed: dict[PodKey, None] = {}  # the entries in state Assumed, in the order they were assumed
         self._pods_as_of: tuple[int, PodsByNode, bool] | None = None  # see _pods
         self.finished: list[Pod] = []  # pods that left a node since the last take_finished()
+        self.bound: list[Pod] = []  # waiting pods placed (assumed or seen bound) since the last take_bound()
 
     # -- the state machine ----------------------------------------------------------------
     def state(self, key: PodKey) -> PodState:
@@ -165,7 +166,8 @@ class ClusterEventsHandler:
         with self._lock:
             state = self._move(pod.key, PodOp.ASSUME)
             placed = pod.living(node_name=node)
-            self._waiting.pop(pod.key, None)
+            if self._waiting.pop(pod.key, None) is not None:
+                self.bound.append(pod)
             self._entries[pod.key] = _Entry(placed, state)
             self._place(placed)
             self.generation += 1
@@ -211,7 +213,8 @@ class ClusterEventsHandler:
         with self._lock:
             state = self._move(pod.key, PodOp.ADD)
             old = self._entries.get(pod.key)
-            self._waiting.pop(pod.key, None)
+            if self._waiting.pop(pod.key, None) is not None:
+                self.bound.append(pod)
             self._entries[pod.key] = _Entry(pod, state)
             self._replace(old.pod if old is not None else None, pod)  # the cached copy knows where we assumed it
             self.generation += 1
@@ -400,6 +403,12 @@ class ClusterEventsHandler:
             for entry in self._entries.values():
                 out[entry.state.value.lower()] += 1
             return out
+
+    def take_bound(self) -> list[Pod]:
+        """The waiting pods placed since the last call (each once, however it was placed)."""
+        with self._lock:
+            bound, self.bound = self.bound, []
+        return bound
 
     def take_finished(self) -> list[Pod]:
         with self._lock:

@@ -168,7 +168,9 @@ class DisruptionController:
         if self.proposal is not None and now - self.proposal.at < VALIDATION_DELAY:
             return  # validated once the delay is over; until then the candidates stand as the proposal found them
         snapshot = self._without_idle(c.snapshot(now, c.cache.snapshot()))
-        if self.proposal is None and self._renew(snapshot, now):
+        renewed = self.proposal is None and self._renew(snapshot, now)
+        c.metrics.disruption_held.set(len(self.held))
+        if renewed:
             return
         candidates, together, blocked = self._candidates(snapshot, now)
         c.metrics.disruption_candidates.set(len(candidates))

@@ -56,10 +56,11 @@ from nodemanager.controller.status_doc import status_document
 from nodemanager.controller.timers import LoopTimer
 from nodemanager.dra.context import DeviceContext
 from nodemanager.errors import NodeManagerError
-from nodemanager.model import ZERO, CapacityType, InstanceId, Node, NodeName, NodeState, Pod, PodKey, Taint
+from nodemanager.model import LIVE_STATES, ZERO, CapacityType, InstanceId, Node, NodeName, NodeState, Pod, PodKey, Taint
 from nodemanager.model.journal import Mark, changed_since
 from nodemanager.model.selectors import HARD_EFFECTS, untolerated
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, Decision, NodeSpec, ScalerSettings, UnavailabilityKeeper
+from nodemanager.scaler.pools import capacity_of
 from nodemanager.scaler.unavailability import ANY_TYPE
 from nodemanager.scheduling.plugins.placement import UNSCHEDULABLE_TAINT
 from nodemanager.status.metrics import Metrics
@@ -134,6 +135,11 @@ class NodeController:
         self.unneeded_since: dict[NodeName, float] = {}
         self.devices: DeviceContext | None = None  # as last read, while pods with claims wait
         self.timers = {name: LoopTimer(observe=self.metrics.loop_duration.labels(name).observe) for name in LOOPS}
+        for pool in config.pools:  # (the limits are fixed: set once)
+            lim, m = pool.limits, self.metrics
+            for gauge, limit in ((m.pool_limit_nodes, lim.nodes), (m.pool_limit_cpu, lim.cpu and lim.cpu / 1000), (m.pool_limit_memory, lim.memory)):
+                if limit is not None:
+                    gauge.labels(pool.name).set(limit)
         self.last_decision: Decision | None = None
         self.compute_ms: list[float] = []  # every computation's duration (simulation reports)
         self.started_at = clock.now()
@@ -529,6 +535,7 @@ class NodeController:
                 self.lock.after_release(self.cluster.label_node, name, node.labels)
                 if announce:
                     self.event("Node", name, "Registered", f"Ready {now - node.created_at:.0f}s after boot")
+                    self.metrics.node_startup.observe(max(0.0, now - node.created_at))
                 self.set_state(name, NodeState.AVAILABLE)
                 if self.cache.usage(name).pods:
                     self.set_state(name, NodeState.CLAIMED)
@@ -600,6 +607,18 @@ class NodeController:
         self.fleet.update(self.catalog)
         return self.fleet.cost_per_hour()
 
+    def pool_usage(self, pool: str) -> tuple[int, int, int]:
+        """What a pool's live nodes hold, as its limits count it: nodes, milli-vCPU and
+        bytes of the machines (not their allocatable)."""
+        nodes = cpu = memory = 0
+        for node in self.nodes.values():
+            if node.pool == pool and node.state in LIVE_STATES:
+                nodes += 1
+                if (itype := self.catalog.get(node.instance_type)) is not None:
+                    machine = capacity_of(itype)
+                    cpu, memory = cpu + machine[0], memory + machine[1]
+        return nodes, cpu, memory
+
     def refresh_gauges(self) -> None:
         """Node, pod and cost gauges; the node counts and the cost are set again only when
         a record came, went or changed what they are made of, or the prices changed."""
@@ -612,7 +631,15 @@ class NodeController:
                 if shown.get((pool, state)) != n:  # (most record changes move no count: a binding, a heartbeat)
                     self.metrics.nodes.labels(pool, state.value).set(n)
             self.metrics.cost.set(self.fleet.cost_per_hour())
+            for pool in self.config.pools if self.metrics.scraped else ():  # (each walks the records)
+                nodes, cpu, memory = self.pool_usage(pool.name)
+                self.metrics.pool_nodes.labels(pool.name).set(nodes)
+                self.metrics.pool_cpu.labels(pool.name).set(cpu / 1000)
+                self.metrics.pool_memory.labels(pool.name).set(memory)
             self._gauges_shown, self._gauges_version = counts, self.fleet.version
+        now = self.clock.now()
+        for pod in self.cache.take_bound():
+            self.metrics.pod_scheduling.observe(max(0.0, now - pod.created_at))
         self.metrics.pending_pods.set(self.cache.waiting_count())
         self.metrics.unschedulable_pods.set(len(self.last_decision.unschedulable) if self.last_decision else 0)
 

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 from nodemanager import __version__
 from nodemanager.config.schema import Pool
 from nodemanager.model import LIVE_STATES, CapacityType, Node, Pod
-from nodemanager.scaler.pools import capacity_of
 
 if TYPE_CHECKING:
     from nodemanager.controller.node_controller import NodeController
@@ -88,8 +87,7 @@ def _pool(c: NodeController, pool: Pool) -> dict[str, object]:
         capacity = CapacityType.SPOT if entry.spot else CapacityType.ON_DEMAND
         idle = [n for n in live if n.instance_type == itype and n.capacity_type is capacity and not c.node_has_pods(n.name)]
         present += min(entry.count, len(idle))
-    machines = [capacity_of(t) for n in live if (t := c.catalog.get(n.instance_type))]
-    cpu, memory = sum(m[0] for m in machines), sum(m[1] for m in machines)
+    _, cpu, memory = c.pool_usage(pool.name)
     return {
         "name": pool.name,
         "packing": pool.packing.value,

@@ -12,18 +12,23 @@ import os
 import socket
 import uuid
 from pathlib import Path
+from typing import Any
 
 import urllib3
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 
 from nodemanager.config.schema import KubernetesCluster
 from nodemanager.errors import ConfigError
+from nodemanager.tally import ErrorTally
 
 log = logging.getLogger("nodemanager.kubernetes")
 CONNECTIONS = 32  # urllib3's pool per API client
 
 
-def api_client(settings: KubernetesCluster) -> client.ApiClient:
+def api_client(settings: KubernetesCluster, errors: ErrorTally | None = None) -> client.ApiClient:
+    """A client of the API server the settings name; ``errors`` (when given) counts each
+    failed request by method and HTTP status (or the connection error's class)."""
     if settings.kubeconfig is not None and not Path(settings.kubeconfig).is_file():
         raise ConfigError("provider.yaml", [f"cluster.kubernetes.kubeconfig: no such file: {settings.kubeconfig}"])
     configuration = client.Configuration()
@@ -42,7 +47,26 @@ def api_client(settings: KubernetesCluster) -> client.ApiClient:
     if not configuration.verify_ssl:  # insecure-skip-tls-verify: said once, not on every request
         log.warning("cluster.kubernetes: the API server's certificate is not verified (insecure-skip-tls-verify in the kubeconfig)")
         urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-    return client.ApiClient(configuration)
+    api = client.ApiClient(configuration)
+    if errors is not None:
+        _count_errors(api, errors)
+    return api
+
+
+def _count_errors(api: client.ApiClient, errors: ErrorTally) -> None:
+    request = api.rest_client.request
+
+    def counted(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return request(method, url, *args, **kwargs)
+        except ApiException as exc:
+            errors.failed(method, str(exc.status))
+            raise
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            errors.failed(method, type(exc).__name__)
+            raise
+
+    api.rest_client.request = counted
 
 
 def identity() -> str:

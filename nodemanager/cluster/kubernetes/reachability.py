@@ -11,6 +11,7 @@ import logging
 import threading
 
 from nodemanager.clock import Clock
+from nodemanager.tally import ErrorTally
 
 log = logging.getLogger("nodemanager.kubernetes")
 
@@ -27,6 +28,7 @@ class Reachability:
         self._since: float | None = None  # when the first failure of the current outage came
         self.outages = 0
         self.failures = 0  # calls that found it unreachable, in all
+        self.errors = ErrorTally()  # every failed request by method and status (connect.api_client counts them)
 
     def answered(self) -> None:
         with self._lock:
