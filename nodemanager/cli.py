@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+import yaml
 from tqdm import tqdm
 
 from nodemanager import __version__
@@ -246,6 +250,68 @@ def _logging_arguments(command: argparse.ArgumentParser, default: str) -> None:
     )
 
 
+TOKEN_ENV = "NODEMANAGER_STATUS_TOKEN"  # the shipped manifests' name for the status token
+STATUS_TIMEOUT = 10.0  # seconds to wait for /status
+
+
+def _status_source(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The endpoint's /status URL and the token to send: from --url, or the service's own
+    provider.yaml (its status.listen, TLS and token); the token variable overrides."""
+    token = os.environ.get(TOKEN_ENV, "").strip() or None
+    if args.url:
+        return args.url.rstrip("/") + "/status", token
+    if args.config is None:
+        return "http://127.0.0.1:8080/status", token
+    from nodemanager.config.files import load_token
+    from nodemanager.config.schema import parse_listen
+
+    config, _ = load_config(args.config)
+    host, port = parse_listen(config.status.listen)
+    host = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
+    scheme = "https" if config.status.tls_cert_file else "http"
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}/status", token or load_token(config.status)
+
+
+def _fetch_status(url: str, token: str | None) -> dict[str, object]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=STATUS_TIMEOUT) as reply:
+            return json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        hint = f": set {TOKEN_ENV} or give --config" if exc.code == 401 else ""
+        raise OSError(f"{url} answered {exc.code} {exc.reason}{hint}") from None
+    except urllib.error.URLError as exc:
+        raise OSError(f"cannot reach {url}: {exc.reason} (is the service running? --url or --config say where)") from None
+
+
+def _status_command(args: argparse.Namespace, out: TextIO | None = None, rounds: int | None = None) -> int:
+    from nodemanager.status.terminal import render
+
+    out = out or sys.stdout
+
+    url, token = _status_source(args)
+    shown = 0
+    while True:
+        doc = _fetch_status(url, token)
+        if args.output == "json":
+            text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+        elif args.output == "yaml":
+            text = yaml.safe_dump(doc, sort_keys=True)
+        else:
+            text = render(doc)
+        if args.watch and out.isatty():
+            out.write("\x1b[H\x1b[2J")  # clear the screen, as watch(1) does
+        out.write(text)
+        out.flush()
+        shown += 1
+        if not args.watch or (rounds is not None and shown >= rounds):
+            return EXIT_OK
+        try:
+            time.sleep(args.watch)
+        except KeyboardInterrupt:
+            return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nodemanager", description="A cloud node-pool autoscaler.")
     parser.add_argument("--version", action="version", version=f"nodemanager {__version__}")
@@ -282,6 +348,13 @@ def build_parser() -> argparse.ArgumentParser:
     catalog.add_argument("--limit", type=int, default=20)
     catalog.add_argument("--json", action="store_true")
     catalog.set_defaults(handler=_catalog_command)
+
+    status = verbs.add_parser("status", help="show a running service's pools, waiting pods, nodes and disruption as tables")
+    status.add_argument("--url", help="the service's status endpoint (default: http://127.0.0.1:8080, or where --config says)")
+    status.add_argument("--config", help="the service's provider.yaml: its status.listen, TLS and bearer token")
+    status.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table", help="tables (default), or the whole /status document")
+    status.add_argument("-w", "--watch", type=float, nargs="?", const=2.0, metavar="SECONDS", help="show it again every SECONDS (default 2) until Ctrl-C")
+    status.set_defaults(handler=_status_command)
     return parser
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the end-to-end control plane (etcd, kwok, and kube-apiserver, kube-controller-manager,
-# kube-scheduler of each pinned Kubernetes version) from the Go modules beside this script, into
+# kube-scheduler of each pinned Kubernetes version) and helm (which lints and renders the chart) from the Go modules beside this script, into
 # a cache outside the work tree keyed by each module's go.mod and go.sum, so nothing cached is
 # ever built twice. Prints the folder of each set. A cold build takes tens of minutes on 2 cores.
 set -euo pipefail
@@ -36,6 +36,7 @@ build() {  # build MODULE_DIR PACKAGE... : into $cache/<dir>-<hash>, once
 
 build etcd .
 build kwok sigs.k8s.io/kwok/cmd/kwok
+build helm helm.sh/helm/v3/cmd/helm
 for dir in $(cd "$here" && ls -d k8s-* | sort -V); do
     build "$dir" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
         k8s.io/kubernetes/cmd/kube-scheduler
