@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE ?= nodemanager:$(VERSION)
 
-.PHONY: run test unit docs controlplane lint bench image clean
+.PHONY: run test unit docs manifests controlplane lint bench image clean
 
 # constraints.txt pins every dependency, so each install is the same and resolves at once
 # with the pip that Python ships. `run` needs only the runtime; the rest (tests, benchmarks,
@@ -36,11 +36,14 @@ docs: $(STAMP)  ## the docs site, into build/site; a broken link or anchor fails
 unit: $(STAMP)  ## the quick suite: everything but the tests against the real control plane
 	$(BIN)/pytest -n 2 -q -m "not e2e"
 
-# etcd, kwok, and kube-apiserver, kube-controller-manager, kube-scheduler of Kubernetes 1.32 and
+manifests: $(STAMP) controlplane  ## render deploy/kubernetes (plain manifests) from the Helm chart after changing it
+	$(BIN)/python deploy/helm/render.py "$$(cd tests/e2e && ../../$(BIN)/python -c 'from controlplane import binaries; print(binaries()["helm"])')"
+
+# etcd, kwok, helm, and kube-apiserver, kube-controller-manager, kube-scheduler of Kubernetes 1.32 and
 # 1.37, built from the pinned Go modules in tests/e2e/controlplane into ~/.cache/nodemanager
 # (about 25 minutes on 2 cores the first time; nothing is built again while cached).
 controlplane:
-	@command -v go >/dev/null || { echo "error: the end-to-end tests build a Kubernetes control plane and need Go (1.24 or newer) on PATH" >&2; exit 2; }
+	@command -v go >/dev/null || { echo "error: the end-to-end tests build a Kubernetes control plane and need Go (1.26 or newer) on PATH" >&2; exit 2; }
 	bash tests/e2e/controlplane/build.sh
 
 bench: $(STAMP)

@@ -30,7 +30,7 @@ START_TIMEOUT = 60.0  # seconds each process has to answer
 
 
 def binaries() -> dict[str, Path]:
-    """Build (once; cached) and find every binary: ``etcd``, ``kwok``, and ``<tool>-<minor>``
+    """Build (once; cached) and find every binary: ``etcd``, ``kwok``, ``helm``, and ``<tool>-<minor>``
     for each Kubernetes version."""
     built = subprocess.run(["bash", str(BUILD)], capture_output=True, text=True, check=False)  # (its progress is for people: `make controlplane`)
     if built.returncode != 0:
@@ -44,7 +44,7 @@ def binaries() -> dict[str, Path]:
         for binary in folder.iterdir():
             if binary.name.startswith("."):
                 continue
-            key = binary.name if name in ("etcd", "kwok") else f"{binary.name}-{name.removeprefix('k8s-')}"
+            key = binary.name if name in ("etcd", "kwok", "helm") else f"{binary.name}-{name.removeprefix('k8s-')}"
             found[key] = binary
     return found
 
