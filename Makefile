@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE ?= nodemanager:$(VERSION)
 
-.PHONY: run test unit docs manifests controlplane lint bench image clean
+.PHONY: run test unit docs manifests controlplane browser lint bench image clean
 
 # constraints.txt pins every dependency, so each install is the same and resolves at once
 # with the pip that Python ships. `run` needs only the runtime; the rest (tests, benchmarks,
@@ -24,7 +24,7 @@ $(STAMP): $(RUNTIME)
 run: $(RUNTIME)  ## start the service on the embedded default (simulated cloud and cluster)
 	$(BIN)/nodemanager run
 
-test: $(STAMP) controlplane docs  ## lint, check layers, build the docs, run the whole test suite, the real control plane included
+test: $(STAMP) controlplane browser docs  ## lint, check layers, build the docs, run the whole test suite, the real control plane included
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
@@ -38,6 +38,12 @@ unit: $(STAMP)  ## the quick suite: everything but the tests against the real co
 
 manifests: $(STAMP) controlplane  ## render deploy/kubernetes (plain manifests) from the Helm chart after changing it
 	$(BIN)/python deploy/helm/render.py "$$(cd tests/e2e && ../../$(BIN)/python -c 'from controlplane import binaries; print(binaries()["helm"])')"
+
+# Debian's chromium and its chromedriver, for the status page's browser test (as root, or with sudo).
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium chromium-driver; }
 
 # etcd, kwok, helm, and kube-apiserver, kube-controller-manager, kube-scheduler of Kubernetes 1.32 and
 # 1.37, built from the pinned Go modules in tests/e2e/controlplane into ~/.cache/nodemanager

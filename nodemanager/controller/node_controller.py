@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import replace
@@ -65,6 +66,7 @@ from nodemanager.scaler.unavailability import ANY_TYPE
 from nodemanager.scheduling.plugins.placement import UNSCHEDULABLE_TAINT
 from nodemanager.status.metrics import Metrics
 
+RECENT_DECISIONS = 20  # decisions that booted or stopped something, kept for /status
 log = logging.getLogger("nodemanager.controller")
 
 LOOPS = ("pool", "heartbeat", "reaper", "orphan_gc", "prices", "colocation", "disruption", "interruption")
@@ -141,6 +143,7 @@ class NodeController:
                 if limit is not None:
                     gauge.labels(pool.name).set(limit)
         self.last_decision: Decision | None = None
+        self.recent_decisions: deque[dict[str, object]] = deque(maxlen=RECENT_DECISIONS)  # what the last decisions booted or stopped (/status)
         self.compute_ms: list[float] = []  # every computation's duration (simulation reports)
         self.started_at = clock.now()
         self.ready = False

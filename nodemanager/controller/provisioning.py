@@ -120,6 +120,24 @@ class Provisioner:
             c.unneeded_since[order.name] = now - c.config.nodes.idle_grace
         for pod, reason in decision.unschedulable.items():
             c.event("Pod", pod, "NotTriggerScaleUp", reason, warning=True)
+        if decision.start or stops:
+            c.recent_decisions.append(
+                {
+                    "at": now,
+                    "booted": [
+                        {
+                            "node": s.name,
+                            "pool": s.pool,
+                            "instance_type": s.instance_type,
+                            "capacity_type": s.capacity_type.value,
+                            "zone": s.zone,
+                            "pods": len(s.pods),
+                        }
+                        for s in decision.start
+                    ],
+                    "stopped": [{"node": o.name, "reason": o.reason} for o in stops],
+                }
+            )
         if stops:
             c.reaper.run(now)
         for spec in decision.start:

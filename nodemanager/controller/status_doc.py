@@ -34,6 +34,7 @@ def status_document(c: NodeController) -> dict[str, object]:
         "pools": [_pool(c, p) for p in c.config.pools],
         "unavailable": c.keeper.dump(now),
         "boots": c.ledger.status(),
+        "decisions": list(c.recent_decisions),
         "disruption": c.disruption.status(),
         "interruption": c.interruption.status(),
         "cost_per_hour": round(c.cost_per_hour(), 6),

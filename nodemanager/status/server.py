@@ -1,4 +1,4 @@
-"""The ops status endpoint: ``/status`` (JSON), ``/metrics``, ``/healthz``, ``/readyz``.
+"""The ops status endpoint: ``/`` (the status page), ``/status`` (JSON), ``/metrics``, ``/healthz``, ``/readyz``.
 ``/healthz`` is 503 while a loop is stuck (``nodemanager.liveness``).
 
 Read-only: it never changes the controller. It listens on 127.0.0.1 unless told otherwise;
@@ -28,6 +28,7 @@ import logging
 import ssl
 import threading
 import time
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +38,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from nodemanager.config.schema import parse_listen
 from nodemanager.status.metrics import Metrics
+from nodemanager.status.page import login_page, render_page
 
 log = logging.getLogger("nodemanager.status")
 
@@ -47,6 +49,9 @@ MAX_CONNECTIONS = 4096  # connections open at once in all (each costs a file des
 BUILDERS = 2  # threads building /status and /metrics replies
 STATUS_MAX_AGE = 1.0  # seconds a /status reply is answered again before it is rebuilt
 TEXT = "text/plain; charset=utf-8"
+HTML = "text/html; charset=utf-8"
+SESSION_COOKIE = "nodemanager-session"
+LOGIN_BYTES = 4096  # the login form's body at most
 BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
 
 
@@ -123,15 +128,51 @@ class StatusServer:
             await listener.wait_closed()
 
     def _authorized(self, request: web.BaseRequest) -> bool:
+        """The bearer token in the header, or the status page's session cookie (which a
+        login with the token set)."""
         if self.token is None:
             return True
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
+        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode()):
+            return True
+        return hmac.compare_digest(request.cookies.get(SESSION_COOKIE, "").encode(), self._session().encode())
+
+    def _session(self) -> str:
+        """The session cookie's value: derived from the token, never the token itself."""
+        assert self.token is not None
+        return hmac.new(self.token.encode(), b"nodemanager status page session", "sha256").hexdigest()
+
+    async def _login(self, request: web.BaseRequest) -> web.StreamResponse:
+        """The status page's form: the right token sets the session cookie and goes to the page."""
+        if self.token is None:
+            return web.Response(status=303, headers={"Location": "/"})
+        if (request.content_length or 0) > LOGIN_BYTES:
+            return _reply(413, b"too large\n", TEXT)
+        form = urllib.parse.parse_qs((await request.content.read(LOGIN_BYTES)).decode(errors="replace"))
+        given = form.get("token", [""])[0].strip()
+        if not hmac.compare_digest(given.encode(), self.token.encode()):
+            return _reply(401, login_page(wrong=True).encode(), HTML)
+        reply = web.Response(status=303, headers={"Location": "/"})
+        reply.set_cookie(SESSION_COOKIE, self._session(), httponly=True, samesite="Strict", secure=self.tls is not None, path="/")
+        return reply
+
+    async def _page(self, request: web.BaseRequest) -> web.StreamResponse:
+        if not self._authorized(request):
+            return _reply(401, login_page(wrong=False).encode(), HTML)
+        code, body = await self.status.get()
+        if code != 200:
+            return _reply(code, body, "application/json")
+        page = await asyncio.get_running_loop().run_in_executor(self._builders, lambda: render_page(json.loads(body)).encode())
+        return _reply(200, page, HTML)
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        path = request.path
+        if path == "/login" and request.method == "POST":
+            return await self._login(request)
         if request.method not in ("GET", "HEAD"):
             return web.Response(status=405, body=b"only GET and HEAD\n", content_type="text/plain", headers={"Allow": "GET, HEAD"})
-        path = request.path
+        if path == "/":
+            return await self._page(request)
         if path == "/healthz":
             live, text = self.live()
             return _reply(200 if live else 503, text.encode(), TEXT)
@@ -146,7 +187,7 @@ class StatusServer:
         if path == "/status":
             code, body = await self.status.get()
             return _reply(code, body, "application/json")
-        return _reply(404, b"not found: try /status, /metrics, /healthz or /readyz\n", TEXT)
+        return _reply(404, b"not found: try /, /status, /metrics, /healthz or /readyz\n", TEXT)
 
 
 def _reply(code: int, body: bytes, content_type: str) -> web.Response:

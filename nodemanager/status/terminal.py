@@ -4,9 +4,10 @@ wait (grouped by reason), its nodes, and what disruption is doing."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
+
+from nodemanager.status.summary import age, waiting_by_reason
 
 MAX_NODES = 50  # node rows shown; the rest are counted (-o json has them all)
 MAX_REASON = 100  # characters of a waiting reason shown
@@ -27,12 +28,7 @@ def render(doc: dict[str, Any]) -> str:
         f"PODS  waiting {counts.get('waiting', 0)}  bound {counts.get('added', 0) + counts.get('assumed', 0)}  unschedulable {counts.get('unschedulable', 0)}",
     ]
     if waiting:
-        by_reason = Counter(_clip(w.get("reason", "")) for w in waiting)
-        oldest = {}
-        for w in waiting:
-            reason = _clip(w.get("reason", ""))
-            oldest[reason] = min(oldest.get(reason, now), float(w.get("since") or now))
-        rows = [(str(n), _age(now - oldest[reason]), reason) for reason, n in by_reason.most_common()]
+        rows = [(str(g.pods), age(g.oldest), _clip(g.reason)) for g in waiting_by_reason(waiting, now)]
         out += _table(("WAITING", "OLDEST", "REASON"), rows)
     nodes = doc.get("nodes", [])
     out.append("")
@@ -47,7 +43,7 @@ def render(doc: dict[str, Any]) -> str:
                 n["zone"],
                 _state(n),
                 str(len(n.get("pods", []))),
-                _age(now - float(n["created_at"])),
+                age(now - float(n["created_at"])),
             )
             for n in nodes[:MAX_NODES]
         ],
@@ -98,8 +94,8 @@ def _pool_row(pool: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _node_row(node: dict[str, Any], now: float) -> tuple[str, ...]:
-    age = _age(now - float(node["created_at"]))
-    return (node["name"], node["pool"], node["instance_type"], node["capacity_type"], node["zone"], _state(node), str(len(node.get("pods", []))), age)
+    old = age(now - float(node["created_at"]))
+    return (node["name"], node["pool"], node["instance_type"], node["capacity_type"], node["zone"], _state(node), str(len(node.get("pods", []))), old)
 
 
 def _state(node: dict[str, Any]) -> str:
@@ -113,15 +109,6 @@ def _state(node: dict[str, Any]) -> str:
 
 def _clip(text: str) -> str:
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
-
-
-def _age(seconds: float) -> str:
-    """kubectl's way: 45s, 12m, 3h, 2d."""
-    seconds = max(0.0, seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= 2 * size or (unit == "m" and seconds >= size):
-            return f"{int(seconds // size)}{unit}"
-    return f"{int(seconds)}s"
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
