@@ -44,6 +44,11 @@ def parse_fits(text: str) -> Resources:
 def _catalog_command(args: argparse.Namespace) -> int:
     _, catalog = load_config(args.config)
     requests = parse_fits(args.fits) if args.fits else Resources()
+    if args.zone and args.zone not in catalog.zones:
+        raise InvalidInput(f"--zone: {args.zone!r} is not a zone of the {catalog.region} catalog ({', '.join(catalog.zones)})")
+    for pattern in args.instance_types or ():
+        if not catalog.matching([pattern]):
+            raise InvalidInput(f"--instance-types: {pattern!r} matches no instance type of the {catalog.region} catalog")
     capacity = CapacityType(args.capacity_type) if args.capacity_type else None
     rows = []
     seen: set[tuple[str, str]] = set()

@@ -69,3 +69,30 @@ def test_parse_fits_aliases():
 def test_console_script_runs_as_a_module():
     out = subprocess.run([sys.executable, "-m", "nodemanager.cli", "--version"], capture_output=True, text=True, check=True)
     assert out.stdout.startswith("nodemanager ")
+
+
+def test_catalog_says_an_unknown_zone_or_a_glob_matching_nothing_is_the_problem(capsys):
+    """Both answered "no instance type fits", as if no type were large enough."""
+    assert main(["catalog", "--zone", "us-east-9z"]) == 2
+    assert "--zone: 'us-east-9z' is not a zone of the us-east-1 catalog (us-east-1a, " in capsys.readouterr().err
+    assert main(["catalog", "--instance-types", "m5.*", "zz*"]) == 2
+    assert "--instance-types: 'zz*' matches no instance type of the us-east-1 catalog" in capsys.readouterr().err
+
+
+def test_check_config_reads_the_kubeconfig_it_names_and_names_its_own_file(tmp_path, capsys):
+    """A missing or broken kubeconfig was found only by `run`, and said "provider.yaml"
+    whatever the file's name."""
+    config = tmp_path / "prod-east.yaml"
+    config.write_text("pools: [{name: a}]\ncluster: {source: kubernetes, kubernetes: {kubeconfig: missing.yaml}}\n")
+    assert main(["check-config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"configuration error in {config}" in err
+    assert f"cluster.kubernetes.kubeconfig: no such file: {tmp_path / 'missing.yaml'}" in err
+    (tmp_path / "missing.yaml").write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:6443'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+    )
+    assert main(["check-config", str(config)]) == 0
+    config.write_text(config.read_text().replace("kubeconfig: missing.yaml", "kubeconfig: missing.yaml, context: staging"))
+    assert main(["check-config", str(config)]) == 2
+    assert "Expected object with name staging" in capsys.readouterr().err

@@ -77,10 +77,28 @@ def parse_config(text: str, label: str, base_dir: Path) -> tuple[ProviderConfig,
         catalog = _catalog_for(config)
     except (OSError, ValueError, KeyError) as exc:
         raise ConfigError(label, [f"catalog: cannot load the instance catalog: {exc}"]) from None
-    problems = check_against_catalog(config, catalog)
+    problems = check_against_catalog(config, catalog) + _kubeconfig_problems(config)
     if problems:
         raise ConfigError(label, problems)
     return config, catalog
+
+
+def _kubeconfig_problems(config: ProviderConfig) -> list[str]:
+    """A kubeconfig the file names must exist and load (its context too); read, not used:
+    no connection is made."""
+    kube = config.cluster.kubernetes
+    if kube is None or kube.kubeconfig is None:
+        return []
+    if not Path(kube.kubeconfig).is_file():
+        return [f"cluster.kubernetes.kubeconfig: no such file: {kube.kubeconfig}"]
+    from kubernetes import client
+    from kubernetes import config as kube_config
+
+    try:
+        kube_config.load_kube_config(config_file=kube.kubeconfig, context=kube.context, client_configuration=client.Configuration())
+    except Exception as exc:  # the client's loader raises what its YAML parser and its own checks raise
+        return [f"cluster.kubernetes.kubeconfig: {kube.kubeconfig}: {' '.join(str(exc).split())}"]
+    return []
 
 
 def _problems_beyond_schema(raw: dict[str, Any], errors: Sequence[Mapping[str, Any]]) -> list[str]:
