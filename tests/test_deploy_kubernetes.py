@@ -130,12 +130,24 @@ def test_a_budget_keeps_one_replica_and_a_policy_guards_the_status_port() -> Non
     assert [p["port"] for rule in policy["ingress"] for p in rule["ports"]] == [port]
 
 
-def test_the_systemd_example_loads_and_names_its_config() -> None:
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
+def test_the_systemd_example_loads_and_names_its_config(tmp_path: Path) -> None:
     unit = (DEPLOY / "systemd" / "nodemanager.service").read_text()
     assert "ExecStart=/opt/nodemanager/bin/nodemanager run --config /etc/nodemanager/provider.yaml" in unit
-    config = load((DEPLOY / "systemd" / "provider.yaml").read_text(), "deploy/systemd/provider.yaml")
+    text = (DEPLOY / "systemd" / "provider.yaml").read_text()
+    assert "kubeconfig: /etc/nodemanager/kubeconfig" in text
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)  # check-config reads the kubeconfig named: one where the host has it
+    config = load(text.replace("/etc/nodemanager/kubeconfig", str(tmp_path / "kubeconfig")), "deploy/systemd/provider.yaml")
     assert config.cluster.kubernetes is not None
-    assert config.cluster.kubernetes.kubeconfig == "/etc/nodemanager/kubeconfig"
+    assert config.cluster.kubernetes.kubeconfig == str(tmp_path / "kubeconfig")
     assert config.status.listen.startswith("127.0.0.1:")
 
 

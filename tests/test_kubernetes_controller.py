@@ -279,3 +279,31 @@ def test_a_drain_a_budget_holds_for_long_does_not_stop_other_disruption(stub: Ku
     run_loops(made, clock, kubelets, 120)
     assert name in made.drain_blocked
     assert made.disruption.unsettled() == ""  # held by its budget: the rest of the cluster may go on
+
+
+def test_a_short_status_is_kept_in_a_configmap_current_but_not_rewritten_for_nothing(stub: KubeStub, clock: VirtualClock) -> None:
+    """`kubectl -n nodemanager get configmap nodemanager-status`: the pools against their
+    limits, the waiting pods by reason; written when it changes (at most every 30 s) and
+    every 5 minutes regardless, so its time says it is current."""
+    cloud = SimulatedCloud("test", clock, boot_delay=20)
+    config = kube_config(binpack_pool())
+    made = controller(config, cloud, source(stub, cloud, clock, config), clock)
+    kubelets = Kubelets(stub, cloud, clock)
+    stub.create_pod("web", cpu="1", memory="1Gi", owner="ReplicaSet")
+    run_loops(made, clock, kubelets, 7)  # one pool pass: a node booting for the pod
+    first = stub.get("configmaps", "nodemanager", "nodemanager-status")
+    assert first is not None
+    lines = first["data"]["status"].splitlines()
+    assert lines[0].startswith("nodemanager status at 20")
+    assert lines[1] == "controller: test, ready"
+    assert lines[3:5] == ["pools:", "  general: nodes 1, cpu 2, memory 8Gi, standby 0/0, boots ok"]
+    assert lines[5] == "pods: 1 waiting, 0 bound, 0 unschedulable"
+    assert lines[6].startswith("  1 waiting: planned onto nm-general-")
+    run_loops(made, clock, kubelets, 90)  # the pod bound on a new node: written again
+    later = stub.get("configmaps", "nodemanager", "nodemanager-status")["data"]["status"]
+    assert "pods: 0 waiting, 1 bound" in later
+    writes = [c for c in stub.calls if c.resource == "configmaps" and c.verb in ("create", "update")]
+    run_loops(made, clock, kubelets, 120)  # nothing changes: not written
+    assert [c for c in stub.calls if c.resource == "configmaps" and c.verb in ("create", "update")] == writes
+    run_loops(made, clock, kubelets, 200)  # past five minutes since the last write: written, with its new time
+    assert len([c for c in stub.calls if c.resource == "configmaps" and c.verb == "update"]) == len([c for c in writes if c.verb == "update"]) + 1

@@ -122,6 +122,7 @@ class BindError(NodeManagerError):
 
 class ClusterSource(Protocol):
     schedules_pods: bool  # True: the controller binds pods; False: another scheduler does
+    publishes_status: bool  # whether publish_status shows anything to anyone (a real cluster's ConfigMap)
 
     def list(self) -> list[ClusterEvent]:
         """Everything that exists now, as ADDED events; the stream continues from here
@@ -152,6 +153,11 @@ class ClusterSource(Protocol):
 
     def record_event(self, kind: str, key: str, reason: str, message: str, *, warning: bool = False) -> None:
         """Tell the cluster's users why: an event on a pod ("namespace/name") or a node."""
+        ...
+
+    def publish_status(self, text: str) -> None:
+        """Show a short status where the cluster's users look (a ConfigMap ``kubectl get``
+        shows, as the Cluster Autoscaler keeps one)."""
         ...
 
     def node_metrics(self) -> Mapping[str, NodeMetric]:

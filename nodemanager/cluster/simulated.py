@@ -57,6 +57,7 @@ class _SimPod:
 
 class SimulatedCluster:
     schedules_pods = True
+    publishes_status = False  # no one would read it
 
     def __init__(
         self,
@@ -223,6 +224,9 @@ class SimulatedCluster:
 
     def record_event(self, kind: str, key: str, reason: str, message: str, *, warning: bool = False) -> None:
         self.recorded.append((kind, key, reason, message))
+
+    def publish_status(self, text: str) -> None:
+        pass
 
     def devices(self) -> DeviceContext:
         """Classes and claims; nodes publish no slices here, so the scaler uses each node's

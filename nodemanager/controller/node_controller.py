@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from cloud.base import BootRequest, CloudClient, Instance
 from cloud.catalog import Catalog
@@ -65,8 +67,11 @@ from nodemanager.scaler.pools import capacity_of
 from nodemanager.scaler.unavailability import ANY_TYPE
 from nodemanager.scheduling.plugins.placement import UNSCHEDULABLE_TAINT
 from nodemanager.status.metrics import Metrics
+from nodemanager.status.summary import status_text
 
 RECENT_DECISIONS = 20  # decisions that booted or stopped something, kept for /status
+STATUS_EVERY = 30.0  # seconds: the cluster's status ConfigMap is written at most this often
+STATUS_AT_LEAST = 300.0  # ... and at least this often, changed or not
 log = logging.getLogger("nodemanager.controller")
 
 LOOPS = ("pool", "heartbeat", "reaper", "orphan_gc", "prices", "colocation", "disruption", "interruption")
@@ -144,6 +149,7 @@ class NodeController:
                     gauge.labels(pool.name).set(limit)
         self.last_decision: Decision | None = None
         self.recent_decisions: deque[dict[str, object]] = deque(maxlen=RECENT_DECISIONS)  # what the last decisions booted or stopped (/status)
+        self._status_published: tuple[float, str] = (-math.inf, "")  # when the cluster's status ConfigMap was written, and what it said
         self.compute_ms: list[float] = []  # every computation's duration (simulation reports)
         self.started_at = clock.now()
         self.ready = False
@@ -621,6 +627,19 @@ class NodeController:
                     machine = capacity_of(itype)
                     cpu, memory = cpu + machine[0], memory + machine[1]
         return nodes, cpu, memory
+
+    def publish_status(self, now: float) -> None:
+        """The short status in the cluster (``kubectl get configmap``): written when it changed
+        and ``STATUS_EVERY`` has passed, and every ``STATUS_AT_LEAST`` so readers see it is
+        current; the call is made once the lock is released."""
+        if not self.cluster.publishes_status or now - self._status_published[0] < STATUS_EVERY:
+            return
+        text = status_text(status_document(self), datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        body = text.split("\n", 1)[1]  # without its time
+        if body == self._status_published[1] and now - self._status_published[0] < STATUS_AT_LEAST:
+            return
+        self._status_published = (now, body)
+        self.lock.after_release(self.cluster.publish_status, text)
 
     def refresh_gauges(self) -> None:
         """Node, pod and cost gauges; the node counts and the cost are set again only when

@@ -34,3 +34,33 @@ def age(seconds: float) -> str:
         if seconds >= 2 * size or (unit == "m" and seconds >= size):
             return f"{int(seconds // size)}{unit}"
     return f"{int(seconds)}s"
+
+
+def status_text(doc: dict[str, Any], at: str) -> str:
+    """The short status the cluster's ConfigMap shows: the service, each pool against its
+    limits, how many pods wait and why (the ten largest groups), what disruption does."""
+    controller = doc.get("controller", {})
+    lines = [f"nodemanager status at {at}", f"controller: {controller.get('id', '?')}, {'ready' if controller.get('ready') else 'NOT READY'}"]
+    lines.append(f"fleet: ${doc.get('cost_per_hour', 0.0):,.2f}/h, {len(doc.get('nodes', []))} node(s)")
+    lines.append("pools:")
+    for pool in doc.get("pools", []):
+        usage, limits = pool.get("usage", {}), pool.get("limits", {})
+        used = ", ".join(f"{key} {usage.get(key, 0)}" + (f"/{limits[key]}" if limits.get(key) is not None else "") for key in ("nodes", "cpu", "memory"))
+        standby = pool.get("standby", {})
+        paused = "boots paused" if pool.get("backoff") else "boots ok"
+        lines.append(f"  {pool['name']}: {used}, standby {standby.get('present', 0)}/{standby.get('wanted', 0)}, {paused}")
+    pods = doc.get("pods", {})
+    counts = pods.get("counts", {})
+    bound = counts.get("added", 0) + counts.get("assumed", 0)
+    lines.append(f"pods: {counts.get('waiting', 0)} waiting, {bound} bound, {counts.get('unschedulable', 0)} unschedulable")
+    groups = waiting_by_reason(pods.get("waiting", []), 0.0)
+    lines += [f"  {g.pods} waiting: {g.reason[:200]}" for g in groups[:TEXT_REASONS]]
+    if len(groups) > TEXT_REASONS:
+        lines.append(f"  ... and {len(groups) - TEXT_REASONS} more reason(s)")
+    disruption = doc.get("disruption", {})
+    if disruption:
+        lines.append(f"disruption: {disruption.get('state', '')}; {len(disruption.get('held', {}))} node(s) held")
+    return "\n".join(lines) + "\n"
+
+
+TEXT_REASONS = 10  # waiting reasons the ConfigMap lists

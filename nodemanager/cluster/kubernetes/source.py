@@ -111,6 +111,8 @@ class KubernetesCluster:
         self.settings = settings
         self.reachability = reachability or Reachability(clock)
         self.schedules_pods = settings.mode is KubernetesMode.SCHEDULER
+        self.publishes_status = True
+        self._status_failures = 0
         self.cloud = cloud
         self.clock = clock
         self.identity = identity
@@ -480,6 +482,26 @@ class KubernetesCluster:
             self._send_event(namespace, body)
         else:  # off the loop's thread: an event never delays a decision
             self._events_out.submit(self._send_event, namespace, body)
+
+    def publish_status(self, text: str) -> None:
+        """The ConfigMap ``<leaseName>-status`` in the election's namespace, replaced whole
+        (made the first time)."""
+        election = self.settings.leader_election
+        name, namespace = f"{election.lease_name}-status", election.namespace
+        labels = {"app.kubernetes.io/name": "nodemanager", "app.kubernetes.io/component": "status"}
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace, "labels": labels}, "data": {"status": text}}
+        try:
+            try:
+                self.core.replace_namespaced_config_map(name, namespace, body, _preload_content=False, _request_timeout=api_timeout())
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                self.core.create_namespaced_config_map(namespace, body, _preload_content=False, _request_timeout=api_timeout())
+            self._status_failures = 0
+        except NETWORK_ERRORS as exc:
+            level = logging.DEBUG if self._status_failures else logging.WARNING  # once per run of failures
+            self._status_failures += 1
+            log.log(level, "status ConfigMap %s/%s not written: %s", namespace, name, api_message(exc))
 
     def _send_event(self, namespace: str, body: dict) -> None:
         try:
