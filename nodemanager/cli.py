@@ -20,7 +20,7 @@ from nodemanager import __version__
 from nodemanager.cluster.workload import DEFAULT_MAX_PODS
 from nodemanager.config import EMBEDDED_DEFAULT, embedded_default_path, load_config
 from nodemanager.errors import ConfigError, InvalidInput, NodeManagerError
-from nodemanager.logs import setup_logging
+from nodemanager.logs import setup_logging, simulated_time
 from nodemanager.model import CapacityType, Resources
 
 if TYPE_CHECKING:
@@ -157,14 +157,15 @@ def _simulate_command(args: argparse.Namespace) -> int:
     span = until if until is not None else max((a.at for a in workload), default=0.0)
     for path, config, catalog in loaded:
         simulation = Simulation(config, catalog, workload, devices, objects, timeline=bool(args.plot))
-        if sys.stderr.isatty() and not args.quiet:
-            show, close = _progress(simulation, span, sys.stderr)
-            try:
-                reports.append((path, simulation.run(until=until, progress=show)))
-            finally:
-                close()
-        else:
-            reports.append((path, simulation.run(until=until)))
+        with simulated_time(simulation.clock.now):  # log lines say when in the run they happened
+            if sys.stderr.isatty() and not args.quiet:
+                show, close = _progress(simulation, span, sys.stderr)
+                try:
+                    reports.append((path, simulation.run(until=until, progress=show)))
+                finally:
+                    close()
+            else:
+                reports.append((path, simulation.run(until=until)))
     if args.compare:
         if args.json:
             print(json.dumps([{"config": path, "report": report} for path, report in reports], indent=2))
@@ -198,8 +199,8 @@ def _simulate_command(args: argparse.Namespace) -> int:
 def _print_comparison(reports: list[tuple[str, dict]]) -> None:  # type: ignore[type-arg]
     """One row per configuration, the same workload."""
     header = ("CONFIG", "ENDED", "BOUND", "UNSCHED", "WAITING", "WAIT P50", "WAIT P95", "BOOTED", "PEAK", "DISRUPT", "EVICTED", "REDONE H")
-    header += ("COST $", "BOUND $", "RATIO")
-    line = "{:<28} {:<8} {:>6} {:>7} {:>7} {:>9} {:>9} {:>7} {:>5} {:>7} {:>7} {:>8} {:>11} {:>11} {:>6}"
+    header += ("COST $", "BOUND $", "RATIO", "MOST WAITING ON")
+    line = "{:<28} {:<8} {:>6} {:>7} {:>7} {:>9} {:>9} {:>7} {:>5} {:>7} {:>7} {:>8} {:>11} {:>11} {:>6}  {}"
     print(line.format(*header))
     for path, r in reports:
         pods, nodes, cost = r["pods"], r["nodes"], r["cost"]
@@ -208,7 +209,10 @@ def _print_comparison(reports: list[tuple[str, dict]]) -> None:  # type: ignore[
         row = (path[-28:], r["ended"], pods["bound"], pods["unschedulable"], len(pods["unfinished"]), f"{wait['p50']:.1f}s", f"{wait['p95']:.1f}s")
         disrupted, evicted = sum(d["nodes"] for d in r["disruption"].values()), pods["evicted"]
         fleet = (nodes["booted"], nodes["peak"], disrupted, evicted["count"], f"{evicted['work_redone_hours']:.1f}")
-        print(line.format(*row, *fleet, f"{cost['usd']:.4f}", f"{cost['lower_bound_usd']:.4f}", ratio))
+        causes = pods["waits_by_cause"]
+        top = next(iter(causes), "-")
+        most = f"{top} ({causes[top]['share']:.0%})" if top in causes else top
+        print(line.format(*row, *fleet, f"{cost['usd']:.4f}", f"{cost['lower_bound_usd']:.4f}", ratio, most))
 
 
 def _print_report(r: dict) -> None:  # type: ignore[type-arg]
@@ -217,10 +221,15 @@ def _print_report(r: dict) -> None:  # type: ignore[type-arg]
     print(f"simulated {r['simulated_seconds']:.0f}s")
     print(f"pods:        {pods['total']} total, {pods['bound']} bound, {pods['unschedulable']} unschedulable")
     print(f"             waited p50 {wait['p50']:.1f}s, p95 {wait['p95']:.1f}s, max {wait['max']:.1f}s")
+    for cause, w in pods["waits_by_cause"].items():
+        who = f" ({w['pods']} pod(s))" if "pods" in w else ""
+        print(f"             {w['share']:6.1%} of the waiting: {cause}{who}, {w['pod_hours']:.2f} pod-hours")
     print(f"nodes:       {nodes['booted']} booted, {nodes['terminated']} terminated, peak {nodes['peak']}")
     for itype, n in nodes["by_instance_type"].items():
         print(f"             {n:5d} x {itype}")
-    print(f"cost:        ${cost['usd']:.4f} (LP lower bound ${cost['lower_bound_usd']:.4f})")
+    print(f"cost:        ${cost['usd']:.4f} (LP lower bound ${cost['lower_bound_usd']:.4f}), ${cost['per_hour']:.4f}/h on average")
+    for pool, c in cost["by_pool"].items():
+        print(f"             ${c['usd']:.4f} in pool {pool}, ${c['per_hour']:.4f}/h")
     prices = r["prices"]
     print(f"prices:      {prices['catalog']}; spot {prices['spot']}; {prices['spot_interruptions_per_hour']:g} spot interruptions/hour")
     print(f"utilization: cpu {util['cpu']:.1%}, memory {util['memory']:.1%} (requested / allocatable)")

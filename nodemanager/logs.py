@@ -9,11 +9,12 @@ library version logs: every line, traceback included, passes through it."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 REDACTED = "[REDACTED]"
@@ -61,6 +62,33 @@ REDACT = Redactor()
 class RedactingFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         return REDACT(super().format(record))
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        """A simulation's records carry its virtual time (``simulated_time``): that, as
+        ``+HH:MM:SS.mmm`` from the run's start, rather than the wall clock's."""
+        simulated = getattr(record, "simulated", None)
+        if simulated is None:
+            return super().formatTime(record, datefmt)
+        return f"+{int(simulated // 3600):02d}:{int(simulated % 3600 // 60):02d}:{simulated % 60:06.3f}"
+
+
+@contextlib.contextmanager
+def simulated_time(now: Callable[[], float]) -> Iterator[None]:
+    """While a simulation runs, every record on the root handlers is stamped with its
+    simulated time."""
+
+    def stamp(record: logging.LogRecord) -> bool:
+        record.simulated = now()
+        return True
+
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(stamp)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(stamp)
 
 
 def setup_logging(level: str, debug_loggers: Iterable[str] = ()) -> None:

@@ -39,6 +39,7 @@ from nodemanager.scaler.cost_bound import CostBound
 from nodemanager.scaler.pools import pool_views
 from nodemanager.status.metrics import Metrics
 from nodemanager.timeline import Sample, Timeline
+from nodemanager.wait_causes import WaitCauses
 from nodemanager.wiring import simulated_cloud, simulated_cluster
 
 # With no arrival to come and no bound pod with a duration still running, this long without
@@ -125,9 +126,11 @@ class Simulation:
         # What --plot draws (``timeline``): sampled only when asked for, as the bound's rate
         # for the pods running is a pass over every pod each simulated minute.
         self.timeline: Timeline | None = Timeline() if timeline else None
+        self.waits = WaitCauses()
 
     def _on_decision(self, decision: Decision, now: float) -> None:
         self.unschedulable.update(decision.unschedulable)
+        self.waits.decided(decision, now, self.controller.is_ready)
 
     def lower_bound_usd(self) -> float:
         """What no fleet could undercut for the pods that ran, for as long as each ran
@@ -270,18 +273,20 @@ class Simulation:
             self.clock.advance_to(horizon)
         return self.report()
 
-    def fleet(self) -> tuple[float, Counter[str], int]:
+    def fleet(self) -> tuple[float, Counter[str], int, dict[str, float]]:
         """The fleet's cost so far (every instance's price × the seconds EC2 bills for it:
         from ``running`` until terminated, a minute at least; see ``SimulatedCloud.billed``),
-        boots by instance type, and how many have been terminated."""
-        cost = 0.0
+        boots by instance type, how many have been terminated, and the cost by pool."""
         launched: Counter[str] = Counter()
         terminated = 0
+        by_pool = dict.fromkeys((p.name for p in self.config.pools), 0.0)
         for instance, seconds in self.cloud.billed():
-            cost += self.catalog.hourly(instance.instance_type, instance.capacity_type, instance.zone) * seconds / 3600.0
+            by_pool[instance.pool] = (
+                by_pool.get(instance.pool, 0.0) + self.catalog.hourly(instance.instance_type, instance.capacity_type, instance.zone) * seconds / 3600.0
+            )
             launched[instance.instance_type] += 1
             terminated += instance.state is InstanceState.TERMINATED
-        return cost, launched, terminated
+        return sum(by_pool.values()), launched, terminated, by_pool
 
     def _evicted(self) -> dict[str, object]:
         """What disruption (consolidation, expiry, drift, interruption, a node lost) cost the
@@ -308,7 +313,8 @@ class Simulation:
 
     def report(self) -> dict[str, object]:
         end = self.clock.now()
-        cost, launched, terminated = self.fleet()
+        cost, launched, terminated, by_pool = self.fleet()
+        hours = end / 3600 if end > 0 else 1.0
         waits = [bound - self._arrived_at.get(key, 0.0) for key, bound in self.cluster.first_bound.items()]
         still_unschedulable = {k: r for k, r in self.unschedulable.items() if k not in self.cluster.first_bound}
         last = self.controller.last_decision
@@ -327,10 +333,16 @@ class Simulation:
                 "running": running,  # bound and not finished at the end: pods without a duration run on
                 "unfinished": [{"pod": k, "reason": r} for k, r in sorted(unfinished.items())],
                 "pending_seconds": _spread(waits),
+                "waits_by_cause": self.waits.report(),
                 "evicted": self._evicted(),
             },
             "nodes": {"booted": sum(launched.values()), "terminated": terminated, "peak": t.peak, "by_instance_type": dict(sorted(launched.items()))},
-            "cost": {"usd": round(cost, 4), "lower_bound_usd": math.floor(self.lower_bound_usd() * 10**4) / 10**4},
+            "cost": {
+                "usd": round(cost, 4),
+                "lower_bound_usd": math.floor(self.lower_bound_usd() * 10**4) / 10**4,
+                "per_hour": round(cost / hours, 4),  # the run's mean rate
+                "by_pool": {pool: {"usd": round(usd, 4), "per_hour": round(usd / hours, 4)} for pool, usd in sorted(by_pool.items())},
+            },
             "utilization": {
                 "cpu": round(t.cpu_requested / t.cpu_allocatable, 4) if t.cpu_allocatable else 0.0,
                 "memory": round(t.memory_requested / t.memory_allocatable, 4) if t.memory_allocatable else 0.0,
