@@ -137,8 +137,6 @@ def _simulate_command(args: argparse.Namespace) -> int:
         raise InvalidInput("simulate: give --config provider.yaml, or --compare a.yaml b.yaml ...")
     if args.config and args.compare:
         raise InvalidInput("simulate: give --config or --compare, not both")
-    if args.plot and args.compare:
-        raise InvalidInput("simulate: --plot draws one run; give it with --config")
     if args.plot and not Path(args.plot).resolve().parent.is_dir():
         raise InvalidInput(f"--plot: no such directory for {args.plot!r}")
     loaded = [(path, *load_config(path)) for path in configs]  # every config checked before anything runs
@@ -153,10 +151,11 @@ def _simulate_command(args: argparse.Namespace) -> int:
         first = late[0]
         raise InvalidInput(f"{args.workload}: {len(late)} pod(s) arrive after --until {args.until}, e.g. {first.pod.key} at {first.at:g}s")
     devices, objects = loaded_workload.devices, loaded_workload.objects
-    reports = []
+    reports, simulations = [], []
     span = until if until is not None else max((a.at for a in workload), default=0.0)
     for path, config, catalog in loaded:
         simulation = Simulation(config, catalog, workload, devices, objects, timeline=bool(args.plot))
+        simulations.append(simulation)
         with simulated_time(simulation.clock.now):  # log lines say when in the run they happened
             if sys.stderr.isatty() and not args.quiet:
                 show, close = _progress(simulation, span, sys.stderr)
@@ -176,11 +175,15 @@ def _simulate_command(args: argparse.Namespace) -> int:
     else:
         _print_report(reports[0][1])
     if args.plot:
-        from nodemanager.plot import PlotUnavailable, plot
+        from nodemanager.plot import PlotUnavailable, plot, plot_compare
 
         try:
-            assert simulation.timeline is not None  # asked for with --plot
-            plot(simulation.timeline, Path(args.plot), f"{Path(args.workload).name} on {Path(args.config).name}")
+            if args.compare:
+                runs = [(Path(path).name, s.timeline) for path, s in zip(configs, simulations, strict=True) if s.timeline is not None]
+                plot_compare(runs, Path(args.plot), f"{Path(args.workload).name} on {len(runs)} configurations")
+            else:
+                assert simulation.timeline is not None  # asked for with --plot
+                plot(simulation.timeline, loaded[0][1], Path(args.plot), f"{Path(args.workload).name} on {Path(args.config).name}")
         except PlotUnavailable as exc:
             raise InvalidInput(str(exc)) from None
         except OSError as exc:

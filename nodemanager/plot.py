@@ -1,12 +1,18 @@
-"""``simulate --plot``: a simulated run as one picture, drawn with matplotlib (an optional
-dependency: ``pip install 'nodemanager[plot]'``): live nodes by instance type, pods
-waiting, and the fleet's cost rate against the LP bound's rate."""
+"""``simulate --plot``: simulated runs as one picture, drawn with matplotlib (an optional
+dependency: ``pip install 'nodemanager[plot]'``).
+
+One run: live nodes by instance type, live nodes by pool against each pool's node limit,
+pods waiting, and the fleet's cost rate against the LP bound's rate. Several (``--compare``):
+one line per configuration in each panel (all nodes, pods waiting, cost rate), the bound's
+rate once."""
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
+from nodemanager.config.schema import ProviderConfig
 from nodemanager.timeline import Timeline
 
 TOP_TYPES = 8  # instance types drawn on their own; the rest are "other"
@@ -16,7 +22,7 @@ class PlotUnavailable(RuntimeError):
     pass
 
 
-def plot(timeline: Timeline, path: Path, title: str) -> None:
+def _pyplot() -> Any:
     try:
         import matplotlib
 
@@ -24,6 +30,11 @@ def plot(timeline: Timeline, path: Path, title: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise PlotUnavailable("--plot needs matplotlib: pip install 'nodemanager[plot]'") from None
+    return plt
+
+
+def plot(timeline: Timeline, config: ProviderConfig, path: Path, title: str) -> None:
+    plt = _pyplot()
     samples = timeline.samples
     hours = [s.at / 3600 for s in samples]
     totals: Counter[str] = Counter()
@@ -34,12 +45,18 @@ def plot(timeline: Timeline, path: Path, title: str) -> None:
     other = [sum(n for t, n in s.nodes.items() if t not in top) for s in samples]
     if any(other):
         series["other"] = other
-    figure, (nodes, waiting, cost) = plt.subplots(3, 1, sharex=True, figsize=(11, 9), constrained_layout=True)
+    figure, (nodes, pools, waiting, cost) = plt.subplots(4, 1, sharex=True, figsize=(11, 11), constrained_layout=True)
     figure.suptitle(title)
     if series:
         nodes.stackplot(hours, list(series.values()), labels=list(series), step="post")
         nodes.legend(loc="upper left", fontsize="small", ncol=3)
-    nodes.set_ylabel("live nodes")
+    nodes.set_ylabel("live nodes by type")
+    for pool in config.pools:
+        line = pools.step(hours, [s.pools.get(pool.name, 0) for s in samples], where="post", label=pool.name)[0]
+        if pool.limits.nodes is not None:
+            pools.axhline(pool.limits.nodes, color=line.get_color(), linestyle="--", linewidth=1, label=f"{pool.name} limit")
+    pools.set_ylabel("live nodes by pool")
+    pools.legend(loc="upper left", fontsize="small", ncol=4)
     waiting.step(hours, [s.waiting for s in samples], where="post", color="tab:red")
     waiting.set_ylabel("pods waiting")
     cost.step(hours, [s.cost_rate for s in samples], where="post", label="fleet $/h")
@@ -47,5 +64,27 @@ def plot(timeline: Timeline, path: Path, title: str) -> None:
     cost.set_ylabel("$ per hour")
     cost.set_xlabel("simulated hours")
     cost.legend(loc="upper left", fontsize="small")
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def plot_compare(runs: list[tuple[str, Timeline]], path: Path, title: str) -> None:
+    """Each configuration's run of the same workload, one line each."""
+    plt = _pyplot()
+    figure, (nodes, waiting, cost) = plt.subplots(3, 1, sharex=True, figsize=(11, 9), constrained_layout=True)
+    figure.suptitle(title)
+    for label, timeline in runs:
+        hours = [s.at / 3600 for s in timeline.samples]
+        nodes.step(hours, [sum(s.nodes.values()) for s in timeline.samples], where="post", label=label)
+        waiting.step(hours, [s.waiting for s in timeline.samples], where="post", label=label)
+        cost.step(hours, [s.cost_rate for s in timeline.samples], where="post", label=f"{label} $/h")
+    first = runs[0][1].samples
+    cost.step([s.at / 3600 for s in first], [s.bound_rate for s in first], where="post", color="black", linestyle=":", label="LP bound $/h (first run's pods)")
+    nodes.set_ylabel("live nodes")
+    waiting.set_ylabel("pods waiting")
+    cost.set_ylabel("$ per hour")
+    cost.set_xlabel("simulated hours")
+    for axes in (nodes, waiting, cost):
+        axes.legend(loc="upper left", fontsize="small")
     figure.savefig(path, dpi=100)
     plt.close(figure)

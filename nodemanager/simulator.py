@@ -124,8 +124,8 @@ class Simulation:
         self.bound = CostBound(views, (a.pod for a in workload))
         self.ended = "until"  # why the last run stopped: settled, until or stalled
         # What --plot draws (``timeline``): sampled only when asked for, as the bound's rate
-        # for the pods running is a pass over every pod each simulated minute.
-        self.timeline: Timeline | None = Timeline() if timeline else None
+        # for the pods running is a pass over every pod at each decision.
+        self.timeline: Timeline | None = Timeline(config.loops.pool) if timeline else None
         self.waits = WaitCauses()
 
     def _on_decision(self, decision: Decision, now: float) -> None:
@@ -187,10 +187,10 @@ class Simulation:
         return self._allocatable
 
     def _sample(self, now: float, timeline: Timeline) -> None:
-        nodes = Counter(n.instance_type for n in self.controller.nodes.values() if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED))
+        live = [n for n in self.controller.nodes.values() if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED)]
         bound = self.bound.rate(s.pod for s in self.cluster.pods.values() if s.pod.node_name and not s.pod.of_node)
         billed = math.fsum(self.catalog.hourly(i.instance_type, i.capacity_type, i.zone) for i in self.cloud.running())
-        timeline.add(Sample(now, nodes, len(self._waiting()), billed, bound))
+        timeline.add(Sample(now, Counter(n.instance_type for n in live), Counter(n.pool for n in live), len(self._waiting()), billed, bound))
 
     def _waiting(self) -> tuple[PodKey, ...]:
         """Workload pods not bound and not reported unschedulable by the last decision (asked

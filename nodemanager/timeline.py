@@ -1,7 +1,7 @@
 """What a simulation looked like over time, for ``simulate --plot``: live nodes by instance
-type, pods waiting, and the fleet's cost rate against the bound's, sampled every
-``interval`` seconds of simulated time. Memory stays bounded whatever the run's length:
-past ``MAX_SAMPLES`` every other sample goes and the interval doubles."""
+type and by pool, pods waiting, and the fleet's cost rate against the bound's, sampled at
+every decision (``interval``: the pool loop's). Memory stays bounded whatever the run's
+length: past ``MAX_SAMPLES`` every other sample goes and the interval doubles."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ MAX_SAMPLES = 2000
 class Sample:
     at: float  # simulated seconds
     nodes: Counter[str]  # live nodes by instance type
+    pools: Counter[str]  # live nodes by pool
     waiting: int  # pods waiting for a node
     cost_rate: float  # $/h of the instances billed now (running: not pending)
     bound_rate: float  # $/h the LP bound asks for the pods running now

@@ -24,13 +24,7 @@ def test_a_run_is_drawn_to_a_png(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "ended:       settled" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(
-    ("extra", "needle"),
-    [
-        (["--compare", str(PROVIDER), str(PROVIDER), "--plot", "x.png"], "--plot draws one run"),
-        (["--config", str(PROVIDER), "--plot", "/no/such/dir/x.png"], "--plot: no such directory"),
-    ],
-)
+@pytest.mark.parametrize(("extra", "needle"), [(["--config", str(PROVIDER), "--plot", "/no/such/dir/x.png"], "--plot: no such directory")])
 def test_plot_refuses_what_it_cannot_draw(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], needle: str) -> None:
     (tmp_path / "w.yaml").write_text(WORKLOAD)
     assert main(["simulate", "--workload", str(tmp_path / "w.yaml"), *extra]) == 2
@@ -42,9 +36,36 @@ def test_the_timeline_stays_bounded_however_long_the_run() -> None:
     at = 0.0
     for _ in range(10 * MAX_SAMPLES):
         if timeline.due(at):
-            timeline.add(Sample(at, Counter({"m5.large": 1}), 0, 0.1, 0.05))
+            timeline.add(Sample(at, Counter({"m5.large": 1}), Counter({"general": 1}), 0, 0.1, 0.05))
         at += 60
     assert len(timeline.samples) <= MAX_SAMPLES
     assert timeline.interval > 60
     assert timeline.samples[0].at == 0
     assert timeline.samples[-1].at > 0.9 * at - timeline.interval  # still covers the whole run
+
+
+def test_compared_runs_are_drawn_in_one_picture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--plot with --compare was refused: one figure now, a line per configuration."""
+    (tmp_path / "w.yaml").write_text(WORKLOAD)
+    picture = tmp_path / "both.png"
+    assert main(["simulate", "--compare", str(PROVIDER), str(PROVIDER), "--workload", str(tmp_path / "w.yaml"), "--plot", str(picture), "--quiet"]) == 0
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert capsys.readouterr().out.count("provider.yaml") == 2
+
+
+def test_the_timeline_follows_each_decision_and_each_pool() -> None:
+    """Sampled once a minute, waits shorter than a minute did not show, nor the pools."""
+    from nodemanager.cluster.workload import parse_workload
+    from nodemanager.config import load_config
+    from nodemanager.simulator import Simulation
+
+    config, catalog = load_config(str(PROVIDER))
+    simulation = Simulation(config, catalog, parse_workload(WORKLOAD, "w.yaml"), timeline=True)
+    simulation.run()
+    timeline = simulation.timeline
+    assert timeline is not None
+    assert timeline.interval == config.loops.pool
+    steps = {round(b.at - a.at, 3) for a, b in zip(timeline.samples, timeline.samples[1:], strict=False)}
+    assert min(steps) <= config.loops.pool
+    assert max(s.pools["general"] for s in timeline.samples) >= 1
+    assert all(sum(s.pools.values()) == sum(s.nodes.values()) for s in timeline.samples)
