@@ -6,16 +6,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from demo import demo_controller
 from prometheus_client import generate_latest
 from test_cli_service import PROVIDER
 
 from nodemanager.clock import VirtualClock
-from nodemanager.config import load_config
-from nodemanager.controller import InlineExecutor, NodeController
-from nodemanager.controller.virtual import VirtualDriver
 from nodemanager.status.metrics import Metrics
 from nodemanager.tally import ErrorTally
-from nodemanager.wiring import build_cloud, build_cluster
 
 
 def sample(text: str, name: str) -> float:
@@ -25,14 +22,8 @@ def sample(text: str, name: str) -> float:
 
 
 def test_the_demo_shows_waits_startup_and_pool_use_against_limits_after_a_minute():
-    config, catalog = load_config(str(PROVIDER))
-    clock = VirtualClock(0.0)
-    cloud = build_cloud(config, clock, catalog)
-    cluster = build_cluster(config, clock, cloud)
     metrics = Metrics()
-    controller = NodeController(config, catalog, cloud, cluster, clock, executor=InlineExecutor(), metrics=metrics)
-    controller.recover()
-    VirtualDriver(controller, clock, config.loops.intervals()).run_for(60)
+    demo_controller(60, metrics=metrics)
     text = generate_latest(metrics.registry).decode()
     assert sample(text, "nodemanager_pod_scheduling_seconds_count") >= 5  # the demo's pods, bound within the minute
     assert sample(text, "nodemanager_pod_scheduling_seconds_sum") > 0

@@ -8,17 +8,12 @@ import json
 
 import pytest
 import yaml
-from test_cli_service import PROVIDER
+from demo import demo_controller
 
 from nodemanager.cli import _status_command, main
-from nodemanager.clock import VirtualClock
-from nodemanager.config import load_config
-from nodemanager.controller import InlineExecutor, NodeController
-from nodemanager.controller.virtual import VirtualDriver
 from nodemanager.status.metrics import Metrics
 from nodemanager.status.server import StatusServer
 from nodemanager.status.terminal import render
-from nodemanager.wiring import build_cloud, build_cluster
 
 TOKEN = "s3cret-token"
 
@@ -26,12 +21,7 @@ TOKEN = "s3cret-token"
 @pytest.fixture(scope="module")
 def demo():
     """The demo configuration after 40 s: nodes booted, pods bound, idle ones stopping."""
-    config, catalog = load_config(str(PROVIDER))
-    clock = VirtualClock(0.0)
-    cloud = build_cloud(config, clock, catalog)
-    controller = NodeController(config, catalog, cloud, build_cluster(config, clock, cloud), clock, executor=InlineExecutor())
-    controller.recover()
-    VirtualDriver(controller, clock, config.loops.intervals()).run_for(40)
+    controller = demo_controller(40)
     server = StatusServer("127.0.0.1:0", controller.status, lambda: True, Metrics(), TOKEN)
     server.start()
     yield controller, f"http://127.0.0.1:{server.address[1]}"

@@ -12,16 +12,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_cli_service import PROVIDER, REPO
+from demo import demo_controller
+from test_cli_service import REPO
 
-from nodemanager.clock import VirtualClock
-from nodemanager.config import load_config
-from nodemanager.controller import InlineExecutor, NodeController
-from nodemanager.controller.virtual import VirtualDriver
 from nodemanager.status.metrics import Metrics
 from nodemanager.status.page import REFRESH, render_page
 from nodemanager.status.server import SESSION_COOKIE, StatusServer
-from nodemanager.wiring import build_cloud, build_cluster
 
 TOKEN = "page-token-0123456789"
 ARTIFACTS = REPO / "build" / "artifacts"
@@ -30,12 +26,7 @@ ARTIFACTS = REPO / "build" / "artifacts"
 @pytest.fixture(scope="module")
 def served():
     """The demo configuration after 40 s, served with a token."""
-    config, catalog = load_config(str(PROVIDER))
-    clock = VirtualClock(1_800_000_000.0)
-    cloud = build_cloud(config, clock, catalog)
-    controller = NodeController(config, catalog, cloud, build_cluster(config, clock, cloud), clock, executor=InlineExecutor())
-    controller.recover()
-    VirtualDriver(controller, clock, config.loops.intervals()).run_for(40)
+    controller = demo_controller(40, start=1_800_000_000.0)
     server = StatusServer("127.0.0.1:0", controller.status, lambda: True, Metrics(), TOKEN)
     server.start()
     yield controller, f"http://127.0.0.1:{server.address[1]}"
