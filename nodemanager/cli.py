@@ -105,7 +105,7 @@ def _run_command(args: argparse.Namespace) -> int:
     setup_logging(args.log_level, args.debug_logger)
     config, catalog = load_config(args.config)
     source = args.config or f"{EMBEDDED_DEFAULT} ({embedded_default_path()})"
-    return run_service(config, catalog, source)
+    return run_service(config, catalog, source, args.config)
 
 
 def _progress(simulation: Simulation, span: float, stream: TextIO) -> tuple[Callable[[float, float], None], Callable[[], None]]:

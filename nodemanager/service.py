@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import signal
 import threading
@@ -35,6 +36,7 @@ from nodemanager.controller.node_controller import LOOPS, NodeController
 from nodemanager.deadline import pass_deadline
 from nodemanager.liveness import Liveness
 from nodemanager.logs import REDACT
+from nodemanager.reload import ConfigFile, restart_in_place
 from nodemanager.status.metrics import Metrics
 from nodemanager.status.server import StatusServer
 from nodemanager.wiring import build_cloud, build_cluster, build_controller
@@ -264,30 +266,65 @@ class Service:
         return finished
 
 
-def wait_for_stop_signal(start: Callable[[], None], poll: float = SIGNAL_POLL) -> int:
-    """Call ``start``, then wait for SIGTERM, SIGINT or SIGHUP (a clean stop, not a reload:
-    restart to load a changed provider.yaml) and return it. The handlers stay: a second
-    signal while the service stops changes nothing.
+class Signals:
+    """SIGTERM and SIGINT (stop) and SIGHUP (read the configuration again), caught from
+    construction on; a signal that comes while the previous one is handled waits its turn.
 
     The handler only notes the signal: one that took a lock (``Event.set``) deadlocked when
     the signal came while this thread held that lock entering its wait, and the service ran
     on, deaf to the signal. The wait is a short sleep in a loop, not one blocking call: a
     signal the kernel hands to another thread is acted on only once this thread runs Python
     again, which a wait without a timeout never does."""
-    received: list[int] = []
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda signum, _frame: received.append(signum))
+
+    CHANGED = 0  # not a signal: the configuration file changed
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, lambda signum, _frame: self.received.append(signum))
+
+    def wait(self, poll: float = SIGNAL_POLL, look: Callable[[], bool] | None = None, every: float = math.inf) -> int:
+        """The next signal; or ``CHANGED`` once ``look()`` (asked every ``every`` seconds) says so."""
+        next_look = time.monotonic() + every
+        while not self.received:
+            if look is not None and time.monotonic() >= next_look:
+                next_look = time.monotonic() + every
+                if look():
+                    return self.CHANGED
+            time.sleep(poll)
+        return self.received.pop(0)
+
+
+def wait_for_stop_signal(start: Callable[[], None], poll: float = SIGNAL_POLL) -> int:
+    """Call ``start``, then wait for SIGTERM, SIGINT or SIGHUP and return it."""
+    signals = Signals()
     start()
-    while not received:
-        time.sleep(poll)
-    return received[0]
+    return signals.wait(poll)
 
 
-def run_service(config: ProviderConfig, catalog: Catalog, source: str) -> int:
+def run_service(config: ProviderConfig, catalog: Catalog, source: str, path: str | None = None) -> int:
+    """Serve until SIGTERM or SIGINT. With a configuration file (``path``), SIGHUP or a change
+    of its content reads it again: refused whole if it has a problem, applied by restarting
+    in place if it differs."""
     service = Service(config, catalog, source)
-    signum = wait_for_stop_signal(service.start)
-    log.info("%s received", signal.Signals(signum).name)
-    if not service.stop():
-        logging.shutdown()
-        os._exit(EXIT_STUCK)  # a loop's thread would keep the interpreter from exiting
-    return 0
+    signals = Signals()
+    service.start()
+    watched = ConfigFile(path, config) if path is not None else None
+    while True:
+        got = signals.wait(SIGNAL_POLL, watched.changed if watched else None, config.loops.config_check)
+        if got in (signal.SIGHUP, Signals.CHANGED):
+            why = "SIGHUP received" if got == signal.SIGHUP else f"{path} changed"
+            if watched is None:
+                log.info("%s: the embedded configuration has nothing to read again", why)
+                continue
+            log.info("%s: reading the configuration again", why)
+            if watched.newer() is None:
+                continue
+            log.warning("configuration %s changed: restarting in place to apply it", path)
+            service.stop()
+            restart_in_place()  # (a loop left running goes with the process image)
+        log.info("%s received", signal.Signals(got).name)
+        if not service.stop():
+            logging.shutdown()
+            os._exit(EXIT_STUCK)  # a loop's thread would keep the interpreter from exiting
+        return 0

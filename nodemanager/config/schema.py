@@ -669,6 +669,10 @@ class Loops(Model):
     pass_deadline: Duration = Field(default=30.0, gt=0, le=3600)
     """How long one pass of a loop (all but `prices`) may spend on cloud and API calls. Past it a pass makes no new EC2 call (the rest waits for the next
     pass), and a Kubernetes API call waits no longer than what is left (at least 1 s)."""
+    config_check: Duration = Field(default=10.0, ge=1.0)
+    """How often `run --config` looks at its configuration file for a change (a ConfigMap update reaches a mounted file
+    within a minute or so); SIGHUP asks at once. A changed file is checked whole: refused with every problem logged, or applied by
+    restarting in place."""
 
     def intervals(self) -> dict[str, float]:
         """Loop name (as the controller names its loops) -> seconds."""

@@ -1,0 +1,92 @@
+"""A changed configuration while `run` serves: on SIGHUP or when the file's content changes,
+checked whole; refused with every problem logged (the service runs on as it was), or
+applied by restarting in place (the same process)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_cli_service import DEMO, PROVIDER, free_port, wait_for
+
+from nodemanager.config.schema import ProviderConfig
+from nodemanager.reload import ConfigFile
+
+
+def test_a_change_is_its_content_and_a_bad_one_is_refused_whole(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("pools: [{name: a}]\n")
+    watched = ConfigFile(str(path), ProviderConfig.model_validate({"pools": [{"name": "a"}]}))
+    os.utime(path, (time.time() + 5, time.time() + 5))
+    assert watched.changed() is False  # touched, not changed
+    path.unlink()
+    assert watched.changed() is False  # gone for a moment (a ConfigMap's link swapped)
+    path.write_text("pools: [{name: a}]\n")
+    assert watched.changed() is False  # back as it was
+    assert watched.newer() is None  # the same configuration: nothing to apply
+    path.write_text("pools: [{name: a, limits: {nodes: -1}}]\nnodes: {idleGrace: never}\n")
+    assert watched.changed() is True
+    assert watched.changed() is False  # said once
+    with caplog.at_level(logging.ERROR, logger="nodemanager"):
+        assert watched.newer() is None
+    (refusal,) = [r.getMessage() for r in caplog.records]
+    assert "configuration reload refused, still running the configuration it started with" in refusal
+    assert "pools[0].limits.nodes: must be >= 0, got -1" in refusal
+    assert "nodes.idleGrace: expected a duration" in refusal
+    path.write_text("pools: [{name: a}]\nnodes: {idleGrace: 2m}\n")
+    assert watched.changed() is True
+    config, _ = watched.newer()  # type: ignore[misc]
+    assert config.nodes.idle_grace == 120
+
+
+@pytest.mark.heavy
+def test_reload_refuses_a_bad_file_and_applies_a_good_one_in_place(tmp_path: Path) -> None:
+    port = free_port()
+    good = PROVIDER.read_text().replace("listen: 127.0.0.1:8080", f"listen: 127.0.0.1:{port}").replace("workload: demo-workload.yaml", f"workload: {DEMO}")
+    good = good.replace("  orphanGC: 30s\n", "  orphanGC: 30s\n  configCheck: 1s\n")
+    path = tmp_path / "provider.yaml"
+    path.write_text(good)
+    log_path = tmp_path / "stderr.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    with log_path.open("w") as log_file:
+        proc = subprocess.Popen([sys.executable, "-m", "nodemanager.cli", "run", "--config", str(path)], stderr=log_file, text=True, env=env)
+
+    def logged(text: str, times: int = 1, within: float = 20) -> None:
+        deadline = time.monotonic() + within
+        while log_path.read_text().count(text) < times and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert log_path.read_text().count(text) >= times, log_path.read_text()[-3000:]
+
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for(f"{base}/readyz", time.monotonic() + 30)
+        path.write_text(good.replace("idleGrace: 15s", "idleGrace: never"))  # a typo: seen within configCheck
+        logged("configuration reload refused")
+        assert "nodes.idleGrace: expected a duration such as 90s, 5m or 1h, got 'never'" in log_path.read_text()
+        proc.send_signal(signal.SIGHUP)  # asked again: the same refusal
+        logged("configuration reload refused", times=2)
+        assert proc.poll() is None
+        assert wait_for(f"{base}/readyz", time.monotonic() + 5) == b"ready\n"  # serving as it was
+        path.write_text(good.replace("idleGrace: 15s", "idleGrace: 20s"))
+        logged("changed: restarting in place to apply it")
+        logged("nodemanager starting", times=2)  # the same process, started again
+        assert proc.poll() is None
+        wait_for(f"{base}/readyz", time.monotonic() + 30)
+        status = json.loads(wait_for(f"{base}/status", time.monotonic() + 5))
+        assert status["config"]["nodes"]["idleGrace"] == "20s"
+        proc.send_signal(signal.SIGHUP)  # read again, unchanged: nothing to do
+        logged("unchanged")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in log_path.read_text()
