@@ -514,3 +514,48 @@ def test_every_failed_attempt_is_counted_by_operation_and_code(aws, catalog):
         cloud.terminate(["i-1"])
     assert cloud.errors.errors() == {("run_instances", "RequestLimitExceeded"): 6, ("terminate_instances", "UnauthorizedOperation"): 1}
     assert cloud.errors.throttled() == {"run_instances": 6}
+
+
+def test_an_eks_cluster_named_alone_is_read_once_with_describe_cluster(aws, catalog):
+    """`eks: {name: prod}`: the endpoint, CA and service CIDR a node needs come from the
+    cluster (as Karpenter reads them), at the first boot, once."""
+    import yaml
+
+    from nodemanager.config.schema import EksCluster, ImageFamily
+
+    eks = boto3.client("eks", region_name=REGION)
+    made = eks.create_cluster(
+        name="prod",
+        roleArn="arn:aws:iam::123456789012:role/eks",
+        resourcesVpcConfig={"subnetIds": ["subnet-1"]},
+        kubernetesNetworkConfig={"serviceIpv4Cidr": "172.20.0.0/16"},
+    )["cluster"]
+    cloud = make_cloud(catalog, image_family=ImageFamily.AL2023, eks=EksCluster(name="prod"))
+    calls = []
+    cloud.eks.meta.events.register("before-call.eks.DescribeCluster", lambda **_: calls.append(1))
+    for name in ("n1", "n2"):
+        instance = cloud.boot(request(name))
+        text = base64.b64decode(aws.describe_instance_attribute(InstanceId=instance.instance_id, Attribute="userData")["UserData"]["Value"]).decode()
+        node_config = yaml.safe_load(text.split("Content-Type: application/node.eks.aws", 1)[1].split("\n\n", 1)[1].split("\n--", 1)[0])
+        assert node_config["spec"]["cluster"] == {
+            "name": "prod",
+            "apiServerEndpoint": made["endpoint"],
+            "certificateAuthority": made["certificateAuthority"]["data"],
+            "cidr": "172.20.0.0/16",
+        }
+    assert len(calls) == 1
+
+
+def test_a_cluster_that_does_not_exist_fails_the_boot_saying_so_and_a_complete_one_is_never_read(aws, catalog):
+    from nodemanager.config.schema import EksCluster, ImageFamily
+
+    cloud = make_cloud(catalog, image_family=ImageFamily.AL2023, eks=EksCluster(name="nope"))
+    with pytest.raises(CloudError, match="nope"):
+        cloud.boot(request())
+    assert aws.describe_instances()["Reservations"] == []  # nothing launched without its way to join
+    given = EksCluster(name="prod", endpoint="https://ABC.gr7.us-east-1.eks.amazonaws.com", certificateAuthority="Q0EtZGF0YS1iYXNlNjQtZm9yLXRlc3Rz")
+    cloud = make_cloud(catalog, image_family=ImageFamily.AL2023, eks=given)
+    calls = []
+    cloud.eks.meta.events.register("before-call.eks.DescribeCluster", lambda **_: calls.append(1))
+    cloud.boot(request())
+    assert calls == []

@@ -23,6 +23,7 @@ _ACTIONS = {
     "get_queue_url": "sqs:GetQueueUrl",
     "receive_message": "sqs:ReceiveMessage",
     "delete_message": "sqs:DeleteMessage",
+    "describe_cluster": "eks:DescribeCluster",
 }
 
 
@@ -34,6 +35,7 @@ def called_operations() -> set[str]:
         found |= set(re.findall(r'_(?:call|checked)\("([a-z_]+)"', text))
         found |= set(re.findall(r'get_paginator\("([a-z_]+)"\)', text))
         found |= set(re.findall(r"self\.sqs\.([a-z_]+)\(", text))
+        found |= set(re.findall(r"\beks\.([a-z_]+)\(", text))
     return found
 
 

@@ -87,3 +87,13 @@ def test_the_readme_quick_start_word_for_word():
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=20)
+
+
+def test_the_readme_example_configuration_is_valid(tmp_path):
+    from nodemanager.config import parse_config
+
+    (example,) = re.findall(r"```yaml\n(.*?)```", (REPO / "README.md").read_text(), flags=re.S)
+    config, _ = parse_config(example, "README.md", tmp_path)
+    assert config.cloud.aws is not None
+    assert config.cloud.aws.eks is not None
+    assert config.cloud.aws.eks.name == "prod"

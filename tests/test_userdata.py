@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_deploy_kubernetes import KUBECONFIG
 
 from cloud.aws.userdata import node_user_data
 from nodemanager.config import parse_config
@@ -101,7 +102,7 @@ def test_check_config_refuses_bootstrap_sh_with_an_al2023_family_and_a_family_wi
         parse_config(BASE + "cloud: {provider: aws, aws: {region: us-east-1, imageFamily: AL2023}}\n", "p.yaml", Path("."))
 
 
-def test_the_shipped_configs_join_al2023_nodes_with_nodeadm(monkeypatch):
+def test_the_shipped_configs_join_al2023_nodes_with_nodeadm(monkeypatch, tmp_path):
     """config/examples/aws.yaml, the ConfigMap and the systemd example select AL2023 images: their family is
     AL2023, their user data has no bootstrap.sh, and the NodeConfig names the cluster."""
     monkeypatch.setenv("NODEMANAGER_STATUS_TOKEN", "t")
@@ -110,8 +111,9 @@ def test_the_shipped_configs_join_al2023_nodes_with_nodeadm(monkeypatch):
     shipped = [
         ("aws.yaml", (repo / "config" / "examples" / "aws.yaml").read_text()),
         ("configmap", configmap),
-        ("systemd", (repo / "deploy" / "systemd" / "provider.yaml").read_text()),
+        ("systemd", (repo / "deploy" / "systemd" / "provider.yaml").read_text().replace("/etc/nodemanager/kubeconfig", str(tmp_path / "kubeconfig"))),
     ]
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)  # the host's, which check-config reads
     for label, text in shipped:
         config, _ = parse_config(text, label, repo / "config" / "examples")
         aws = config.cloud.aws

@@ -39,9 +39,9 @@ from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance
 from cloud.catalog import Catalog
 from cloud.errors import CloudError, DeadlinePassed, NotFound, Unsupported, ZoneUnavailable
 from nodemanager.clock import Clock
+from nodemanager.config.schema import DEFAULT_SERVICE_CIDR, BootImageSpec, EksCluster, ImageFamily
 from nodemanager.config.schema import USER_DATA_BYTES as USER_DATA_LIMIT  # before base64: EC2's limit
 from nodemanager.config.schema import AwsCloud as AwsSettings
-from nodemanager.config.schema import BootImageSpec, ImageFamily
 from nodemanager.deadline import remaining
 from nodemanager.model import CapacityType
 from nodemanager.tally import ErrorTally
@@ -102,6 +102,10 @@ class AwsCloud:
         self.ec2 = session.client("ec2", region_name=settings.region, endpoint_url=settings.endpoint_url, config=config)
         # An EC2-compatible endpoint answers for prices too (or fails, and bundled prices stay).
         self.pricing = session.client("pricing", region_name=PRICING_REGION, endpoint_url=settings.endpoint_url, config=config)
+        # The EKS cluster nodes join, when provider.yaml names it without its every value.
+        self.eks = session.client("eks", region_name=settings.region, endpoint_url=settings.endpoint_url, config=config) if settings.eks else None
+        self._cluster: EksCluster | None = None
+        self._cluster_lock = threading.Lock()
         # The interruption queue, when provider.yaml names one (SQS at the same endpoint).
         self.interruptions = (
             SqsQueue(session.client("sqs", region_name=settings.region, endpoint_url=settings.endpoint_url, config=config), settings.interruption_queue)
@@ -381,11 +385,40 @@ class AwsCloud:
         family = self.settings.image_family
         itype = self.catalog.get(request.instance_type)
         taints = (*request.taints, *request.startup_taints)
-        text = node_user_data(family, self.settings.eks, own, request.labels, taints, max_pods=itype.max_pods if itype else None)
+        text = node_user_data(family, self.cluster(), own, request.labels, taints, max_pods=itype.max_pods if itype else None)
         size = len(text.encode())
         if size > USER_DATA_LIMIT:
             raise CloudError(f"user data for {request.node_name} is {size} bytes, over EC2's limit of {USER_DATA_LIMIT}: shorten cloud.aws.userData")
         return text
+
+    def cluster(self) -> EksCluster | None:
+        """The EKS cluster nodes join with every value a node needs: as provider.yaml gives
+        them, or read once with DescribeCluster (at the first boot that needs them)."""
+        given = self.settings.eks
+        if given is None or given.complete:
+            return given
+        with self._cluster_lock:
+            if self._cluster is None:
+                self._cluster = self._describe_cluster(given)
+            return self._cluster
+
+    def _describe_cluster(self, given: EksCluster) -> EksCluster:
+        assert self.eks is not None
+        eks = self.eks
+        found = self._call_paged("DescribeCluster", lambda: eks.describe_cluster(name=given.name)["cluster"], ec2=False)
+        endpoint, authority = found.get("endpoint"), (found.get("certificateAuthority") or {}).get("data")
+        if not endpoint or not authority:
+            raise CloudError(f"EKS cluster {given.name} is {found.get('status', 'not ready')}: it has no endpoint or certificate yet, so no node can join it")
+        network = found.get("kubernetesNetworkConfig") or {}
+        resolved = given.model_copy(
+            update={
+                "endpoint": given.endpoint or endpoint,
+                "certificate_authority": given.certificate_authority or authority,
+                "service_cidr": given.service_cidr or network.get("serviceIpv4Cidr") or DEFAULT_SERVICE_CIDR,
+            }
+        )
+        log.info("EKS cluster %s read with DescribeCluster: endpoint %s, service CIDR %s", given.name, resolved.endpoint, resolved.service_cidr)
+        return resolved
 
     def current_image(self, instance_type: str) -> str | None:
         """The image a boot of ``instance_type`` would use now, as last resolved (no call is

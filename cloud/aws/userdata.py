@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from cloud.base import format_taints
-from nodemanager.config.schema import EksCluster, ImageFamily
+from nodemanager.config.schema import DEFAULT_SERVICE_CIDR, EksCluster, ImageFamily
 from nodemanager.model import Taint
 
 BOUNDARY = "//"  # Karpenter's
@@ -41,6 +41,8 @@ def node_user_data(
     CNI's per-type formula, at most 110), so the node admits what was planned for it."""
     if family is ImageFamily.CUSTOM or eks is None:
         return own
+    if not eks.complete:
+        raise ValueError(f"EKS cluster {eks.name}: its endpoint and CA are needed (AwsCloud.cluster reads them)")
     if family is ImageFamily.BOTTLEROCKET:
         return _bottlerocket(eks, own, labels, taints, max_pods)
     label_text = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
@@ -53,7 +55,12 @@ def node_user_data(
             "apiVersion": "node.eks.aws/v1alpha1",
             "kind": "NodeConfig",
             "spec": {
-                "cluster": {"name": eks.name, "apiServerEndpoint": eks.endpoint, "certificateAuthority": eks.certificate_authority, "cidr": eks.service_cidr},
+                "cluster": {
+                    "name": eks.name,
+                    "apiServerEndpoint": eks.endpoint,
+                    "certificateAuthority": eks.certificate_authority,
+                    "cidr": eks.service_cidr or DEFAULT_SERVICE_CIDR,
+                },
                 "kubelet": {"flags": flags, **({"config": {"maxPods": max_pods}} if max_pods else {})},
             },
         }

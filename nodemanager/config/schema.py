@@ -156,25 +156,39 @@ class ImageFamily(StrEnum):
 
 
 class EksCluster(Model):
-    """The EKS cluster nodes join (``aws eks describe-cluster --name NAME`` gives each)."""
+    """The EKS cluster nodes join. Given its name alone, nodemanager reads the rest with
+    `eks:DescribeCluster` at its first boot (the IAM policy grants it); given each value
+    (`aws eks describe-cluster --name NAME` shows them), it makes no such call."""
 
     name: str = Field(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
     """The cluster's name."""
-    endpoint: str = Field(pattern=r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?$")
-    """The API server's URL (`cluster.endpoint` of `aws eks describe-cluster`)."""
-    certificate_authority: str = Field(pattern=r"^[A-Za-z0-9+/=]{16,16384}$")
-    """The cluster's CA, base64 (`cluster.certificateAuthority.data`)."""
-    service_cidr: str = Field(default="10.100.0.0/16", alias="serviceCIDR")
-    """The service network (`kubernetesNetworkConfig.serviceIpv4Cidr`); the kubelet's cluster DNS address derives from it."""
+    endpoint: str | None = Field(default=None, pattern=r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?$")
+    """The API server's URL (`cluster.endpoint`); default: read from the cluster."""
+    certificate_authority: str | None = Field(default=None, pattern=r"^[A-Za-z0-9+/=]{16,16384}$")
+    """The cluster's CA, base64 (`cluster.certificateAuthority.data`); default: read from the cluster."""
+    service_cidr: str | None = Field(default=None, alias="serviceCIDR")
+    """The service network (`kubernetesNetworkConfig.serviceIpv4Cidr`); the kubelet's cluster DNS address derives from it.
+    Default: read from the cluster when the endpoint or CA is too, else `10.100.0.0/16` (EKS's usual; a cluster in a
+    10.0.0.0/8 VPC has 172.20.0.0/16: give it)."""
 
     @field_validator("service_cidr")
     @classmethod
-    def _cidr(cls, value: str) -> str:
+    def _cidr(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
         try:
             ipaddress.ip_network(value)
         except ValueError as exc:
             raise ValueError(f"not a CIDR: {exc}") from None
         return value
+
+    @property
+    def complete(self) -> bool:
+        """Whether every value a node needs is given (no DescribeCluster call needed)."""
+        return self.endpoint is not None and self.certificate_authority is not None
+
+
+DEFAULT_SERVICE_CIDR = "10.100.0.0/16"
 
 
 class AwsCloud(Model):
@@ -216,7 +230,7 @@ class AwsCloud(Model):
     @model_validator(mode="after")
     def _family(self) -> AwsCloud:
         if self.image_family is not ImageFamily.CUSTOM and self.eks is None:
-            raise ValueError(f"imageFamily {self.image_family.value} needs eks: {{name, endpoint, certificateAuthority}} (aws eks describe-cluster gives them)")
+            raise ValueError(f"imageFamily {self.image_family.value} needs eks: {{name}} (its endpoint, CA and service CIDR: given, or read from the cluster)")
         script = self.user_data.get_secret_value() if self.user_data else ""
         if self.image_family is ImageFamily.AL2023 and "/etc/eks/bootstrap.sh" in script:
             raise ValueError(
