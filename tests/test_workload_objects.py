@@ -94,3 +94,45 @@ def test_a_kubectl_get_pods_dump_is_simulated(tmp_path, capsys):
 def test_a_kind_that_makes_no_pods_here_is_named():
     with pytest.raises(WorkloadError, match=r"items\[0\]: 'CronJob' makes no pods here"):
         parse_workload(json.dumps({"kind": "List", "items": [{"kind": "CronJob", "metadata": {"name": "x"}}]}), "x.json")
+
+
+def test_a_listed_daemonset_is_read_as_the_clusters_and_makes_no_pending_pod():
+    """`kubectl get deploy,ds -o yaml` holds DaemonSets: they were refused; each node runs
+    one of their pods, so the scaler plans every node net of them."""
+    from nodemanager.cluster.workload import parse_cluster_objects
+
+    daemon = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "log-agent", "namespace": "kube-system"},
+        "spec": {"selector": {"matchLabels": {"app": "log"}}, "template": {"metadata": {"labels": {"app": "log"}}, "spec": {"containers": [CONTAINER]}}},
+    }
+    text = json.dumps({"kind": "List", "items": [daemon, {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [CONTAINER]}}]})
+    assert [a.pod.key for a in parse_workload(text, "x.json")] == ["default/p"]
+    (found,) = parse_cluster_objects(text, "x.json").daemon_sets
+    assert found.name == "log-agent"
+    typo = copy.deepcopy(daemon)
+    typo["spec"]["template"]["spec"]["nodeSelecter"] = {"a": "b"}
+    with pytest.raises(WorkloadError, match=r"items\[0\]\.spec\.template\.spec\.nodeSelecter: unknown field"):
+        parse_cluster_objects(json.dumps({"kind": "List", "items": [typo]}), "x.json")
+
+
+def test_a_listed_job_runs_as_long_as_its_duration_annotation_says():
+    """A Job's pods ran for good: a List carries no run time. The annotation gives it."""
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "etl"},
+        "spec": {
+            "parallelism": 2,
+            "template": {
+                "metadata": {"annotations": {"simulate.nodemanager.io/duration": "20m"}},
+                "spec": {"containers": [CONTAINER], "restartPolicy": "Never"},
+            },
+        },
+    }
+    arrivals = parse_workload(json.dumps({"kind": "List", "items": [job]}), "x.json")
+    assert [(a.pod.key, a.duration) for a in arrivals] == [("default/etl-0", 1200.0), ("default/etl-1", 1200.0)]
+    job["spec"]["template"]["metadata"]["annotations"]["simulate.nodemanager.io/duration"] = "soon"
+    with pytest.raises(WorkloadError, match=r"items\[0\]\.metadata\.annotations\.simulate\.nodemanager\.io/duration"):
+        parse_workload(json.dumps({"kind": "List", "items": [job]}), "x.json")

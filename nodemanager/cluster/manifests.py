@@ -23,7 +23,10 @@ POD_MAKERS: dict[str, tuple[str, str, str]] = {
     "StatefulSet": ("V1StatefulSet", "apps/v1", "StatefulSet"),
     "Job": ("V1Job", "batch/v1", "Job"),
 }
-MODELS = {"Pod": "V1Pod", "PodSpec": "V1PodSpec", **{kind: model for kind, (model, _, _) in POD_MAKERS.items()}}
+MODELS = {"Pod": "V1Pod", "PodSpec": "V1PodSpec", "DaemonSet": "V1DaemonSet", **{kind: model for kind, (model, _, _) in POD_MAKERS.items()}}
+# A listed pod (or a pod maker's template) may say how long it runs in a simulation; Lists
+# carry no run time otherwise, and their pods would run for good.
+DURATION_ANNOTATION = "simulate.nodemanager.io/duration"
 _LIST = re.compile(r"^list\[(.+)\]$", re.IGNORECASE)
 _DICT = re.compile(r"^dict[(\[]([^,]+), (.+)[)\]]$", re.IGNORECASE)
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from nodemanager import documents
-from nodemanager.cluster.manifests import POD_MAKERS, expand, unknown_fields
+from nodemanager.cluster.manifests import DURATION_ANNOTATION, POD_MAKERS, expand, unknown_fields
 from nodemanager.dra.context import DeviceContext
 from nodemanager.dra.model import ResourceClaim, parse_claim, parse_claim_spec, parse_device_class
 from nodemanager.durations import parse_duration
@@ -347,7 +347,7 @@ def _cluster_objects(doc: Any, source: str) -> ClusterObjects:
     problems: list[str] = []
 
     objects = ClusterObjects(
-        _each(doc, "daemonSets", DaemonSet.from_manifest, problems),
+        _each(doc, "daemonSets", DaemonSet.from_manifest, problems) + _listed_daemon_sets(doc, problems),
         _each(doc, "persistentVolumeClaims", kv.parse_claim, problems),
         _each(doc, "persistentVolumes", kv.parse_volume, problems),
         _each(doc, "storageClasses", kv.parse_storage_class, problems),
@@ -414,11 +414,10 @@ def _from_list(doc: Mapping[str, Any], source: str, max_pods: int) -> list[Arriv
             manifests, found = [item], unknown_fields(item, "Pod", where or "pod")
         elif kind in POD_MAKERS:
             manifests, found = expand(item, where or str(kind))
+        elif kind == "DaemonSet":  # runs on every node: what it asks for is read as the cluster's (see _cluster_objects)
+            continue
         else:
-            found = [
-                f"{where or 'kind'}: {kind!r} makes no pods here: a List may hold Pod, Deployment, ReplicaSet, StatefulSet and Job "
-                "(DaemonSets go under daemonSets)"
-            ]
+            found = [f"{where or 'kind'}: {kind!r} makes no pods here: a List may hold Pod, Deployment, ReplicaSet, StatefulSet, Job and DaemonSet"]
         if found:
             problems += found
             continue
@@ -431,11 +430,48 @@ def _from_list(doc: Mapping[str, Any], source: str, max_pods: int) -> list[Arriv
             except InvalidInput as exc:
                 problems.append(str(exc))
                 break
+            try:
+                duration = _listed_duration(manifest, where or "pod")
+            except InvalidInput as exc:
+                problems.append(str(exc))
+                break
             # A listed pod waits for a node again: its old binding and phase are not replayed.
-            arrivals.append(Arrival(0.0, None, pod.living(node_name="", phase=PodPhase.PENDING, created_at=0.0)))
+            arrivals.append(Arrival(0.0, duration, pod.living(node_name="", phase=PodPhase.PENDING, created_at=0.0)))
     if problems:
         raise WorkloadError(source, problems)
     return arrivals
+
+
+def _listed_duration(manifest: Mapping[str, Any], where: str) -> float | None:
+    """How long a listed pod runs: its ``simulate.nodemanager.io/duration`` annotation (a
+    Job's pods finish), or for good."""
+    annotations = (manifest.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(DURATION_ANNOTATION) if isinstance(annotations, Mapping) else None
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise InvalidManifest(f"{where}.metadata.annotations.{DURATION_ANNOTATION}", str(exc)) from None
+
+
+def _listed_daemon_sets(doc: Mapping[str, Any], problems: list[str]) -> tuple[DaemonSet, ...]:
+    """The DaemonSets of a List (or a single DaemonSet document)."""
+    items = [doc] if doc.get("kind") == "DaemonSet" else doc.get("items") if doc.get("kind") == "List" else []
+    found = []
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        if not isinstance(item, Mapping) or item.get("kind") != "DaemonSet":
+            continue
+        where = "daemonSet" if item is doc else f"items[{i}]"
+        unknown = unknown_fields(item, "DaemonSet", where)
+        if unknown:
+            problems += unknown
+            continue
+        try:
+            found.append(DaemonSet.from_manifest(item, where))
+        except InvalidInput as exc:
+            problems.append(str(exc))
+    return tuple(found)
 
 
 @dataclass(frozen=True)
