@@ -45,6 +45,11 @@ class Liveness:
         with self._lock:
             self._runs[name].ended = self.clock.now()
 
+    def running(self) -> list[str]:
+        """The loops with a run under way."""
+        with self._lock:
+            return [name for name, run in self._runs.items() if run.began is not None and (run.ended is None or run.ended < run.began)]
+
     def stuck(self) -> dict[str, float]:
         """Each stuck loop with how long it has been running, or waiting for a run."""
         now = self.clock.now()

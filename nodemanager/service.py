@@ -54,6 +54,17 @@ log = logging.getLogger("nodemanager")
 # ends and the loop runs again (the price refresh makes one call, and retries next time).
 WITH_DEADLINE = frozenset(LOOPS) - {"prices"}
 INTERRUPTION_POLL = 5.0  # seconds an interruption-queue poll may wait for a message
+APPLY_WAIT = 30.0  # seconds a live reload waits for running loops and boots in flight to end
+
+# What the process holds built from the configuration (the cloud and cluster clients, the
+# status server, the catalog they read): a change to any of these restarts the process.
+HELD = ("controller_id", "cloud", "cluster", "catalog", "status")
+
+
+def applies_live(old: ProviderConfig, new: ProviderConfig) -> bool:
+    """Whether ``new`` changes only what the controller reads (pools, limits, budgets,
+    standby, node timings, loops, scheduling, the batch tier)."""
+    return all(getattr(old, key) == getattr(new, key) for key in HELD) and old.nodes.boot_image_spec == new.nodes.boot_image_spec
 
 
 class LeaderGate:
@@ -66,6 +77,7 @@ class LeaderGate:
         self.controller = new_controller()
         self.terms = 0
         self._in_term = False
+        self._stale = False  # the configuration changed: the next term starts from a new controller
         self.closed = False  # stopping: no loop acts from now on
         self._lock = threading.Lock()
         if elector is not None:
@@ -83,17 +95,26 @@ class LeaderGate:
             if not self._in_term:
                 if not recover:
                     return False
-                if self.terms:  # leading again: start from the truth, not from old beliefs
-                    self.controller = self._new_controller()
-                self.controller.recover()
+                # Leading again, or configured anew: start from the truth, not from old beliefs.
+                # (The last term's controller answers /status until the new one has recovered.)
+                fresh = self._new_controller() if self.terms or self._stale else self.controller
+                fresh.recover()
                 if self.closed:  # the stop came while recovering: this term never begins
                     return False
+                self.controller, self._stale = fresh, False
                 self.terms += 1
                 self._in_term = True
         return True
 
     def _term_ended(self) -> None:
         self._in_term = False
+
+    def new_term(self) -> None:
+        """End the term: the next pool pass begins one with a new controller (the service's
+        configuration changed)."""
+        with self._lock:
+            self._stale = True
+            self._in_term = False
 
     @property
     def in_term(self) -> bool:
@@ -228,6 +249,33 @@ class Service:
         self.scheduler.start()
         log.info("loops running: %s", ", ".join(f"{n} every {intervals[n]:g}s" for n in LOOPS))
 
+    def apply(self, config: ProviderConfig, catalog: Catalog, wait: float = APPLY_WAIT) -> bool:
+        """Apply a new configuration without a restart when ``applies_live``: no loop acts
+        while the running passes and the boots in flight end, then the next pool pass begins a
+        term with a controller of the new configuration (recovered from the cloud and the
+        cluster, as at any start); intervals change at once. False, having changed nothing,
+        when it cannot (a part the process holds changed, or a loop did not end in ``wait``)."""
+        if not applies_live(self.config, config):
+            return False
+        old = self.gate.controller
+        self.gate.closed = True
+        deadline = time.monotonic() + wait
+        while (self.liveness.running() or old.booting) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.liveness.running() or old.booting:
+            self.gate.closed = False
+            return False
+        self.config, self.catalog = config, catalog
+        intervals = config.loops.intervals()
+        for name in LOOPS:
+            if self.liveness.intervals[name] != intervals[name]:
+                self.scheduler.reschedule_job(name, trigger="interval", seconds=intervals[name])
+                self.liveness.intervals[name] = intervals[name]
+        self.liveness.allowances.update(dict.fromkeys(WITH_DEADLINE, config.loops.pass_deadline))
+        self.gate.new_term()
+        self.gate.closed = False
+        return True
+
     def stop(self, grace: float = STOP_GRACE) -> bool:
         """Stop the loops, the watches and the endpoint. Cloud retries end as soon as
         ``stopping`` is set; a loop that still runs after ``grace`` seconds is not waited
@@ -318,9 +366,14 @@ def run_service(config: ProviderConfig, catalog: Catalog, source: str, path: str
                 log.info("%s: the embedded configuration has nothing to read again", why)
                 continue
             log.info("%s: reading the configuration again", why)
-            if watched.newer() is None:
+            newer = watched.newer()
+            if newer is None:
                 continue
-            log.warning("configuration %s changed: restarting in place to apply it", path)
+            if service.apply(*newer):
+                watched.config = newer[0]
+                log.warning("configuration %s changed: applied without a restart (the next pool pass starts from it)", path)
+                continue
+            log.warning("configuration %s changed where a restart is needed (cloud, cluster, catalog or status): restarting in place", path)
             service.stop()
             restart_in_place()  # (a loop left running goes with the process image)
         log.info("%s received", signal.Signals(got).name)

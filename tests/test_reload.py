@@ -1,6 +1,7 @@
 """A changed configuration while `run` serves: on SIGHUP or when the file's content changes,
-checked whole; refused with every problem logged (the service runs on as it was), or
-applied by restarting in place (the same process)."""
+checked whole; refused with every problem logged (the service runs on as it was), applied
+without a restart when it changes what the controller reads (pools, limits, timings), or by
+restarting in place (the same process) when it changes what the process holds."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def test_a_change_is_its_content_and_a_bad_one_is_refused_whole(tmp_path: Path, 
 
 
 @pytest.mark.heavy
-def test_reload_refuses_a_bad_file_and_applies_a_good_one_in_place(tmp_path: Path) -> None:
+def test_reload_refuses_a_bad_file_applies_a_limit_live_and_restarts_in_place_for_the_cloud(tmp_path: Path) -> None:
     port = free_port()
     good = PROVIDER.read_text().replace("listen: 127.0.0.1:8080", f"listen: 127.0.0.1:{port}").replace("workload: demo-workload.yaml", f"workload: {DEMO}")
     good = good.replace("  orphanGC: 30s\n", "  orphanGC: 30s\n  configCheck: 1s\n")
@@ -74,13 +75,27 @@ def test_reload_refuses_a_bad_file_and_applies_a_good_one_in_place(tmp_path: Pat
         logged("configuration reload refused", times=2)
         assert proc.poll() is None
         assert wait_for(f"{base}/readyz", time.monotonic() + 5) == b"ready\n"  # serving as it was
-        path.write_text(good.replace("idleGrace: 15s", "idleGrace: 20s"))
-        logged("changed: restarting in place to apply it")
+        live = good.replace("idleGrace: 15s", "idleGrace: 20s").replace("      nodes: 20\n", "      nodes: 3\n")
+        path.write_text(live)  # a pool's limit and a timing: applied without a restart
+        logged("applied without a restart")
+        assert proc.poll() is None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            status = json.loads(wait_for(f"{base}/status", deadline))
+            if status["pools"][0]["limits"]["nodes"] == 3:
+                break
+            time.sleep(0.1)
+        assert status["pools"][0]["limits"]["nodes"] == 3
+        assert status["config"]["nodes"]["idleGrace"] == "20s"
+        assert log_path.read_text().count("nodemanager starting") == 1  # the same process, never restarted
+        path.write_text(live.replace("seed: 7", "seed: 8"))  # the simulated cloud's: the process holds it
+        logged("where a restart is needed")
         logged("nodemanager starting", times=2)  # the same process, started again
         assert proc.poll() is None
         wait_for(f"{base}/readyz", time.monotonic() + 30)
         status = json.loads(wait_for(f"{base}/status", time.monotonic() + 5))
-        assert status["config"]["nodes"]["idleGrace"] == "20s"
+        assert status["config"]["cloud"]["simulated"]["seed"] == 8
+        assert status["pools"][0]["limits"]["nodes"] == 3
         proc.send_signal(signal.SIGHUP)  # read again, unchanged: nothing to do
         logged("unchanged")
         proc.send_signal(signal.SIGTERM)
@@ -90,3 +105,19 @@ def test_reload_refuses_a_bad_file_and_applies_a_good_one_in_place(tmp_path: Pat
             proc.kill()
             proc.wait()
     assert "Traceback" not in log_path.read_text()
+
+
+def test_what_applies_live_is_what_only_the_controller_reads() -> None:
+    from nodemanager.service import applies_live
+
+    base = {"pools": [{"name": "a", "limits": {"nodes": 5}}]}
+
+    def config(**changes: object) -> ProviderConfig:
+        return ProviderConfig.model_validate({**base, **changes})
+
+    assert applies_live(config(), config(pools=[{"name": "a", "limits": {"nodes": 3}}, {"name": "b"}]))
+    assert applies_live(config(), config(nodes={"idleGrace": "1m"}, loops={"pool": "3s"}, scheduling={"seed": 2}))
+    assert not applies_live(config(), config(cloud={"simulated": {"seed": 8}}))
+    assert not applies_live(config(), config(status={"listen": "127.0.0.1:9090"}))
+    assert not applies_live(config(), config(nodes={"bootImageSpec": {"imageIDs": ["ami-2"]}}))
+    assert not applies_live(config(), config(catalog={"spotPriceFraction": 0.3}))
