@@ -19,6 +19,7 @@ from tqdm import tqdm
 from nodemanager import __version__
 from nodemanager.cluster.workload import DEFAULT_MAX_PODS
 from nodemanager.config import EMBEDDED_DEFAULT, embedded_default_path, load_config
+from nodemanager.config.schema import ProviderConfig, SimulatedCloud
 from nodemanager.errors import ConfigError, InvalidInput, NodeManagerError
 from nodemanager.logs import setup_logging, simulated_time
 from nodemanager.model import CapacityType, Resources
@@ -140,6 +141,10 @@ def _simulate_command(args: argparse.Namespace) -> int:
     if args.plot and not Path(args.plot).resolve().parent.is_dir():
         raise InvalidInput(f"--plot: no such directory for {args.plot!r}")
     loaded = [(path, *load_config(path)) for path in configs]  # every config checked before anything runs
+    if args.spot_interruptions is not None:
+        if not 0 <= args.spot_interruptions <= 100 or args.spot_interruptions != args.spot_interruptions:
+            raise InvalidInput(f"--spot-interruptions: a rate per spot instance per hour from 0 to 100, got {args.spot_interruptions}")
+        loaded = [(path, with_spot_interruptions(config, args.spot_interruptions), catalog) for path, config, catalog in loaded]
     try:
         until = parse_duration(args.until) if args.until else None
     except ValueError as exc:
@@ -197,6 +202,12 @@ def _simulate_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return EXIT_FAILURE if stalled else EXIT_OK
+
+
+def with_spot_interruptions(config: ProviderConfig, rate: float) -> ProviderConfig:
+    """``config`` simulated with spot instances reclaimed at ``rate`` per hour each."""
+    simulated = (config.cloud.simulated or SimulatedCloud()).model_copy(update={"spot_interruption_per_hour": rate})
+    return config.model_copy(update={"cloud": config.cloud.model_copy(update={"simulated": simulated})})
 
 
 def _print_comparison(reports: list[tuple[str, dict]]) -> None:  # type: ignore[type-arg]
@@ -347,6 +358,12 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--json", action="store_true", help="print the report as one JSON object")
     sim.add_argument("--quiet", action="store_true", help="no progress bar on a terminal")
     sim.add_argument("--plot", metavar="FILE.png", help="draw nodes by instance type, pods waiting and the cost rate against the bound's (needs matplotlib)")
+    sim.add_argument(
+        "--spot-interruptions",
+        type=float,
+        metavar="RATE",
+        help="chance per hour that EC2 reclaims a running spot instance (with two minutes' warning); default: cloud.simulated.spotInterruptionPerHour, 0",
+    )
     sim.add_argument("--max-pods", type=int, default=DEFAULT_MAX_PODS, help=f"refuse workloads of more pods than this (default {DEFAULT_MAX_PODS:,})")
     _logging_arguments(sim, default="warning")
     sim.set_defaults(handler=_simulate_command)

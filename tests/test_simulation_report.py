@@ -90,3 +90,21 @@ def test_log_lines_carry_the_simulated_time(tmp_path, capsys):
     assert seconds[-1] > 600  # the run's hour, not the wall clock's second or two
     assert "bound default/web-1 to " in out.getvalue()
     assert not handler.filters  # the stamp goes with the run
+
+
+def test_spot_interruptions_are_a_flag_of_simulate(tmp_path, capsys):
+    """The rate EC2 reclaims spot instances at, without editing the file: the report says
+    it, and the evictions it costs."""
+    config = tmp_path / "spot.yaml"
+    config.write_text("pools: [{name: s, instanceTypes: [m5.large], capacityTypes: [spot]}]\n")
+    (tmp_path / "w.yaml").write_text(WORKLOAD.split("  - name: job", maxsplit=1)[0])
+    args = ["simulate", "--config", str(config), "--workload", str(tmp_path / "w.yaml"), "--quiet", "--json"]
+    assert main([*args, "--spot-interruptions", "2"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["prices"]["spot_interruptions_per_hour"] == 2
+    assert report["pods"]["evicted"]["count"] > 0
+    assert report["pods"]["bound"] == 6
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["pods"]["evicted"]["count"] == 0
+    assert main([*args, "--spot-interruptions", "-1"]) == 2
+    assert "--spot-interruptions: a rate per spot instance per hour from 0 to 100, got -1.0" in capsys.readouterr().err
