@@ -327,3 +327,22 @@ def test_schedule_anyway_spread_scores_the_emptier_domain_higher() -> None:
     scores, status = fw.run_score_plugins(state, incoming, nodes)
     assert status.is_success()
     assert scores["PodTopologySpread"]["node2"] > scores["PodTopologySpread"]["node1"]
+
+
+def test_a_terminating_pod_is_not_counted_by_topology_spread_as_kube_bypasses_it() -> None:
+    """kube's countPodsMatchSelector skips pods with a deletionTimestamp (kubernetes#87621):
+    a replica on its way out leaves its zone free for the one replacing it. Anti-affinity
+    still counts it, as kube's InterPodAffinity does."""
+    foo = {"foo": "bar"}
+    going = Pod.from_manifest(
+        {
+            "metadata": {"name": "old", "namespace": "default", "labels": foo, "deletionTimestamp": "2026-11-28T01:00:00Z"},
+            "spec": {"containers": [{"name": "c"}], "nodeName": "node1"},
+        }
+    )
+    assert going.terminating
+    nodes = [info("node1", "A", going), info("node2", "B")]
+    assert feasible(pod("new", foo, **spread(ZONE, 1, foo)), nodes) == ["node1", "node2"]
+    staying = pod("old", foo, node="node1")
+    assert feasible(pod("new", foo, **spread(ZONE, 1, foo)), [info("node1", "A", staying), info("node2", "B")]) == ["node2"]
+    assert feasible(pod("new", foo, **pod_affinity("podAntiAffinity", ZONE, foo)), nodes) == ["node2"]

@@ -111,6 +111,7 @@ class Pod:
     spread: tuple[SpreadConstraint, ...] = ()  # topologySpreadConstraints
     pod_affinity: PodAffinity = NO_AFFINITY  # podAffinity and podAntiAffinity
     preferred_affinity: tuple[tuple[int, SelectorTerm], ...] = ()  # preferred node affinity: (weight, preference)
+    terminating: bool = False  # its deletionTimestamp is set: topology spread no longer counts it (kube's #87621)
     key: PodKey = field(init=False, repr=False, compare=False)  # "namespace/name", asked for everywhere: made once
     # A DaemonSet or mirror pod: part of its node, never a pod to place, and never a reason
     # to keep the node (drains leave it; it goes with the node). Made once: asked of every pod.
@@ -125,10 +126,11 @@ class Pod:
 
     @property
     def kind(self) -> tuple:
-        """Its namespace and labels as a hashable key (all a label selector sees of it), made
-        on first use: pods of one kind are grouped and counted by the thousand."""
+        """Its namespace, labels and whether it is terminating as a hashable key (all a label
+        selector and a spread count see of it), made on first use: pods of one kind are
+        grouped and counted by the thousand."""
         if self._kind is None:
-            object.__setattr__(self, "_kind", (self.namespace, tuple(sorted(self.labels.items()))))
+            object.__setattr__(self, "_kind", (self.namespace, tuple(sorted(self.labels.items())), self.terminating))
         return self._kind  # type: ignore[return-value]
 
     @property
@@ -328,6 +330,7 @@ def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
         uid=str(meta.get("uid") or f"{namespace}/{name}"),
         requests=effective_request(spec, f"{where}.spec"),
         created_at=_timestamp(meta.get("creationTimestamp"), f"{where}.metadata.creationTimestamp"),
+        terminating=bool(meta.get("deletionTimestamp")),
         priority=priority,
         phase=phase,
         node_name=str(spec.get("nodeName") or ""),

@@ -151,4 +151,6 @@ class PodTopology:
 
 
 def _selected(pod: Pod, namespace: str | None, selector: LabelSelector) -> bool:
-    return (namespace is None or pod.namespace == namespace) and selector.matches(pod.labels)
+    """Whether a spread constraint counts the pod: of its namespace, matching, and not
+    terminating (kube's countPodsMatchSelector bypasses those, kubernetes#87621)."""
+    return not pod.terminating and (namespace is None or pod.namespace == namespace) and selector.matches(pod.labels)
