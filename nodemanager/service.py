@@ -359,7 +359,7 @@ def run_service(config: ProviderConfig, catalog: Catalog, source: str, path: str
     service.start()
     watched = ConfigFile(path, config) if path is not None else None
     while True:
-        got = signals.wait(SIGNAL_POLL, watched.changed if watched else None, config.loops.config_check)
+        got = signals.wait(SIGNAL_POLL, watched.changed if watched else None, service.config.loops.config_check)
         if got in (signal.SIGHUP, Signals.CHANGED):
             why = "SIGHUP received" if got == signal.SIGHUP else f"{path} changed"
             if watched is None:
