@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_cli_service import DEMO, PROVIDER, free_port, wait_for
+from test_cli_service import DEMO, PROVIDER, free_port, reaped, wait_for
 
 from nodemanager.config.schema import ProviderConfig
 from nodemanager.reload import ConfigFile
@@ -65,7 +65,7 @@ def test_reload_refuses_a_bad_file_applies_a_limit_live_and_restarts_in_place_fo
             time.sleep(0.05)
         assert log_path.read_text().count(text) >= times, log_path.read_text()[-3000:]
 
-    try:
+    with reaped(proc):
         base = f"http://127.0.0.1:{port}"
         wait_for(f"{base}/readyz", time.monotonic() + 30)
         path.write_text(good.replace("idleGrace: 15s", "idleGrace: never"))  # a typo: seen within configCheck
@@ -100,10 +100,6 @@ def test_reload_refuses_a_bad_file_applies_a_limit_live_and_restarts_in_place_fo
         logged("unchanged")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert "Traceback" not in log_path.read_text()
 
 
