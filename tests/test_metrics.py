@@ -40,6 +40,8 @@ def test_the_demo_shows_waits_startup_and_pool_use_against_limits_after_a_minute
     assert sample(text, 'nodemanager_pool_limit_nodes{pool="jobs"}') == 10
     assert 'nodemanager_pool_limit_cpu_cores{pool="jobs"}' not in text  # no limit: no series
     assert "_created" not in text
+    bound = sample(text, "nodemanager_fleet_hourly_bound_dollars")
+    assert 0 < bound <= sample(text, "nodemanager_fleet_hourly_cost_dollars")  # no fleet undercuts it, this one included
 
 
 def test_the_service_exposes_cloud_errors_throttles_and_leadership(tmp_path):

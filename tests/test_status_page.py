@@ -107,6 +107,7 @@ def test_in_a_real_browser_the_page_renders_logs_in_and_refreshes(served):
         browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
         WebDriverWait(browser, 10).until(lambda b: b.title == "nodemanager demo")  # the page, after the form
         assert text("h1") == "nodemanager 0.1.0: controller demo"
+        assert "against a bound of $" in text("p")  # the fleet's price beside what no fleet could undercut
         pools = text("table")
         assert "general binpack" in pools
         assert "of 20" in pools

@@ -63,6 +63,7 @@ from nodemanager.model import LIVE_STATES, ZERO, CapacityType, InstanceId, Node,
 from nodemanager.model.journal import Mark, changed_since
 from nodemanager.model.selectors import HARD_EFFECTS, untolerated
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, Decision, NodeSpec, ScalerSettings, UnavailabilityKeeper
+from nodemanager.scaler.cost_bound import CostBound
 from nodemanager.scaler.pools import capacity_of
 from nodemanager.scaler.unavailability import ANY_TYPE
 from nodemanager.scheduling.plugins.placement import UNSCHEDULABLE_TAINT
@@ -70,6 +71,7 @@ from nodemanager.status.metrics import Metrics
 from nodemanager.status.summary import status_text
 
 RECENT_DECISIONS = 20  # decisions that booted or stopped something, kept for /status
+BOUND_EVERY = 60.0  # seconds between two makings of the bound's rate for the pods running
 STATUS_EVERY = 30.0  # seconds: the cluster's status ConfigMap is written at most this often
 STATUS_AT_LEAST = 300.0  # ... and at least this often, changed or not
 log = logging.getLogger("nodemanager.controller")
@@ -149,6 +151,7 @@ class NodeController:
                     gauge.labels(pool.name).set(limit)
         self.last_decision: Decision | None = None
         self.recent_decisions: deque[dict[str, object]] = deque(maxlen=RECENT_DECISIONS)  # what the last decisions booted or stopped (/status)
+        self.bound_rate: tuple[float, float | None] = (-math.inf, None)  # when the bound's rate was made, and it ($/h)
         self._status_published: tuple[float, str] = (-math.inf, "")  # when the cluster's status ConfigMap was written, and what it said
         self.compute_ms: list[float] = []  # every computation's duration (simulation reports)
         self.started_at = clock.now()
@@ -640,6 +643,19 @@ class NodeController:
             return
         self._status_published = (now, body)
         self.lock.after_release(self.cluster.publish_status, text)
+
+    def refresh_bound(self, now: float) -> None:
+        """The LP bound's hourly rate for the pods running now (what no fleet of the pools'
+        offerings could undercut for them): beside the fleet's price in /status and the
+        metrics, made at most every ``BOUND_EVERY`` (an LP per group of pools). The offline
+        simulator, whose report bounds the whole run, makes none."""
+        if not self.metrics.scraped or (now - self.bound_rate[0] < BOUND_EVERY and self.bound_rate[1]):
+            return  # (an empty cluster's bound is made again at the next pass: it costs nothing)
+        cached = self.cache.snapshot()
+        running = [p for p in cached.pods if p.node_name and not p.of_node]
+        rate = CostBound(self.scaler.views_for(cached.daemon_sets), running).rate(running)
+        self.bound_rate = (now, rate)
+        self.metrics.bound.set(rate)
 
     def refresh_gauges(self) -> None:
         """Node, pod and cost gauges; the node counts and the cost are set again only when

@@ -61,6 +61,7 @@ class Provisioner:
                 self._apply(decision, now)
             self._dispatch(now)
             c.refresh_gauges()
+            c.refresh_bound(now)
             c.publish_status(now)
 
     def _compute(self, now: float) -> Decision:

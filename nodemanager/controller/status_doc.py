@@ -38,6 +38,7 @@ def status_document(c: NodeController) -> dict[str, object]:
         "disruption": c.disruption.status(),
         "interruption": c.interruption.status(),
         "cost_per_hour": round(c.cost_per_hour(), 6),
+        "bound_per_hour": None if c.bound_rate[1] is None else round(c.bound_rate[1], 6),  # the LP bound for the pods running (once a minute)
         "config": c.config.model_dump(mode="json", by_alias=True),
     }
 

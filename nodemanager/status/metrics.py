@@ -16,6 +16,7 @@ Names (a stable contract, documented in docs/operations/status.md); base units t
     nodemanager_decisions_total                       counter
     nodemanager_loop_duration_seconds{loop}           histogram
     nodemanager_fleet_hourly_cost_dollars             gauge   price of the live fleet per hour
+    nodemanager_fleet_hourly_bound_dollars            gauge   the LP bound's hourly rate for the pods running
     nodemanager_cloud_errors_total{operation,code}    counter failed cloud calls (each attempt)
     nodemanager_cloud_throttled_total{operation}      counter cloud answers "slow down"
     nodemanager_api_errors_total{method,code}         counter failed Kubernetes API requests
@@ -69,6 +70,7 @@ class Metrics:
             Histogram, "nodemanager_loop_duration_seconds", "Time one loop body took.", ("loop",), buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10)
         )
         self.cost = made(Gauge, "nodemanager_fleet_hourly_cost_dollars", "Price of the live fleet for an hour.")
+        self.bound = made(Gauge, "nodemanager_fleet_hourly_bound_dollars", "What no fleet could undercut for an hour of the pods running (the LP bound).")
         self.pod_scheduling = made(
             Histogram, "nodemanager_pod_scheduling_seconds", "From a pod's creation to its binding, as nodemanager saw it.", buckets=POD_WAIT_BUCKETS
         )

@@ -58,8 +58,9 @@ def login_page(wrong: bool) -> str:
 def _header(doc: dict[str, Any], controller: dict[str, Any], now: float) -> str:
     ready = '<span class="ok">ready</span>' if controller.get("ready") else '<span class="bad">not ready</span>'
     role = "leader" if controller.get("leader", True) else "follower (another replica acts)"
-    cost = doc.get("cost_per_hour")
-    items = [ready, escape(role), f"fleet ${cost:,.2f}/h" if cost is not None else ""]
+    cost, bound = doc.get("cost_per_hour"), doc.get("bound_per_hour")
+    against = f" against a bound of ${bound:,.2f}/h for the pods running" if bound else ""
+    items = [ready, escape(role), f"fleet ${cost:,.2f}/h{against}" if cost is not None else ""]
     api = controller.get("api_server") or {}
     if api.get("unreachable_seconds"):
         items.append(f'<span class="bad">API server unreachable for {api["unreachable_seconds"]:.0f} s</span>')

@@ -62,9 +62,9 @@ def _header(doc: dict[str, Any], controller: dict[str, Any]) -> str:
     ready = "ready" if controller.get("ready") else "NOT READY"
     role = "leader" if controller.get("leader", True) else "follower"
     parts = [f"nodemanager {controller.get('version', '?')}", f"controller {controller.get('id', '?')}", ready, role]
-    cost = doc.get("cost_per_hour")
+    cost, bound = doc.get("cost_per_hour"), doc.get("bound_per_hour")
     if cost is not None:
-        parts.append(f"${cost:,.2f}/h")
+        parts.append(f"${cost:,.2f}/h" + (f" (bound ${bound:,.2f}/h)" if bound else ""))
     if controller.get("busy"):
         parts.append("(busy: this view is from a moment ago)")
     api = controller.get("api_server")
