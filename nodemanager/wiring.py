@@ -45,7 +45,7 @@ def build_cloud(config: ProviderConfig, clock: Clock, catalog: Catalog, stop: th
     if config.cloud.provider is CloudProvider.SIMULATED:
         return simulated_cloud(config, clock)
     if config.cloud.aws is None:  # the schema requires the block; this keeps the types honest
-        raise ConfigError("provider.yaml", ["cloud.aws: required with cloud.provider aws"])
+        raise ConfigError("the configuration", ["cloud.aws: required with cloud.provider aws"])
     from cloud.aws.client import AwsCloud  # boto3 is imported only when EC2 is used
 
     return AwsCloud(config.cloud.aws, config.controller_id or "", catalog, clock, boot_image=config.nodes.boot_image_spec, stop=stop)

@@ -30,7 +30,7 @@ def api_client(settings: KubernetesCluster, errors: ErrorTally | None = None) ->
     """A client of the API server the settings name; ``errors`` (when given) counts each
     failed request by method and HTTP status (or the connection error's class)."""
     if settings.kubeconfig is not None and not Path(settings.kubeconfig).is_file():
-        raise ConfigError("provider.yaml", [f"cluster.kubernetes.kubeconfig: no such file: {settings.kubeconfig}"])
+        raise ConfigError("the kubeconfig", [f"cluster.kubernetes.kubeconfig: no such file: {settings.kubeconfig}"])
     configuration = client.Configuration()
     try:
         if settings.kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -39,7 +39,7 @@ def api_client(settings: KubernetesCluster, errors: ErrorTally | None = None) ->
             config.load_kube_config(config_file=settings.kubeconfig, context=settings.context, client_configuration=configuration)
     except (config.ConfigException, OSError, ValueError) as exc:
         where = settings.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        raise ConfigError("provider.yaml", [f"cluster.kubernetes.kubeconfig: cannot connect using {where!r}: {exc}"]) from None
+        raise ConfigError("the kubeconfig", [f"cluster.kubernetes.kubeconfig: cannot connect using {where!r}: {exc}"]) from None
     configuration.retries = 0
     # One connection per watch (thirteen kinds) and the loops' calls besides: urllib3's
     # default pool of 10 dropped connections ("Connection pool is full") on a real cluster.
