@@ -18,7 +18,6 @@ import logging
 import queue
 import threading
 from collections.abc import Iterable, Mapping
-from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
@@ -34,6 +33,7 @@ from cloud.errors import CloudError
 from nodemanager.clock import Clock
 from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, DrainStatus, EventType, NodeEvent, ObjectEvent, PodEvent
 from nodemanager.cluster.kubernetes.convert import drain_facts, instance_of, key_of, node_from_api, parse_time, pod_from_api
+from nodemanager.cluster.kubernetes.event_queue import EventQueue
 from nodemanager.cluster.kubernetes.reachability import Reachability
 from nodemanager.cluster.kubernetes.reflector import Change, Reflector
 from nodemanager.cluster.metrics_api import read_metrics
@@ -146,7 +146,7 @@ class KubernetesCluster:
         self._changes: queue.SimpleQueue[tuple[str, Change]] = queue.SimpleQueue()
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._events_out: Executor | None = ThreadPoolExecutor(1, thread_name_prefix="k8s-events") if threaded else None
+        self._events_out: EventQueue | None = EventQueue(self._send_event, self._stopped) if threaded else None
         self._listed = False
         # The controller's loops and a follower's poll may meet at a leadership change.
         self._views_lock = threading.RLock()
@@ -236,7 +236,7 @@ class KubernetesCluster:
     def stop(self) -> None:
         self._stopped.set()
         if self._events_out is not None:
-            self._events_out.shutdown(wait=False, cancel_futures=True)
+            self._events_out.close()
 
     # -- raw changes to cache events ------------------------------------------------------------
     def _drain_changes(self) -> list[ClusterEvent]:
@@ -481,7 +481,7 @@ class KubernetesCluster:
         if self._events_out is None:
             self._send_event(namespace, body)
         else:  # off the loop's thread: an event never delays a decision
-            self._events_out.submit(self._send_event, namespace, body)
+            self._events_out.put(namespace, body)
 
     def publish_status(self, text: str) -> None:
         """The ConfigMap ``<leaseName>-status`` in the election's namespace, replaced whole
