@@ -652,7 +652,7 @@ class NodeController:
         if not self.metrics.scraped or (now - self.bound_rate[0] < BOUND_EVERY and self.bound_rate[1]):
             return  # (an empty cluster's bound is made again at the next pass: it costs nothing)
         cached = self.cache.snapshot()
-        running = [p for p in cached.pods if p.node_name and not p.of_node]
+        running = [p for p in cached.pods if p.node_name in self.nodes and not p.of_node]  # on our nodes: what the fleet's price pays for
         rate = CostBound(self.scaler.views_for(cached.daemon_sets), running).rate(running)
         self.bound_rate = (now, rate)
         self.metrics.bound.set(rate)
