@@ -1,10 +1,13 @@
-"""What the terminal view and the status page both say of a /status document: the waiting
-pods grouped by reason, and ages as kubectl writes them."""
+"""What the terminal view, the status page and the cluster's status ConfigMap say of a
+/status document: the waiting pods grouped by reason, ages as kubectl writes them, and the
+ConfigMap's short text."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+TEXT_REASONS = 10  # waiting reasons the ConfigMap lists
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,3 @@ def status_text(doc: dict[str, Any], at: str) -> str:
     if disruption:
         lines.append(f"disruption: {disruption.get('state', '')}; {len(disruption.get('held', {}))} node(s) held")
     return "\n".join(lines) + "\n"
-
-
-TEXT_REASONS = 10  # waiting reasons the ConfigMap lists
