@@ -323,8 +323,8 @@ def test_the_api_server_killed_and_back_the_watches_resume_and_new_pods_are_plac
 def test_a_node_whose_kubelet_stops_is_replaced_and_its_pods_placed_again(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
     """The node's own kwok (its kubelet) is killed: no more status from it. nodemanager
     replaces the node after nodes.healthyTimeout, its Node goes with its instance, and the
-    Deployment's new pod is placed on a new node (the old one, Terminating on a Node that no
-    longer exists, is the real PodGC's)."""
+    Deployment's new pod is placed on a new node; the old one, Terminating on a Node that no
+    longer exists, is then deleted by the real PodGC."""
     text = PROVIDER.format(mode="scheduler").replace("bootTimeout: 120s", "bootTimeout: 120s, healthyTimeout: 20s")
     config, catalog = parse_config(text, "provider.yaml", tmp_path)
     w = World(plane, config, catalog)
@@ -344,6 +344,12 @@ def test_a_node_whose_kubelet_stops_is_replaced_and_its_pods_placed_again(plane:
             return first not in w.live_instances() and len(pods) == 1 and pods[0].status.phase == "Running" and pods[0].spec.node_name != node
 
         assert w.run_until(replaced, 180), (w.controller.status()["nodes"], {n: p.spec.node_name for n, p in w.pods(namespace).items()})
+        assert node not in {n.metadata.name for n in w.core.list_node().items}  # nodemanager deleted the Node with its instance
+
+        def collected() -> bool:  # the real PodGC deletes a pod bound to a Node that no longer exists
+            return all(p.spec.node_name != node for p in w.pods(namespace).values())
+
+        assert w.run_until(collected, 120), {n: (p.spec.node_name, p.metadata.deletion_timestamp) for n, p in w.pods(namespace).items()}
     finally:
         w.close()
 
