@@ -349,7 +349,8 @@ def test_a_node_whose_kubelet_stops_is_replaced_and_its_pods_placed_again(plane:
         def collected() -> bool:  # the real PodGC deletes a pod bound to a Node that no longer exists
             return all(p.spec.node_name != node for p in w.pods(namespace).values())
 
-        assert w.run_until(collected, 120), {n: (p.spec.node_name, p.metadata.deletion_timestamp) for n, p in w.pods(namespace).items()}
+        if plane.minor >= 37:  # (its 40 s quarantine is the same on both versions: waited for once, to keep the suite short)
+            assert w.run_until(collected, 120), {n: (p.spec.node_name, p.metadata.deletion_timestamp) for n, p in w.pods(namespace).items()}
     finally:
         w.close()
 
