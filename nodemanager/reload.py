@@ -16,12 +16,12 @@ import sys
 from pathlib import Path
 
 from cloud.catalog import Catalog
+from nodemanager import documents
 from nodemanager.config import load_config
 from nodemanager.config.schema import ProviderConfig
 from nodemanager.errors import ConfigError
 
 log = logging.getLogger("nodemanager.service")
-MAX_BYTES = 4 * 2**20  # the configuration's own limit: a larger file is refused by the loader anyway
 
 
 class ConfigFile:
@@ -33,7 +33,7 @@ class ConfigFile:
     def _read_digest(self) -> str | None:
         try:
             with Path(self.path).open("rb") as file:
-                return hashlib.sha256(file.read(MAX_BYTES + 1)).hexdigest()
+                return hashlib.sha256(file.read(documents.CONFIG_BYTES + 1)).hexdigest()  # (a larger file the loader refuses)
         except OSError:
             return None
 

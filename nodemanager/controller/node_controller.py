@@ -55,7 +55,7 @@ from nodemanager.controller.prices import PriceRefresher
 from nodemanager.controller.provisioning import Provisioner
 from nodemanager.controller.reaper import Reaper
 from nodemanager.controller.records import NodeRecords
-from nodemanager.controller.status_doc import status_document
+from nodemanager.controller.status_doc import status_document, summary_document
 from nodemanager.controller.timers import LoopTimer
 from nodemanager.dra.context import DeviceContext
 from nodemanager.errors import NodeManagerError
@@ -637,7 +637,7 @@ class NodeController:
         current; the call is made once the lock is released."""
         if not self.cluster.publishes_status or now - self._status_published[0] < STATUS_EVERY:
             return
-        text = status_text(status_document(self), datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        text = status_text(summary_document(self), datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
         body = text.split("\n", 1)[1]  # without its time
         if body == self._status_published[1] and now - self._status_published[0] < STATUS_AT_LEAST:
             return

@@ -15,6 +15,21 @@ if TYPE_CHECKING:
 def status_document(c: NodeController) -> dict[str, object]:
     """Call with the controller's lock held."""
     now = c.clock.now()
+    return {
+        **summary_document(c),
+        "loops": {name: timer.as_dict() for name, timer in c.timers.items()},
+        "nodes": [_node(c, n) for _, n in sorted(c.nodes.items())],
+        "unavailable": c.keeper.dump(now),
+        "boots": c.ledger.status(),
+        "decisions": list(c.recent_decisions),
+        "interruption": c.interruption.status(),
+        "config": c.config.model_dump(mode="json", by_alias=True),
+    }
+
+
+def summary_document(c: NodeController) -> dict[str, object]:
+    """The part of /status the cluster's status ConfigMap summarises (no node by node, no
+    configuration): made every 30 s within a pool pass. Call with the lock held."""
     decision = c.last_decision
     waiting = []
     for pod in c.cache.waiting():
@@ -27,19 +42,12 @@ def status_document(c: NodeController) -> dict[str, object]:
     counts = c.cache.counts()
     counts["unschedulable"] = len(decision.unschedulable) if decision else 0
     return {
-        "controller": {"id": c.cloud.controller_id, "version": __version__, "started_at": c.started_at, "now": now, "leader": True, "ready": c.ready},
-        "loops": {name: timer.as_dict() for name, timer in c.timers.items()},
-        "nodes": [_node(c, n) for _, n in sorted(c.nodes.items())],
+        "controller": {"id": c.cloud.controller_id, "version": __version__, "started_at": c.started_at, "now": c.clock.now(), "leader": True, "ready": c.ready},
         "pods": {"counts": counts, "waiting": waiting},
         "pools": [_pool(c, p) for p in c.config.pools],
-        "unavailable": c.keeper.dump(now),
-        "boots": c.ledger.status(),
-        "decisions": list(c.recent_decisions),
         "disruption": c.disruption.status(),
-        "interruption": c.interruption.status(),
         "cost_per_hour": round(c.cost_per_hour(), 6),
         "bound_per_hour": None if c.bound_rate[1] is None else round(c.bound_rate[1], 6),  # the LP bound for the pods running (once a minute)
-        "config": c.config.model_dump(mode="json", by_alias=True),
     }
 
 
@@ -89,12 +97,12 @@ def _pool(c: NodeController, pool: Pool) -> dict[str, object]:
         capacity = CapacityType.SPOT if entry.spot else CapacityType.ON_DEMAND
         idle = [n for n in live if n.instance_type == itype and n.capacity_type is capacity and not c.node_has_pods(n.name)]
         present += min(entry.count, len(idle))
-    _, cpu, memory = c.pool_usage(pool.name)
+    nodes, cpu, memory = c.pool_usage(pool.name)
     return {
         "name": pool.name,
         "packing": pool.packing.value,
         "standby": {"wanted": wanted, "present": present},
         "limits": pool.limits.model_dump(mode="json"),
-        "usage": {"nodes": len(live), "cpu": f"{cpu // 1000}", "memory": f"{memory // 2**30}Gi"},
+        "usage": {"nodes": nodes, "cpu": f"{cpu // 1000}", "memory": f"{memory // 2**30}Gi"},
         "backoff": None if (pause := c.backoff.get(pool.name)) is None else {"failures": pause.failures, "until": pause.until, "reason": pause.reason},
     }

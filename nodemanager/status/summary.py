@@ -44,7 +44,8 @@ def status_text(doc: dict[str, Any], at: str) -> str:
     limits, how many pods wait and why (the ten largest groups), what disruption does."""
     controller = doc.get("controller", {})
     lines = [f"nodemanager status at {at}", f"controller: {controller.get('id', '?')}, {'ready' if controller.get('ready') else 'NOT READY'}"]
-    lines.append(f"fleet: ${doc.get('cost_per_hour', 0.0):,.2f}/h, {len(doc.get('nodes', []))} node(s)")
+    live = sum(pool.get("usage", {}).get("nodes", 0) for pool in doc.get("pools", []))
+    lines.append(f"fleet: ${doc.get('cost_per_hour', 0.0):,.2f}/h, {live} live node(s)")
     lines.append("pools:")
     for pool in doc.get("pools", []):
         usage, limits = pool.get("usage", {}), pool.get("limits", {})
