@@ -40,8 +40,8 @@ def test_later_computations_start_what_the_capped_plan_left_without_packing_agai
     snap = ClusterSnapshot(_distinct(60), ())
     first = s.compute(snap, NOW)
     assert len(first.start) == 2
-    assert s.deferred is not None
-    planned = sorted((n.candidate.itype.name, len(n.pods)) for n in s.deferred.nodes)
+    assert s.memory.deferred is not None
+    planned = sorted((n.candidate.itype.name, len(n.pods)) for n in s.memory.deferred.nodes)
     assert any("boot slot" in why for why in first.waiting.values())
     packed = len(calls)
     snap, started = apply(snap, first), []
@@ -59,23 +59,23 @@ def test_later_computations_start_what_the_capped_plan_left_without_packing_agai
 def test_a_later_computation_makes_again_only_the_nodes_it_may_boot(monkeypatch) -> None:
     """A snapshot needing 5,000 nodes with ``maxBootsPerLoop: 10``: every loop made all the
     deferred nodes again and placed their pods, to start ten of them."""
-    from nodemanager.scaler.scaler import _Run
+    from nodemanager.scaler.run import Run
 
     s = scaler(binpack_pool(), max_boots=2)
     snap = ClusterSnapshot(_distinct(200), ())
     first = s.compute(snap, NOW)
-    assert s.deferred is not None
-    deferred = len(s.deferred.nodes)
+    assert s.memory.deferred is not None
+    deferred = len(s.memory.deferred.nodes)
     assert deferred > 4
     made: list[int] = []
-    original = _Run._new_node
-    monkeypatch.setattr(_Run, "_new_node", lambda self, *a, **kw: made.append(1) or original(self, *a, **kw))
+    original = Run.new_node
+    monkeypatch.setattr(Run, "new_node", lambda self, *a, **kw: made.append(1) or original(self, *a, **kw))
     snap = apply(snap, first)
     second = s.compute(snap, NOW)
     assert len(second.start) == 2
     assert len(made) == 2
-    assert s.deferred is not None
-    assert len(s.deferred.nodes) == deferred - 2
+    assert s.memory.deferred is not None
+    assert len(s.memory.deferred.nodes) == deferred - 2
     waiting = [p.key for p in snap.pods if not p.node_name and p.key not in second.bindings]
     assert waiting
     assert all("boot slot" in second.waiting[k] for k in waiting)
@@ -160,7 +160,7 @@ def test_an_unconstrained_pod_is_probed_on_one_offering_with_the_same_answer_as_
     ports) gets from one offering the answer every offering of its pool would give."""
     from nodemanager.config.schema import Taint as PoolTaint
     from nodemanager.model import Toleration
-    from nodemanager.scaler import scaler as scaler_module
+    from nodemanager.scaler import new_nodes
 
     pool = binpack_pool(instance_types=["*"], taints=[PoolTaint(key="team", value="a", effect="NoSchedule")], labels={"team": "a"})
     incoming = pod("plain", cpu="300m")
@@ -170,11 +170,11 @@ def test_an_unconstrained_pod_is_probed_on_one_offering_with_the_same_answer_as_
     def answer() -> tuple:
         s = scaler(pool)
         s.compute(ClusterSnapshot((incoming,), ()), NOW)
-        [(accepted, why, transient)] = s.probe_memo.values()
+        [(accepted, why, transient)] = s.memory.probe_memo.values()
         return tuple(c.offering for c in accepted), why, transient
 
     fast = answer()
-    monkeypatch.setattr(scaler_module, "_offering_blind", lambda pod: False)
+    monkeypatch.setattr(new_nodes, "offering_blind", lambda pod: False)
     slow = answer()
     assert fast[0] == slow[0]
     assert bool(fast[0]) is tolerates
@@ -190,7 +190,7 @@ def test_deferred_nodes_never_take_a_pool_past_its_limit() -> None:
     snap = ClusterSnapshot(_distinct(60), ())
     first = s.compute(snap, NOW)
     assert len(first.start) == 1
-    assert s.deferred is not None
+    assert s.memory.deferred is not None
     later = apply(snap, first)
     replacement = node("replacement", "m.xlarge", pool="general")
     later = ClusterSnapshot(later.pods, (*later.nodes, replacement), later.unavailable, later.unneeded_since)

@@ -20,7 +20,7 @@ from nodemanager.errors import ConfigError, InvalidManifest
 from nodemanager.model import Pod
 from nodemanager.model.interpod import SYSTEM_DEFAULT_SPREAD, WhenUnsatisfiable, parse_spread_defaults
 from nodemanager.model.pod_owners import Namespace, PodSelecting, ReplicaSet, ReplicationController, Service, SpreadDefaults, StatefulSet, default_selector
-from nodemanager.scaler import ClusterSnapshot
+from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot
 from nodemanager.scheduling.profile import DEFAULT_PROFILE
 
 NS = "test"
@@ -147,10 +147,9 @@ def test_no_args_are_the_system_defaults_and_a_list_may_be_empty() -> None:
 
 
 def zone_default_scaler() -> object:
-    s = scaler(pool(), catalog=CATALOG3)
+    settings = scaler(pool(), catalog=CATALOG3).settings
     args = MappingProxyType({"PodTopologySpread": ZONE_DEFAULT})
-    s.settings = dataclasses.replace(s.settings, profile=dataclasses.replace(DEFAULT_PROFILE, plugin_args=args))
-    return s
+    return BindingNodeScaler(dataclasses.replace(settings, profile=dataclasses.replace(DEFAULT_PROFILE, plugin_args=args)), CATALOG3)
 
 
 def zones_of(s: object, snapshot: ClusterSnapshot) -> collections.Counter[str]:

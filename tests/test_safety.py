@@ -22,7 +22,8 @@ from nodemanager.model import NodeState
 from nodemanager.model.interpod import parse_label_selector
 from nodemanager.model.labels import ZONE
 from nodemanager.model.pdb import PodDisruptionBudget
-from nodemanager.scaler import scaler as scaler_module
+from nodemanager.scaler.pools import offering_node_info
+from nodemanager.scaler.run import Run
 from nodemanager.simulator import Simulation
 
 POOLS = """
@@ -115,9 +116,9 @@ def test_a_planner_that_boots_where_its_pod_cannot_go_boots_once_in_vain_and_the
     are held, said to be unschedulable with why, and at most one boot per pod ends idle."""
 
     def every_zone(self, pod):  # the old domains: a pool's zones whatever its taints
-        return frozenset(c.offering.zone for v in self.views for c in v.candidates if pod.accepts_node(scaler_module.offering_node_info(v, c).labels))
+        return frozenset(c.offering.zone for v in self.views for c in v.candidates if pod.accepts_node(offering_node_info(v, c).labels))
 
-    monkeypatch.setattr(scaler_module._Run, "_possible_zones", every_zone)
+    monkeypatch.setattr(Run, "possible_zones", every_zone)
     simulation = _simulate(tmp_path, "pods:" + WEB.format(at=0, policy=""))
     launches = _launches(simulation)
     assert len(launches) <= 6 + 3  # was 517

@@ -13,7 +13,7 @@ a tenth of a busy decision, with freeing them). A picture whose pods changed by 
 brought up to date by those few, not built again from all its pods. The pods a computation
 placed on a picture whose own pods are unchanged stay on it until the next computation
 settles them: it keeps those that are exactly the pods still waiting for that node, which it
-would place there again (``_Run.keep_placed``), and takes the others off. Pods are compared by
+would place there again (``existing.keep_placed``), and takes the others off. Pods are compared by
 identity (they are immutable: a change makes a new object); node records by what a picture
 is made of (a change a picture does not read, such as Ready to Claimed, makes a new record).
 """

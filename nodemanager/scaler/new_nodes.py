@@ -1,0 +1,351 @@
+"""Step 3: new nodes for the pods existing nodes did not take. Constraint groups in priority
+order, each through the pools in turn (weight, then file order): LP-guided bin packing
+(``binpack``) in bin-pack pools, a node per pod in cell pools, one pod at a time where its
+place depends on other pods' (inter-pod constraints, by zone through ``interpod_plan``), and
+pods with device claims by what the allocator finds. Offerings marked unavailable are
+skipped; pool limits are never exceeded; what no pool takes waits or is unschedulable, with
+every pool's reason."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections import defaultdict, deque
+from collections.abc import Iterator, Sequence
+
+from nodemanager.model import CapacityPolicy, CapacityType, Pod, PodKey, Resources
+from nodemanager.model.labels import HOSTNAME, ZONE
+from nodemanager.scaler import binpack, existing, sizing
+from nodemanager.scaler import interpod_plan as plan
+from nodemanager.scaler.memory import PROBE_MEMO_SIZE
+from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info
+from nodemanager.scaler.run import NEW_HOST, NewNode, PodClass, Run, node_level
+from nodemanager.scheduling import CycleState
+from nodemanager.scheduling.plugins.interpod import spread_domains
+from nodemanager.scheduling.plugins.queue_sort import priority_key
+from nodemanager.scheduling.status import Code
+
+
+def probe(run: Run, view: PoolView, pod: Pod) -> tuple[tuple[Candidate, ...], str, bool]:
+    """The pool's offerings this pod's constraints accept (any size), or why none and
+    whether that may change (a PreFilter that says "not yet", such as an unbound
+    volume claim). A pure function of the pool, the constraints and the cluster's
+    objects, so the scaler memoizes it per computation's inputs."""
+    volumes = run.snapshot.volumes
+    key = (view.name, run.key(pod, node_only=True), tuple(volumes.claims.get(k) for k in pod.volume_claims) if volumes and pod.volume_claims else ())
+    memo = run.memory.probe_memo
+    if key not in memo:
+        if len(memo) >= PROBE_MEMO_SIZE:
+            memo.clear()
+        memo[key] = _probe_uncached(run, view, pod)
+    return memo[key]  # one tuple per answer: what is derived from it is kept by its identity
+
+
+def _probe_uncached(run: Run, view: PoolView, pod: Pod) -> tuple[tuple[Candidate, ...], str, bool]:
+    probe = dataclasses.replace(node_level(pod), requests=Resources())
+    state = CycleState()
+    status = run.fw.run_pre_filter_plugins(state, probe)
+    if not status.is_success():
+        return (), status.message, status.code is Code.UNSCHEDULABLE
+    with_room = tuple(c for c in view.candidates if c.allocatable.pods >= 1)  # the one thing an empty request checks
+    if with_room and offering_blind(probe):  # every offering with a pod slot answers as the first does
+        status = run.fw.run_filter_plugins(state, probe, offering_node_info(view, with_room[0], NEW_HOST))
+        if status.is_success():
+            return with_room, "", False
+    accepted: list[Candidate] = []
+    reasons: dict[str, int] = defaultdict(int)
+    for cand in view.candidates:
+        status = run.fw.run_filter_plugins(state, probe, offering_node_info(view, cand, NEW_HOST))
+        if status.is_success():
+            accepted.append(cand)
+        else:
+            reasons[status.message] += 1
+    top = max(sorted(reasons), key=lambda r: reasons[r]) if reasons else "the pool offers no instance type"
+    return tuple(accepted), top, False
+
+
+def place_on_new(run: Run, classes: list[PodClass]) -> None:
+    groups: dict[tuple, list[PodClass]] = defaultdict(list)
+    for cls in classes:
+        if cls.pods:
+            groups[run.key(cls.rep)].append(cls)
+
+    def rank(rep: Pod) -> int:
+        """Within a priority, the most constrained choose first and the rest fill in:
+        pods that need a node to themselves (or nearly), other inter-pod groups, the rest."""
+        if not rep.inter_pod:
+            return 2
+        return 0 if plan.host_cap(rep, None, run.topology) is not None else 1
+
+    for key in sorted(groups, key=lambda k: (-groups[k][0].rep.priority, rank(groups[k][0].rep), priority_key(groups[k][0].rep))):
+        _place_group(run, groups[key])
+
+
+def _place_group(run: Run, group: list[PodClass], zoned: bool = False) -> None:
+    """New nodes for one constraint group: each pool in turn takes what it can; what a
+    pool cannot take (no match, no fit, limit, unavailable) moves on to the next.
+    ``zoned``: the zone-level constraints are settled (the pods are pinned)."""
+    pending = [c for c in group if c.pods]
+    if not pending:
+        return
+    rep = pending[0].rep  # the group's pods share every constraint
+    # Placed pods' anti-affinity to it, by topology key (a new node's hostname holds none).
+    namespaces = run.topology.namespace_labels
+    anti = run.topology.anti_affinity()
+    repelled = {t.topology_key for t, seen in anti.items() if any(seen.values()) and t.selects(rep.namespace, rep.labels, namespaces)}
+    repelled.discard(HOSTNAME)
+    if not zoned and plan.plannable(rep) and ((rep.inter_pod and plan.zone_level(rep)) or repelled == {ZONE}):
+        _place_by_zone(run, pending)
+        return
+    # Nodes this run already decided to boot come first: they have room to spare.
+    existing.fill(run, group)
+    reasons: dict[int, list[tuple[str, bool]]] = defaultdict(list)  # class -> (why, may clear)
+    one_by_one = (rep.inter_pod and not plan.static(rep, run.topology.namespace_labels)) or bool(repelled - {ZONE})
+    for cls in group if one_by_one else ():
+        cls.pods = [pod for pod in cls.pods if not _new_node_for(run, pod, len(cls.pods), reasons[id(cls)])]
+    for view in run.views if not one_by_one else ():
+        pending = [c for c in group if c.pods]
+        if not pending:
+            break
+        accepted, why, transient = probe(run, view, pending[0].rep)
+        if not accepted:
+            for c in pending:
+                reasons[id(c)].append((f"pool {view.name}: {why}", transient))
+            continue
+        available = run.available(accepted)
+        largest = run.frontier(accepted)
+        largest_available = run.frontier(available) if len(available) < len(accepted) else largest
+        usable = []
+        for c in pending:
+            if not any(c.rep.requests.fits(a) for a in largest):
+                reasons[id(c)].append((f"pool {view.name}: no instance type can hold {_describe(c.rep.requests)}", False))
+            elif not any(c.rep.requests.fits(a) for a in largest_available):
+                reasons[id(c)].append((f"pool {view.name}: every fitting offering is marked unavailable after capacity errors", True))
+            else:
+                usable.append(c)
+        if usable and any(c.rep.claims for c in usable):
+            _place_with_devices(run, view, usable, available, reasons)
+        elif usable:
+            _pack(run, view, usable, available, reasons)
+    _report(run, group, reasons)
+
+
+def _report(run: Run, group: list[PodClass], reasons: dict[int, list[tuple[str, bool]]]) -> None:
+    """Pods of ``group`` left over wait (if a reason may clear) or are unschedulable."""
+    for c in group:
+        if c.pods:
+            why = reasons[id(c)] + [(f"pool {pool}: {note}", True) for pool, note in sorted(run.snapshot.paused_pools.items())]
+            text = "; ".join(dict.fromkeys(r for r, _ in why)) or "no pool accepts the pod"
+            target = run.waiting if any(transient for _, transient in why) else run.unschedulable
+            for pod in c.pods:
+                target[pod.key] = text
+            c.pods = []
+
+
+def _place_by_zone(run: Run, group: list[PodClass]) -> None:
+    """Zone-level constraints settled for the whole group (``interpod_plan``), then each
+    zone's share placed as zonal pods."""
+    rep = group[0].rep
+    zones = sorted(run.possible_zones(rep))
+    pods = [p for c in group for p in c.pods]
+    chosen, why = plan.plan_zones(pods, zones, run.topology, lambda c: spread_domains(run.fw.handle, rep, c, run.topology), run.zone_load)
+    by_zone: dict[str, list[PodClass]] = defaultdict(list)
+    for cls in group:
+        shares: dict[str, list[Pod]] = defaultdict(list)
+        for pod in cls.pods:
+            if pod.key in chosen:
+                shares[chosen[pod.key]].append(plan.pinned(pod, chosen[pod.key]))
+        for zone, members in shares.items():
+            by_zone[zone].append(PodClass(members))
+        cls.pods = [p for p in cls.pods if p.key not in chosen]
+    for zone in sorted(by_zone):
+        _place_group(run, by_zone[zone], zoned=True)
+    # Bindings list pods in the order they may be bound: each passes every filter given
+    # the ones before it. Zone by zone is not such an order; the plan's is.
+    for key in chosen:
+        if key in run.bindings:
+            run.bindings[key] = run.bindings.pop(key)
+    if not zones:
+        why = "no pool offers a zone the pod's node constraints accept"
+    _report(run, group, {id(c): [(why, False)] for c in group})
+
+
+def _new_node_for(run: Run, pod: Pod, kin: int, reasons: list[tuple[str, bool]]) -> bool:
+    """A pod whose place depends on other pods': a node this run decided to boot if the
+    constraints allow it there, else a new node of the first pool with an offering the
+    constraints accept. The constraints are tested once per zone and capacity type (what
+    a new node's domain is), on a node with a fresh hostname; among the groups that pass,
+    the zone with the fewest nodes so far (any pool); the type is the packer's choice
+    for the ``kin`` pods of its class that may share the node (one if they keep apart by
+    hostname)."""
+    if not existing.fill_class(run, [pod], None):
+        return True
+    state = CycleState()
+    status = run.fw.run_pre_filter_plugins(state, pod)
+    if not status.is_success():
+        reasons.append((status.message, status.code is Code.UNSCHEDULABLE))
+        return False
+    cap = plan.host_cap(pod, None, run.topology)
+    shares = kin if cap is None else max(min(kin, cap), 1)
+    for view in run.views:
+        accepted, why, transient = probe(run, view, pod)
+        usable = [c for c in accepted if not run.blocked(c) and pod.requests.fits(c.allocatable)]
+        if not usable:
+            text = why if not accepted else f"no available offering can hold {_describe(pod.requests)}"
+            reasons.append((f"pool {view.name}: {text}", transient or bool(accepted)))
+            continue
+        groups: dict[tuple[str, CapacityType], list[Candidate]] = defaultdict(list)
+        for c in usable:
+            groups[(c.offering.zone, c.offering.capacity_type)].append(c)
+        passing, refusal = [], ""
+        for group_key, members in groups.items():
+            verdict = run.fw.run_filter_plugins(state, pod, offering_node_info(view, members[0], NEW_HOST))
+            if verdict.is_success():
+                passing.append(group_key)
+            else:
+                refusal = verdict.message
+        if not passing:
+            reasons.append((f"pool {view.name}: {refusal}", False))
+            continue
+        zone, capacity = min(passing, key=lambda g: (run.zone_load[g[0]], g))
+        one_each = view.cell or bool(pod.host_ports)
+        fills, _, _ = binpack.pack([pod.requests], [1 if one_each else shares], groups[(zone, capacity)], run.budget(view), per_node=1 if one_each else None)
+        if not fills:
+            reasons.append((f"pool {view.name}: limit reached", True))
+            continue
+        node = run.new_node(view, fills[0].candidate, accepted=groups[(zone, capacity)])
+        if run.place(pod, node.info, state):
+            return True
+        reasons.append((f"pool {view.name}: rejected at reserve or permit", True))
+    return False
+
+
+def _place_with_devices(run: Run, view: PoolView, classes: list[PodClass], available: Sequence[Candidate], reasons: dict[int, list[tuple[str, bool]]]) -> None:
+    """Pods with claims, one at a time: a node chosen for an earlier pod takes the next
+    while its devices last (the allocator decides); otherwise a node of the cheapest
+    type whose devices satisfy the claims."""
+    for cls in classes:
+        pending = list(cls.pods)
+        cls.pods = []
+        for pod in pending:
+            single = PodClass([pod])
+            existing.fill(run, [single], [n.info for n in run.new_nodes.values() if n.view is view])
+            if single.pods:
+                _pack(run, view, [single], available, reasons)
+            if single.pods:
+                cls.pods += single.pods
+                reasons[id(cls)] += reasons.pop(id(single), [])
+
+
+def _pack(run: Run, view: PoolView, classes: list[PodClass], available: Sequence[Candidate], reasons: dict[int, list[tuple[str, bool]]]) -> None:
+    """Boot nodes of ``view`` for ``classes``; pods left over stay in their class."""
+    classes = sorted(classes, key=lambda c: (-c.rep.requests.cpu, -c.rep.requests.memory, priority_key(c.rep)))
+    available = sizing.floored(run, view, available, [c.rep.requests for c in classes])
+    # A group is all batch pods or none, so its own requests are what it takes from a new
+    # node; a high-priority pod is never limited by the batch estimate.
+    # Pods with claims get a node each; more share it when its devices allow (via _fill).
+    # So do pods with host ports (a group shares its ports: two of them never share a node).
+    one_each = view.cell or any(c.rep.claims or c.rep.host_ports for c in classes)
+    # So do pods that keep apart by hostname, up to what their constraints allow.
+    per_node = 1 if one_each else plan.host_cap(classes[0].rep, None, run.topology)
+    requests, counts = [c.rep.requests for c in classes], [len(c.pods) for c in classes]
+    groups = [[i] for i in range(len(classes))]
+    if len(classes) > binpack.MAX_CLASSES:
+        if per_node is None and _pack_similar(run, view, classes, available):
+            if any(c.pods for c in classes):
+                _pack(run, view, [c for c in classes if c.pods], available, reasons)
+            return
+        # Planned for each group's largest request, which every member fits (a limit
+        # reached, or a group's typical pod fits nowhere: the packer still says why).
+        groups = binpack.similar(requests, counts, binpack.MAX_CLASSES)[0]
+        requests = [functools.reduce(Resources.max, (requests[i] for i in g)) for g in groups]
+        counts = [sum(counts[i] for i in g) for g in groups]
+    fills, _, why = binpack.pack(requests, counts, available, run.budget(view), per_node=per_node, tables=run.type_tables)
+    queues = [deque(p for i in g for p in classes[i].pods) for g in groups]
+    refused: set[PodKey] = set()
+    for node, fill in _new_nodes_for(run, view, fills, available):
+        for g, k in enumerate(fill.counts):
+            for _ in range(k):
+                pod = queues[g].popleft()
+                if not run.place(pod, node.info, CycleState()):
+                    refused.add(pod.key)
+    for g, members in enumerate(groups):
+        left = {p.key for p in queues[g]}
+        for cls in (classes[i] for i in members):
+            cls.pods = [p for p in cls.pods if p.key in refused or p.key in left]
+            if any(p.key in refused for p in cls.pods):
+                reasons[id(cls)].append((f"pool {view.name}: rejected at reserve or permit", True))
+            if any(p.key in left for p in cls.pods):
+                limit = why.get(g, "")
+                text = f"pool {view.name}: limit on {limit[6:]} reached" if limit.startswith("limit:") else f"pool {view.name}: no room"
+                if per_node is not None and not one_each:
+                    text += f" ({plan.why_apart(cls.rep)})"
+                reasons[id(cls)].append((text, True))
+
+
+def _pack_similar(run: Run, view: PoolView, classes: list[PodClass], available: Sequence[Candidate]) -> bool:
+    """Many distinct requests: the packer plans nodes for groups of similar requests (its
+    work grows with classes x nodes, and 10,000 pods of 10,000 sizes are 10,000 classes).
+    Each group's pods, largest first, are dealt to the nodes planned for it back and forth,
+    so every node gets about the group's typical pod; a pod its node cannot hold after all
+    then goes to the tightest node with room. Nodes no pod took are not booted. Whether any
+    pod was placed: the rest go round again."""
+    groups, fills = binpack.pack_similar([c.rep.requests for c in classes], [len(c.pods) for c in classes], available, run.budget(view), run.type_tables)
+    planned = [(node, fill.counts) for node, fill in _new_nodes_for(run, view, fills, available)]
+    placed: set[PodKey] = set()
+    for g, members in enumerate(groups):
+        pods = sorted((p for i in members for p in classes[i].pods), key=lambda p: (-p.requests.cpu, -p.requests.memory, p.key))
+        takers = [(node, counts[g]) for node, counts in planned if counts[g]]
+        rows = [[node for node, k in takers if k > r] for r in range(max((k for _, k in takers), default=0))]
+        for pod, node in zip(pods, (node for r, row in enumerate(rows) for node in (row if r % 2 == 0 else row[::-1])), strict=False):
+            if node.info.fit_count(node.info.fit_request(pod), 1) > 0 and run.place(pod, node.info, CycleState()):
+                placed.add(pod.key)
+    for cls in classes:
+        cls.pods = [p for p in cls.pods if p.key not in placed]
+    existing.fill(run, classes)
+    for node, _ in planned:
+        if not node.info.pods:
+            run.forget(node.info.name)
+    return bool(placed) or not any(c.pods for c in classes)
+
+
+def _new_nodes_for(run: Run, view: PoolView, fills: list[binpack.Fill], available: Sequence[Candidate]) -> Iterator[tuple[NewNode, binpack.Fill]]:
+    """A new node for each copy of each fill, in turn, each in the emptiest zone that
+    offers its type at no higher price."""
+    same_type = run.memory.by_type.get(available, _by_type)
+    for fill in fills:
+        chosen = fill.candidate
+        # the same type and capacity type at no higher price, in every zone offering it
+        zones = [c for c in same_type.get((id(chosen.itype), chosen.offering.capacity_type), ()) if c.price <= chosen.price] or [chosen]
+        for _ in range(fill.copies):
+            yield run.new_node(view, run.emptiest(zones), accepted=available), fill
+
+
+def offering_blind(pod: Pod, moving: bool = False) -> bool:
+    """Whether the filters decide alike on every offering of a pool for this pod (with no
+    requests): nothing in it tells types, zones or capacity types apart (a pool's offerings
+    share its labels and taints; only the well-known type, zone and capacity labels differ).
+    ``moving``: a placed pod as a what-if places it again, without its node's name."""
+    return not (
+        (pod.node_name and not moving)
+        or pod.node_selector
+        or pod.affinity
+        or pod.instance_type
+        or pod.zone
+        or pod.capacity_policy is not CapacityPolicy.ANY
+        or pod.volume_claims
+        or pod.claims
+        or pod.host_ports
+    )
+
+
+def _describe(requests: Resources) -> str:
+    return ", ".join(f"{k}={v}" for k, v in requests.to_quantities().items()) or "nothing"
+
+
+def _by_type(offerings: Sequence[Candidate]) -> dict[tuple[int, CapacityType], list[Candidate]]:
+    """The offerings by instance type (its id) and capacity type."""
+    found: dict[tuple[int, CapacityType], list[Candidate]] = {}
+    for c in offerings:
+        found.setdefault((id(c.itype), c.offering.capacity_type), []).append(c)
+    return found

@@ -1,0 +1,292 @@
+"""One computation's working state (``Run``) and the operations every step of the plan uses:
+place or unplace a pod, make or forget a new node, what a pool may still add, which zones and
+offerings are open. The steps themselves are functions over a ``Run``, one module each:
+``existing`` (the picture, and existing nodes), ``new_nodes`` (pools, zones, devices),
+``gangs``, ``standby``, ``boot_cap`` (the cap and deferral), ``sizing`` (floor, right-size,
+merge) and ``stops``; ``scaler.plan`` runs them in order."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from nodemanager.config.schema import Pool
+from nodemanager.dra import ResourceSlice
+from nodemanager.dra.context import instance_slices
+from nodemanager.model import CapacityType, NodeState, Pod, PodKey, Resources
+from nodemanager.model.interpod import NO_AFFINITY
+from nodemanager.model.labels import HOSTNAME, ZONE
+from nodemanager.model.selectors import HARD_EFFECTS, untolerated
+from nodemanager.scaler import binpack
+from nodemanager.scaler.by_identity import ByIdentity
+from nodemanager.scaler.decision import SizeFloor
+from nodemanager.scaler.deferred import DeferredNode
+from nodemanager.scaler.memory import PROBE_MEMO_SIZE, Memory
+from nodemanager.scaler.open_nodes import OpenNodes
+from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info
+from nodemanager.scaler.snapshot import ClusterSnapshot
+from nodemanager.scaler.unavailability import ANY_TYPE
+from nodemanager.scheduling import CycleState, NodeInfo
+from nodemanager.scheduling.plugins.dynamic_resources import DeviceState
+from nodemanager.scheduling.status import Code
+from nodemanager.scheduling.topology import PodTopology
+
+NEW_HOST = "\x00a new node"  # the hostname domain of a node this run may still create: it holds no pod
+
+
+def constraint_key(pod: Pod, node_only: bool = False) -> tuple:
+    """Everything but the request that decides where a pod may go (and its rank); with
+    ``node_only``, only what a node's own labels and taints decide."""
+    group = (pod.namespace, pod.pod_group, pod.pod_group_min_member) if pod.pod_group else ()
+    batch = pod.batch  # never packed with other pods
+    return (
+        batch,
+        pod.host_ports,
+        pod.volume_claims,
+        pod.priority,
+        tuple(sorted(pod.node_selector.items())),
+        pod.affinity,
+        pod.preferred_affinity,
+        pod.tolerations,
+        pod.instance_type,
+        pod.capacity_policy,
+        pod.zone,
+        group,
+        # labels and namespace: what other pods' selectors see
+        *(() if node_only else (pod.spread, pod.pod_affinity, pod.kind)),
+    )
+
+
+@dataclass
+class PodClass:
+    """Waiting pods that are interchangeable for scheduling."""
+
+    pods: list[Pod]
+    key: tuple | None = None  # (class key, requests) as grouped; None for a share split off while placing
+
+    @property
+    def rep(self) -> Pod:
+        return self.pods[0]
+
+
+@dataclass
+class NewNode:
+    view: PoolView
+    candidate: Candidate
+    info: NodeInfo
+    standby: bool = False
+    accepted: Sequence[Candidate] = ()  # offerings its first pods' constraints accept
+
+
+class Run:
+    """The working state of one computation."""
+
+    def __init__(self, memory: Memory, snapshot: ClusterSnapshot, now: float, excluded: dict[PodKey, str], last: frozenset[PodKey]) -> None:
+        self.memory = memory
+        self.excluded = excluded  # gang members that cannot all be placed: left out entirely
+        self.last = last  # members of gangs that failed in their turn: planned after the rest
+        self.left_for_new: list[tuple[tuple | None, list[Pod]]] = []  # the pods existing nodes did not take, by class key
+        self.carried: list[DeferredNode] = []  # deferred nodes past this loop's boot cap: left as planned
+        self.next_start: dict[int, int] = {}  # per readiness rank: where the next search of existing nodes begins
+        self.failed: dict[PodKey, str] = {}  # gang members found to fail in this run
+        self.snapshot = snapshot
+        self.now = now
+        self.fw = memory.framework.fresh()
+        self.fw.handle.now = now
+        every_view = memory.views_for(snapshot.daemon_sets)
+        self.view_by_name = {v.name: v for v in every_view}  # existing nodes of paused pools too
+        self.views = [v for v in every_view if v.name not in snapshot.paused_pools]  # pools that may boot now
+        self.infos: dict[str, NodeInfo] = {}
+        self.changed: set[str] = set()  # nodes whose pictures this run placed or unplaced pods on (see NodePictures)
+        self.node_state: dict[str, NodeState] = {}
+        self.readiness: dict[str, int] = {}  # existing nodes that may take pods: Ready first (0), then booting
+        self.fw.handle.node_infos = self.infos
+        self.fw.handle.volumes = snapshot.volumes
+        self.topology = PodTopology(self.infos, snapshot.namespaces)
+        self.fw.handle.topology = self.topology
+        # Spread reaches domains with no node yet: the zones the pools offer, a new hostname.
+        self.fw.handle.possible_domains = {ZONE: self.possible_zones, HOSTNAME: lambda pod: frozenset({NEW_HOST})}
+        self.bindings: dict[PodKey, str] = {}
+        self.unschedulable: dict[PodKey, str] = {}
+        self.waiting: dict[PodKey, str] = {}
+        self.new_nodes: dict[str, NewNode] = {}
+        self.names_taken = {n.name for n in snapshot.nodes}
+        self.unavailable = {k for k, until in snapshot.unavailable.items() if until > now}
+        self._available_memo: ByIdentity[tuple[Candidate, ...], tuple[Candidate, ...]] = ByIdentity(PROBE_MEMO_SIZE)
+        self.kept: set[str] = set()  # nodes held for standby entries
+        self.missing: list[tuple[PoolView, str, CapacityType, str | None, int]] = []  # standby to boot
+        self.stopping: set[str] = set()  # idle past the grace: stopped by this decision
+        self.devices: DeviceState | None = None
+        if snapshot.devices is not None:
+            self.devices = DeviceState(snapshot.devices, self._slices_for)
+            self.fw.handle.devices = self.devices
+        self._claim_keys: dict[tuple[str, ...], tuple] = {}
+        self.open = OpenNodes(Resources(), {v.name: i for i, v in enumerate(self.views)})  # new nodes with room left
+        self.zone_load: Counter[str] = Counter()  # nodes per zone, live and decided: new nodes go to the emptiest
+        self.type_tables = memory.type_tables  # the packer's figures per candidate list
+        self._floors: dict[str, SizeFloor | None] = {}  # pool -> its node size floor (see _floored)
+        # pool -> the floor that left types out of its new nodes' choice in this run (its vCPU
+        # alone, where the suited types were let go)
+        self.floor_applied: dict[str, SizeFloor] = {}
+
+    def close(self) -> None:
+        """Drop what refers back to this run (its bound methods, held by the framework's
+        handle and by the device state), so that the run and all it made are freed as soon
+        as it is done with, rather than left to the cycle collector: every computation's
+        run, framework and plugins were cyclic garbage, walked by the collector."""
+        self.fw.handle.possible_domains = {}
+        self.fw.handle.devices = None
+        self.devices = None
+
+    def claims_of(self, pod: PodKey) -> tuple[str, ...]:
+        node = self.bindings.get(pod)
+        placed = self.infos[node].pods.get(pod) if node in self.infos else None
+        return placed.claims if placed is not None else ()
+
+    def _slices_for(self, info: NodeInfo) -> list[ResourceSlice]:
+        """Published slices for a node whose drivers published; else its instance type's GPUs."""
+        if info.exists and self.devices is not None:
+            published = self.devices.context.published_for(info.name)
+            if published:
+                return published
+        itype = self.memory.catalog.get(info.instance_type)
+        return list(instance_slices(itype, info.name if info.exists else "")) if itype else []
+
+    def key(self, pod: Pod, node_only: bool = False) -> tuple:
+        """constraint_key, plus what the pod's claims ask for (claims of the same shape are
+        interchangeable, whatever their names)."""
+        if not pod.claims:
+            # Pods are immutable and the cache keeps the same objects between computations:
+            # a pod's key is made once (thousands wait through many computations).
+            kept = self.memory.pod_keys
+            known = kept.get((id(pod), node_only))
+            if known is None or known[0] is not pod:
+                known = kept[id(pod), node_only] = (pod, constraint_key(pod, node_only))
+            return known[1]
+        found = self._claim_keys.get(pod.claims)
+        if found is None:
+            claims = self.devices.context.claims if self.devices else {}
+            found = tuple((c.requests, c.constraints, c.allocation is not None) if (c := claims.get(k)) is not None else ("missing", k) for k in pod.claims)
+            self._claim_keys[pod.claims] = found
+        return (*constraint_key(pod, node_only), found)
+
+    def possible_zones(self, pod: Pod) -> frozenset[str]:
+        """Zones where some pool offers a node the pod could run on: one its node constraints
+        accept, of a pool whose taints it tolerates. A zone only an untolerated pool offers is
+        no spread domain for the pod (whatever its ``nodeTaintsPolicy``: that policy is about
+        nodes that exist), or the pod would be pinned to a zone no node of its can ever be in."""
+        zones = set()
+        for view in self.views:
+            if view.taints and untolerated(view.taints, pod.tolerations, HARD_EFFECTS):
+                continue
+            for cand in view.candidates:
+                if cand.offering.zone not in zones and not self.blocked(cand):
+                    info = offering_node_info(view, cand)
+                    if pod.accepts_node(info.labels, info.name):
+                        zones.add(cand.offering.zone)
+        return frozenset(zones)
+
+    def blocked(self, candidate: Candidate) -> bool:
+        """Marked unavailable: the offering itself, or its whole zone."""
+        o = candidate.offering
+        return o.key in self.unavailable or (ANY_TYPE, o.capacity_type, o.zone) in self.unavailable
+
+    def place(self, pod: Pod, info: NodeInfo, state: CycleState) -> bool:
+        """Assume ``pod`` onto ``info``: Reserve, then Permit. False (and undone) on failure."""
+        self.changed.add(info.name)
+        info.add_pod(pod)
+        if self.fw.run_reserve_and_permit(state, pod, info.name).code in (Code.SUCCESS, Code.WAIT):
+            self.bindings[pod.key] = info.name
+            self.topology.added(pod, info)
+            if info.name in self.new_nodes:
+                self.open.update(info)
+            return True
+        info.remove_pod(pod.key)
+        return False
+
+    def unplace(self, key: PodKey) -> None:
+        node = self.bindings.pop(key)
+        self.changed.add(node)
+        self.topology.removed(self.infos[node].remove_pod(key), self.infos[node])
+        if node in self.new_nodes:
+            self.open.update(self.infos[node])
+
+    def budget(self, view: PoolView) -> binpack.Budget:
+        """What the pool may still add, given its live nodes and the ones decided so far."""
+        budget = limits_budget(view.pool)
+        if budget == binpack.Budget():
+            return budget  # no limits: nothing to count
+        for name, info in self.infos.items():
+            itype = self.memory.catalog.get(info.instance_type)
+            if info.pool == view.name and itype is not None and name not in self.stopping:
+                budget.spend(itype)
+        return budget
+
+    def drop_empty_new_nodes(self) -> None:
+        for name, node in list(self.new_nodes.items()):
+            if not node.info.pods and not node.standby:
+                self.forget(name)
+
+    def available(self, accepted: tuple[Candidate, ...]) -> tuple[Candidate, ...]:
+        """``accepted`` less the offerings marked unavailable, once per answer of ``_probe``
+        in this computation."""
+        if not self.unavailable:
+            return accepted
+        return self._available_memo.get(accepted, lambda offerings: tuple(c for c in offerings if not self.blocked(c)))
+
+    def frontier(self, offerings: Sequence[Candidate]) -> list[Resources]:
+        """``binpack.frontier`` of the offerings' allocatables, once per list of offerings (a
+        pool's accepted offerings are the same for every group with the same constraints, and
+        the scaler keeps them across computations)."""
+        return self.memory.frontiers.get(offerings, frontier_of)
+
+    def new_node(self, view: PoolView, candidate: Candidate, standby: bool = False, accepted: Sequence[Candidate] = ()) -> NewNode:
+        i = len(self.new_nodes)
+        while True:
+            digest = hashlib.sha256(f"{self.now}|{i}|{view.name}".encode()).hexdigest()[:8]
+            name = f"{self.memory.settings.nodes.name_tag}-{view.name}-{digest}"
+            if name not in self.names_taken:
+                break
+            i += 1
+        self.names_taken.add(name)
+        info = offering_node_info(view, candidate, name)
+        self.infos[name] = info
+        self.zone_load[info.zone] += 1
+        node = NewNode(view, candidate, info, standby, accepted)
+        self.new_nodes[name] = node
+        self.open.update(info)
+        return node
+
+    def forget(self, name: str) -> None:
+        """A new node this decision will not boot after all."""
+        self.zone_load[self.infos.pop(name).zone] -= 1
+        del self.new_nodes[name]
+        self.open.remove(name)
+
+    def emptiest(self, choices: list[Candidate]) -> Candidate:
+        """The choice in the zone with the fewest nodes: where nothing asks for a zone, new
+        nodes spread over the zones instead of piling into the first one."""
+        return min(choices, key=lambda c: (self.zone_load[c.offering.zone], c.offering.zone))
+
+
+def holds_work(info: NodeInfo) -> bool:
+    """Pods the node is there for: DaemonSet and mirror pods never make a node needed."""
+    return len(info.pods) > info.node_pods
+
+
+def limits_budget(pool: Pool) -> binpack.Budget:
+    """What the pool's limits allow it in all (an empty budget where it has none)."""
+    limits = pool.limits
+    return binpack.Budget(limits.nodes, limits.cpu, limits.memory)
+
+
+def node_level(pod: Pod) -> Pod:
+    """The pod without its inter-pod constraints: what a node's labels alone decide."""
+    return dataclasses.replace(pod, spread=(), pod_affinity=NO_AFFINITY) if pod.spread or pod.pod_affinity else pod
+
+
+def frontier_of(offerings: Sequence[Candidate]) -> list[Resources]:
+    return binpack.frontier([o.allocatable for o in offerings])

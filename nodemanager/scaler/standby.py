@@ -1,0 +1,54 @@
+"""Step 5: standby pools (``pools[].standby``). Entries first take idle nodes that match
+them, after pods had their pick of existing nodes; what is missing is booted last, within
+the pool's limits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from nodemanager.model import BINDABLE_STATES, CapacityType
+from nodemanager.scaler.pools import PoolView
+from nodemanager.scaler.run import Run, holds_work
+
+
+def _standby_entries(run: Run) -> Iterable[tuple[PoolView, str, CapacityType, str | None, int]]:
+    for view in run.views:
+        for entry in view.pool.standby:
+            itype = entry.instance_type or run.memory.settings.nodes.default_instance_type
+            yield view, itype, CapacityType.SPOT if entry.spot else CapacityType.ON_DEMAND, entry.zone, entry.count
+
+
+def claim_standby(run: Run) -> None:
+    """Standby entries take idle nodes that match them (after pods had their pick)."""
+    for view, itype, capacity, zone, count in _standby_entries(run):
+        matching = sorted(
+            name
+            for name, info in run.infos.items()
+            if info.instance_type == itype
+            and info.pool == view.name
+            and info.capacity_type is capacity
+            and (not zone or info.zone == zone)
+            and name not in run.kept
+            and not holds_work(info)
+            and run.node_state.get(name) in BINDABLE_STATES
+        )
+        taken = matching[:count]  # the first by name
+        run.kept.update(taken)
+        run.missing.append((view, itype, capacity, zone, count - len(taken)))
+
+
+def top_up_standby(run: Run) -> None:
+    for view, itype, capacity, zone, want in run.missing:
+        if want <= 0:
+            continue  # the entry is made up (most decisions): no offering to look through
+        options = [
+            c
+            for c in view.candidates
+            if c.itype.name == itype and c.offering.capacity_type is capacity and (not zone or c.offering.zone == zone) and not run.blocked(c)
+        ]
+        budget = run.budget(view)
+        for _ in range(want):
+            if not options or budget.copies(options[0].itype) == 0:
+                break
+            budget.spend(options[0].itype)
+            run.kept.add(run.new_node(view, options[0], standby=True).info.name)
