@@ -146,7 +146,7 @@ def run_case(provider: str, workload: dict[str, Any], until: float = 3600.0) -> 
     violations: list[str] = []
     bare = {a.pod.key for a in arrivals if a.pod.owner is None}
 
-    create, bind, allocate, mark = controller.create, cluster.bind, cluster.allocate_claim, controller.mark_for_termination
+    create, bind, allocate, mark = controller.boots.create, cluster.bind, cluster.allocate_claim, controller.state.mark_for_termination
 
     def on_create(spec, now):  # type: ignore[no-untyped-def]
         booted_for[spec.name] = tuple(spec.pods)
@@ -171,7 +171,7 @@ def run_case(provider: str, workload: dict[str, Any], until: float = 3600.0) -> 
 
     def on_mark(name, reason, label):  # type: ignore[no-untyped-def]
         node = cluster.nodes.get(name)
-        if label in STOPPED_BY_CHOICE and name in controller.nodes and name not in controller.marked and node is not None:
+        if label in STOPPED_BY_CHOICE and name in controller.state.nodes and name not in controller.state.marked and node is not None:
             if node.unschedulable or any(t.key == OPERATOR_TAINT for t in node.taints):
                 violations.append(f"node {name} ({'cordoned' if node.unschedulable else 'tainted'} by an operator) marked for termination: {label}: {reason}")
             if label in VOLUNTARY:
@@ -180,7 +180,7 @@ def run_case(provider: str, workload: dict[str, Any], until: float = 3600.0) -> 
                         violations.append(f"node {name} disrupted ({label}) while it holds {key}, which no controller makes again")
         return mark(name, reason, label)
 
-    controller.create, cluster.bind, cluster.allocate_claim, controller.mark_for_termination = on_create, on_bind, on_allocate, on_mark  # type: ignore[method-assign]
+    controller.boots.create, cluster.bind, cluster.allocate_claim, controller.state.mark_for_termination = on_create, on_bind, on_allocate, on_mark  # type: ignore[method-assign]
     simulation.run(until=until)
     launched = [e.node_name for e in cloud.events if e.kind == "launched"]
     ended = {e.node_name for e in cloud.events if e.kind in ("terminated", "died")}

@@ -103,7 +103,7 @@ def verify(sim: Simulation) -> dict[str, int]:
     for state in sim.cluster.pods.values():
         if state.pod.node_name:
             load[state.pod.node_name] = load[state.pod.node_name] + state.pod.requests
-    allocatable = {name: node.allocatable for name, node in sim.controller.nodes.items()}
+    allocatable = {name: node.allocatable for name, node in sim.controller.state.nodes.items()}
     unbound = sum(1 for state in sim.cluster.pods.values() if not state.pod.node_name and not state.pod.of_node)
     return {"unbound": unbound, "overfull_nodes": sum(1 for name, used in load.items() if name not in allocatable or not used.fits(allocatable[name]))}
 

@@ -182,7 +182,7 @@ def run(clients: int, slow: int = 0, seconds: float = 15.0) -> dict[str, object]
     out = json.loads(child.stdout)
     result: dict[str, object] = {
         "clients": clients,
-        "nodes": len(controller.nodes),
+        "nodes": len(controller.state.nodes),
         "document_bytes": len(json.dumps(controller.status(), indent=2, sort_keys=True, default=str)),
         "answers": dict(Counter(s for s, _, _ in out)),
         "valid_documents": sum(1 for _, _, v in out if v),

@@ -185,7 +185,7 @@ class Service:
         # neither is while the API server has not answered for UNREADY_AFTER.
         if self.reachability is not None and self.reachability.unreachable_for() >= UNREADY_AFTER:
             return False
-        return self.controller.ready or (self.elector is not None and not self.elector.leading() and self.elector.problem is None)
+        return self.controller.state.ready or (self.elector is not None and not self.elector.leading() and self.elector.problem is None)
 
     def status(self) -> dict[str, object]:
         """The controller's document; with leader election, whether this replica leads and
@@ -260,9 +260,9 @@ class Service:
         old = self.gate.controller
         self.gate.closed = True
         deadline = time.monotonic() + wait
-        while (self.liveness.running() or old.booting) and time.monotonic() < deadline:
+        while (self.liveness.running() or old.state.booting) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if self.liveness.running() or old.booting:
+        if self.liveness.running() or old.state.booting:
             self.gate.closed = False
             return False
         self.config, self.catalog = config, catalog

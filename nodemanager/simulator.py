@@ -105,7 +105,7 @@ class Simulation:
         self.cloud = simulated_cloud(config, self.clock)
         self.cluster = simulated_cluster(config, self.clock, self.cloud, workload, devices=devices, objects=objects)
         self.controller = NodeController(config, catalog, self.cloud, self.cluster, self.clock, executor=InlineExecutor(), metrics=Metrics(scraped=False))
-        self.controller.on_decision = self._on_decision
+        self.controller.provisioner.on_decision = self._on_decision
         self.total_pods = len(workload)
         self._arrived_at = {a.pod.key: a.at for a in workload}
         self._finite = {a.pod.key: (a.pod.requests, a.duration) for a in workload if a.duration is not None}
@@ -130,7 +130,7 @@ class Simulation:
 
     def _on_decision(self, decision: Decision, now: float) -> None:
         self.unschedulable.update(decision.unschedulable)
-        self.waits.decided(decision, now, self.controller.is_ready)
+        self.waits.decided(decision, now, self.controller.state.is_ready)
 
     def lower_bound_usd(self) -> float:
         """What no fleet could undercut for the pods that ran, for as long as each ran
@@ -149,7 +149,7 @@ class Simulation:
         if dt <= 0:
             return
         t = self.tracker
-        changed = (self.cluster.version, self.controller.nodes.census)
+        changed = (self.cluster.version, self.controller.state.nodes.census)
         if changed != self._load_as_of:  # pods and nodes as they are now (most steps change neither; a binding changes no allocatable)
             self._load_as_of, self._load = changed, self._load_now()
         cpu, memory, alloc_cpu, alloc_memory = self._load
@@ -171,7 +171,7 @@ class Simulation:
         """The registered nodes' CPU and memory allocatable, summed again only for the nodes
         that registered or left and the records set or removed since the last sum (a pass
         over every node whenever the census moved was a twentieth of a large simulation)."""
-        changed, self._allocatable_marks = changed_since((self.controller.nodes.changes, self.cluster.registrations), self._allocatable_marks)
+        changed, self._allocatable_marks = changed_since((self.controller.state.nodes.changes, self.cluster.registrations), self._allocatable_marks)
         held = self._allocatable_of
         if changed is None:
             changed = held.keys() | self.cluster.nodes.keys()
@@ -179,7 +179,7 @@ class Simulation:
         for name in changed:
             if (gone := held.pop(name, None)) is not None:
                 cpu, memory = cpu - gone[0], memory - gone[1]
-            node = self.controller.nodes.get(name) if name in self.cluster.nodes else None
+            node = self.controller.state.nodes.get(name) if name in self.cluster.nodes else None
             if node is not None:
                 added = held[name] = node.allocatable.cpu_memory()
                 cpu, memory = cpu + added[0], memory + added[1]
@@ -187,7 +187,7 @@ class Simulation:
         return self._allocatable
 
     def _sample(self, now: float, timeline: Timeline) -> None:
-        live = [n for n in self.controller.nodes.values() if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED)]
+        live = [n for n in self.controller.state.nodes.values() if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED)]
         bound = self.bound.rate(s.pod for s in self.cluster.pods.values() if s.pod.node_name and not s.pod.of_node)
         billed = math.fsum(self.catalog.hourly(i.instance_type, i.capacity_type, i.zone) for i in self.cloud.running())
         timeline.add(Sample(now, Counter(n.instance_type for n in live), Counter(n.pool for n in live), len(self._waiting()), billed, bound))
@@ -195,7 +195,7 @@ class Simulation:
     def _waiting(self) -> tuple[PodKey, ...]:
         """Workload pods not bound and not reported unschedulable by the last decision (asked
         at every step once all have arrived: made again only when pods or the decision changed)."""
-        last, kept = self.controller.last_decision, self._waiting_as_of
+        last, kept = self.controller.state.last_decision, self._waiting_as_of
         if kept is None or kept[0] != self.cluster.version or kept[1] is not last:
             pods = self.cluster.pods.items()
             waiting = tuple(k for k, s in pods if not s.pod.of_node and not s.pod.node_name and (last is None or k not in last.unschedulable))
@@ -205,7 +205,7 @@ class Simulation:
     def _in_flight(self) -> bool:
         """Something will happen without any new decision: a bound pod with a duration
         still runs, or a node is booting or being stopped."""
-        nodes = self.controller.nodes.values()
+        nodes = self.controller.state.nodes.values()
         return self._pods_will_finish() or self.controller.disruption.busy or any(n.state not in STABLE_STATES for n in nodes)
 
     def _settled(self) -> bool:
@@ -222,7 +222,7 @@ class Simulation:
 
     def _quiet(self) -> bool:
         """Nothing lives (no pod, no instance): the next thing that can happen is an arrival."""
-        return not self.cluster.pods and not self.cloud.live_count() and not self.controller.nodes
+        return not self.cluster.pods and not self.cloud.live_count() and not self.controller.state.nodes
 
     def run(self, until: float | None = None, progress: Callable[[float, float], None] | None = None) -> dict[str, object]:
         """Play the workload until it settles (then long enough for idle nodes to be
@@ -317,12 +317,12 @@ class Simulation:
         hours = end / 3600 if end > 0 else 1.0
         waits = [bound - self._arrived_at.get(key, 0.0) for key, bound in self.cluster.first_bound.items()]
         still_unschedulable = {k: r for k, r in self.unschedulable.items() if k not in self.cluster.first_bound}
-        last = self.controller.last_decision
+        last = self.controller.state.last_decision
         waiting = last.waiting if last is not None else {}
         unfinished = {k: waiting.get(k) or "not placed yet" for k in self._waiting()}
         running = sum(1 for s in self.cluster.pods.values() if not s.pod.of_node and s.pod.node_name)
         t = self.tracker
-        compute = self.controller.compute_ms
+        compute = self.controller.state.compute_ms
         return {
             "simulated_seconds": round(end, 3),
             "ended": self.ended,

@@ -70,7 +70,7 @@ class Harness:
         self.driver.run_for(seconds)
 
     def states(self) -> dict[str, NodeState]:
-        return {n: node.state for n, node in self.controller.nodes.items()}
+        return {n: node.state for n, node in self.controller.state.nodes.items()}
 
     def live_instances(self) -> list[str]:
         return [i.instance_id for i in self.cloud.list_instances()]

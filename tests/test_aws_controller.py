@@ -46,9 +46,9 @@ def test_capacity_error_for_one_offering_moves_to_the_next_cheapest(aws, catalog
     )
     h.run(1)
     assert [(c["InstanceType"], c["SubnetId"]) for c in run_calls] == [("m5.large", default_subnets()["us-east-1a"])]
-    assert [(u["instance_type"], u["zone"]) for u in h.controller.keeper.dump(h.clock.now())] == [("m5.large", "us-east-1a")]
+    assert [(u["instance_type"], u["zone"]) for u in h.controller.state.keeper.dump(h.clock.now())] == [("m5.large", "us-east-1a")]
     h.run(40)
-    [live] = [n for n in h.controller.nodes.values() if n.state is not NodeState.TERMINATED]
+    [live] = [n for n in h.controller.state.nodes.values() if n.state is not NodeState.TERMINATED]
     assert (live.instance_type, live.zone) == ("m5.large", "us-east-1b")  # the next cheapest offering
     assert h.bound() == {"default/p1": live.name}
 
@@ -58,9 +58,9 @@ def test_address_exhausted_subnet_falls_back_to_another_zone(aws, catalog):
     exhausted = default_subnets()["us-east-1a"]
     inject(cloud, "RunInstances", lambda p: error_reply("InsufficientFreeAddressesInSubnet") if p["SubnetId"] == exhausted else None)
     h.run(1)
-    assert {(u["instance_type"], u["zone"]) for u in h.controller.keeper.dump(h.clock.now())} == {("*", "us-east-1a")}
+    assert {(u["instance_type"], u["zone"]) for u in h.controller.state.keeper.dump(h.clock.now())} == {("*", "us-east-1a")}
     h.run(40)
-    [live] = [n for n in h.controller.nodes.values() if n.state is not NodeState.TERMINATED]
+    [live] = [n for n in h.controller.state.nodes.values() if n.state is not NodeState.TERMINATED]
     assert live.zone == "us-east-1b"
     assert h.bound() == {"default/p1": live.name}
 
@@ -73,7 +73,7 @@ def test_thirty_percent_throttling_converges(aws, catalog):
     assert len(h.bound()) == 12
     launched = [i.node_name for i in make_cloud(catalog, controller_id="test").list_instances()]
     assert len(launched) == len(set(launched))  # nothing launched twice
-    assert set(launched) == {n for n, node in h.controller.nodes.items() if node.state is not NodeState.TERMINATED}
+    assert set(launched) == {n for n, node in h.controller.state.nodes.items() if node.state is not NodeState.TERMINATED}
 
 
 def test_a_new_boot_image_replaces_the_nodes_launched_from_the_old_one(aws, catalog):
@@ -83,7 +83,7 @@ def test_a_new_boot_image_replaces_the_nodes_launched_from_the_old_one(aws, cata
     h, cloud = harness(catalog, [arrive("p1", cpu="500m")])
     h.run(120)
     [first] = h.bound().values()
-    old = h.controller.nodes[first].image_id
+    old = h.controller.state.nodes[first].image_id
     assert old
     new = next(i["ImageId"] for i in cloud.ec2.describe_images(Owners=["amazon"])["Images"] if i["ImageId"] != old and i["Architecture"] == "x86_64")
     cloud.boot_image = BootImageSpec(image_ids=[new])
@@ -91,5 +91,5 @@ def test_a_new_boot_image_replaces_the_nodes_launched_from_the_old_one(aws, cata
     h.run(900)
     [second] = h.bound().values()
     assert second != first
-    assert h.controller.nodes[second].image_id == new
+    assert h.controller.state.nodes[second].image_id == new
     assert h.controller.disruption.summary()["Drifted"]["nodes"] == 1

@@ -113,13 +113,13 @@ def test_the_prices_loop_applies_fresh_prices_and_keeps_the_last_good_ones(aws, 
     )
     inject(cloud, "DescribeSpotPriceHistory", lambda p: error_reply("UnauthorizedOperation", 403) if fail["now"] else None)
     h.controller.prices_loop()
-    assert h.controller.catalog.source == catalog.source  # failed: the bundled prices stay
+    assert h.controller.state.catalog.source == catalog.source  # failed: the bundled prices stay
     observed = h.controller.metrics.registry.get_sample_value("nodemanager_loop_duration_seconds_count", {"loop": "prices"})
     assert observed == 1  # a pass that gave up early is timed too
     fail["now"] = False
     h.controller.prices_loop()
-    assert "refreshed" in h.controller.catalog.source
-    assert h.controller.catalog["m5.xlarge"].price(OD) == 0.01
+    assert "refreshed" in h.controller.state.catalog.source
+    assert h.controller.state.catalog["m5.xlarge"].price(OD) == 0.01
     h.run(10)
-    [node] = h.controller.nodes.values()
+    [node] = h.controller.state.nodes.values()
     assert node.instance_type == "m5.xlarge"  # now the cheapest that fits

@@ -33,9 +33,8 @@ STEP = st.tuples(
 
 
 def _fresh(controller: NodeController) -> tuple:
-    return tuple(
-        dataclasses.replace(n, state=NodeState.TERMINATING) if n.name in controller.marked else controller._planning_view(n) for n in controller.nodes.values()
-    )
+    state = controller.state
+    return tuple(dataclasses.replace(n, state=NodeState.TERMINATING) if n.name in state.marked else state._planning_view(n) for n in state.nodes.values())
 
 
 @settings(max_examples=300, deadline=None)
@@ -50,27 +49,27 @@ def _fresh(controller: NodeController) -> tuple:
 def test_the_planning_nodes_are_the_records_viewed_afresh(steps: list, limit: int) -> None:
     h = Harness(binpack_pool("general"))
     c = h.controller
-    c.nodes.changes.limit = c.cache.node_changes.limit = limit  # small: the journals start again often
+    c.state.nodes.changes.limit = c.state.cache.node_changes.limit = limit  # small: the journals start again often
     beat = 0.0
     for what, name, state, taints, cordoned in steps:
         if what == "record":
-            c.nodes[name] = dataclasses.replace(node(name, pool="general", state=state), taints=TAINTS[taints][:1])
-        elif what == "forget" and name in c.nodes:
-            del c.nodes[name]
+            c.state.nodes[name] = dataclasses.replace(node(name, pool="general", state=state), taints=TAINTS[taints][:1])
+        elif what == "forget" and name in c.state.nodes:
+            del c.state.nodes[name]
         elif what == "register":
-            c.cache.apply([NodeEvent(EventType.ADDED, ClusterNode(name, ready=True, taints=TAINTS[taints], unschedulable=cordoned))])
-        elif what == "deregister" and c.cache.node(name) is not None:
-            c.cache.apply([NodeEvent(EventType.DELETED, c.cache.node(name))])
-        elif what == "beat" and c.cache.node(name) is not None:
+            c.state.cache.apply([NodeEvent(EventType.ADDED, ClusterNode(name, ready=True, taints=TAINTS[taints], unschedulable=cordoned))])
+        elif what == "deregister" and c.state.cache.node(name) is not None:
+            c.state.cache.apply([NodeEvent(EventType.DELETED, c.state.cache.node(name))])
+        elif what == "beat" and c.state.cache.node(name) is not None:
             beat += 10
-            c.cache.apply([NodeEvent(EventType.MODIFIED, c.cache.node(name).with_heartbeat(beat))])
+            c.state.cache.apply([NodeEvent(EventType.MODIFIED, c.state.cache.node(name).with_heartbeat(beat))])
         elif what == "mark":
-            c.marked[name] = ("test", "test")
+            c.state.marked[name] = ("test", "test")
         elif what == "unmark":
-            c.marked.pop(name, None)
+            c.state.marked.pop(name, None)
         else:
-            assert c._planning_nodes() == _fresh(c)
-    assert c._planning_nodes() == _fresh(c)
+            assert c.state._planning_nodes() == _fresh(c)
+    assert c.state._planning_nodes() == _fresh(c)
 
 
 TRACK_STEP = st.tuples(st.sampled_from(["record", "forget", "bind", "unbind", "track"]), st.sampled_from(NAMES[:2]), st.sampled_from(["a", "b"]))
@@ -81,25 +80,25 @@ TRACK_STEP = st.tuples(st.sampled_from(["record", "forget", "bind", "unbind", "t
 def test_disruption_tracks_since_when_each_node_held_its_pods_as_a_pass_over_every_record_would(steps: list, limit: int) -> None:
     h = Harness(binpack_pool("general"))
     c = h.controller
-    c.nodes.changes.limit = c.cache.held_changes.limit = limit
+    c.state.nodes.changes.limit = c.state.cache.held_changes.limit = limit
     expected: dict[str, Held] = {}
     now = 0.0
     for what, name, key in steps:
         now += 1
         if what == "record":
-            c.nodes[name] = node(name, pool="general")
-        elif what == "forget" and name in c.nodes:
-            del c.nodes[name]
+            c.state.nodes[name] = node(name, pool="general")
+        elif what == "forget" and name in c.state.nodes:
+            del c.state.nodes[name]
         elif what == "bind":  # (a pod bound elsewhere moves: a new pod of that name)
-            c.cache.apply([PodEvent(EventType.ADDED, pod(key, node=name, phase=PodPhase.RUNNING))])
+            c.state.cache.apply([PodEvent(EventType.ADDED, pod(key, node=name, phase=PodPhase.RUNNING))])
         elif what == "unbind":
-            c.cache.apply([PodEvent(EventType.DELETED, pod(key))])
+            c.state.cache.apply([PodEvent(EventType.DELETED, pod(key))])
         elif what == "track":
             c.disruption._track(now)
-            for gone in expected.keys() - c.nodes.keys():
+            for gone in expected.keys() - c.state.nodes.keys():
                 del expected[gone]
-            for n in c.nodes:
-                held = c.cache.held(n)
+            for n in c.state.nodes:
+                held = c.state.cache.held(n)
                 if n not in expected or expected[n].started.keys() != held:
                     was = expected[n].started if n in expected else {}
                     started = {k: was.get(k, now) for k in held}
@@ -177,27 +176,27 @@ LABEL_STEP = st.tuples(
 def test_the_nodes_to_label_again_are_those_a_pass_over_every_record_finds(steps: list, limit: int) -> None:
     h = Harness(binpack_pool("general"))
     c = h.controller
-    c.nodes.changes.limit = c.cache.node_changes.limit = limit
+    c.state.nodes.changes.limit = c.state.cache.node_changes.limit = limit
     beat = 0.0
     for what, name, state, labels in steps:
         if what == "record":
-            c.nodes[name] = dataclasses.replace(node(name, pool="general", state=state), labels=labels)
-        elif what == "forget" and name in c.nodes:
-            del c.nodes[name]
+            c.state.nodes[name] = dataclasses.replace(node(name, pool="general", state=state), labels=labels)
+        elif what == "forget" and name in c.state.nodes:
+            del c.state.nodes[name]
         elif what in ("register", "relabel"):
-            c.cache.apply([NodeEvent(EventType.ADDED if what == "register" else EventType.MODIFIED, ClusterNode(name, ready=True, labels=labels))])
-        elif what == "deregister" and c.cache.node(name) is not None:
-            c.cache.apply([NodeEvent(EventType.DELETED, c.cache.node(name))])
-        elif what == "beat" and c.cache.node(name) is not None:
+            c.state.cache.apply([NodeEvent(EventType.ADDED if what == "register" else EventType.MODIFIED, ClusterNode(name, ready=True, labels=labels))])
+        elif what == "deregister" and c.state.cache.node(name) is not None:
+            c.state.cache.apply([NodeEvent(EventType.DELETED, c.state.cache.node(name))])
+        elif what == "beat" and c.state.cache.node(name) is not None:
             beat += 10
-            c.cache.apply([Heartbeats(beat, (name,))])
+            c.state.cache.apply([Heartbeats(beat, (name,))])
         elif what == "look":
             expected = {
                 n
-                for n, record in c.nodes.items()
+                for n, record in c.state.nodes.items()
                 if record.labels
                 and record.state is NodeState.AVAILABLE
-                and (registered := c.cache.node(n)) is not None
+                and (registered := c.state.cache.node(n)) is not None
                 and not registered.labels.keys() >= record.labels.keys()
             }
             assert c.lifecycle.unlabelled_now() == expected

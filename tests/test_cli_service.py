@@ -323,7 +323,7 @@ def test_a_stop_while_recovering_releases_the_lease_at_once_and_acts_on_nothing(
         time.sleep(0.01)
     assert answers[0] is False  # and the loop that ran it does not act
     assert not service.gate.in_term
-    assert controller.nodes == {}  # nothing was booted
+    assert controller.state.nodes == {}  # nothing was booted
 
 
 def test_simulate_compare_plays_one_workload_against_several_configs(tmp_path, capsys):

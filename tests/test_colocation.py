@@ -68,19 +68,19 @@ def colocation_harness(**kw):
 def test_loop_writes_batch_resources_only_when_need_sync_says_so():
     h = colocation_harness()
     h.run(40)
-    [name] = h.controller.nodes
+    [name] = h.controller.state.nodes
     h.controller.colocation_loop()
-    node = h.controller.nodes[name]
+    node = h.controller.state.nodes[name]
     first = node.allocatable[BATCH_CPU]
     # 16 cores - 40% margin - 200m system - 3 pods x 2 cores used (no usage profile: requests)
     assert first == 16_000 - 6_400 - 200 - 6_000
     when, reason, messages = h.controller.colocation.synced[name]
     assert reason == "never synced"
     assert "nodeCapacity:16000" in messages[BATCH_CPU]
-    generation = h.controller.nodes.stamp
+    generation = h.controller.state.nodes.stamp
     h.clock.advance(30)
     h.controller.colocation_loop()
-    assert h.controller.nodes.stamp == generation  # nothing changed: nothing written
+    assert h.controller.state.nodes.stamp == generation  # nothing changed: nothing written
     assert h.controller.colocation.synced[name][0] == when
     doc = next(n for n in h.controller.status()["nodes"] if n["name"] == name)
     assert doc["batch"]["allocatable"][BATCH_CPU] == str(first)
@@ -90,26 +90,26 @@ def test_loop_writes_batch_resources_only_when_need_sync_says_so():
 def test_stale_metrics_remove_batch_resources():
     h = colocation_harness()
     h.run(40)
-    [name] = h.controller.nodes
+    [name] = h.controller.state.nodes
     h.controller.colocation_loop()
-    assert BATCH_CPU in h.controller.nodes[name].allocatable.names()
+    assert BATCH_CPU in h.controller.state.nodes[name].allocatable.names()
     frozen = h.cluster.node_metrics()
     h.cluster.node_metrics = lambda: frozen  # the metrics source stops updating
     h.clock.advance(16 * 60)
     h.controller.colocation_loop()
-    assert BATCH_CPU not in h.controller.nodes[name].allocatable.names()
+    assert BATCH_CPU not in h.controller.state.nodes[name].allocatable.names()
     assert "degrade" in h.controller.colocation.synced[name][2][BATCH_CPU]
 
 
 def test_disabled_pool_takes_its_batch_resources_back():
     h = colocation_harness()
     h.run(40)
-    [name] = h.controller.nodes
+    [name] = h.controller.state.nodes
     h.controller.colocation_loop()
     h.controller.config.pools[0].colocation.__dict__["enable"] = False  # turned off in the config
     h.controller.colocation_loop()
-    assert BATCH_CPU not in h.controller.nodes[name].allocatable.names()
-    assert BATCH_MEMORY not in h.controller.nodes[name].allocatable.names()
+    assert BATCH_CPU not in h.controller.state.nodes[name].allocatable.names()
+    assert BATCH_MEMORY not in h.controller.state.nodes[name].allocatable.names()
 
 
 # -- the scaler ------------------------------------------------------------------------------
@@ -188,7 +188,7 @@ def test_metrics_follow_usage_profiles():
         register_delay=5,
     )
     h.run(40)
-    [name] = h.controller.nodes
+    [name] = h.controller.state.nodes
     metric: NodeMetric = h.cluster.node_metrics()[name]
     assert (metric.pods["default/w"].cpu, metric.pods["default/w"].memory) == (500, 2 * GI)
     assert (metric.system_cpu, metric.system_memory, metric.update_time) == (200, 512 * 2**20, h.clock.now())

@@ -25,13 +25,13 @@ S = NodeState
 def test_pod_created_node_booted_and_dispensed_end_to_end():
     h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large")])
     h.run(1)  # first pool loop: decision and boot
-    [(name, node)] = h.controller.nodes.items()
+    [(name, node)] = h.controller.state.nodes.items()
     assert node.state is S.CREATED
     assert node.instance_id is not None
     assert node.bound_pods == ("default/p1",)
     h.run(35)  # 20 s boot, 10 s kubelet, next loops
     assert h.bound() == {"default/p1": name}
-    assert h.controller.nodes[name].state is S.CLAIMED
+    assert h.controller.state.nodes[name].state is S.CLAIMED
     assert h.cluster.first_bound["default/p1"] - 1000 <= 42
 
 
@@ -39,7 +39,7 @@ def test_standby_nodes_on_demand_and_spot_all_become_available():
     pool = cell_pool(standby=[Standby(instance_type="a.large", count=2), Standby(instance_type="b.large", count=1, spot=True)])
     h = Harness(pool)
     h.run(60)
-    nodes = sorted((n.instance_type, n.capacity_type, n.state) for n in h.controller.nodes.values())
+    nodes = sorted((n.instance_type, n.capacity_type, n.state) for n in h.controller.state.nodes.values())
     assert nodes == [("a.large", OD, S.AVAILABLE), ("a.large", OD, S.AVAILABLE), ("b.large", SPOT, S.AVAILABLE)]
     assert h.controller.status()["pools"][0]["standby"] == {"wanted": 3, "present": 3}
 
@@ -48,20 +48,20 @@ def test_binpack_node_takes_many_pods_and_is_kept_after_they_finish():
     h = Harness(binpack_pool(), arrivals=[arrive(f"p{i}", duration=60, cpu="500m", memory="512Mi") for i in range(3)], idle_grace=45)
     h.run(40)
     assert len(set(h.bound().values())) == 1
-    [name] = h.controller.nodes
-    assert h.controller.nodes[name].state is S.CLAIMED
+    [name] = h.controller.state.nodes
+    assert h.controller.state.nodes[name].state is S.CLAIMED
     h.run(60)  # pods finished
-    assert h.controller.nodes[name].state is S.AVAILABLE
+    assert h.controller.state.nodes[name].state is S.AVAILABLE
     h.run(60)  # past the idle grace
-    assert h.controller.nodes[name].state is S.TERMINATED
+    assert h.controller.state.nodes[name].state is S.TERMINATED
 
 
 def test_used_cell_node_is_cleaned_and_terminated():
     h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large", duration=30)])
     h.run(40)
-    [name] = h.controller.nodes
+    [name] = h.controller.state.nodes
     h.run(40)
-    assert h.controller.nodes[name].state is S.TERMINATED
+    assert h.controller.state.nodes[name].state is S.TERMINATED
     assert h.live_instances() == []
 
 
@@ -71,12 +71,12 @@ def test_used_cell_node_is_cleaned_and_terminated():
 def test_insufficient_capacity_falls_back_to_the_next_offering():
     h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large", policy=CapacityPolicy.SPOT)], capacity={"a.large/spot/zone-1a": 0})
     h.run(1)
-    unavailable = h.controller.keeper.dump(h.clock.now())
+    unavailable = h.controller.state.keeper.dump(h.clock.now())
     assert [(u["instance_type"], u["capacity_type"], u["zone"]) for u in unavailable] == [("a.large", "spot", "zone-1a")]
     assert list(h.states().values()) == [S.TERMINATED]
     assert h.controller.metrics.boot_failures.labels("insufficient_capacity")._value.get() == 1
     h.run(50)
-    [live] = [n for n in h.controller.nodes.values() if n.state is not S.TERMINATED]
+    [live] = [n for n in h.controller.state.nodes.values() if n.state is not S.TERMINATED]
     assert (live.instance_type, live.capacity_type, live.zone) == ("a.large", SPOT, "zone-1b")  # spot recorded as spot
     assert h.bound() == {"default/p1": live.name}
 
@@ -95,11 +95,11 @@ def test_offering_out_everywhere_makes_the_pod_wait_with_the_reason_then_recover
 def test_boot_timeout_terminates_and_places_the_pods_again():
     h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large")], register_delay=10_000, boot_timeout=120)
     h.run(1)
-    [first] = h.controller.nodes
+    [first] = h.controller.state.nodes
     h.run(140)
-    assert h.controller.nodes[first].state is S.TERMINATED
+    assert h.controller.state.nodes[first].state is S.TERMINATED
     assert h.controller.metrics.terminations.labels("boot_timeout")._value.get() == 1
-    others = [n for n in h.controller.nodes.values() if n.name != first]
+    others = [n for n in h.controller.state.nodes.values() if n.name != first]
     assert [n.bound_pods for n in others] == [("default/p1",)]
 
 
@@ -121,9 +121,9 @@ def test_boot_token_is_stable_and_distinct():
 def test_boot_cap_holds_per_loop():
     h = Harness(cell_pool(), arrivals=[arrive(f"p{i}", itype="a.large") for i in range(25)], max_boots=10)
     h.run(1)
-    assert len(h.controller.nodes) == 10
+    assert len(h.controller.state.nodes) == 10
     h.run(7)
-    assert len(h.controller.nodes) == 20
+    assert len(h.controller.state.nodes) == 20
     h.run(100)
     assert len(h.bound()) == 25
 
@@ -134,11 +134,11 @@ def test_boot_cap_holds_per_loop():
 def test_node_without_heartbeat_is_replaced():
     h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large")], healthy_timeout=90)
     h.run(40)
-    [sick] = h.controller.nodes
+    [sick] = h.controller.state.nodes
     h.cluster.silence(sick)
     h.run(95)
-    assert h.controller.nodes[sick].state in (S.TERMINATING, S.TERMINATED)
-    assert h.controller.marked.get(sick, ("", ""))[1] in ("unhealthy", "") or h.controller.nodes[sick].state is S.TERMINATED
+    assert h.controller.state.nodes[sick].state in (S.TERMINATING, S.TERMINATED)
+    assert h.controller.state.marked.get(sick, ("", ""))[1] in ("unhealthy", "") or h.controller.state.nodes[sick].state is S.TERMINATED
     assert h.controller.metrics.terminations.labels("unhealthy")._value.get() == 1
     h.run(60)
     assert h.bound()["default/p1"] != sick  # placed again on a new node
@@ -147,12 +147,12 @@ def test_node_without_heartbeat_is_replaced():
 def test_a_node_that_lost_its_pool_labels_is_labelled_again_by_the_heartbeat_loop() -> None:
     h = Harness(cell_pool(labels={"team": "ml"}), arrivals=[arrive("p1", itype="a.large")])
     h.run(40)
-    [name] = h.controller.nodes
+    [name] = h.controller.state.nodes
     assert h.cluster.nodes[name].labels["team"] == "ml"  # labelled at registration
     h.cluster._set_node(dataclasses.replace(h.cluster.nodes[name], labels={}))  # say, an operator removed them (a Node update)
     h.run(30)
     assert h.cluster.nodes[name].labels["team"] == "ml"
-    assert h.controller.nodes[name].state is not S.TERMINATING  # nothing else is done to it
+    assert h.controller.state.nodes[name].state is not S.TERMINATING  # nothing else is done to it
 
 
 def test_the_nodes_the_scaler_plans_with_are_kept_until_a_record_a_mark_or_a_node_changes() -> None:
@@ -161,24 +161,24 @@ def test_the_nodes_the_scaler_plans_with_are_kept_until_a_record_a_mark_or_a_nod
     h = Harness(binpack_pool(), arrivals=[arrive("p1")])
     h.run(40)
     c = h.controller
-    [name] = c.nodes
+    [name] = c.state.nodes
     now = h.clock.now()
-    first = c.snapshot(now).nodes
-    c.cache.apply([Heartbeats(now + 5, (name,))])
-    assert c.snapshot(now).nodes is first  # a heartbeat changes nothing the scaler plans with
+    first = c.state.snapshot(now, c.disruption.reserved).nodes
+    c.state.cache.apply([Heartbeats(now + 5, (name,))])
+    assert c.state.snapshot(now, c.disruption.reserved).nodes is first  # a heartbeat changes nothing the scaler plans with
 
-    registered = c.cache.node(name)
+    registered = c.state.cache.node(name)
     assert registered is not None
-    c.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(registered, unschedulable=True))])  # kubectl cordon
-    [cordoned] = c.snapshot(now).nodes
+    c.state.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(registered, unschedulable=True))])  # kubectl cordon
+    [cordoned] = c.state.snapshot(now, c.disruption.reserved).nodes
     assert cordoned.unschedulable
 
-    c.mark_for_termination(name, "test", "test")
-    assert [n.state for n in c.snapshot(now).nodes] == [S.TERMINATING]
+    c.state.mark_for_termination(name, "test", "test")
+    assert [n.state for n in c.state.snapshot(now, c.disruption.reserved).nodes] == [S.TERMINATING]
 
-    c.marked.clear()
-    c.update_node(name, labels={"team": "ml"})
-    [relabelled] = c.snapshot(now).nodes
+    c.state.marked.clear()
+    c.state.update_node(name, labels={"team": "ml"})
+    [relabelled] = c.state.snapshot(now, c.disruption.reserved).nodes
     assert relabelled.labels == {"team": "ml"}
     assert relabelled.state is not S.TERMINATING
 
@@ -193,10 +193,10 @@ def test_healthy_nodes_are_left_alone():
 def test_dead_instance_leaves_the_cluster_and_its_pods_move():
     h = Harness(binpack_pool(), arrivals=[arrive("p1"), arrive("p2")])
     h.run(40)
-    [node] = h.controller.nodes.values()
+    [node] = h.controller.state.nodes.values()
     h.cloud.terminate([node.instance_id])  # dies under us
     h.run(80)
-    gone = h.controller.nodes.get(node.name)
+    gone = h.controller.state.nodes.get(node.name)
     assert gone is None or gone.state is S.TERMINATED  # terminated, perhaps already purged
     assert set(h.bound()) == {"default/p1", "default/p2"}
     assert node.name not in h.bound().values()
@@ -212,18 +212,18 @@ def test_dispenser_replies():
     h.run(1)
     assert d.request_node("default/p1") == NOT_YET  # bound to a node still booting
     h.run(35)
-    [name] = h.controller.nodes
-    assert h.controller.nodes[name].state in (S.AVAILABLE, S.CLAIMED)
-    if h.controller.nodes[name].state is S.CLAIMED:  # the pool loop already dispatched p1: undo that for this test
+    [name] = h.controller.state.nodes
+    assert h.controller.state.nodes[name].state in (S.AVAILABLE, S.CLAIMED)
+    if h.controller.state.nodes[name].state is S.CLAIMED:  # the pool loop already dispatched p1: undo that for this test
         return
-    h.controller.nodes[name] = h.controller.nodes[name].with_changes(bound_pods=("default/p1",))
+    h.controller.state.nodes[name] = h.controller.state.nodes[name].with_changes(bound_pods=("default/p1",))
     reply = d.request_node("default/p1")
     assert reply.node is not None
     assert reply.node.state is S.CLAIMED
     assert d.request_node("default/p1") == NOT_YET  # a cell node is claimed once
-    h.controller.nodes[name] = h.controller.nodes[name].with_changes(bound_pods=())
+    h.controller.state.nodes[name] = h.controller.state.nodes[name].with_changes(bound_pods=())
     d.return_node(name, unused=True)
-    assert h.controller.nodes[name].state is S.AVAILABLE  # unused: serves again (Kip could not)
+    assert h.controller.state.nodes[name].state is S.AVAILABLE  # unused: serves again (Kip could not)
 
 
 def test_bind_conflict_forgets_and_places_again():
@@ -266,8 +266,8 @@ def test_restart_adopts_instances_and_resumes():
     launched = h.live_instances()
     assert launched
     h.new_controller()  # the process died right after booting; a new one starts
-    assert {n.instance_id for n in h.controller.nodes.values()} == set(launched)
-    assert all(n.state is S.CREATED for n in h.controller.nodes.values())
+    assert {n.instance_id for n in h.controller.state.nodes.values()} == set(launched)
+    assert all(n.state is S.CREATED for n in h.controller.state.nodes.values())
     h.run(60)
     assert len(h.bound()) == 6
     assert sorted(h.live_instances()) == sorted(launched)  # nothing launched again
@@ -316,7 +316,7 @@ def test_restart_at_random_points_during_a_200_pod_scale_up(seed):
     names = [i.node_name for i, _ in instances]
     assert len(names) == len(set(names))  # no node was launched twice
     live = {i.node_name for i in h.cloud.list_instances()}
-    known = {n.name for n in h.controller.nodes.values() if n.state not in (S.TERMINATING, S.TERMINATED)}
+    known = {n.name for n in h.controller.state.nodes.values() if n.state not in (S.TERMINATING, S.TERMINATED)}
     assert live == known  # no instance leaked
     used = set(h.bound().values())
     assert live == used  # and every live node is in use
@@ -386,20 +386,20 @@ def test_terminated_records_are_kept_a_minute_and_at_most_a_hundred() -> None:
     h = Harness(cell_pool())
     now = h.clock.now()
     for i in range(150):
-        h.controller.nodes[f"gone-{i:03d}"] = replace(node(f"gone-{i:03d}"), state=NodeState.TERMINATED)
-        h.controller.terminated_at[f"gone-{i:03d}"] = now - 30 + i * 0.1  # all within the minute
+        h.controller.state.nodes[f"gone-{i:03d}"] = replace(node(f"gone-{i:03d}"), state=NodeState.TERMINATED)
+        h.controller.state.terminated_at[f"gone-{i:03d}"] = now - 30 + i * 0.1  # all within the minute
     h.controller.pool_loop()
-    kept = sorted(n for n, rec in h.controller.nodes.items() if rec.state is NodeState.TERMINATED)
+    kept = sorted(n for n, rec in h.controller.state.nodes.items() if rec.state is NodeState.TERMINATED)
     assert kept == [f"gone-{i:03d}" for i in range(50, 150)]
 
     few = Harness(cell_pool())  # a record a minute gone goes, though few are kept; a Terminating one is marked
     for name, ended in (("old", now - 61), ("recent", now - 30)):
-        few.controller.nodes[name] = replace(node(name), state=NodeState.TERMINATED)
-        few.controller.terminated_at[name] = ended
-    few.controller.nodes["leaving"] = replace(node("leaving"), state=NodeState.TERMINATING)  # as a restart recovers it: not marked
+        few.controller.state.nodes[name] = replace(node(name), state=NodeState.TERMINATED)
+        few.controller.state.terminated_at[name] = ended
+    few.controller.state.nodes["leaving"] = replace(node("leaving"), state=NodeState.TERMINATING)  # as a restart recovers it: not marked
     few.controller.pool_loop()
-    assert sorted(n for n, rec in few.controller.nodes.items() if rec.state is NodeState.TERMINATED) == ["recent"]
-    assert few.controller.marked["leaving"] == ("terminating", "terminating")  # its termination is confirmed on the next reap
+    assert sorted(n for n, rec in few.controller.state.nodes.items() if rec.state is NodeState.TERMINATED) == ["recent"]
+    assert few.controller.state.marked["leaving"] == ("terminating", "terminating")  # its termination is confirmed on the next reap
 
 
 class _Unreachable(SimulatedCloud):
@@ -435,7 +435,7 @@ def test_an_unreachable_cloud_costs_a_reaper_pass_one_call_and_one_warning(caplo
     h.run(45)  # four cell nodes, their jobs running
     cloud.down = True
     h.run(30)  # the jobs end: the nodes are marked for termination
-    assert len(h.controller.marked) == 4
+    assert len(h.controller.state.marked) == 4
     cloud.terminate_calls = 0
     caplog.clear()
     with caplog.at_level("WARNING", logger="nodemanager"):
@@ -463,7 +463,7 @@ def test_nodes_are_not_replaced_for_an_outage_of_the_cloud_api() -> None:
     cloud.down = False
     h.run(30)
     assert h.bound() == before
-    assert all(n.state is not S.TERMINATED for n in h.controller.nodes.values())
+    assert all(n.state is not S.TERMINATED for n in h.controller.state.nodes.values())
 
 
 def test_a_node_is_not_judged_by_heartbeats_the_cluster_could_not_yet_deliver() -> None:
@@ -472,12 +472,12 @@ def test_a_node_is_not_judged_by_heartbeats_the_cluster_could_not_yet_deliver() 
     replaced healthy nodes. Silence counts only up to the cache's last sync with the cluster."""
     h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large")])
     h.run(45)
-    [name] = h.controller.nodes
+    [name] = h.controller.state.nodes
     h.clock.advance(200)  # over twice the healthy timeout without a pool pass
     h.controller.heartbeat_loop()
-    assert name not in h.controller.marked
+    assert name not in h.controller.state.marked
     h.run(30)  # the pool loop reads the heartbeats sent meanwhile
-    assert h.controller.nodes[name].state is S.CLAIMED
+    assert h.controller.state.nodes[name].state is S.CLAIMED
 
 
 def test_orphan_gc_calls_the_cloud_without_holding_the_controller() -> None:
@@ -497,7 +497,7 @@ def test_orphan_gc_calls_the_cloud_without_holding_the_controller() -> None:
             return super().list_instances()
 
     h = Harness(cell_pool(), cloud=lambda clock: Watching("test", clock, boot_delay=20.0))
-    lock.append(h.controller.lock)
+    lock.append(h.controller.state.lock)
     h.controller.orphan_gc_loop()
     assert held == [False]  # another thread took the lock while the listing ran
 
@@ -508,13 +508,13 @@ def test_an_instance_that_vanishes_before_its_node_registers_is_replaced_within_
     and an event."""
     h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large")], boot_delay=250.0)
     h.run(5)
-    [(name, node)] = list(h.controller.nodes.items())
+    [(name, node)] = list(h.controller.state.nodes.items())
     assert node.state is S.CREATED
     h.cloud.terminate([node.instance_id])  # someone else's hand, or a reclaim at launch
     with caplog.at_level("WARNING", logger="nodemanager.controller"):
         h.run(130)  # two orphan-GC passes (60 s)
-    assert h.controller.nodes[name].state in (S.TERMINATING, S.TERMINATED)
-    replacements = [n for n in h.controller.nodes.values() if n.name != name and n.state is not S.TERMINATED]
+    assert h.controller.state.nodes[name].state in (S.TERMINATING, S.TERMINATED)
+    replacements = [n for n in h.controller.state.nodes.values() if n.name != name and n.state is not S.TERMINATED]
     assert len(replacements) == 1  # booted for the same pod
     assert any(f"instance {node.instance_id} of node {name} is gone" in r.getMessage() for r in caplog.records)
     assert ("Node", name, "InstanceVanished") in [e[:3] for e in h.cluster.recorded]
@@ -525,7 +525,7 @@ def test_an_instance_missing_from_one_listing_only_is_not_replaced():
     """A listing that misses an instance once (eventual consistency) is not enough."""
     h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large")], boot_delay=250.0)
     h.run(5)
-    [(name, node)] = list(h.controller.nodes.items())
+    [(name, node)] = list(h.controller.state.nodes.items())
     real = h.cloud.list_instances
     calls = [0]
 
@@ -536,5 +536,5 @@ def test_an_instance_missing_from_one_listing_only_is_not_replaced():
 
     h.cloud.list_instances = flaky
     h.run(130)
-    assert h.controller.nodes[name].state is S.CREATED
-    assert len(h.controller.nodes) == 1
+    assert h.controller.state.nodes[name].state is S.CREATED
+    assert len(h.controller.state.nodes) == 1

@@ -75,9 +75,15 @@ def test_no_loop_calls_the_cloud_or_the_cluster_while_holding_the_controller(cat
     sim = Simulation(config, catalog, parse_workload(text), parse_devices(text))
     c = sim.controller
     calls: list[tuple[str, bool]] = []
-    c.cloud = Watched(c.cloud, calls, c.lock.held)  # type: ignore[assignment]
-    c.cluster = Watched(c.cluster, calls, c.lock.held)  # type: ignore[assignment]
-    c.interruption.queue = Watched(c.interruption.queue, calls, c.lock.held)  # type: ignore[assignment]
+    held = c.state.lock.held
+    cloud, cluster = Watched(c.cloud, calls, held), Watched(c.cluster, calls, held)
+    originals = {"cloud": c.cloud, "cluster": c.cluster}
+    for part in (c, *vars(c).values()):  # the operator and every controller it gave them to
+        for name, watched in (("cloud", cloud), ("cluster", cluster)):
+            if getattr(part, name, None) is originals[name]:
+                setattr(part, name, watched)
+    c.state._post_event = cluster.record_event  # type: ignore[method-assign]
+    c.interruption.queue = Watched(c.interruption.queue, calls, held)  # type: ignore[assignment]
     report = sim.run(until=3 * 3600)
     assert report["pods"]["bound"] == 20
     made = {name for name, _ in calls}
@@ -107,8 +113,8 @@ def test_a_drain_stuck_in_the_api_server_does_not_hold_back_binding() -> None:
             release.wait(60)
             return h.cluster.drain(name)
 
-    h.controller.cluster = Stuck()  # type: ignore[assignment]
-    h.controller.mark_for_termination(node_b, "node left the cluster", "unhealthy")
+    h.controller.reaper.cluster = Stuck()  # type: ignore[assignment]
+    h.controller.state.mark_for_termination(node_b, "node left the cluster", "unhealthy")
     reaper = threading.Thread(target=h.controller.reaper_loop, daemon=True)
     reaper.start()
     try:
@@ -125,7 +131,7 @@ def test_a_drain_stuck_in_the_api_server_does_not_hold_back_binding() -> None:
         release.set()
         reaper.join(10)
     assert not reaper.is_alive()
-    assert h.controller.nodes[node_b].state in (NodeState.TERMINATING, NodeState.TERMINATED)
+    assert h.controller.state.nodes[node_b].state in (NodeState.TERMINATING, NodeState.TERMINATED)
 
 
 def test_calls_asked_for_under_the_lock_are_made_after_its_release_in_order() -> None:

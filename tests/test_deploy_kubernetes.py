@@ -173,8 +173,8 @@ def observed_calls(stub: KubeStub, clock: VirtualClock) -> set[tuple[str, str, s
     made = controller(config, cloud, cluster, clock)
     kubelets = Kubelets(stub, cloud, clock)
     run_loops(made, clock, kubelets, 60)
-    (node,) = made.nodes
-    made.mark_for_termination(node, "test", "unhealthy")  # a drain that evicts "web"
+    (node,) = made.state.nodes
+    made.state.mark_for_termination(node, "test", "unhealthy")  # a drain that evicts "web"
     run_loops(made, clock, kubelets, 60)
     cluster.node_metrics()
     stub.add("resourceclaims", {"metadata": {"name": "gpu", "namespace": "default"}, "spec": {"devices": {"requests": []}}})

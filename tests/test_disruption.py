@@ -558,7 +558,7 @@ def test_underutilized_nodes_are_consolidated_and_every_pod_runs() -> None:
     h = _run(binpack_pool(), _steady_and_finishing())
     done = h.controller.disruption.summary()
     assert done["Underutilized"]["nodes"] >= 1
-    live = [n for n in h.controller.nodes.values() if n.state is not NodeState.TERMINATED]
+    live = [n for n in h.controller.state.nodes.values() if n.state is not NodeState.TERMINATED]
     assert len(live) == 2  # 4 x 700m: two a.large hold them
     assert set(h.bound()) == {f"default/p{i}" for i in range(4)}
     actions = [a for a in h.controller.disruption.actions if a["reason"] == "Underutilized"]
@@ -595,7 +595,7 @@ def test_a_do_not_disrupt_pod_keeps_its_node() -> None:
     arrivals = [dataclasses.replace(a, pod=dataclasses.replace(a.pod, do_not_disrupt=True)) for a in _steady_and_finishing()]
     h = _run(binpack_pool(), arrivals)
     assert "Underutilized" not in h.controller.disruption.summary()
-    assert h.controller.disruption.state.startswith("nothing to consolidate among 0 candidate")
+    assert h.controller.disruption.progress.startswith("nothing to consolidate among 0 candidate")
 
 
 def test_a_zero_budget_inside_its_window_blocks_consolidation_and_lets_it_after() -> None:
@@ -615,7 +615,7 @@ def test_with_a_budget_of_one_node_at_most_one_is_disrupted_at_a_time() -> None:
     most = 0
     while h.clock.now() < 1000 + 2 * HOUR:
         h.driver.step()
-        most = max(most, sum(1 for label in h.controller.marked.values() if label[1] in ("consolidation", "idle")))
+        most = max(most, sum(1 for label in h.controller.state.marked.values() if label[1] in ("consolidation", "idle")))
     assert most == 1
     assert h.controller.disruption.summary()["Underutilized"]["nodes"] >= 1
 
@@ -636,8 +636,8 @@ def test_a_pools_budget_counts_its_live_nodes_and_those_being_disrupted_as_a_fre
         h.driver.step()
         c = h.controller
         for pool in ("general", "cells"):
-            live = [n for n in c.nodes.values() if n.pool == pool and n.state in LIVE_STATES]
-            fresh = (len(live), sum(1 for n in live if n.name in c.marked))
+            live = [n for n in c.state.nodes.values() if n.pool == pool and n.state in LIVE_STATES]
+            fresh = (len(live), sum(1 for n in live if n.name in c.state.marked))
             assert c.disruption._counts(pool) == fresh
             seen.add((pool, *fresh))
     assert any(marked for _, _, marked in seen)
@@ -701,7 +701,7 @@ def test_a_steady_cluster_reaches_a_fixed_point_with_no_disruption_for_a_week() 
     before = len(h.controller.disruption.actions)
     h.run(7 * 24 * HOUR)
     assert len(h.controller.disruption.actions) == before
-    assert h.controller.cost_per_hour() == pytest.approx(0.20)
+    assert h.controller.state.cost_per_hour() == pytest.approx(0.20)
 
 
 @pytest.mark.parametrize("resume", [False, True])
@@ -860,12 +860,12 @@ def test_a_node_its_pool_no_longer_allows_is_replaced_unless_held() -> None:
     h = Harness(binpack_pool(instance_types=["a.large"]), arrivals=_one_steady(), idle_grace=30)
     h.run(600)
     [first] = h.bound().values()
-    assert h.controller.nodes[first].instance_type == "a.large"
+    assert h.controller.state.nodes[first].instance_type == "a.large"
     h.config = h.config.model_copy(update={"pools": [binpack_pool(instance_types=["m.*"])]})
     h.new_controller()  # restarted with the new provider.yaml
     h.run(600)
     [second] = h.bound().values()
-    assert h.controller.nodes[second].instance_type == "m.xlarge"
+    assert h.controller.state.nodes[second].instance_type == "m.xlarge"
     assert h.controller.disruption.summary()["Drifted"]["nodes"] == 1
 
 
@@ -876,14 +876,14 @@ def test_a_node_launched_from_an_image_no_longer_current_is_replaced_from_the_ne
     h = Harness(binpack_pool(), arrivals=_one_steady(), idle_grace=30)
     h.run(600)
     [first] = h.bound().values()
-    assert h.controller.nodes[first].image_id == "ami-simulated"
+    assert h.controller.state.nodes[first].image_id == "ami-simulated"
     h.run(600)
     assert "Drifted" not in h.controller.disruption.summary()  # the same image: no drift
     h.cloud.image = "ami-2"
     h.run(600)
     [second] = h.bound().values()
     assert second != first
-    assert h.controller.nodes[second].image_id == "ami-2"
+    assert h.controller.state.nodes[second].image_id == "ami-2"
     assert h.controller.disruption.summary()["Drifted"]["nodes"] == 1
     assert first not in [i.node_name for i in h.cloud.list_instances()]
     (listed,) = [n for n in h.controller.status()["nodes"] if n["name"] == second]
@@ -981,9 +981,9 @@ def test_an_expired_standby_node_is_replaced_by_a_fresh_one() -> None:
     pool = binpack_pool(disruption=Disruption(expire_after=HOUR), standby=[Standby(instance_type="a.large", count=1)])
     h = Harness(pool, idle_grace=30)
     h.run(600)
-    [first] = [n for n, node in h.controller.nodes.items() if node.state is not NodeState.TERMINATED]
+    [first] = [n for n, node in h.controller.state.nodes.items() if node.state is not NodeState.TERMINATED]
     h.run(HOUR)
-    live = [n for n, node in h.controller.nodes.items() if node.state not in (NodeState.TERMINATING, NodeState.TERMINATED)]
+    live = [n for n, node in h.controller.state.nodes.items() if node.state not in (NodeState.TERMINATING, NodeState.TERMINATED)]
     assert len(live) == 1
     assert live != [first]
     assert h.controller.disruption.summary()["Expired"]["nodes"] == 1
@@ -992,7 +992,7 @@ def test_an_expired_standby_node_is_replaced_by_a_fresh_one() -> None:
 def test_a_pod_no_pool_can_ever_hold_does_not_block_consolidation() -> None:
     never = arrive("huge", cpu="500", memory="1Gi")  # 500 CPUs: unschedulable, and waiting for good
     h = _run(binpack_pool(), [*_steady_and_finishing(), never])
-    assert "default/huge" in h.controller.last_decision.unschedulable
+    assert "default/huge" in h.controller.state.last_decision.unschedulable
     assert h.controller.disruption.summary()["Underutilized"]["nodes"] >= 1
 
 

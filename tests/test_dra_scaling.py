@@ -53,7 +53,7 @@ def test_each_claim_boots_the_cheapest_type_that_really_satisfies_it(catalog):
     report = sim.run(until=300)
     assert report["pods"]["bound"] == 3
     node_of = {k: s.pod.node_name for k, s in sim.cluster.pods.items()}
-    type_of = {k: sim.controller.nodes[n].instance_type for k, n in node_of.items()}
+    type_of = {k: sim.controller.state.nodes[n].instance_type for k, n in node_of.items()}
     expected = {
         "default/train": cheapest(catalog, Resources.parse({"cpu": "2", "memory": "8Gi"}), big_gpu),
         "default/pair": cheapest(catalog, Resources.parse({"cpu": "2", "memory": "8Gi"}), two_same),
@@ -64,7 +64,7 @@ def test_each_claim_boots_the_cheapest_type_that_really_satisfies_it(catalog):
     claims = sim.cluster.devices().claims
     assert len(claims["default/pair-gpus"].allocation.devices) == 2
     assert claims["default/train-gpu"].allocation is not None
-    assert {n.capacity_type for n in sim.controller.nodes.values()} == {CapacityType.ON_DEMAND}
+    assert {n.capacity_type for n in sim.controller.state.nodes.values()} == {CapacityType.ON_DEMAND}
 
 
 def test_claims_count_against_devices_of_existing_nodes(catalog):
@@ -99,5 +99,5 @@ def test_pods_with_extended_gpu_requests_keep_working(catalog):
     text = "pods:\n  - name: old\n    pod: {containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1}}}]}\n"
     sim = Simulation(config, catalog, parse_workload(text), parse_devices(text))
     assert sim.run(until=120)["pods"]["bound"] == 1
-    [node] = sim.controller.nodes.values()
+    [node] = sim.controller.state.nodes.values()
     assert node.instance_type == cheapest(catalog, Resources.parse({"nvidia.com/gpu": 1}), lambda t: True)

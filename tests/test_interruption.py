@@ -90,7 +90,7 @@ def test_a_spot_warning_moves_the_pods_before_the_instance_goes() -> None:
     h = Harness(spot_pool(), arrivals=[arrive(f"p{i}", cpu="500m", memory="1Gi") for i in range(3)], idle_grace=30)
     h.run(120)
     [first] = set(h.bound().values())
-    doomed = h.controller.nodes[first]
+    doomed = h.controller.state.nodes[first]
     h.cloud.warn(doomed.instance_id)
     warned_at = h.clock.now()
     moved_at = None
@@ -101,7 +101,7 @@ def test_a_spot_warning_moves_the_pods_before_the_instance_goes() -> None:
     assert moved_at is not None
     assert moved_at < warned_at + SPOT_NOTICE  # every pod runs elsewhere before the reclaim
     assert len(h.cloud.interruptions) == 0  # handled and deleted
-    assert h.controller.keeper.is_unavailable((doomed.instance_type, CapacityType.SPOT, doomed.zone), h.clock.now())
+    assert h.controller.state.keeper.is_unavailable((doomed.instance_type, CapacityType.SPOT, doomed.zone), h.clock.now())
     assert h.controller.interruption.counts["SpotInterruption"] == 1
     h.run(60)
     assert first not in [i.node_name for i in h.cloud.list_instances()]
@@ -117,7 +117,7 @@ def test_a_spot_instance_warned_in_its_first_hour_is_drained_and_left_for_ec2_to
     h = Harness(spot_pool(), arrivals=[arrive(f"p{i}", cpu="500m", memory="1Gi") for i in range(3)], idle_grace=30)
     h.run(120)
     [first] = set(h.bound().values())
-    doomed = h.controller.nodes[first]
+    doomed = h.controller.state.nodes[first]
     h.cloud.warn(doomed.instance_id)
     h.run(SPOT_NOTICE - 10)
     assert first not in h.bound().values()  # drained: its pods run elsewhere before the reclaim
@@ -125,7 +125,7 @@ def test_a_spot_instance_warned_in_its_first_hour_is_drained_and_left_for_ec2_to
     assert _ends(h, doomed.instance_id) == []  # not terminated by us
     h.run(60)
     assert _ends(h, doomed.instance_id) == ["spot-interrupted"]
-    assert h.controller.nodes[first].state is NodeState.TERMINATED
+    assert h.controller.state.nodes[first].state is NodeState.TERMINATED
     assert ("Node", first, "Reclaimed") in [(k, key, r) for k, key, r, _ in h.cluster.recorded]
     billed = {i.instance_id: seconds for i, seconds in h.cloud.billed()}
     assert billed[doomed.instance_id] == 0.0
@@ -135,7 +135,7 @@ def test_a_spot_instance_warned_after_its_first_hour_is_terminated_once_drained(
     h = Harness(spot_pool(), arrivals=[arrive("p0", cpu="500m", memory="1Gi")])
     h.run(3600)
     [first] = set(h.bound().values())
-    doomed = h.controller.nodes[first]
+    doomed = h.controller.state.nodes[first]
     h.cloud.warn(doomed.instance_id)
     h.run(30)
     assert _ends(h, doomed.instance_id) == ["terminated"]  # billed either way: no reason to wait
@@ -145,20 +145,20 @@ def test_a_warned_instance_the_cloud_does_not_reclaim_is_terminated_after_the_no
     h = Harness(spot_pool(), arrivals=[arrive("p0", cpu="500m", memory="1Gi")])
     h.run(120)
     [first] = set(h.bound().values())
-    doomed = h.controller.nodes[first]
+    doomed = h.controller.state.nodes[first]
     h.cloud.interruptions.send(event_body("warned-only", InterruptionKind.SPOT_INTERRUPTION, doomed.instance_id))  # no reclaim follows
     h.run(SPOT_NOTICE + RECLAIM_GRACE - 15)
     assert _ends(h, doomed.instance_id) == []
     assert first not in h.bound().values()
     h.run(30)
     assert _ends(h, doomed.instance_id) == ["terminated"]
-    assert h.controller.nodes[first].state is NodeState.TERMINATED
+    assert h.controller.state.nodes[first].state is NodeState.TERMINATED
 
 
 def test_a_malformed_message_is_deleted_with_a_warning_and_a_redelivered_event_handled_once(caplog: pytest.LogCaptureFixture) -> None:
     h = Harness(spot_pool(), arrivals=[arrive("p0", cpu="500m", memory="1Gi")], idle_grace=30)
     h.run(120)
-    [node] = [n for n in h.controller.nodes.values() if n.state is not NodeState.TERMINATED]
+    [node] = [n for n in h.controller.state.nodes.values() if n.state is not NodeState.TERMINATED]
     h.cloud.interruptions.send("{broken")
     body = event_body("same-event", InterruptionKind.REBALANCE, node.instance_id)
     h.cloud.interruptions.send(body)
@@ -170,7 +170,7 @@ def test_a_malformed_message_is_deleted_with_a_warning_and_a_redelivered_event_h
     assert h.controller.interruption.counts["RebalanceRecommendation"] == 1
     assert h.controller.interruption.counts["received"] == 3
     assert ("Node", node.name, "RebalanceRecommendation") in [(k, key, r) for k, key, r, _ in h.cluster.recorded]
-    assert node.name not in h.controller.marked  # a recommendation is not acted on
+    assert node.name not in h.controller.state.marked  # a recommendation is not acted on
 
 
 # -- SQS on moto ---------------------------------------------------------------------------------
@@ -210,7 +210,7 @@ def test_a_scheduled_change_on_moto_drains_the_node_through_the_ec2_provider(aws
     h = Harness(pool, arrivals=[arrive("p1", cpu="500m")], catalog=catalog, cloud=factory, register_delay=5)
     h.run(60)
     [first] = h.bound().values()
-    sqs.send_message(QueueUrl=url, MessageBody=event_body("health-1", InterruptionKind.SCHEDULED_CHANGE, h.controller.nodes[first].instance_id))
+    sqs.send_message(QueueUrl=url, MessageBody=event_body("health-1", InterruptionKind.SCHEDULED_CHANGE, h.controller.state.nodes[first].instance_id))
     sqs.send_message(QueueUrl=url, MessageBody="<not an event>")
     h.run(90)
     [second] = h.bound().values()
@@ -243,13 +243,13 @@ def test_a_spot_warning_over_http_from_a_moto_server_drains_the_node(monkeypatch
         h = Harness(pool, arrivals=[arrive("p1", cpu="500m")], catalog=catalog, cloud=factory, register_delay=5)
         h.run(60)
         [first] = h.bound().values()
-        doomed = h.controller.nodes[first]
+        doomed = h.controller.state.nodes[first]
         sqs.send_message(QueueUrl=url, MessageBody=event_body("spot-1", InterruptionKind.SPOT_INTERRUPTION, doomed.instance_id, zone=doomed.zone))
         h.run(60)
         [second] = h.bound().values()
         assert second != first
-        assert h.controller.keeper.is_unavailable((doomed.instance_type, CapacityType.SPOT, doomed.zone), h.clock.now())
-        assert (h.controller.nodes[second].instance_type, h.controller.nodes[second].zone) != (doomed.instance_type, doomed.zone)
+        assert h.controller.state.keeper.is_unavailable((doomed.instance_type, CapacityType.SPOT, doomed.zone), h.clock.now())
+        assert (h.controller.state.nodes[second].instance_type, h.controller.state.nodes[second].zone) != (doomed.instance_type, doomed.zone)
         attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
         assert int(attributes["ApproximateNumberOfMessages"]) == 0
     finally:

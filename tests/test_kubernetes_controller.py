@@ -43,7 +43,7 @@ def test_scheduler_mode_boots_binds_and_scales_down(stub: KubeStub, cloud: Simul
     assert {bound[f"job-{i}"] for i in range(3)} <= set(nodes)  # bound to the kubelets' Node names
     assert len({bound[f"job-{i}"] for i in range(3)}) == 3  # cell packing: one node each
     for i in range(3):
-        assert made.cache.state(PodKey(f"default/job-{i}")) is PodState.ADDED  # confirmed by the watch
+        assert made.state.cache.state(PodKey(f"default/job-{i}")) is PodState.ADDED  # confirmed by the watch
     bindings = [c for c in stub.calls if c.subresource == "binding"]
     assert len(bindings) == 3  # each pod bound exactly once
     for node in nodes.values():  # the well-known labels were added to each Node
@@ -64,7 +64,7 @@ def test_scheduler_mode_boots_binds_and_scales_down(stub: KubeStub, cloud: Simul
     run_loops(made, clock, kubelets, 60)
     assert live(cloud) == []
     assert stub.items("nodes") == []  # Node objects deleted after termination
-    assert all(n.state is NodeState.TERMINATED for n in made.nodes.values())
+    assert all(n.state is NodeState.TERMINATED for n in made.state.nodes.values())
     cordons = [c for c in stub.calls if c.verb == "patch" and c.resource == "nodes"]
     assert len(cordons) >= 6  # labels at registration, then a cordon before each termination
 
@@ -91,9 +91,9 @@ def _marked_under_a_budget(stub: KubeStub, cloud: SimulatedCloud, clock: Virtual
     made = controller(config, cloud, source(stub, cloud, clock, config), clock)
     kubelets = Kubelets(stub, cloud, clock)
     run_loops(made, clock, kubelets, 50)
-    (name,) = [n for n, node in made.nodes.items() if node.state is NodeState.CLAIMED or node.state is NodeState.AVAILABLE]
+    (name,) = [n for n, node in made.state.nodes.items() if node.state is NodeState.CLAIMED or node.state is NodeState.AVAILABLE]
     stub.add_pdb("default", "db", {"app": "db"}, disruptions_allowed=0)
-    made.mark_for_termination(name, f"test: {label}", label)
+    made.state.mark_for_termination(name, f"test: {label}", label)
     return made, kubelets, name
 
 
@@ -159,7 +159,7 @@ def test_daemonset_pods_do_not_keep_a_node_and_taints_and_cordons_are_honoured(s
     run_loops(made, clock, kubelets, 60)
     [kube_node] = [n["metadata"]["name"] for n in stub.items("nodes")]
     stub.create_pod("kube-proxy-x", "kube-system", cpu="100m", memory="64Mi", owner="DaemonSet", node=kube_node, scheduler="default-scheduler")
-    assert made.cache.snapshot().daemon_sets[0].key == "kube-system/kube-proxy"
+    assert made.state.cache.snapshot().daemon_sets[0].key == "kube-system/kube-proxy"
 
     # taint the node: a new pod that does not tolerate it is not bound there
     stub.update("nodes", "", kube_node, lambda n: n["spec"].setdefault("taints", []).append({"key": "dedicated", "value": "db", "effect": "NoSchedule"}))
@@ -250,13 +250,13 @@ def test_namespace_labels_and_what_selects_pods_reach_the_scaler(stub: KubeStub,
     stub.add("replicasets", rs)
     made = controller(config, cloud, source(stub, cloud, clock, config), clock)
     made.pool_loop()
-    cached = made.cache.snapshot()
+    cached = made.state.cache.snapshot()
     assert cached.namespaces == {"shop": {"tier": "web"}}
     assert [(type(o).__name__, o.key) for o in cached.pod_selecting] == [("Service", "shop/api"), ("ReplicaSet", "shop/api-1")]
     stub.add("statefulsets", {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "shop"}, "spec": {"selector": {}}})
     stub.remove("services", "shop", "api")
     made.pool_loop()
-    assert [(type(o).__name__, o.key) for o in made.cache.snapshot().pod_selecting] == [("ReplicaSet", "shop/api-1"), ("StatefulSet", "shop/db")]
+    assert [(type(o).__name__, o.key) for o in made.state.cache.snapshot().pod_selecting] == [("ReplicaSet", "shop/api-1"), ("StatefulSet", "shop/db")]
 
 
 def test_pod_disruption_budgets_reach_the_cache_with_what_the_server_allows(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
@@ -266,10 +266,10 @@ def test_pod_disruption_budgets_reach_the_cache_with_what_the_server_allows(stub
     stub.add_pdb("shop", "api", {"app": "api"}, disruptions_allowed=2)
     made = controller(config, cloud, source(stub, cloud, clock, config), clock)
     made.pool_loop()
-    assert [(b.key, b.allowed(())) for b in made.cache.snapshot().pdbs] == [("shop/api", 2)]
+    assert [(b.key, b.allowed(())) for b in made.state.cache.snapshot().pdbs] == [("shop/api", 2)]
     stub.add_pdb("shop", "db", {"app": "db"}, disruptions_allowed=3, processed=False)
     made.pool_loop()
-    assert [(b.key, b.allowed(())) for b in made.cache.snapshot().pdbs] == [("shop/api", 2), ("shop/db", 0)]
+    assert [(b.key, b.allowed(())) for b in made.state.cache.snapshot().pdbs] == [("shop/api", 2), ("shop/db", 0)]
 
 
 def test_a_drain_a_budget_holds_for_long_does_not_stop_other_disruption(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
@@ -277,7 +277,7 @@ def test_a_drain_a_budget_holds_for_long_does_not_stop_other_disruption(stub: Ku
     run_loops(made, clock, kubelets, 60)
     assert made.disruption.unsettled() == "nodes are being removed"  # draining, within drainTimeout
     run_loops(made, clock, kubelets, 120)
-    assert name in made.drain_blocked
+    assert name in made.state.drain_blocked
     assert made.disruption.unsettled() == ""  # held by its budget: the rest of the cluster may go on
 
 

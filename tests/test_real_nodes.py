@@ -316,23 +316,23 @@ def test_the_planning_view_follows_the_clusters_taints_and_cordon_and_is_kept_ac
     made again when either does."""
     h = Harness(binpack_pool("general"), arrivals=[arrive("p1", cpu="500m")])
     h.run(120)
-    [name] = h.controller.nodes
-    record = h.controller.nodes[name]
-    registered = h.controller.cache.node(name)
+    [name] = h.controller.state.nodes
+    record = h.controller.state.nodes[name]
+    registered = h.controller.state.cache.node(name)
 
     def planned() -> Node:
-        [view] = h.controller._planning_nodes()
+        [view] = h.controller.state._planning_nodes()
         return view
 
     dedicated = Taint("dedicated", TaintEffect.NO_SCHEDULE, "x")
     ephemeral = Taint("node.kubernetes.io/not-ready", TaintEffect.NO_SCHEDULE)
-    h.controller.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(registered, taints=(dedicated, ephemeral)))])
+    h.controller.state.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(registered, taints=(dedicated, ephemeral)))])
     tainted = planned()
     assert tainted.taints == (dedicated,)
-    h.controller.cache.apply([NodeEvent(EventType.MODIFIED, h.controller.cache.node(name).with_heartbeat(registered.last_heartbeat + 10))])
+    h.controller.state.cache.apply([NodeEvent(EventType.MODIFIED, h.controller.state.cache.node(name).with_heartbeat(registered.last_heartbeat + 10))])
     assert planned() is tainted  # a heartbeat: the same view
-    h.controller.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(h.controller.cache.node(name), unschedulable=True))])
+    h.controller.state.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(h.controller.state.cache.node(name), unschedulable=True))])
     cordoned = planned()
     assert (cordoned.taints, cordoned.unschedulable) == ((dedicated,), True)
-    h.controller.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(h.controller.cache.node(name), taints=(), unschedulable=False))])
+    h.controller.state.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(h.controller.state.cache.node(name), taints=(), unschedulable=False))])
     assert planned() is record  # nothing to shed or take

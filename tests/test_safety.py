@@ -122,7 +122,7 @@ def test_a_planner_that_boots_where_its_pod_cannot_go_boots_once_in_vain_and_the
     simulation = _simulate(tmp_path, "pods:" + WEB.format(at=0, policy=""))
     launches = _launches(simulation)
     assert len(launches) <= 6 + 3  # was 517
-    held = simulation.controller.ledger
+    held = simulation.controller.state.ledger
     assert held.holds
     assert all(n <= 1 for n in held._useless.values())
     assert any("no node is booted for pods of its kind" in why for why in simulation.unschedulable.values())
@@ -212,8 +212,8 @@ def test_a_cordoned_idle_node_is_not_stopped() -> None:
     [name] = h.bound().values()
     h.run(3600)
     assert not h.bound()  # its pod finished: the node is idle
-    assert h.controller.nodes[name].state is not NodeState.TERMINATED
-    assert h.controller.nodes[name].state is not NodeState.TERMINATING
+    assert h.controller.state.nodes[name].state is not NodeState.TERMINATED
+    assert h.controller.state.nodes[name].state is not NodeState.TERMINATING
 
 
 def test_a_maxunavailable_one_budget_slows_a_drain_but_does_not_forbid_it() -> None:

@@ -61,7 +61,7 @@ def test_an_operators_cordon_or_taint_is_not_drift_and_keeps_the_node(stub: Kube
     drive(made, clock, kubelets, 900)
     assert live(cloud) == [name]
     assert "Drifted" not in made.disruption.summary()
-    assert made.operator_held[name].endswith("an operator has the node")
+    assert made.state.operator_held[name].endswith("an operator has the node")
 
 
 def test_an_idle_cordoned_node_stays(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
@@ -135,8 +135,8 @@ def test_a_pod_using_a_claim_allocated_on_a_node_that_is_gone_waits_and_boots_no
     drive(made, clock, Kubelets(stub, cloud, clock), 120)
     assert stub.get("pods", "default", "trainer")["spec"].get("nodeName") is None  # type: ignore[index]
     assert live(cloud) == []
-    assert made.last_decision is not None
-    assert "allocated elsewhere" in made.last_decision.unschedulable["default/trainer"]
+    assert made.state.last_decision is not None
+    assert "allocated elsewhere" in made.state.last_decision.unschedulable["default/trainer"]
 
 
 def test_allocating_sends_the_finalizer_as_a_strategic_merge(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:

@@ -40,11 +40,11 @@ def test_cases_the_fuzz_found(seed: int) -> None:
 def test_the_verifier_catches_an_operators_node_taken(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The verifier judges what happened: with the operator's hold switched off, a case
     whose node an operator cordons sees that node stopped, and says so."""
-    from nodemanager.controller.node_controller import NodeController
+    from nodemanager.controller.state import ClusterState
 
     provider, workload = fuzz.random_case(random.Random(2000011))
     assert fuzz.run_case(provider, workload).violations == []
-    monkeypatch.setattr(NodeController, "operator_hold", staticmethod(lambda record, planned: ""))
+    monkeypatch.setattr(ClusterState, "operator_hold", staticmethod(lambda record, planned: ""))
     (violation,) = fuzz.run_case(provider, workload).violations
     assert "(cordoned by an operator) marked for termination: idle" in violation
 

@@ -302,7 +302,7 @@ pods:
     def checking(dt: float) -> None:
         integrate(dt)
         if dt > 0:
-            nodes = [sim.controller.nodes[n] for n in sim.cluster.nodes if n in sim.controller.nodes]
+            nodes = [sim.controller.state.nodes[n] for n in sim.cluster.nodes if n in sim.controller.state.nodes]
             running = [s.pod for s in sim.cluster.pods.values() if s.pod.node_name and not s.pod.is_terminal]
             fresh = (
                 sum(p.requests.cpu for p in running),
@@ -327,10 +327,10 @@ def test_a_node_that_leaves_the_cluster_leaves_the_allocatable_summed_though_its
     sim = Simulation(config, catalog, parse_workload("pods: [{name: a, pod: {containers: [{name: c, resources: {requests: {cpu: 1500m}}}]}}]"))
     sim.run(until=120)
     [name] = sim.cluster.nodes
-    record = sim.controller.nodes[name]
+    record = sim.controller.state.nodes[name]
     assert sim._allocatable_now() == record.allocatable.cpu_memory()
     sim.cluster.remove_node(name)  # (the controller has not heard of it yet: the record stands)
-    assert sim.controller.nodes[name] is record
+    assert sim.controller.state.nodes[name] is record
     assert sim._allocatable_now() == (0, 0)
 
 

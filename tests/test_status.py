@@ -47,7 +47,7 @@ def running():
 
 
 def serve(h: Harness, token: str | None = None, ready=None) -> StatusServer:
-    server = StatusServer("127.0.0.1:0", h.controller.status, ready or (lambda: h.controller.ready), h.controller.metrics, token)
+    server = StatusServer("127.0.0.1:0", h.controller.status, ready or (lambda: h.controller.state.ready), h.controller.metrics, token)
     server.start()
     return server
 
@@ -134,7 +134,7 @@ def test_secrets_never_appear_in_status():
     text = f"controllerId: x\ncloud: {{provider: aws, aws: {{region: us-east-1, userData: '{SECRET}'}}}}\n{image}pools: [{{name: a}}]\n"
     config, _ = parse_config(text, "t", Path("."))
     h = Harness(cell_pool())
-    h.controller.config = config
+    h.controller.state.config = config
     assert SECRET not in json.dumps(h.controller.status(), default=str)
 
 
@@ -164,7 +164,7 @@ def test_status_answers_while_a_loop_holds_the_controller(running: Harness) -> N
     holding, release = threading.Event(), threading.Event()
 
     def stuck_loop() -> None:
-        with running.controller.lock:
+        with running.controller.state.lock:
             holding.set()
             release.wait(30)
 
@@ -389,12 +389,12 @@ def test_the_node_gauges_follow_the_records_when_status_asked_for_the_price_in_b
     h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large", duration=600.0)])
     h.run(45)
     c = h.controller
-    [name] = c.nodes
+    [name] = c.state.nodes
     assert 'nodemanager_nodes{pool="cells",state="Claimed"} 1.0' in generate_latest(c.metrics.registry).decode()
-    c.mark_for_termination(name, "a test", "unhealthy")
-    c.nodes[name] = dataclasses.replace(c.nodes[name], state=NodeState.TERMINATING)
+    c.state.mark_for_termination(name, "a test", "unhealthy")
+    c.state.nodes[name] = dataclasses.replace(c.state.nodes[name], state=NodeState.TERMINATING)
     assert c.status()["cost_per_hour"] == 0.0  # the price caught up with the record first
-    c.refresh_gauges()
+    c.reporting.refresh_gauges()
     text = generate_latest(c.metrics.registry).decode()
     assert 'state="Claimed"' not in text
     assert 'nodemanager_nodes{pool="cells",state="Terminating"} 1.0' in text

@@ -12,40 +12,42 @@ from nodemanager.model.resources import BATCH_RESOURCES
 from nodemanager.noderesource import BatchResource, NodeMetric, NodeResourceFramework, NodeView
 
 if TYPE_CHECKING:
-    from nodemanager.controller.node_controller import NodeController
+    from nodemanager.cluster.base import ClusterSource
+    from nodemanager.controller.state import ClusterState
 
 log = logging.getLogger("nodemanager.controller")
 
 
 class ColocationReconciler:
-    def __init__(self, controller: NodeController) -> None:
-        self.c = controller
-        self.framework = NodeResourceFramework([BatchResource()], enabled=controller.config.colocation.plugins)
+    def __init__(self, state: ClusterState, cluster: ClusterSource) -> None:
+        self.state = state
+        self.cluster = cluster
+        self.framework = NodeResourceFramework([BatchResource()], enabled=state.config.colocation.plugins)
         self.synced: dict[str, tuple[float, str, dict[str, str]]] = {}  # node -> (when, why, messages)
-        self.anywhere = controller.config.colocation_anywhere  # (the configuration is the controller's for life; merging it is not free)
+        self.anywhere = state.config.colocation_anywhere  # (the configuration is the controller's for life; merging it is not free)
 
     def wanted(self) -> bool:
         """Whether there is anything to do: nothing at all when no pool offers batch resources
         and no node has them."""
-        c = self.c
+        c = self.state
         return self.anywhere or any(n.allocatable.has(name) for n in c.nodes.values() for name in BATCH_RESOURCES)
 
     def read_metrics(self) -> Mapping[str, NodeMetric]:
         """The nodes' metrics (outside the controller's lock: the metrics API is a call)."""
         try:
-            return self.c.cluster.node_metrics()
+            return self.cluster.node_metrics()
         except Exception:  # no metrics: each node degrades on its own clock
             log.exception("reading node metrics failed")
             return {}
 
     def reconcile_all(self, metrics: Mapping[str, NodeMetric], now: float) -> None:
         """Every Ready node. Call with the controller's lock held."""
-        for name, node in sorted(self.c.nodes.items()):
+        for name, node in sorted(self.state.nodes.items()):
             if node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
                 self.reconcile(name, node, metrics.get(name), now)
 
     def reconcile(self, name: str, node: Node, metric: NodeMetric | None, now: float) -> None:
-        c = self.c
+        c = self.state
         itype = c.catalog.get(node.instance_type)
         capacity = itype.capacity(c.config.nodes.volume_size) if itype else node.allocatable
         view = NodeView(name, dict(capacity.items()), dict(node.allocatable.items()))

@@ -15,7 +15,7 @@ from nodemanager.config.schema import Packing
 from nodemanager.model import Node, NodeState, PodKey
 
 if TYPE_CHECKING:
-    from nodemanager.controller.node_controller import NodeController
+    from nodemanager.controller.state import ClusterState
 
 
 @dataclass(frozen=True)
@@ -29,15 +29,15 @@ NOT_YET = NodeReply()
 
 
 class NodeDispenser:
-    def __init__(self, controller: NodeController) -> None:
-        self.controller = controller
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
 
     def _cell(self, node: Node) -> bool:
-        pool = self.controller.pool_config(node.pool)
+        pool = self.state.pool_config(node.pool)
         return pool is not None and pool.packing is Packing.CELL
 
     def request_node(self, pod: PodKey) -> NodeReply:
-        c = self.controller
+        c = self.state
         with c.lock:
             name = c.binding_of(pod)
             if name is None:
@@ -53,7 +53,7 @@ class NodeDispenser:
             return NOT_YET
 
     def return_node(self, name: str, unused: bool) -> None:
-        c = self.controller
+        c = self.state
         with c.lock:
             node = c.nodes.get(name)
             if node is None or node.state is not NodeState.CLAIMED:

@@ -33,8 +33,11 @@ from nodemanager.scaler.consolidation import CheaperSizes, Command, Planner
 from nodemanager.scaler.drift import drifted
 
 if TYPE_CHECKING:
+    from cloud.base import CloudClient
     from cloud.catalog import Catalog
-    from nodemanager.controller.node_controller import NodeController
+    from nodemanager.controller.boots import Boots
+    from nodemanager.controller.state import ClusterState
+    from nodemanager.status.metrics import Metrics
 
 log = logging.getLogger("nodemanager.disruption")
 
@@ -95,13 +98,16 @@ def _same_drift(a: Node, b: Node) -> bool:
 
 
 class DisruptionController:
-    def __init__(self, controller: NodeController) -> None:
-        self.c = controller
+    def __init__(self, state: ClusterState, cloud: CloudClient, metrics: Metrics, boots: Boots) -> None:
+        self.state = state
+        self.cloud = cloud
+        self.metrics = metrics
+        self.boots = boots
         self.proposal: _Proposal | None = None
         self.replacing: _Replacing | None = None
         self.pods_since: dict[str, Held] = {}  # node -> its pods, since when
         self._track_marks: tuple[Mark, ...] | None = None  # where the records' and the cache's held-pods journals stood then
-        self.state = "starting"  # what the last pass found, for /status
+        self.progress = "starting"  # what the last pass found, for /status
         self.blocked: dict[NodeName, str] = {}  # candidates not consolidated, and why
         self.held: dict[NodeName, str] = {}  # expired or drifted nodes not replaced yet, and why
         self.candidates = 0
@@ -109,8 +115,8 @@ class DisruptionController:
         self.actions: deque[dict[str, object]] = deque(maxlen=ACTIONS_KEPT)
         self.totals: Counter[str] = Counter()  # nodes, pods, savings by reason (simulation report)
         self.planner = Planner(
-            controller.what_if,
-            controller.price_of,
+            state.what_if,
+            state.price_of,
             self._spot_choices,
             sizes_below=self._sizes_below,
             takes_more=self._takes_more,
@@ -133,8 +139,8 @@ class DisruptionController:
         room: dict[str, int] = {}
         ok, deferred = [], []
         for order in stops:
-            node = self.c.nodes.get(order.name)
-            pool = self.c.pool_config(node.pool) if node is not None else None
+            node = self.state.nodes.get(order.name)
+            pool = self.state.pool_config(node.pool) if node is not None else None
             if pool is None:
                 ok.append(order)
                 continue
@@ -148,13 +154,13 @@ class DisruptionController:
         if deferred:
             log.info("%d idle node(s) wait for an Empty disruption budget: %s", len(deferred), ", ".join(o.name for o in deferred[:5]))
         for order in ok:
-            node = self.c.nodes.get(order.name)
-            self._record(now, DisruptionReason.EMPTY, Command((order.name,), (), self.c.price_of(node) if node else 0.0, 0))
+            node = self.state.nodes.get(order.name)
+            self._record(now, DisruptionReason.EMPTY, Command((order.name,), (), self.state.price_of(node) if node else 0.0, 0))
         return ok, deferred
 
     # -- the loop ------------------------------------------------------------------------
     def run(self, now: float) -> None:
-        c = self.c
+        c = self.state
         self._track(now)
         if self.replacing is not None:
             self._advance(now)
@@ -163,17 +169,17 @@ class DisruptionController:
         if unsettled:
             if self.proposal is not None:
                 log.info("consolidation dropped before acting: %s", unsettled)
-            self.proposal, self.state = None, unsettled
+            self.proposal, self.progress = None, unsettled
             return
         if self.proposal is not None and now - self.proposal.at < VALIDATION_DELAY:
             return  # validated once the delay is over; until then the candidates stand as the proposal found them
-        snapshot = self._without_idle(c.snapshot(now, c.cache.snapshot()))
+        snapshot = self._without_idle(c.snapshot(now, self.reserved, c.cache.snapshot()))
         renewed = self.proposal is None and self._renew(snapshot, now)
-        c.metrics.disruption_held.set(len(self.held))
+        self.metrics.disruption_held.set(len(self.held))
         if renewed:
             return
         candidates, together, blocked = self._candidates(snapshot, now)
-        c.metrics.disruption_candidates.set(len(candidates))
+        self.metrics.disruption_candidates.set(len(candidates))
         if self.proposal is not None:
             proposed, self.proposal = self.proposal.command, None
             at = {n.name: i for i, n in enumerate(candidates)}
@@ -186,7 +192,7 @@ class DisruptionController:
                 again, why = self.planner.consolidate(snapshot, nodes)
             if again is None:
                 log.info("consolidation dropped at validation: %s", why)
-                self.state = f"dropped at validation: {why}"
+                self.progress = f"dropped at validation: {why}"
                 return
             self._act(again, DisruptionReason.UNDERUTILIZED, now)
             return
@@ -197,10 +203,10 @@ class DisruptionController:
         self.blocked = {**blocked, **why}
         if found is None:
             self._fruitless = inputs
-            self.state = f"nothing to consolidate among {len(candidates)} candidate(s)"
+            self.progress = f"nothing to consolidate among {len(candidates)} candidate(s)"
             return
         self.proposal = _Proposal(found, now)
-        self.state = f"proposed at {now:.0f}: {found.describe()}"
+        self.progress = f"proposed at {now:.0f}: {found.describe()}"
         work = sum(held.work(now) for name in found.nodes if (held := self.pods_since.get(name)) is not None)
         log.info(
             "consolidation proposed (acted on after %gs if it still holds): %s; %s (their pods have run %.0f pod-minutes there)",
@@ -215,10 +221,10 @@ class DisruptionController:
         Expired and Drifted budgets: the capacity their pods need is booted, then they go.
         Expiration ignores do-not-disrupt; drift respects it and PodDisruptionBudgets.
         Whether one was started."""
-        c = self.c
+        c = self.state
         self.held = {}
         allowance = {b.key: b.allowed(snapshot.pods) for b in snapshot.pdbs}
-        current_image = getattr(c.cloud, "current_image", None)  # as last resolved: no call is made
+        current_image = getattr(self.cloud, "current_image", None)  # as last resolved: no call is made
         operator_held = c.operator_held
         for node in sorted((n for n in snapshot.nodes if n.state in SETTLED), key=_BY_AGE):
             pool = c.pool_config(node.pool)
@@ -279,7 +285,7 @@ class DisruptionController:
         """``drifted``, worked out again only when what it reads of the record, its pool, the
         catalog or the current image changed (every pass asks it of every settled node; its
         record changes with every binding)."""
-        catalog = self.c.catalog
+        catalog = self.state.catalog
         kept = self._drift.get(node.name)
         if kept is not None and kept[1] is pool and kept[2] is catalog and kept[3] == image:
             if kept[0] is node:
@@ -287,20 +293,20 @@ class DisruptionController:
             if _same_drift(kept[0], node):
                 self._drift[node.name] = (node, *kept[1:])
                 return kept[4]
-        self._drift = self.c.nodes.pruned(self._drift)
+        self._drift = self.state.nodes.pruned(self._drift)
         entry = self._drift[node.name] = (node, pool, catalog, image, drifted(node, pool, catalog, image))
         return entry[4]
 
     def _without_idle(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
         """The cluster as consolidation must see it: idle nodes are on their way out (after
         nodes.idleGrace), so moving pods onto one saves nothing; it only restarts them."""
-        idle = self.c.unneeded_since
+        idle = self.state.unneeded_since
         nodes = tuple(dataclasses.replace(n, state=NodeState.TERMINATING) if n.name in idle else n for n in snapshot.nodes)
         return dataclasses.replace(snapshot, nodes=nodes)
 
     def unsettled(self) -> str:
         """Why disruption waits now ("" when the cluster is settled)."""
-        c = self.c
+        c = self.state
         never = c.last_decision.unschedulable if c.last_decision is not None else {}
         if any(p.key not in never for p in c.cache.waiting()):  # a pod no pool can ever hold blocks nothing
             return "pods are waiting for nodes"
@@ -315,7 +321,7 @@ class DisruptionController:
         and each of them; looked at again only for the nodes whose record or pods changed
         since the last pass (the journals say which). A pod first seen on a node counts from
         then: after a restart, from the first pass."""
-        c = self.c
+        c = self.state
         tracked = self.pods_since
         changed, self._track_marks = changed_since((c.nodes.changes, c.cache.held_changes), self._track_marks)
         if changed is None:
@@ -332,7 +338,7 @@ class DisruptionController:
         """The pool's live nodes (as the fleet tally counts them: every pass asks this of
         every pool, where a count of every record was a fiftieth of a busy day), and how
         many of them are being disrupted."""
-        c = self.c
+        c = self.state
         c.fleet.update(c.catalog)
         counts = c.fleet.counts
         live = sum(counts[pool, state] for state in LIVE_STATES)
@@ -346,7 +352,7 @@ class DisruptionController:
         seconds its pods have run on it, summed), then the dearest. Ordered by their count of
         pods (Karpenter's eviction cost), nodes whose few pods had run long went first, and
         their pods started again: the README's day cost 3.3% more (the mean of six seeds)."""
-        c = self.c
+        c = self.state
         by_node = snapshot.by_node
         operator_held = c.operator_held
         blocked: dict[NodeName, str] = {}
@@ -412,10 +418,10 @@ class DisruptionController:
             return
         self.replacing = _Replacing(change, reason, now)
         names = ", ".join(r.name for r in change.replacements)
-        self.state = f"booting {names} to replace {', '.join(change.nodes)} ({reason}): {change.describe()}"
+        self.progress = f"booting {names} to replace {', '.join(change.nodes)} ({reason}): {change.describe()}"
         log.info("%s: booting %s before removing %s", reason, names, ", ".join(change.nodes))
         for spec in change.replacements:
-            self.c.boot(spec, now)
+            self.boots.boot(spec, now)
 
     def _advance(self, now: float) -> None:
         """Replacements in flight: once all are Ready, the nodes they replace go; if one
@@ -423,28 +429,28 @@ class DisruptionController:
         r = self.replacing
         assert r is not None
         if r.marked:
-            if not any(n in self.c.nodes and self.c.nodes[n].state is not NodeState.TERMINATED for n in r.command.nodes):
+            if not any(n in self.state.nodes and self.state.nodes[n].state is not NodeState.TERMINATED for n in r.command.nodes):
                 self.replacing = None  # the replaced nodes are gone: the replacements are ordinary nodes now
             return
         for spec in r.command.replacements:
-            node = self.c.nodes.get(spec.name)
-            if node is None or node.state in (NodeState.TERMINATING, NodeState.TERMINATED) or spec.name in self.c.marked:
+            node = self.state.nodes.get(spec.name)
+            if node is None or node.state in (NodeState.TERMINATING, NodeState.TERMINATED) or spec.name in self.state.marked:
                 log.warning("%s abandoned: replacement %s did not come up", r.reason, spec.name)
-                self.state = f"abandoned: replacement {spec.name} did not come up"
+                self.progress = f"abandoned: replacement {spec.name} did not come up"
                 self.replacing = None
                 return
-        if all(self.c.nodes[spec.name].state in SETTLED for spec in r.command.replacements):
+        if all(self.state.nodes[spec.name].state in SETTLED for spec in r.command.replacements):
             # While the replacements booted, an operator may have taken a node, or pods that
             # must not move may have landed on it: then it stays (the replacements are
             # ordinary nodes now, stopped if idle).
-            snapshot = self.c.snapshot(now)
+            snapshot = self.state.snapshot(now, self.reserved)
             for name in r.command.nodes:
-                node = self.c.nodes.get(name)
-                pool = self.c.pool_config(node.pool) if node is not None else None
-                why = self.c.operator_held.get(name) or (self._keeps_pods(snapshot, name, pool) if pool is not None else "")
+                node = self.state.nodes.get(name)
+                pool = self.state.pool_config(node.pool) if node is not None else None
+                why = self.state.operator_held.get(name) or (self._keeps_pods(snapshot, name, pool) if pool is not None else "")
                 if why:
                     log.warning("%s of %s abandoned before any pod moved: %s", r.reason, name, why)
-                    self.state = f"abandoned: {name}: {why}"
+                    self.progress = f"abandoned: {name}: {why}"
                     self.replacing = None
                     return
             self._mark(r.command, r.reason, now)
@@ -454,8 +460,8 @@ class DisruptionController:
         action = "replace" if change.replacements else "delete"
         label = LABELS[reason]
         for name in change.nodes:
-            self.c.mark_for_termination(name, f"{label} ({action}): {change.describe()}", label)
-        self.state = f"acted at {now:.0f} ({reason}): {change.describe()}"
+            self.state.mark_for_termination(name, f"{label} ({action}): {change.describe()}", label)
+        self.progress = f"acted at {now:.0f} ({reason}): {change.describe()}"
         log.info("%s: %s; removing %s", reason, change.describe(), ", ".join(change.nodes))
         self._record(now, reason, change)
 
@@ -466,7 +472,7 @@ class DisruptionController:
             "reason": str(reason),
             "action": action,
             "nodes": list(done.nodes),
-            "types": [f"{n.instance_type} {n.capacity_type}" for name in done.nodes if (n := self.c.nodes.get(name)) is not None],
+            "types": [f"{n.instance_type} {n.capacity_type}" for name in done.nodes if (n := self.state.nodes.get(name)) is not None],
             "replacements": [f"{r.instance_type} {r.capacity_type}" for r in done.replacements],
             "pods": done.pods,
         }
@@ -474,7 +480,7 @@ class DisruptionController:
         self.totals[f"{reason}.nodes"] += len(done.nodes)
         self.totals[f"{reason}.pods"] += done.pods
         self.totals[f"{reason}.savings"] += done.savings
-        self.c.metrics.disruptions.labels(str(reason), action).inc(len(done.nodes))
+        self.metrics.disruptions.labels(str(reason), action).inc(len(done.nodes))
 
     # -- prices --------------------------------------------------------------------------
     def _sizes_below(self, price: float, pods: Sequence[Pod]) -> list[tuple[int, int]]:
@@ -484,31 +490,31 @@ class DisruptionController:
         return self._cheaper().cheapest(pods, floors, holding)
 
     def _sure_floors(self, snapshot: ClusterSnapshot, names: set[str], pods: Sequence[Pod]) -> dict[str, int]:
-        return self.c.scaler.sure_floors(snapshot, names, pods)
+        return self.state.scaler.sure_floors(snapshot, names, pods)
 
     def _own_nodes(self, pods: tuple[Pod, ...]) -> tuple[bool, ...]:
         return self._cheaper().own_nodes(pods)
 
     def _cheaper(self) -> CheaperSizes:
-        views = self.c.scaler.views
+        views = self.state.scaler.views
         if self._sizes is None or self._sizes.views is not views:
             self._sizes = CheaperSizes(views)
         return self._sizes
 
     def _price_factor(self, nodes: Sequence[Node]) -> float:
         """The most demanding ``consolidationPriceImprovementFactor`` of the nodes' pools."""
-        pools = [self.c.pool_config(n.pool) for n in nodes]
+        pools = [self.state.pool_config(n.pool) for n in nodes]
         return min((p.disruption.consolidation_price_improvement_factor for p in pools if p is not None), default=1.0)
 
     def _takes_more(self, node: Node) -> bool:
         """Whether the node may hold another pod: a cell pool's never does."""
-        pool = self.c.pool_config(node.pool)
+        pool = self.state.pool_config(node.pool)
         return pool is None or pool.packing is not Packing.CELL
 
     def _spot_choices(self, node: Node) -> int:
         """Spot instance types the node's pool may buy for less than the node costs."""
-        price = self.c.price_of(node)
-        view = next((v for v in self.c.scaler.views if v.name == node.pool), None)
+        price = self.state.price_of(node)
+        view = next((v for v in self.state.scaler.views if v.name == node.pool), None)
         return len({cand.itype.name for cand in view.candidates if cand.offering.capacity_type is CapacityType.SPOT and cand.price < price}) if view else 0
 
     @property
@@ -526,7 +532,7 @@ class DisruptionController:
 
     def status(self) -> dict[str, object]:
         return {
-            "state": self.state,
+            "state": self.progress,
             "candidates": self.candidates,
             "proposal": self.proposal.command.describe() if self.proposal else None,
             "blocked": dict(sorted(self.blocked.items())[:20]),

@@ -23,23 +23,27 @@ from cloud.errors import CloudError
 from nodemanager.model import NodeState
 
 if TYPE_CHECKING:
-    from nodemanager.controller.node_controller import NodeController
+    from cloud.base import CloudClient
+    from nodemanager.controller.state import ClusterState
+    from nodemanager.status.metrics import Metrics
 
 log = logging.getLogger("nodemanager.controller")
 
 
 class OrphanCollector:
-    def __init__(self, controller: NodeController) -> None:
-        self.c = controller
+    def __init__(self, state: ClusterState, cloud: CloudClient, metrics: Metrics) -> None:
+        self.state = state
+        self.cloud = cloud
+        self.metrics = metrics
         self.suspects: set[str] = set()  # unknown on the last pass: terminated if unknown on this one
         self.missing: dict[str, str] = {}  # node -> its instance, not listed on the last pass
 
     def run(self) -> None:
-        c = self.c
+        c = self.state
         with c.lock:
             before = self._recorded()  # known before the listing began: a listing must show them
         try:
-            instances = c.cloud.list_instances()
+            instances = self.cloud.list_instances()
         except CloudError as exc:
             log.warning("orphan GC skipped: %s", exc)
             return
@@ -55,19 +59,19 @@ class OrphanCollector:
         if doomed:
             log.warning("terminating %d orphaned instance(s): %s", len(doomed), ", ".join(doomed))
             try:
-                c.cloud.terminate(doomed)
-                c.metrics.terminations.labels("orphan").inc(len(doomed))
+                self.cloud.terminate(doomed)
+                self.metrics.terminations.labels("orphan").inc(len(doomed))
             except CloudError as exc:
                 log.warning("orphan termination failed, will retry: %s", exc)
                 with c.lock:
                     self.suspects |= set(doomed)
 
     def _recorded(self) -> dict[str, str]:
-        return {n.name: n.instance_id for n in self.c.nodes.values() if n.instance_id and n.state is not NodeState.TERMINATED}
+        return {n.name: n.instance_id for n in self.state.nodes.values() if n.instance_id and n.state is not NodeState.TERMINATED}
 
     def _vanished(self, missing: dict[str, str]) -> None:
         """Marks the nodes whose instance this listing and the last both lack."""
-        c = self.c
+        c = self.state
         gone = sorted(name for name, iid in missing.items() if self.missing.get(name) == iid)
         self.missing = {name: iid for name, iid in missing.items() if name not in gone}
         for name in gone:
@@ -80,7 +84,7 @@ class OrphanCollector:
             c.mark_for_termination(name, what, "vanished")
 
     def _refresh_images(self, instances: list[Instance]) -> None:
-        refresh = getattr(self.c.cloud, "refresh_images", None)  # a cloud that resolves images by query
+        refresh = getattr(self.cloud, "refresh_images", None)  # a cloud that resolves images by query
         if refresh is None:
             return
         try:

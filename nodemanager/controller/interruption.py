@@ -29,7 +29,9 @@ from nodemanager.model import CapacityType, Node, NodeState
 from nodemanager.scaler.consolidation import relocate
 
 if TYPE_CHECKING:
-    from nodemanager.controller.node_controller import NodeController
+    from nodemanager.controller.boots import Boots
+    from nodemanager.controller.state import ClusterState, DisruptionView
+    from nodemanager.status.metrics import Metrics
 
 log = logging.getLogger("nodemanager.interruption")
 
@@ -39,8 +41,11 @@ RECLAIM_GRACE = 60.0  # past the notice, a warned instance not reclaimed yet is 
 
 
 class InterruptionController:
-    def __init__(self, controller: NodeController, queue: InterruptionQueue | None) -> None:
-        self.c = controller
+    def __init__(self, state: ClusterState, queue: InterruptionQueue | None, metrics: Metrics, boots: Boots, disruption: DisruptionView) -> None:
+        self.state = state
+        self.metrics = metrics
+        self.boots = boots
+        self.disruption = disruption  # the nodes it keeps for pods (a what-if's snapshot)
         self.queue = queue
         self.wait = 0.0  # long-poll seconds: the service waits; virtual time must not
         self._seen: dict[str, None] = {}  # event ids, oldest first
@@ -61,7 +66,7 @@ class InterruptionController:
         """Call with the controller's lock held."""
         if not messages:
             return  # (most polls: no index of the nodes is made for none)
-        by_instance = {n.instance_id: n for n in self.c.nodes.values() if n.instance_id}
+        by_instance = {n.instance_id: n for n in self.state.nodes.values() if n.instance_id}
         for receipt, body in messages:
             self.counts["received"] += 1
             try:
@@ -80,9 +85,9 @@ class InterruptionController:
             self._delete(receipt)
 
     def _act(self, node: Node, event: Interruption, now: float) -> None:
-        c = self.c
+        c = self.state
         self.counts[event.kind.value] += 1
-        c.metrics.interruptions.labels(event.kind.value).inc()
+        self.metrics.interruptions.labels(event.kind.value).inc()
         self.recent.append({"at": now, "kind": event.kind.value, "node": node.name, "instance_id": node.instance_id, "detail": event.detail})
         what = f"{event.kind.value} ({event.detail})" if event.detail else event.kind.value
         if event.kind is InterruptionKind.REBALANCE:
@@ -96,12 +101,12 @@ class InterruptionController:
         log.warning("node %s (%s): %s; moving its pods now", node.name, node.instance_id, what)
         c.event("Node", node.name, "Interrupted", f"{what}: draining before the instance goes", warning=True)
         if node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
-            moved, why = relocate(c.what_if, c.price_of, c.snapshot(now), [node])
+            moved, why = relocate(c.what_if, c.price_of, c.snapshot(now, self.disruption.reserved), [node])
             if moved is None:
                 log.warning("node %s: its pods have nowhere to go yet (%s); they wait once it is drained", node.name, why)
             else:
                 for spec in moved.replacements:
-                    c.boot(spec, now)
+                    self.boots.boot(spec, now)
         c.mark_for_termination(node.name, what, "interruption")
         reclaimed_at = now + SPOT_NOTICE
         first_hour = reclaimed_at - node.created_at < FREE_IF_RECLAIMED_WITHIN
@@ -110,7 +115,7 @@ class InterruptionController:
             log.info("node %s: left for EC2 to reclaim once drained (a spot instance it interrupts in its first hour is not billed)", node.name)
 
     def _delete(self, receipt: str) -> None:
-        self.c.lock.after_release(self._delete_now, receipt)
+        self.state.lock.after_release(self._delete_now, receipt)
 
     def _delete_now(self, receipt: str) -> None:
         assert self.queue is not None

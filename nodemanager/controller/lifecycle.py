@@ -14,20 +14,22 @@ from nodemanager.model import NodeState
 from nodemanager.model.journal import Mark, changed_since
 
 if TYPE_CHECKING:
-    from nodemanager.controller.node_controller import NodeController
+    from nodemanager.cluster.base import ClusterSource
+    from nodemanager.controller.state import ClusterState
 
 SETTLED = frozenset({NodeState.AVAILABLE, NodeState.CLAIMED})  # Ready: its heartbeats and labels are watched
 BOOTING = frozenset({NodeState.CREATING, NodeState.CREATED})
 
 
 class NodeLifecycle:
-    def __init__(self, controller: NodeController) -> None:
-        self.c = controller
+    def __init__(self, state: ClusterState, cluster: ClusterSource) -> None:
+        self.state = state
+        self.cluster = cluster
         self._unlabelled: set[str] = set()  # settled nodes whose Node lacks some of their pool's labels (see unlabelled_now)
         self._label_marks: tuple[Mark, ...] | None = None
 
     def run(self, now: float) -> None:
-        c = self.c
+        c = self.state
         healthy, boot = c.config.nodes.healthy_timeout, c.config.nodes.boot_timeout
         marks: list[tuple[str, str, str]] = []  # (node, reason, label): acted on by name, as the few there are
         heartbeat_of, seen_until = c.cache.heartbeats.get, min(now, c.synced_at)  # (every node, every 10 s)
@@ -41,14 +43,14 @@ class NodeLifecycle:
             elif node.state in BOOTING and now - node.created_at > boot:
                 marks.append((name, f"not Ready {now - node.created_at:.0f}s after boot (boot timeout {boot:g}s)", "boot_timeout"))
         for name in sorted(self.unlabelled_now()):  # again: labelling failed at registration
-            c.lock.after_release(c.cluster.label_node, name, c.nodes[name].labels)
+            c.lock.after_release(self.cluster.label_node, name, c.nodes[name].labels)
         for name, reason, label in sorted(marks):
             c.mark_for_termination(name, reason, label)
 
     def unlabelled_now(self) -> set[str]:
         """The settled, registered nodes whose Node lacks some of their pool's labels, looked
         at again only where a record or a Node changed (a heartbeat changes no label)."""
-        c = self.c
+        c = self.state
         changed, self._label_marks = changed_since((c.nodes.changes, c.cache.node_changes), self._label_marks)
         unlabelled = self._unlabelled
         for name in c.nodes.keys() | unlabelled if changed is None else changed:

@@ -11,19 +11,25 @@ from typing import TYPE_CHECKING
 from cloud.errors import CloudError
 
 if TYPE_CHECKING:
-    from nodemanager.controller.node_controller import NodeController
+    from collections.abc import Callable
+
+    from cloud.base import CloudClient
+    from cloud.catalog import Catalog
+    from nodemanager.controller.state import ClusterState
 
 log = logging.getLogger("nodemanager.controller")
 
 
 class PriceRefresher:
-    def __init__(self, controller: NodeController) -> None:
-        self.c = controller
+    def __init__(self, state: ClusterState, cloud: CloudClient, reprice: Callable[[Catalog], None]) -> None:
+        self.state = state
+        self.cloud = cloud
+        self.reprice = reprice  # plan with fresher prices from now on (the operator swaps the scaler)
 
     def run(self) -> None:
-        c = self.c
+        c = self.state
         try:
-            update = c.cloud.fetch_prices()  # network: outside the lock
+            update = self.cloud.fetch_prices()  # network: outside the lock
         except CloudError as exc:
             log.warning("price refresh failed; keeping prices from %s: %s", c.catalog.source, exc)
             return
@@ -31,5 +37,5 @@ class PriceRefresher:
             return
         stamp = c.clock.now()
         with c.lock:
-            c.reprice(c.catalog.with_prices(update.on_demand, update.spot, f"{c.catalog.region} prices refreshed at {stamp:.0f}"))
+            self.reprice(c.catalog.with_prices(update.on_demand, update.spot, f"{c.catalog.region} prices refreshed at {stamp:.0f}"))
         log.info("prices refreshed: %d on-demand, %d spot (per zone)", len(update.on_demand), len(update.spot))

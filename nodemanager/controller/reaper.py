@@ -21,7 +21,10 @@ from nodemanager.controller.labels import VOLUNTARY
 from nodemanager.model import InstanceId, NodeState
 
 if TYPE_CHECKING:
-    from nodemanager.controller.node_controller import NodeController
+    from cloud.base import CloudClient
+    from nodemanager.cluster.base import ClusterSource
+    from nodemanager.controller.state import ClusterState
+    from nodemanager.status.metrics import Metrics
 
 log = logging.getLogger("nodemanager.controller")
 
@@ -47,19 +50,22 @@ class Reaping:
 
 
 class Reaper:
-    def __init__(self, controller: NodeController) -> None:
-        self.c = controller
+    def __init__(self, state: ClusterState, cloud: CloudClient, cluster: ClusterSource, metrics: Metrics) -> None:
+        self.state = state
+        self.cloud = cloud
+        self.cluster = cluster
+        self.metrics = metrics
         self.in_flight: set[str] = set()  # nodes whose calls are made or not yet recorded
 
     def run(self, now: float) -> None:
-        with self.c.lock:
+        with self.state.lock:
             work = self._work(now)
             self.in_flight.update(r.name for r in work)
         if work:
-            self.c.lock.after_release(self._call, work)
+            self.state.lock.after_release(self._call, work)
 
     def _work(self, now: float) -> list[Reaping]:
-        c = self.c
+        c = self.state
         work = []
         for name, (reason, label) in sorted(c.marked.items()):
             node = c.nodes.get(name)
@@ -86,7 +92,7 @@ class Reaper:
         Ready (dead, or never came) has nothing that could leave gracefully. A drain that is
         not ``forced`` (consolidation, drift, expiry: the node could stay) waits for its pods
         however long their PodDisruptionBudgets hold them, saying so each drainTimeout."""
-        c = self.c
+        c = self.state
         registered = c.cache.node(name)
         if registered is None or not registered.ready:
             return False
@@ -114,22 +120,21 @@ class Reaper:
                 if outcome is Reaped.THROTTLED:
                     break
         finally:
-            with self.c.lock:
+            with self.state.lock:
                 self.in_flight.difference_update(r.name for r in work)
                 for reaping, outcome in done:
                     self._record(reaping, outcome)
 
     def _calls_for(self, r: Reaping) -> Reaped:
-        c = self.c
         if r.drain:
-            status = c.cluster.drain(r.name)
+            status = self.cluster.drain(r.name)
             if not status.done:
                 log.info("node %s: draining before termination: %s", r.name, status)
                 return Reaped.DRAINING
         if r.left_to_cloud:
             return self._reclaimed(r)
         try:
-            c.cloud.terminate([r.instance_id])
+            self.cloud.terminate([r.instance_id])
         except Throttled as exc:  # the cloud does not answer: the other nodes wait for the next pass as well
             log.warning("terminations wait for the next pass: %s", exc)
             return Reaped.THROTTLED
@@ -138,24 +143,24 @@ class Reaper:
             return Reaped.FAILED
         if not r.asked:
             log.info("node %s: terminating instance %s: %s", r.name, r.instance_id, r.reason)
-            c.cluster.record_event("Node", r.name, "RegistrationTimeout" if r.label == "boot_timeout" else "Terminating", r.reason, warning=r.label != "idle")
-        c.cluster.remove_node(r.name)
+            reason = "RegistrationTimeout" if r.label == "boot_timeout" else "Terminating"
+            self.cluster.record_event("Node", r.name, reason, r.reason, warning=r.label != "idle")
+        self.cluster.remove_node(r.name)
         return Reaped.GONE if self._ended(r.instance_id) else Reaped.TERMINATING
 
     def _reclaimed(self, r: Reaping) -> Reaped:
         """A drained node left for the cloud: gone once the cloud reclaimed its instance."""
-        c = self.c
         if not self._ended(r.instance_id):
             return Reaped.RECLAIMING
         log.info("node %s: instance %s reclaimed by the cloud: %s", r.name, r.instance_id, r.reason)
-        c.cluster.record_event("Node", r.name, "Reclaimed", r.reason, warning=True)
-        c.cluster.remove_node(r.name)
+        self.cluster.record_event("Node", r.name, "Reclaimed", r.reason, warning=True)
+        self.cluster.remove_node(r.name)
         return Reaped.GONE
 
     def _ended(self, instance_id: InstanceId) -> bool | None:
         """Whether the cloud says the instance is gone (None: it did not answer)."""
         try:
-            instance = self.c.cloud.describe(instance_id)
+            instance = self.cloud.describe(instance_id)
         except NotFound:
             return True
         except CloudError:
@@ -163,14 +168,14 @@ class Reaper:
         return instance.state is InstanceState.TERMINATED
 
     def _record(self, r: Reaping, outcome: Reaped) -> None:
-        c = self.c
+        c = self.state
         node = c.nodes.get(r.name)
         if node is None or node.state is NodeState.TERMINATED or outcome not in (Reaped.TERMINATING, Reaped.GONE):
             return
         if node.state is not NodeState.TERMINATING:
             c.draining.pop(r.name, None)
             c.set_state(r.name, NodeState.TERMINATING)
-            c.metrics.terminations.labels(r.label).inc()
+            self.metrics.terminations.labels(r.label).inc()
         if outcome is Reaped.GONE:
             c.set_state(r.name, NodeState.TERMINATED)
             c.marked.pop(r.name, None)

@@ -167,7 +167,7 @@ def test_a_cordon_or_an_operators_taint_is_never_drift(namespace: str, schedulin
     w.run_for(20)
     assert w.live_instances() == [instance]
     assert not w.controller.disruption.summary()
-    [why] = w.controller.operator_held.values()
+    [why] = w.controller.state.operator_held.values()
     assert why.endswith("an operator has the node")
 
 

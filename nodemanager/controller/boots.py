@@ -1,0 +1,155 @@
+"""``Boots``: a node's record made and its instance launched, outside the lock, through the
+executor; what each boot's outcome means for the node, the offering and the pool.
+
+A boot's idempotency token derives from its node's name (``boot_token``), so a retried
+boot never launches a second instance. A refused offering is marked unavailable (the
+scaler skips it for the next cheapest); a pool whose boots keep failing for other reasons
+backs off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor
+
+from cloud.base import BootRequest, CloudClient, Instance
+from cloud.errors import InsufficientCapacity, OfferingError, QuotaExceeded, Throttled, ZoneUnavailable
+from nodemanager.controller.state import ClusterState
+from nodemanager.errors import NodeManagerError
+from nodemanager.model import CapacityType, InstanceId, Node, NodeState
+from nodemanager.scaler import NodeSpec
+from nodemanager.scaler.unavailability import ANY_TYPE
+from nodemanager.status.metrics import Metrics
+
+log = logging.getLogger("nodemanager.controller")
+
+
+def boot_token(controller_id: str, node_name: str) -> str:
+    """The idempotency token of a node's boot: stable across retries and restarts."""
+    return hashlib.sha256(f"{controller_id}/{node_name}".encode()).hexdigest()[:32]
+
+
+class Boots:
+    def __init__(self, state: ClusterState, cloud: CloudClient, executor: Executor, metrics: Metrics, reap: Callable[[float], None]) -> None:
+        self.state = state
+        self.cloud = cloud
+        self.executor = executor
+        self.metrics = metrics
+        self.reap = reap  # the reaper's pass: a node stopped while its boot was in flight goes at once
+
+    def boot(self, spec: NodeSpec, now: float) -> None:
+        """Boot one node outside a decision (a consolidation's replacement)."""
+        self.create(spec, now)
+        self.submit_boot(spec.name)
+
+    def create(self, spec: NodeSpec, now: float) -> None:
+        """The record of a node to boot (``submit_boot`` boots it)."""
+        log.info(
+            "booting %s: %s %s in %s for pool %s (%s)%s",
+            spec.name,
+            spec.instance_type,
+            spec.capacity_type,
+            spec.zone,
+            spec.pool,
+            f"{len(spec.pods)} pod(s): {', '.join(spec.pods[:5])}{'...' if len(spec.pods) > 5 else ''}" if spec.pods else "standby",
+            f"; the pool's size floor is {spec.size_floor} (pools[].nodeSizeFloor)" if spec.size_floor else "",
+        )
+        what = f"{spec.instance_type} {spec.capacity_type} in {spec.zone}"
+        self.state.event("Node", spec.name, "Booting", f"{what} for pool {spec.pool}" + (" (standby)" if spec.standby else ""))
+        for pod in spec.pods:
+            self.state.event("Pod", pod, "TriggeredScaleUp", f"booting node {spec.name} ({what}) for this pod")
+        self.state.ledger.booted(spec.name, spec.pods)
+        self.state.nodes[spec.name] = Node(
+            spec.name,
+            spec.pool,
+            spec.instance_type,
+            spec.capacity_type,
+            spec.zone,
+            allocatable=spec.allocatable,
+            labels=dict(spec.labels),
+            taints=spec.taints,
+            bound_pods=spec.pods,
+            created_at=now,
+        )
+
+    def resume_boots(self) -> None:
+        """Nodes still Creating with no instance and no call in flight get their boot again
+        (same name, same token): after a throttled call, for instance."""
+        for name in self.state.nodes.in_states(NodeState.CREATING):
+            if self.state.nodes[name].instance_id is None and name not in self.state.booting and name not in self.state.marked:
+                self.submit_boot(name)
+
+    def submit_boot(self, name: str) -> None:
+        node = self.state.nodes[name]
+        request = BootRequest(
+            node_name=name,
+            pool=node.pool,
+            instance_type=node.instance_type,
+            capacity_type=node.capacity_type,
+            zone=node.zone,
+            token=boot_token(self.cloud.controller_id, name),
+            volume_bytes=self.state.config.nodes.volume_size,
+            labels=dict(node.labels),
+            taints=node.taints,
+            startup_taints=self.state.startup_taints(node.pool),
+        )
+        self.state.booting.add(name)
+        self.state.lock.after_release(self._start_boot, name, request)
+
+    def _start_boot(self, name: str, request: BootRequest) -> None:
+        """Outside the lock (an inline executor boots in the caller's thread)."""
+        future = self.executor.submit(self.cloud.boot, request)
+        future.add_done_callback(lambda f: self._boot_done(name, f))
+
+    def _boot_done(self, name: str, future) -> None:  # type: ignore[no-untyped-def]
+        with self.state.lock:
+            self.state.booting.discard(name)
+            node = self.state.nodes.get(name)
+            if node is None:
+                return
+            now = self.state.clock.now()
+            try:
+                instance: Instance = future.result()
+            except Throttled as exc:
+                log.warning("boot of %s throttled, retrying next loop: %s", name, exc)
+                self.metrics.boot_failures.labels("throttled").inc()
+                return
+            except OfferingError as exc:
+                key = (exc.instance_type, exc.capacity_type, exc.zone)
+                if self.state.keeper.mark(key, now, str(exc)):
+                    log.warning("offering %s/%s/%s marked unavailable for %ss: %s", *key, self.state.keeper.ttl, exc)
+                self._boot_failed(name, "insufficient_capacity" if isinstance(exc, InsufficientCapacity) else "unsupported", str(exc))
+                return
+            except ZoneUnavailable as exc:
+                for capacity in CapacityType:
+                    self.state.keeper.mark((ANY_TYPE, capacity, exc.zone), now, str(exc))
+                self._boot_failed(name, "zone_unavailable", str(exc))
+                return
+            except QuotaExceeded as exc:
+                self.state.keeper.mark((node.instance_type, node.capacity_type, node.zone), now, str(exc))
+                self._boot_failed(name, "quota", str(exc))
+                return
+            except NodeManagerError as exc:  # any other refusal: the node is gone, its pods move on
+                pause = self.state.backoff.failed(node.pool, now, str(exc))
+                log.warning("pool %s: %s", node.pool, pause.describe())
+                self._boot_failed(name, "cloud_error", str(exc))
+                return
+            self.state.backoff.succeeded(node.pool)
+            if node.state is not NodeState.CREATING:
+                return
+            self.state.update_node(name, instance_id=InstanceId(instance.instance_id), image_id=instance.image_id)
+            self.state.set_state(name, NodeState.CREATED)
+            self.metrics.boots.labels(node.pool, node.instance_type, node.capacity_type.value).inc()
+            self.state.ledger.launched(node.pool, name, now)
+            log.info("node %s: instance %s launched", name, instance.instance_id)
+            if name in self.state.marked:  # stopped while its boot was in flight
+                self.reap(now)
+
+    def _boot_failed(self, name: str, label: str, reason: str) -> None:
+        log.warning("node %s: boot failed (%s); its pods will be placed again", name, reason)
+        self.metrics.boot_failures.labels(label).inc()
+        self.state.set_state(name, NodeState.TERMINATED)
+        self.state.marked.pop(name, None)
+        self.state.ledger.failed(name)
