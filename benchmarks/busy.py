@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import disruption
 from scaler import mixed_pods
 
-from nodemanager.config.schema import MAX_BOOTS, NodeDefaults, Pool
+from nodemanager.config.blocks import MAX_BOOTS
+from nodemanager.config.schema import NodeDefaults, Pool
 from nodemanager.model import CapacityType, Pod, Resources
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, ScalerSettings
 

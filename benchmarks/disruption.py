@@ -23,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cloud.catalog import Catalog
-from nodemanager.config.schema import MAX_BOOTS, NodeDefaults, Pool
+from nodemanager.config.blocks import MAX_BOOTS
+from nodemanager.config.schema import NodeDefaults, Pool
 from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod, PodPhase, Resources
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, ScalerSettings
 from nodemanager.scaler.consolidation import Planner

@@ -55,7 +55,8 @@ import numpy as np
 from scipy.optimize import linprog
 
 from cloud.catalog import Catalog
-from nodemanager.config.schema import MAX_BOOTS, NodeDefaults, Pool
+from nodemanager.config.blocks import MAX_BOOTS
+from nodemanager.config.schema import NodeDefaults, Pool
 from nodemanager.model import CapacityType, InstanceType, Pod, Resources
 from nodemanager.model.daemonset import DaemonSet
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, ScalerSettings

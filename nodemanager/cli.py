@@ -19,7 +19,8 @@ from tqdm import tqdm
 from nodemanager import __version__
 from nodemanager.cluster.workload import DEFAULT_MAX_PODS
 from nodemanager.config import EMBEDDED_DEFAULT, embedded_default_path, load_config
-from nodemanager.config.schema import ProviderConfig, SimulatedCloud
+from nodemanager.config.cloud_schema import SimulatedCloud
+from nodemanager.config.schema import ProviderConfig
 from nodemanager.errors import ConfigError, InvalidInput, NodeManagerError
 from nodemanager.logs import setup_logging, simulated_time
 from nodemanager.model import CapacityType, Resources

@@ -30,8 +30,9 @@ from cloud.catalog import Catalog
 from cloud.errors import CloudError
 from nodemanager.clock import RealClock
 from nodemanager.cluster.kubernetes.reachability import UNREADY_AFTER, Reachability
+from nodemanager.config.cluster_schema import ClusterSource
 from nodemanager.config.files import load_token, status_tls
-from nodemanager.config.schema import ClusterSource, ProviderConfig
+from nodemanager.config.schema import ProviderConfig
 from nodemanager.controller.node_controller import LOOPS, NodeController
 from nodemanager.deadline import pass_deadline
 from nodemanager.liveness import Liveness
@@ -140,7 +141,7 @@ class Service:
         # Failures that leave a recovery to be tried again: the cloud or the API server not answering.
         self._unanswered: tuple[type[BaseException], ...] = (CloudError,)
         if config.cluster.source is ClusterSource.KUBERNETES:
-            from nodemanager.cluster.kubernetes.source import NETWORK_ERRORS
+            from nodemanager.cluster.kubernetes.errors import NETWORK_ERRORS
 
             self._unanswered += NETWORK_ERRORS
         if config.cluster.source is ClusterSource.KUBERNETES and kube is not None and kube.leader_election.enabled:

@@ -14,8 +14,9 @@ from nodemanager.clock import Clock
 from nodemanager.cluster.base import ClusterSource
 from nodemanager.cluster.simulated import SimulatedCluster
 from nodemanager.cluster.workload import Arrival, ClusterObjects, load_workload_file
-from nodemanager.config import schema
-from nodemanager.config.schema import CloudProvider, ProviderConfig
+from nodemanager.config import cloud_schema, cluster_schema
+from nodemanager.config.cloud_schema import CloudProvider
+from nodemanager.config.schema import ProviderConfig
 from nodemanager.controller.node_controller import NodeController
 from nodemanager.dra.context import DeviceContext
 from nodemanager.errors import ConfigError
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 def simulated_cloud(config: ProviderConfig, clock: Clock) -> SimulatedCloud:
     """The in-memory cloud with the file's ``cloud.simulated`` settings (or their defaults)."""
-    sim = config.cloud.simulated or schema.SimulatedCloud()
+    sim = config.cloud.simulated or cloud_schema.SimulatedCloud()
     return SimulatedCloud(
         config.controller_id or "simulated",
         clock,
@@ -48,7 +49,7 @@ def build_cloud(config: ProviderConfig, clock: Clock, catalog: Catalog, stop: th
         raise ConfigError("the configuration", ["cloud.aws: required with cloud.provider aws"])
     from cloud.aws.client import AwsCloud  # boto3 is imported only when EC2 is used
 
-    return AwsCloud(config.cloud.aws, config.controller_id or "", catalog, clock, boot_image=config.nodes.boot_image_spec, stop=stop)
+    return AwsCloud(config.cloud.aws.for_cloud(), config.controller_id or "", catalog, clock, boot_image=config.nodes.boot_image_spec.for_cloud(), stop=stop)
 
 
 def build_cluster(
@@ -60,14 +61,14 @@ def build_cluster(
     identity: str = "nodemanager",
     reachability: Reachability | None = None,
 ) -> ClusterSource:
-    if config.cluster.source is schema.ClusterSource.KUBERNETES:
+    if config.cluster.source is cluster_schema.ClusterSource.KUBERNETES:
         from nodemanager.cluster.kubernetes.connect import api_client
         from nodemanager.cluster.kubernetes.source import KubernetesCluster
 
-        settings = config.cluster.kubernetes or schema.KubernetesCluster()
+        settings = config.cluster.kubernetes or cluster_schema.KubernetesCluster()
         api = api_client(settings, reachability.errors if reachability is not None else None)
         return KubernetesCluster(api, cloud, clock, settings, identity=identity, reachability=reachability)
-    sim = config.cluster.simulated or schema.SimulatedCluster()
+    sim = config.cluster.simulated or cluster_schema.SimulatedCluster()
     loaded = load_workload_file(sim.workload) if sim.workload else None
     arrivals = workload if workload is not None else (loaded.arrivals if loaded else [])
     return simulated_cluster(config, clock, cloud, arrivals, devices=loaded.devices if loaded else None, objects=loaded.objects if loaded else None)
@@ -83,7 +84,7 @@ def simulated_cluster(
     objects: ClusterObjects | None = None,
 ) -> SimulatedCluster:
     """The in-memory cluster with the file's ``cluster.simulated`` settings (or their defaults)."""
-    sim = config.cluster.simulated or schema.SimulatedCluster()
+    sim = config.cluster.simulated or cluster_schema.SimulatedCluster()
     return SimulatedCluster(
         clock,
         cloud,

@@ -14,7 +14,7 @@ from moto import mock_aws
 from cloud.aws.client import AwsCloud, RetryPolicy
 from cloud.catalog import Catalog
 from nodemanager.clock import Clock, VirtualClock
-from nodemanager.config.schema import AwsCloud as AwsSettings
+from nodemanager.config.cloud_schema import AwsCloud as AwsSettings
 from nodemanager.config.schema import BootImageSpec
 
 REGION = "us-east-1"
@@ -49,11 +49,11 @@ def aws_cloud(
             clock.advance(seconds)
 
     return AwsCloud(
-        AwsSettings(region=REGION, **settings),
+        AwsSettings(region=REGION, **settings).for_cloud(),  # as the configuration gives them
         controller_id,
         catalog,
         clock,
-        boot_image=boot_image,
+        boot_image=boot_image.for_cloud(),
         retry=RetryPolicy(attempts=6, max_seconds=60, initial=0.5, cap=8),
         sleep=sleep,
     )

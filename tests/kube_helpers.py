@@ -10,8 +10,9 @@ from cloud.base import InstanceState
 from cloud.simulated import SimulatedCloud
 from nodemanager.clock import VirtualClock
 from nodemanager.cluster.kubernetes.source import KubernetesCluster
-from nodemanager.config.schema import Cluster, ClusterSource, KubernetesMode, Loops, NodeDefaults, Pool, ProviderConfig
-from nodemanager.config.schema import KubernetesCluster as KubeSettings
+from nodemanager.config.cluster_schema import Cluster, ClusterSource, KubernetesMode
+from nodemanager.config.cluster_schema import KubernetesCluster as KubeSettings
+from nodemanager.config.schema import Loops, NodeDefaults, Pool, ProviderConfig
 from nodemanager.controller import InlineExecutor, NodeController
 
 START = 1_800_000_000.0  # the clock fixture's start (conftest)

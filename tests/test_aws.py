@@ -11,8 +11,9 @@ from aws_helpers import REGION, default_subnets, error_reply, inject, moto_env, 
 from aws_helpers import aws_cloud as make_cloud
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from cloud.aws.client import USER_DATA_LIMIT, render_user_data
 from cloud.aws.errors import SubnetExhausted, is_retryable, translate
+from cloud.aws.settings import USER_DATA_BYTES as USER_DATA_LIMIT
+from cloud.aws.userdata import render_user_data
 from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, TAINTS_TAG, BootRequest, InstanceState
 from cloud.errors import CloudError, DeadlinePassed, InsufficientCapacity, NotFound, QuotaExceeded, Throttled, Unsupported, ZoneUnavailable
 from nodemanager.clock import VirtualClock
@@ -165,7 +166,7 @@ def test_user_data_over_16kb_once_filled_in_is_refused_before_the_call(aws, cata
 
 
 def test_user_data_over_the_limit_is_refused_when_the_config_is_read():
-    from nodemanager.config.schema import AwsCloud
+    from nodemanager.config.cloud_schema import AwsCloud
 
     with pytest.raises(ValueError, match="more than the 15,360 allowed"):
         AwsCloud(region=REGION, userData="#" * (USER_DATA_LIMIT - 1000))
@@ -444,7 +445,7 @@ def test_launches_require_imdsv2_and_encrypt_the_root_volume_by_default(aws, cat
 
 
 def test_launch_settings_from_provider_yaml(aws, catalog):
-    from nodemanager.config.schema import MetadataOptions, RootVolume
+    from nodemanager.config.cloud_schema import MetadataOptions, RootVolume
 
     cloud = make_cloud(
         catalog,
@@ -470,7 +471,7 @@ def test_launch_settings_from_provider_yaml(aws, catalog):
     ],
 )
 def test_inconsistent_root_volumes_are_refused(volume, problem):
-    from nodemanager.config.schema import RootVolume
+    from nodemanager.config.cloud_schema import RootVolume
 
     with pytest.raises(ValueError, match=problem):
         RootVolume.model_validate(volume)
@@ -479,7 +480,8 @@ def test_inconsistent_root_volumes_are_refused(volume, problem):
 def test_an_al2023_boot_sends_the_node_config_in_its_user_data(aws, catalog):
     from email import message_from_string
 
-    from nodemanager.config.schema import EksCluster, ImageFamily
+    from cloud.aws.settings import ImageFamily
+    from nodemanager.config.cloud_schema import EksCluster
 
     eks = EksCluster(name="prod-east", endpoint="https://abc.gr7.us-east-1.eks.amazonaws.com", certificateAuthority="LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==")
     cloud = make_cloud(catalog, image_family=ImageFamily.AL2023, eks=eks)
@@ -521,7 +523,8 @@ def test_an_eks_cluster_named_alone_is_read_once_with_describe_cluster(aws, cata
     cluster (as Karpenter reads them), at the first boot, once."""
     import yaml
 
-    from nodemanager.config.schema import EksCluster, ImageFamily
+    from cloud.aws.settings import ImageFamily
+    from nodemanager.config.cloud_schema import EksCluster
 
     eks = boto3.client("eks", region_name=REGION)
     made = eks.create_cluster(
@@ -547,7 +550,8 @@ def test_an_eks_cluster_named_alone_is_read_once_with_describe_cluster(aws, cata
 
 
 def test_a_cluster_that_does_not_exist_fails_the_boot_saying_so_and_a_complete_one_is_never_read(aws, catalog):
-    from nodemanager.config.schema import EksCluster, ImageFamily
+    from cloud.aws.settings import ImageFamily
+    from nodemanager.config.cloud_schema import EksCluster
 
     cloud = make_cloud(catalog, image_family=ImageFamily.AL2023, eks=EksCluster(name="nope"))
     with pytest.raises(CloudError, match="nope"):

@@ -14,7 +14,7 @@ from harness import Harness, arrive
 from cloud.aws.client import AwsCloud, RetryPolicy
 from cloud.errors import CloudError, Throttled
 from nodemanager.clock import VirtualClock
-from nodemanager.config.schema import AwsCloud as AwsSettings
+from nodemanager.config.cloud_schema import AwsCloud as AwsSettings
 from nodemanager.config.schema import Pool
 from nodemanager.model import CapacityType
 
@@ -88,7 +88,7 @@ def test_price_refresh_can_be_turned_off(aws, catalog):
 
 def test_a_stop_ends_retries_at_once(aws, catalog):
     stop = threading.Event()
-    cloud = AwsCloud(AwsSettings(region="us-east-1"), "test", catalog, VirtualClock(), retry=RetryPolicy(attempts=50, max_seconds=3600), stop=stop)
+    cloud = AwsCloud(AwsSettings(region="us-east-1").for_cloud(), "test", catalog, VirtualClock(), retry=RetryPolicy(attempts=50, max_seconds=3600), stop=stop)
     calls = inject(cloud, "DescribeInstances", lambda p: error_reply("RequestLimitExceeded", 503))
     stop.set()
     with pytest.raises(Throttled):

@@ -205,6 +205,10 @@ def test_user_data_is_secret_in_repr_and_dumps():
     assert SECRET not in repr(config)
     assert SECRET not in config.model_dump_json()
     assert SECRET not in str(config.model_dump(mode="json"))
+    given = config.cloud.aws.for_cloud()  # the plain settings the cloud is given keep it out of their repr too
+    assert given.user_data == SECRET
+    assert SECRET not in repr(given)
+    assert SECRET not in str(given)
 
 
 def test_credentials_are_refused_without_echoing_them():

@@ -15,8 +15,9 @@ from kube_stub import KubeStub
 from cloud.simulated import SimulatedCloud
 from nodemanager.clock import VirtualClock
 from nodemanager.cluster.kubernetes.leader import LeaderElector
+from nodemanager.config.cluster_schema import ClusterSource, LeaderElection
 from nodemanager.config.load import parse_config
-from nodemanager.config.schema import ClusterSource, LeaderElection, ProviderConfig
+from nodemanager.config.schema import ProviderConfig
 from nodemanager.dra.model import AllocationResult
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"

@@ -97,3 +97,18 @@ def test_the_readme_example_configuration_is_valid(tmp_path):
     assert config.cloud.aws is not None
     assert config.cloud.aws.eks is not None
     assert config.cloud.aws.eks.name == "prod"
+
+
+def test_the_architecture_page_names_modules_that_exist_and_a_pod_s_path_in_at_most_eight_steps():
+    """A newcomer opens the files the page names: each must exist, and the path of a pod from
+    its arrival to its bind is a numbered list of at most eight steps."""
+    import re
+
+    page = (REPO / "docs" / "architecture.md").read_text()
+    named = set(re.findall(r"`((?:nodemanager|cloud)/[\w/]+\.py)`", page))
+    assert len(named) >= 8
+    assert [p for p in sorted(named) if not (REPO / p).is_file()] == []
+    path = page.split("## A pod arrives", 1)[1].split("\n## ", 1)[0]
+    steps = re.findall(r"^(\d+)\. ", path, re.M)
+    assert 1 <= len(steps) <= 8
+    assert all(re.search(r"`(?:nodemanager|cloud)/[\w/]+\.py`", step) for step in re.split(r"^\d+\. ", path, flags=re.M)[1:])

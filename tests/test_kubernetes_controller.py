@@ -13,7 +13,7 @@ from cloud.base import InstanceState
 from cloud.simulated import SimulatedCloud
 from nodemanager.cache.pod_state import PodState
 from nodemanager.clock import VirtualClock
-from nodemanager.config.schema import KubernetesMode
+from nodemanager.config.cluster_schema import KubernetesMode
 from nodemanager.controller import NodeController
 from nodemanager.model import NodeState, PodKey
 

@@ -18,8 +18,8 @@ from nodemanager.clock import VirtualClock
 from nodemanager.cluster.base import BindError, EventType, NodeEvent, PodEvent
 from nodemanager.cluster.kubernetes.connect import api_client
 from nodemanager.cluster.kubernetes.source import KubernetesCluster
-from nodemanager.config.schema import KubernetesCluster as KubeSettings
-from nodemanager.config.schema import KubernetesMode
+from nodemanager.config.cluster_schema import KubernetesCluster as KubeSettings
+from nodemanager.config.cluster_schema import KubernetesMode
 from nodemanager.dra.model import AllocationResult, DeviceResult
 from nodemanager.model import CapacityType, PodKey
 

@@ -17,7 +17,7 @@ from cloud.base import InstanceState
 from cloud.simulated import SimulatedCloud
 from nodemanager.clock import VirtualClock
 from nodemanager.cluster.kubernetes.leader import LeaderElector, micro_time
-from nodemanager.config.schema import LeaderElection
+from nodemanager.config.cluster_schema import LeaderElection
 from nodemanager.controller import InlineExecutor, NodeController
 from nodemanager.service import LeaderGate
 

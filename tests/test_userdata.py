@@ -14,14 +14,17 @@ import pytest
 import yaml
 from test_deploy_kubernetes import KUBECONFIG
 
+from cloud.aws.settings import ImageFamily
 from cloud.aws.userdata import node_user_data
 from nodemanager.config import parse_config
-from nodemanager.config.schema import EksCluster, ImageFamily
+from nodemanager.config.cloud_schema import EksCluster
 from nodemanager.errors import ConfigError
 from nodemanager.model import Taint, TaintEffect
 
 CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIC...\n-----END CERTIFICATE-----\n").decode()
-EKS = EksCluster(name="prod-east", endpoint="https://ABCDEF0123.gr7.us-east-1.eks.amazonaws.com", certificateAuthority=CA, serviceCIDR="172.20.0.0/16")
+EKS = EksCluster(
+    name="prod-east", endpoint="https://ABCDEF0123.gr7.us-east-1.eks.amazonaws.com", certificateAuthority=CA, serviceCIDR="172.20.0.0/16"
+).for_cloud()
 LABELS = {"nodemanager.io/pool": "general", "team": "web"}
 TAINTS = (Taint("dedicated", TaintEffect.NO_SCHEDULE, "web"), Taint("example.com/starting", TaintEffect.NO_EXECUTE, ""))
 
@@ -119,8 +122,8 @@ def test_the_shipped_configs_join_al2023_nodes_with_nodeadm(monkeypatch, tmp_pat
         aws = config.cloud.aws
         assert aws is not None
         assert aws.image_family is ImageFamily.AL2023, label
-        own = aws.user_data.get_secret_value() if aws.user_data else ""
-        found = parts(node_user_data(aws.image_family, aws.eks, own, LABELS, TAINTS))
+        plain = aws.for_cloud()  # as the cloud is given them
+        found = parts(node_user_data(plain.image_family, plain.eks, plain.user_data or "", LABELS, TAINTS))
         assert found[0][0] == "application/node.eks.aws", label
         assert yaml.safe_load(found[0][1])["spec"]["cluster"]["name"] == aws.eks.name  # type: ignore[union-attr]
 

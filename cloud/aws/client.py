@@ -18,7 +18,6 @@ Credentials come only from the standard AWS chain; nothing here reads or logs th
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,14 +33,12 @@ from cloud.aws.errors import NOT_FOUND, STALE_VIEW, THROTTLING, SubnetExhausted,
 from cloud.aws.pacing import SharedPause
 from cloud.aws.pricing import PRICING_REGION, REGION_NAMES, on_demand_prices, spot_prices
 from cloud.aws.queue import SqsQueue
-from cloud.aws.userdata import node_user_data
+from cloud.aws.settings import AwsSettings, BootImage, ImageFamily
+from cloud.aws.userdata import NodeJoin
 from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState, PriceUpdate, launch_tags
 from cloud.catalog import Catalog
 from cloud.errors import CloudError, DeadlinePassed, NotFound, Unsupported, ZoneUnavailable
 from nodemanager.clock import Clock
-from nodemanager.config.schema import DEFAULT_SERVICE_CIDR, BootImageSpec, EksCluster, ImageFamily
-from nodemanager.config.schema import USER_DATA_BYTES as USER_DATA_LIMIT  # before base64: EC2's limit
-from nodemanager.config.schema import AwsCloud as AwsSettings
 from nodemanager.deadline import remaining
 from nodemanager.model import CapacityType
 from nodemanager.tally import ErrorTally
@@ -53,7 +50,6 @@ MIN_SPOT_FRACTION = 0.01  # a spot price under 1% of on-demand is taken for a pl
 TERMINATE_BATCH = 500
 CACHE_SECONDS = 300.0  # images and subnets are looked up again after five minutes
 EXHAUSTED_SUBNET_SECONDS = 180.0
-_PLACEHOLDER = re.compile(r"\{(node_name|pool|labels|taints|controller_id|instance_type|zone|capacity_type)\}")
 _EC2_ARCH = {"x86_64": "x86_64", "arm64": "arm64", "i386": "i386"}
 
 
@@ -65,12 +61,6 @@ class RetryPolicy:
     cap: float = 8.0
 
 
-def render_user_data(template: str, values: Mapping[str, str]) -> str:
-    """Fill ``{node_name}``, ``{pool}``, ``{labels}``, ``{taints}`` and friends; every other
-    brace (shell ``${VAR}``, JSON) is left as written."""
-    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
-
-
 class AwsCloud:
     def __init__(
         self,
@@ -79,7 +69,7 @@ class AwsCloud:
         catalog: Catalog,
         clock: Clock,
         *,
-        boot_image: BootImageSpec | None = None,
+        boot_image: BootImage | None = None,
         session: boto3.session.Session | None = None,
         retry: RetryPolicy = RetryPolicy(),
         sleep: Callable[[float], None] | None = None,
@@ -89,7 +79,7 @@ class AwsCloud:
         self.settings = settings
         self.catalog = catalog
         self.clock = clock
-        self.boot_image = boot_image or BootImageSpec()
+        self.boot_image = boot_image or BootImage()
         self.retry = retry
         # Setting ``stop`` (the service does on SIGTERM) ends retry waits at once.
         self.stop = stop or threading.Event()
@@ -104,8 +94,7 @@ class AwsCloud:
         self.pricing = session.client("pricing", region_name=PRICING_REGION, endpoint_url=settings.endpoint_url, config=config)
         # The EKS cluster nodes join, when provider.yaml names it without its every value.
         self.eks = session.client("eks", region_name=settings.region, endpoint_url=settings.endpoint_url, config=config) if settings.eks else None
-        self._cluster: EksCluster | None = None
-        self._cluster_lock = threading.Lock()
+        self.join = NodeJoin(settings, controller_id, catalog, self._describe_cluster)
         # The interruption queue, when provider.yaml names one (SQS at the same endpoint).
         self.interruptions = (
             SqsQueue(session.client("sqs", region_name=settings.region, endpoint_url=settings.endpoint_url, config=config), settings.interruption_queue)
@@ -345,7 +334,7 @@ class AwsCloud:
             profile = self.settings.instance_profile
             params["IamInstanceProfile"] = {"Arn": profile} if ":" in profile else {"Name": profile}
         if self.settings.user_data is not None or self.settings.image_family is not ImageFamily.CUSTOM:
-            params["UserData"] = self._user_data(request)
+            params["UserData"] = self.join.user_data(request)
         if request.capacity_type is CapacityType.SPOT:
             params["InstanceMarketOptions"] = {
                 "MarketType": "spot",
@@ -369,56 +358,11 @@ class AwsCloud:
             ebs["KmsKeyId"] = volume.kms_key_id
         return ebs
 
-    def _user_data(self, request: BootRequest) -> str:
-        template = self.settings.user_data.get_secret_value() if self.settings.user_data else ""
-        values = {
-            "node_name": request.node_name,
-            "pool": request.pool,
-            "labels": ",".join(f"{k}={v}" for k, v in sorted(request.labels.items())),
-            "taints": ",".join(f"{t.key}={t.value}:{t.effect}" for t in request.taints),
-            "controller_id": self.controller_id,
-            "instance_type": request.instance_type,
-            "zone": request.zone,
-            "capacity_type": request.capacity_type.value,
-        }
-        own = render_user_data(template, values)
-        family = self.settings.image_family
-        itype = self.catalog.get(request.instance_type)
-        taints = (*request.taints, *request.startup_taints)
-        text = node_user_data(family, self.cluster(), own, request.labels, taints, max_pods=itype.max_pods if itype else None)
-        size = len(text.encode())
-        if size > USER_DATA_LIMIT:
-            raise CloudError(f"user data for {request.node_name} is {size} bytes, over EC2's limit of {USER_DATA_LIMIT}: shorten cloud.aws.userData")
-        return text
-
-    def cluster(self) -> EksCluster | None:
-        """The EKS cluster nodes join with every value a node needs: as provider.yaml gives
-        them, or read once with DescribeCluster (at the first boot that needs them)."""
-        given = self.settings.eks
-        if given is None or given.complete:
-            return given
-        with self._cluster_lock:
-            if self._cluster is None:
-                self._cluster = self._describe_cluster(given)
-            return self._cluster
-
-    def _describe_cluster(self, given: EksCluster) -> EksCluster:
+    def _describe_cluster(self, name: str) -> dict[str, Any]:
+        """DescribeCluster's answer for the EKS cluster nodes join (asked once, by ``NodeJoin``)."""
         assert self.eks is not None
         eks = self.eks
-        found = self._call_paged("DescribeCluster", lambda: eks.describe_cluster(name=given.name)["cluster"], ec2=False)
-        endpoint, authority = found.get("endpoint"), (found.get("certificateAuthority") or {}).get("data")
-        if not endpoint or not authority:
-            raise CloudError(f"EKS cluster {given.name} is {found.get('status', 'not ready')}: it has no endpoint or certificate yet, so no node can join it")
-        network = found.get("kubernetesNetworkConfig") or {}
-        resolved = given.model_copy(
-            update={
-                "endpoint": given.endpoint or endpoint,
-                "certificate_authority": given.certificate_authority or authority,
-                "service_cidr": given.service_cidr or network.get("serviceIpv4Cidr") or DEFAULT_SERVICE_CIDR,
-            }
-        )
-        log.info("EKS cluster %s read with DescribeCluster: endpoint %s, service CIDR %s", given.name, resolved.endpoint, resolved.service_cidr)
-        return resolved
+        return self._call_paged("DescribeCluster", lambda: eks.describe_cluster(name=name)["cluster"], ec2=False)
 
     def current_image(self, instance_type: str) -> str | None:
         """The image a boot of ``instance_type`` would use now, as last resolved (no call is

@@ -15,9 +15,13 @@ read (``check_label``), so they hold no quote or shell character; the script quo
 from __future__ import annotations
 
 import json
+import logging
+import re
 import shlex
+import threading
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from email import message_from_string
 from email.mime.base import MIMEBase
 from email.mime.multipart import MIMEMultipart
@@ -25,11 +29,15 @@ from typing import Any
 
 import yaml
 
-from cloud.base import format_taints
-from nodemanager.config.schema import DEFAULT_SERVICE_CIDR, EksCluster, ImageFamily
+from cloud.aws.settings import DEFAULT_SERVICE_CIDR, USER_DATA_BYTES, AwsSettings, EksCluster, ImageFamily
+from cloud.base import BootRequest, format_taints
+from cloud.catalog import Catalog
+from cloud.errors import CloudError
 from nodemanager.model import Taint
 
 BOUNDARY = "//"  # Karpenter's
+_PLACEHOLDER = re.compile(r"\{(node_name|pool|labels|taints|controller_id|instance_type|zone|capacity_type)\}")
+log = logging.getLogger("nodemanager.cloud.aws")
 NODE_CONFIG = "application/node.eks.aws"
 
 
@@ -127,3 +135,73 @@ def _toml(table: Mapping[str, Any], path: tuple[str, ...] = ()) -> str:
         if isinstance(value, Mapping):
             text += _toml(value, (*path, key))
     return text
+
+
+def render_user_data(template: str, values: Mapping[str, str]) -> str:
+    """Fill ``{node_name}``, ``{pool}``, ``{labels}``, ``{taints}`` and friends; every other
+    brace (shell ``${VAR}``, JSON) is left as written."""
+    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+
+
+class NodeJoin:
+    """The user data that makes each booted instance a node of its cluster; the EKS cluster's
+    endpoint, CA and service network as provider.yaml gives them, or read once with
+    DescribeCluster (``describe``, the cloud's call) at the first boot that needs them."""
+
+    def __init__(self, settings: AwsSettings, controller_id: str, catalog: Catalog, describe: Callable[[str], Mapping[str, Any]]) -> None:
+        self.settings = settings
+        self.controller_id = controller_id
+        self.catalog = catalog
+        self._describe = describe
+        self._cluster: EksCluster | None = None
+        self._cluster_lock = threading.Lock()
+
+    def user_data(self, request: BootRequest) -> str:
+        """The user data of ``request``'s instance: the operator's template with its
+        placeholders filled in, and what its image family needs to join the cluster."""
+        template = self.settings.user_data or ""
+        values = {
+            "node_name": request.node_name,
+            "pool": request.pool,
+            "labels": ",".join(f"{k}={v}" for k, v in sorted(request.labels.items())),
+            "taints": ",".join(f"{t.key}={t.value}:{t.effect}" for t in request.taints),
+            "controller_id": self.controller_id,
+            "instance_type": request.instance_type,
+            "zone": request.zone,
+            "capacity_type": request.capacity_type.value,
+        }
+        own = render_user_data(template, values)
+        family = self.settings.image_family
+        itype = self.catalog.get(request.instance_type)
+        taints = (*request.taints, *request.startup_taints)
+        text = node_user_data(family, self.cluster(), own, request.labels, taints, max_pods=itype.max_pods if itype else None)
+        size = len(text.encode())
+        if size > USER_DATA_BYTES:
+            raise CloudError(f"user data for {request.node_name} is {size} bytes, over EC2's limit of {USER_DATA_BYTES}: shorten cloud.aws.userData")
+        return text
+
+    def cluster(self) -> EksCluster | None:
+        """The EKS cluster nodes join with every value a node needs: as provider.yaml gives
+        them, or read once with DescribeCluster (at the first boot that needs them)."""
+        given = self.settings.eks
+        if given is None or given.complete:
+            return given
+        with self._cluster_lock:
+            if self._cluster is None:
+                self._cluster = self._describe_cluster(given)
+            return self._cluster
+
+    def _describe_cluster(self, given: EksCluster) -> EksCluster:
+        found = self._describe(given.name)
+        endpoint, authority = found.get("endpoint"), (found.get("certificateAuthority") or {}).get("data")
+        if not endpoint or not authority:
+            raise CloudError(f"EKS cluster {given.name} is {found.get('status', 'not ready')}: it has no endpoint or certificate yet, so no node can join it")
+        network = found.get("kubernetesNetworkConfig") or {}
+        resolved = replace(
+            given,
+            endpoint=given.endpoint or endpoint,
+            certificate_authority=given.certificate_authority or authority,
+            service_cidr=given.service_cidr or network.get("serviceIpv4Cidr") or DEFAULT_SERVICE_CIDR,
+        )
+        log.info("EKS cluster %s read with DescribeCluster: endpoint %s, service CIDR %s", given.name, resolved.endpoint, resolved.service_cidr)
+        return resolved

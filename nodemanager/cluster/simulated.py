@@ -31,6 +31,7 @@ from cloud.base import STARTUP_TAINTS_TAG, TAINTS_TAG, CloudClient, Instance, In
 from cloud.errors import CloudError
 from nodemanager.clock import Clock
 from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, ClusterObject, DrainStatus, EventType, Heartbeats, NodeEvent, ObjectEvent, PodEvent
+from nodemanager.cluster.kubelets import KUBELET_HEARTBEAT, KubeletBeats
 from nodemanager.cluster.workload import Arrival, ClusterObjects, NodeAction, UsageProfile
 from nodemanager.dra.context import DeviceContext
 from nodemanager.dra.model import AllocationResult, ResourceClaim, allocation_document, parse_allocation
@@ -41,7 +42,6 @@ from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
 from nodemanager.model.volumes import BindingMode, PersistentVolume, PersistentVolumeClaim
 from nodemanager.noderesource.model import NodeMetric, PodUsage
 
-KUBELET_HEARTBEAT = 10.0  # seconds between node status updates
 STARTUP_DELAY = 5.0  # seconds from registration until a node's agents remove its startup taints
 
 
@@ -93,7 +93,6 @@ class SimulatedCluster:
         self.clock = clock
         self.cloud = cloud
         self.register_delay = register_delay
-        self.heartbeat_interval = heartbeat_interval
         self.origin = clock.now()  # workload times are relative to when the cluster started
         self._arrivals = sorted(workload, key=lambda a: (a.at, a.pod.key))
         self._next_arrival = 0
@@ -111,17 +110,7 @@ class SimulatedCluster:
         self.version = 0  # counts changes to pods and to which nodes are registered (what a simulation integrates)
         self.registrations = Journal()  # the names of the nodes registered and removed
         self._running_since: dict[str, float] = {}  # node -> when its instance was first seen running
-        self._silenced: set[str] = set()
-        # When each registered node heartbeats next (a heap of times, the nodes due at each,
-        # and each node's latest time: an entry that differs is stale), so a poll looks only
-        # at the nodes due, not at all. Kubelets registered in one poll beat in the same polls
-        # from then on: a time per poll, not per node, goes through the heap.
-        self._beats: list[float] = []
-        self._due_at: dict[float, list[str]] = {}
-        self._next_beat: dict[str, float] = {}
-        # Each registered node's latest heartbeat: kept apart from its ClusterNode, which
-        # is stamped with it only when the node itself is sent (a listing, a change).
-        self._beat_at: dict[str, float] = {}
+        self.kubelets = KubeletBeats(heartbeat_interval)  # when each registered node's kubelet renews its Lease
         self.first_bound: dict[PodKey, float] = {}  # pod -> when it was first bound (simulation reports)
         # What disruption cost the pods (simulation reports): evictions by pod, the seconds of
         # work that evicted pods had done and do again (restart), and how long each waited again.
@@ -193,7 +182,7 @@ class SimulatedCluster:
         if node is not None:
             node = self._stamped(node)
             del self.nodes[name]
-            self._beat_at.pop(name, None)
+            self.kubelets.forget(name)
             self._orphan_pods(name)
             self._emit(NodeEvent(EventType.DELETED, node))
 
@@ -255,7 +244,7 @@ class SimulatedCluster:
     # -- failure injection ---------------------------------------------------------------
     def silence(self, node: str) -> None:
         """The node's kubelet hangs: it stays registered but stops heartbeating."""
-        self._silenced.add(node)
+        self.kubelets.silenced.add(node)
 
     # -- inspection ------------------------------------------------------------------------
     def arrivals_left(self) -> int:
@@ -301,7 +290,7 @@ class SimulatedCluster:
 
     def _stamped(self, node: ClusterNode) -> ClusterNode:
         """``node`` with its latest heartbeat, as a Node the API server sends carries it."""
-        at = self._beat_at.get(node.name, node.last_heartbeat)
+        at = self.kubelets.last(node.name, node.last_heartbeat)
         return node if at == node.last_heartbeat else node.with_heartbeat(at)
 
     def _act_on_nodes(self, now: float) -> None:
@@ -348,7 +337,7 @@ class SimulatedCluster:
         try:
             instances = self.cloud.list_instances()
         except CloudError:  # the cloud cannot be seen (throttled, an outage); the kubelets still run
-            self._beat(self._heartbeats(sorted(self.nodes), now), now)
+            self._beat(self.kubelets.renewing(sorted(self.nodes), now), now)
             return
         if instances != self._listed[0]:  # (the same instance objects as last time, mostly: compared by identity first, in C)
             self._listed = self._relisted(instances)
@@ -357,7 +346,7 @@ class SimulatedCluster:
             self.remove_node(name)
         for name in self._running_since.keys() - alive.keys():
             del self._running_since[name]
-        due = self._due(now)  # (registered nodes: none of them registers below)
+        due = self.kubelets.due(now, self.nodes)  # (registered nodes: none of them registers below)
         for name in sorted(alive.keys() - self.nodes.keys()):
             instance = alive[name]
             running_since = self._running_since.setdefault(name, now)
@@ -366,13 +355,12 @@ class SimulatedCluster:
                 taints = parse_taints(instance.tags.get(TAINTS_TAG, "")) + startup
                 node = ClusterNode(name, instance.instance_id, ready=True, last_heartbeat=now, taints=taints)
                 self.nodes[name] = node
-                self._beat_at[name] = now
                 self._zones[name] = instance.zone
-                self._schedule_beats([name], now + self.heartbeat_interval)
+                self.kubelets.registered(name, now)
                 if startup:
                     self._startup[name] = (now + self.startup_delay, startup)
                 self._emit(NodeEvent(EventType.ADDED, node))
-        self._beat(self._heartbeats(sorted(due), now), now)
+        self._beat(self.kubelets.renewing(sorted(due), now), now)
 
     def _relisted(self, instances: list[Instance]) -> tuple[list[Instance], dict[int, Instance], dict[str, Instance]]:
         """``_listed`` for a new list: only the instances that are not the very objects of
@@ -392,40 +380,6 @@ class SimulatedCluster:
     def _beat(self, names: list[str], now: float) -> None:
         if names:
             self._emit(Heartbeats(now, tuple(names)))
-
-    def _due(self, now: float) -> set[str]:
-        """Registered nodes whose heartbeat may be due (``_heartbeats`` has the last word)."""
-        due, beats, latest, nodes = set(), self._beats, self._next_beat, self.nodes
-        while beats and beats[0] <= now + 1e-6:  # a margin for rounding: the test itself is exact
-            at = heapq.heappop(beats)
-            due.update(name for name in self._due_at.pop(at) if latest.get(name) == at and name in nodes)
-        return due
-
-    def _schedule_beats(self, names: list[str], at: float) -> None:
-        self._next_beat.update(dict.fromkeys(names, at))
-        bucket = self._due_at.get(at)
-        if bucket is None:
-            self._due_at[at] = list(names)
-            heapq.heappush(self._beats, at)
-        else:
-            bucket.extend(names)
-
-    def _heartbeats(self, names: list[str], now: float) -> list[str]:
-        """Which of ``names`` (registered nodes, in order) renew their Lease now: those not
-        silenced whose last renewal is an interval old (most of them: they were due). Each
-        but the silenced is scheduled again; those renewing, at once (a busy simulation
-        renews thousands a minute)."""
-        interval, beat_at, silenced = self.heartbeat_interval, self._beat_at, self._silenced
-        beating = [name for name in names if name not in silenced and now - beat_at[name] >= interval]
-        if len(beating) < len(names):
-            renewing = set(beating)
-            for name in names:
-                if name not in renewing and name not in silenced:  # (not due yet)
-                    self._schedule_beats([name], beat_at[name] + interval)
-        beat_at.update(dict.fromkeys(beating, now))
-        if beating:
-            self._schedule_beats(beating, now + interval)
-        return beating
 
     def _count_bound(self, sim: _SimPod, sign: int) -> None:
         if sim.pod.of_node:

@@ -19,10 +19,12 @@ from typing import Any
 from apscheduler.triggers.cron import CronTrigger
 from pydantic import ValidationError
 
+from cloud.aws.settings import ImageFamily
 from cloud.catalog import Catalog
 from nodemanager import documents
+from nodemanager.config.cloud_schema import CloudProvider
 from nodemanager.config.files import load_token, status_tls
-from nodemanager.config.schema import CloudProvider, ImageFamily, Packing, ProviderConfig, Scheduling, parse_listen
+from nodemanager.config.schema import Packing, ProviderConfig, Scheduling, parse_listen
 from nodemanager.errors import ConfigError
 from nodemanager.model import CapacityType
 from nodemanager.noderesource import BatchResource

@@ -16,8 +16,9 @@ from pydantic import BaseModel, SecretStr, TypeAdapter
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from nodemanager.config.blocks import ByteQuantity, CpuQuantity
 from nodemanager.config.durations import Duration
-from nodemanager.config.schema import ByteQuantity, CpuQuantity, ProviderConfig
+from nodemanager.config.schema import ProviderConfig
 
 #: Annotated types shown by name rather than by the type under them.
 _NAMED = ((Duration, "duration"), (CpuQuantity, "CPU quantity"), (ByteQuantity, "byte quantity"))

@@ -7,371 +7,33 @@ never appear in ``repr`` or in dumps.
 
 from __future__ import annotations
 
-import ipaddress
-import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, SecretStr, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from cloud.aws import settings as cloud_aws
+from nodemanager.config.blocks import (
+    DNS_LABEL,
+    MAX_BOOTS,
+    MAX_COUNT,
+    MAX_PATTERNS,
+    MAX_POOLS,
+    MAX_STANDBY,
+    MIN_BOOT_TIMEOUT,
+    MIN_INTERVAL,
+    ByteQuantity,
+    CpuQuantity,
+    Model,
+    check_label,
+)
+from nodemanager.config.cloud_schema import Cloud, CloudProvider
+from nodemanager.config.cluster_schema import Cluster
 from nodemanager.config.durations import Duration
-from nodemanager.errors import InvalidQuantity
-from nodemanager.model import CapacityType, TaintEffect, format_quantity, resource_amount
+from nodemanager.model import CapacityType, TaintEffect
 from nodemanager.model.pdb import scaled
 from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scheduling.profile import DEFAULT_PROFILE, Profile
-
-
-def _amount_of(resource: str) -> BeforeValidator:
-    def parse(value: object) -> int:
-        try:
-            return resource_amount(resource, value, resource)
-        except InvalidQuantity as exc:
-            raise ValueError(f"expected {exc.expected}, got {value!r}") from None
-
-    return BeforeValidator(parse)
-
-
-#: Milli-cores, written as ``4``, ``500m`` or ``1.5``.
-CpuQuantity = Annotated[int, _amount_of("cpu"), PlainSerializer(lambda v: format_quantity("cpu", v), return_type=str)]
-#: Bytes, written as ``20Gi``, ``512Mi`` or ``1G``.
-ByteQuantity = Annotated[int, _amount_of("memory"), PlainSerializer(lambda v: format_quantity("memory", v), return_type=str)]
-
-_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-MAX_COUNT = 10_000  # standby nodes per entry: more is a typo, and each is work per loop
-MAX_STANDBY = 10_000  # standby nodes across every entry of every pool
-MAX_POOLS = 100
-MAX_PATTERNS = 500  # instance type names or globs per list
-MIN_INTERVAL = 0.1  # seconds: a loop run more often only burns a core
-MIN_BOOT_TIMEOUT = 30.0  # seconds: no instance boots and registers faster
-USER_DATA_BYTES = 16 * 1024  # EC2's limit on user data, before base64
-MAX_TAGS = 50  # EC2's limit on tags per instance, nodemanager's own included
-OWN_TAGS = 6  # the tags nodemanager adds (Name, controller, node, pool, taints, startup taints)
-# Kubernetes' qualified names (label and taint keys) and label values.
-_LABEL_NAME = r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)"
-_QUALIFIED = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}$")
-_LABEL_VALUE = re.compile(rf"^{_LABEL_NAME}?$")
-
-
-def check_label(key: str, value: str) -> None:
-    """Kubernetes' rules for a label (and a taint): a qualified key, a value of at most 63
-    characters of letters, digits, ``-``, ``_`` and ``.``. Values that pass them need no
-    quoting where a user-data template pastes them into a shell command."""
-    if not _QUALIFIED.match(key):
-        raise ValueError(f"{key!r} is not a valid label key (an optional DNS-subdomain prefix and '/', then at most 63 letters, digits, '-', '_', '.')")
-    if not _LABEL_VALUE.match(value):
-        raise ValueError(f"{key}: {value!r} is not a valid label value (at most 63 letters, digits, '-', '_', '.', starting and ending alphanumeric)")
-
-
-MAX_BOOTS = 100_000  # boots one decision may start
-
-
-class Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True, use_enum_values=False, use_attribute_docstrings=True
-    )
-
-
-def _only_chosen_block(model: BaseModel, selector: str, blocks: dict[StrEnum, type[BaseModel] | None]) -> None:
-    """The block named by ``model.<selector>`` may be given (or is defaulted); the others
-    may not. A block without a default (``None``) must be given."""
-    chosen = getattr(model, selector)
-    for kind in blocks:
-        if kind is not chosen and getattr(model, kind.value) is not None:
-            raise ValueError(f"has a {kind.value!r} block but {selector} is {chosen.value!r}")
-    if getattr(model, chosen.value) is None:
-        default = blocks[chosen]
-        if default is None:
-            raise ValueError(f"{selector} is {chosen.value!r} but there is no {chosen.value!r} block")
-        object.__setattr__(model, chosen.value, default())
-
-
-# --- cloud ------------------------------------------------------------------------------
-
-
-class SimulatedCloud(Model):
-    """The in-memory cloud (simulation, demos, tests)."""
-
-    boot_delay: Duration = 30.0
-    """Launch to `running`: the instance is `pending` (and not billed) until then."""
-    seed: int = 0
-    """Seeds every injected failure and interruption."""
-    capacity: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
-    """`"type/capacity-type/zone"` glob → the most live instances of each matching offering (`0`: always out of capacity)."""
-    throttle_rate: float = Field(default=0.0, ge=0, le=1)
-    """Share of API calls answered "slow down" (0–1)."""
-    instance_death_per_hour: float = Field(default=0.0, ge=0)
-    """Chance per hour of a running instance dying."""
-    spot_interruption_per_hour: float = Field(default=0.0, ge=0)
-    """Chance per hour of a running spot instance being reclaimed; each is warned of two minutes ahead on the simulated interruption queue."""
-
-
-class MetadataOptions(Model):
-    """The instance metadata service of nodes (Karpenter's EC2NodeClass metadataOptions and
-    defaults): IMDSv2 only, and a response hop limit of 1, so a pod (one hop further than the
-    node) cannot read the node role's credentials."""
-
-    http_endpoint: Literal["enabled", "disabled"] = "enabled"
-    """`enabled` or `disabled`: whether the node answers instance metadata at all."""
-    http_tokens: Literal["required", "optional"] = "required"
-    """`required` (IMDSv2 only) or `optional`."""
-    http_put_response_hop_limit: int = Field(default=1, ge=1, le=64)
-    """1–64. One hop keeps pods (one hop further than the node) from reading the node role's credentials; raise it to 2 only for pods that must reach IMDS."""
-
-
-class RootVolume(Model):
-    """The root EBS volume of nodes (its size is ``nodes.volumeSize``), encrypted by default."""
-
-    volume_type: Literal["gp3", "gp2", "io1", "io2"] = "gp3"
-    """`gp3`, `gp2`, `io1` or `io2`."""
-    iops: int | None = Field(default=None, ge=100, le=256_000)
-    """Provisioned IOPS (100–256,000): io1 and io2 need it; gp3 takes 3,000–16,000."""
-    throughput: int | None = Field(default=None, ge=125, le=1000)
-    """MiB/s (125–1,000), gp3 only."""
-    encrypted: bool = True
-    """Encrypt the volume."""
-    kms_key_id: str | None = Field(default=None, alias="kmsKeyID")
-    """The KMS key for the volume (needs `encrypted: true`); default: the account's EBS key. A customer key needs `kms:CreateGrant`,
-    `kms:GenerateDataKeyWithoutPlaintext` and `kms:Decrypt` on it for nodemanager's role."""
-
-    @model_validator(mode="after")
-    def _consistent(self) -> RootVolume:
-        if self.throughput is not None and self.volume_type != "gp3":
-            raise ValueError(f"throughput is a gp3 setting, not {self.volume_type}")
-        if self.iops is None and self.volume_type in ("io1", "io2"):
-            raise ValueError(f"{self.volume_type} needs iops")
-        if self.kms_key_id and not self.encrypted:
-            raise ValueError("kmsKeyID needs encrypted: true")
-        return self
-
-
-class ImageFamily(StrEnum):
-    """How a node of the image joins its cluster (Karpenter's AMI families)."""
-
-    AL2023 = "AL2023"  # nodeadm reads a NodeConfig from MIME multipart user data
-    AL2 = "AL2"  # /etc/eks/bootstrap.sh
-    BOTTLEROCKET = "Bottlerocket"  # TOML settings
-    CUSTOM = "Custom"  # cloud.aws.userData as written, placeholders filled in
-
-
-class EksCluster(Model):
-    """The EKS cluster nodes join. Given its name alone, nodemanager reads the rest with
-    `eks:DescribeCluster` at its first boot (the IAM policy grants it); given each value
-    (`aws eks describe-cluster --name NAME` shows them), it makes no such call."""
-
-    name: str = Field(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
-    """The cluster's name."""
-    endpoint: str | None = Field(default=None, pattern=r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?$")
-    """The API server's URL (`cluster.endpoint`); default: read from the cluster."""
-    certificate_authority: str | None = Field(default=None, pattern=r"^[A-Za-z0-9+/=]{16,16384}$")
-    """The cluster's CA, base64 (`cluster.certificateAuthority.data`); default: read from the cluster."""
-    service_cidr: str | None = Field(default=None, alias="serviceCIDR")
-    """The service network (`kubernetesNetworkConfig.serviceIpv4Cidr`); the kubelet's cluster DNS address derives from it.
-    Default: read from the cluster when the endpoint or CA is too, else `10.100.0.0/16` (EKS's usual; a cluster in a
-    10.0.0.0/8 VPC has 172.20.0.0/16: give it)."""
-
-    @field_validator("service_cidr")
-    @classmethod
-    def _cidr(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        try:
-            ipaddress.ip_network(value)
-        except ValueError as exc:
-            raise ValueError(f"not a CIDR: {exc}") from None
-        return value
-
-    @property
-    def complete(self) -> bool:
-        """Whether every value a node needs is given (no DescribeCluster call needed)."""
-        return self.endpoint is not None and self.certificate_authority is not None
-
-
-DEFAULT_SERVICE_CIDR = "10.100.0.0/16"
-
-
-class AwsCloud(Model):
-    """EC2 in one region. Credentials come only from the standard AWS chain."""
-
-    region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-[0-9]$")
-    """The AWS region, e.g. `us-east-1`."""
-    endpoint_url: str | None = Field(default=None, alias="endpointURL")
-    """Any EC2-compatible endpoint instead of AWS's (a test server, a VPC endpoint)."""
-    subnets: list[str] = Field(default_factory=list)
-    """Subnet ids, one zone each; several give zone fallback."""
-    subnet_selector: dict[str, str] = Field(default_factory=dict)
-    """Tag key → value selecting the subnets, instead of ids."""
-    security_groups: list[str] = Field(default_factory=list)
-    """Security group ids for the nodes."""
-    instance_profile: str | None = None
-    """The nodes' instance profile: a name, or an ARN."""
-    user_data: SecretStr | None = None
-    """User data template (see [Install on EKS](install-eks.md)); with an `imageFamily` other than `Custom`, your own steps, merged with what nodemanager
-    writes. Secret: never shown in `/status`, logs or errors. At most 15 KiB."""
-    tags: dict[str, str] = Field(default_factory=dict, max_length=MAX_TAGS - OWN_TAGS)
-    """Tags added to every instance (EC2's rules: keys 1–128 characters not starting with `aws:`, values at most 256; at most 44)."""
-    image_family: ImageFamily = ImageFamily.CUSTOM
-    """`AL2023`, `AL2`, `Bottlerocket` or `Custom`: which user data nodemanager writes so a node joins its cluster (nodeadm NodeConfig, bootstrap.sh, TOML
-    settings, or `userData` as written)."""
-    eks: EksCluster | None = None
-    """The EKS cluster nodes join; needed by every `imageFamily` but `Custom`."""
-    metadata_options: MetadataOptions = Field(default_factory=MetadataOptions)
-    """The nodes' instance metadata service; the defaults are Karpenter's (IMDSv2 only, one hop)."""
-    root_volume: RootVolume = Field(default_factory=RootVolume)
-    """The nodes' root EBS volume (its size is `nodes.volumeSize`); ignored with a launch template, which carries its own."""
-    detailed_monitoring: bool = False
-    """CloudWatch metrics every minute (billed) instead of every five."""
-    refresh_prices: bool = True
-    """Fetch live prices (Pricing API, spot price history) every `loops.prices`."""
-    interruption_queue: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,80}(\.fifo)?$")
-    """Name of an SQS queue fed by EventBridge with EC2 spot interruption, rebalance, state-change and AWS Health events."""
-
-    @model_validator(mode="after")
-    def _family(self) -> AwsCloud:
-        if self.image_family is not ImageFamily.CUSTOM and self.eks is None:
-            raise ValueError(f"imageFamily {self.image_family.value} needs eks: {{name}} (its endpoint, CA and service CIDR: given, or read from the cluster)")
-        script = self.user_data.get_secret_value() if self.user_data else ""
-        if self.image_family is ImageFamily.AL2023 and "/etc/eks/bootstrap.sh" in script:
-            raise ValueError(
-                "userData calls /etc/eks/bootstrap.sh, which AL2023 images do not have: nodemanager writes their NodeConfig; keep only your own steps"
-            )
-        return self
-
-    @field_validator("user_data")
-    @classmethod
-    def _user_data_fits(cls, value: SecretStr | None) -> SecretStr | None:
-        size = len(value.get_secret_value().encode()) if value is not None else 0
-        if size > USER_DATA_BYTES - 1024:
-            raise ValueError(f"{size:,} bytes, more than the {USER_DATA_BYTES - 1024:,} allowed (EC2 takes 16 KiB, less room for the values filled in)")
-        return value
-
-    @field_validator("tags")
-    @classmethod
-    def _tags(cls, tags: dict[str, str]) -> dict[str, str]:
-        for key, value in tags.items():
-            if not 1 <= len(key) <= 128 or key.lower().startswith("aws:"):
-                raise ValueError(f"tag key {key!r}: 1 to 128 characters, not starting with aws: (EC2's rules)")
-            if len(value) > 256:
-                raise ValueError(f"tag {key}: its value has {len(value)} characters, more than EC2's 256")
-        return tags
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_credentials(cls, data: object) -> object:
-        if isinstance(data, dict):
-            for key in ("accessKeyID", "secretAccessKey", "accessKeyId", "sessionToken"):
-                if key in data:
-                    raise ValueError(f"{key} is not accepted: credentials come only from the standard AWS chain (environment, shared files, instance profile)")
-        return data
-
-
-class CloudProvider(StrEnum):
-    SIMULATED = "simulated"
-    AWS = "aws"
-
-
-class Cloud(Model):
-    provider: CloudProvider = CloudProvider.SIMULATED
-    """`simulated` or `aws`. A block for the other provider is an error."""
-    simulated: SimulatedCloud | None = None
-    """Settings of the simulated cloud."""
-    aws: AwsCloud | None = None
-    """Settings of the EC2 provider (required with `provider: aws`)."""
-
-    @model_validator(mode="after")
-    def _one_block(self) -> Cloud:
-        _only_chosen_block(self, "provider", {CloudProvider.SIMULATED: SimulatedCloud, CloudProvider.AWS: None})
-        return self
-
-
-# --- cluster ----------------------------------------------------------------------------
-
-
-class SimulatedCluster(Model):
-    """A cluster in memory that registers booted instances as nodes and plays a workload."""
-
-    workload: str | None = None
-    """Workload file, relative to the configuration file; none: no pods."""
-    register_delay: Duration = 10.0
-    """Running instance to Ready node."""
-    system_cpu: CpuQuantity = 200
-    """CPU each simulated node's system daemons use (counted by the batch tier)."""
-    system_memory: ByteQuantity = 512 * 2**20
-    """Memory each simulated node's system daemons use."""
-    evicted_pods: Literal["restart", "resume"] = "restart"
-    """A pod whose node goes (consolidation, expiry, failure) runs its whole `duration` again (`restart`, as a Job's pod does) or what it had left
-    (`resume`)."""
-
-
-class LeaderElection(Model):
-    enabled: bool = True
-    """Run only while holding the Lease, so two replicas never act at once."""
-    namespace: str = "nodemanager"
-    """Namespace of the Lease."""
-    lease_name: str = "nodemanager"
-    """Name of the Lease."""
-    lease_duration: Duration = 15.0
-    """How long a Lease lasts unrenewed (client-go's default)."""
-    renew_deadline: Duration = 10.0
-    """A leader that could not renew within this long stops acting. Needs `retryPeriod` < `renewDeadline` < `leaseDuration`."""
-    retry_period: Duration = 2.0
-    """How often a candidate tries to take or renew the Lease."""
-
-    @model_validator(mode="after")
-    def _ordered(self) -> LeaderElection:
-        # A leader must stop acting (renewDeadline) before its lease can run out for others.
-        if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
-            raise ValueError(
-                f"need 0 < retryPeriod ({self.retry_period:g}s) < renewDeadline ({self.renew_deadline:g}s) < leaseDuration ({self.lease_duration:g}s)"
-            )
-        return self
-
-
-class KubernetesMode(StrEnum):
-    SCHEDULER = "scheduler"  # nodemanager binds the pods whose schedulerName is ours
-    PROVISIONER = "provisioner"  # the default scheduler binds; we add capacity for its unschedulable pods
-
-
-class KubernetesCluster(Model):
-    mode: KubernetesMode = KubernetesMode.PROVISIONER
-    """`provisioner`: kube-scheduler binds every pod and nodemanager boots what the pods it could not place need (as Karpenter and the Cluster Autoscaler
-    do, so their users' workloads run unchanged). `scheduler`: nodemanager binds the pods whose `schedulerName` is `schedulerName`."""
-    scheduler_name: str = "nodemanager"
-    """The `schedulerName` of the pods nodemanager binds in `scheduler` mode."""
-    kubeconfig: str | None = None
-    """Path of a kubeconfig; none: the in-cluster service account, then the default kubeconfig."""
-    context: str | None = None
-    """The kubeconfig context to use; none: its current context."""
-    drain_timeout: Duration = 300.0
-    """How long a node's pods may take to leave before the node is terminated anyway (a voluntary disruption waits instead)."""
-    leader_election: LeaderElection = Field(default_factory=LeaderElection)
-    """Leader election through a coordination.k8s.io Lease."""
-
-
-class ClusterSource(StrEnum):
-    SIMULATED = "simulated"
-    KUBERNETES = "kubernetes"
-
-
-class Cluster(Model):
-    source: ClusterSource = ClusterSource.SIMULATED
-    """`simulated` or `kubernetes`: where pods and nodes come from."""
-    simulated: SimulatedCluster | None = None
-    """Settings of the simulated cluster."""
-    kubernetes: KubernetesCluster | None = None
-    """Settings for a real Kubernetes cluster."""
-
-    @property
-    def drain_timeout(self) -> float:
-        """How long a node's pods may take to leave before it is terminated anyway."""
-        return self.kubernetes.drain_timeout if self.kubernetes else KubernetesCluster.model_fields["drain_timeout"].default
-
-    @model_validator(mode="after")
-    def _one_block(self) -> Cluster:
-        _only_chosen_block(self, "source", {ClusterSource.SIMULATED: SimulatedCluster, ClusterSource.KUBERNETES: KubernetesCluster})
-        return self
-
 
 # --- nodes and pools --------------------------------------------------------------------
 
@@ -388,6 +50,11 @@ class BootImageSpec(Model):
     """EC2 DescribeImages filters, e.g. `{name: ["amazon-eks-node-al2023-x86_64-standard-1.31-*"]}`."""
     launch_template: str | None = None
     """A launch template (name or id) that carries the image and its own settings."""
+
+    def for_cloud(self) -> cloud_aws.BootImage:
+        """This spec as the AWS cloud takes it."""
+        filters = {name: tuple(values) for name, values in self.filters.items()}
+        return cloud_aws.BootImage(tuple(self.image_ids), tuple(self.owners), filters, self.launch_template)
 
     @model_validator(mode="after")
     def _one_way(self) -> BootImageSpec:
@@ -416,7 +83,7 @@ class NodeDefaults(Model):
     boot_image_spec: BootImageSpec = Field(default_factory=BootImageSpec)
     """Which image nodes boot: `imageIDs`, or `owners` + `filters` (the newest match), or `launchTemplate`. A node launched from another image than the one
     this resolves to now is drifted."""
-    name_tag: str = Field(default="nodemanager", max_length=34, pattern=_DNS_LABEL)
+    name_tag: str = Field(default="nodemanager", max_length=34, pattern=DNS_LABEL)
     """Prefix of instance Name tags and node names (a DNS label, at most 34 characters)."""
     boot_timeout: Duration = Field(default=300.0, ge=MIN_BOOT_TIMEOUT)
     """An instance that is not a Ready node by then is terminated and its pods placed again. At least 30 s."""
@@ -596,7 +263,7 @@ class InstanceGeneration(StrEnum):
 
 
 class Pool(Model):
-    name: str = Field(max_length=63, pattern=_DNS_LABEL)
+    name: str = Field(max_length=63, pattern=DNS_LABEL)
     """A DNS label, unique among pools."""
     packing: Packing = Packing.BINPACK
     """`binpack`: many pods per node, the cheapest mix of types. `cell`: one pod per node, the node terminated when its pod ends."""
@@ -798,7 +465,7 @@ class ProviderConfig(Model):
 
     api_version: Literal["nodemanager/v1"] = "nodemanager/v1"
     """`nodemanager/v1`."""
-    controller_id: str | None = Field(default=None, pattern=_DNS_LABEL, max_length=63)
+    controller_id: str | None = Field(default=None, pattern=DNS_LABEL, max_length=63)
     """Tags every instance; stable and unique per cluster, since orphan collection terminates tagged instances no record knows. Required with
     `cloud.provider: aws`; default `simulated` otherwise."""
     cloud: Cloud = Field(default_factory=Cloud)

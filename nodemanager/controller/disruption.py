@@ -18,18 +18,19 @@ import logging
 import math
 import operator
 from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nodemanager.config.schema import ConsolidationPolicy, DisruptionReason, Packing, Pool
+from nodemanager.config.schema import ConsolidationPolicy, DisruptionReason, Pool
 from nodemanager.controller.budgets import allowed
+from nodemanager.controller.consolidation_prices import ConsolidationPrices
 from nodemanager.controller.labels import LABELS
-from nodemanager.model import LIVE_STATES, CapacityType, Node, NodeName, NodeState, Pod, PodKey
+from nodemanager.model import LIVE_STATES, Node, NodeName, NodeState, PodKey
 from nodemanager.model.journal import Mark, changed_since
 from nodemanager.model.pod import DO_NOT_DISRUPT_ANNOTATION
 from nodemanager.scaler import ClusterSnapshot, StopOrder
-from nodemanager.scaler.consolidation import CheaperSizes, Command, Planner
+from nodemanager.scaler.consolidation import Command, Planner
 from nodemanager.scaler.drift import drifted
 
 if TYPE_CHECKING:
@@ -97,6 +98,24 @@ def _same_drift(a: Node, b: Node) -> bool:
     )
 
 
+def _keeps_pods(snapshot: ClusterSnapshot, name: str, pool: Pool) -> str:
+    """Why the pods on node ``name`` may not be moved by a voluntary disruption ("" if
+    they may): one holds device claims (a placed pod's are allocated on this node: moved,
+    it would run without its devices or wait), or one has no controller to make it again
+    (evicted, it would be gone for good; ``disruption.evictBarePods`` allows it)."""
+    held = snapshot.by_node.held(name)
+    if not held:
+        return ""
+    claimed = next((p for p in held if p.claims), None)
+    if claimed is not None:
+        return f"pod {claimed.key} holds device claims allocated on this node ({', '.join(claimed.claims)}): its devices do not move"
+    if not pool.disruption.evict_bare_pods:
+        bare = next((p for p in held if p.owner is None and not p.of_node), None)
+        if bare is not None:
+            return f"pod {bare.key} has no controller to make it again (pools[].disruption.evictBarePods is false)"
+    return ""
+
+
 class DisruptionController:
     def __init__(self, state: ClusterState, cloud: CloudClient, metrics: Metrics, boots: Boots) -> None:
         self.state = state
@@ -114,18 +133,18 @@ class DisruptionController:
         self._fruitless: tuple | None = None  # the inputs of the last pass that found nothing
         self.actions: deque[dict[str, object]] = deque(maxlen=ACTIONS_KEPT)
         self.totals: Counter[str] = Counter()  # nodes, pods, savings by reason (simulation report)
+        prices = ConsolidationPrices(state)
         self.planner = Planner(
             state.what_if,
             state.price_of,
-            self._spot_choices,
-            sizes_below=self._sizes_below,
-            takes_more=self._takes_more,
-            own_nodes=self._own_nodes,
-            price_factor=self._price_factor,
-            floors=self._sure_floors,
-            cheapest=self._cheapest,
+            prices.spot_choices,
+            sizes_below=prices.sizes_below,
+            takes_more=prices.takes_more,
+            own_nodes=prices.own_nodes,
+            price_factor=prices.price_factor,
+            floors=prices.sure_floors,
+            cheapest=prices.cheapest,
         )
-        self._sizes: CheaperSizes | None = None  # of the scaler's current views
         self._drift: dict[str, tuple[Node, Pool, Catalog, str | None, str]] = {}  # node -> (its record, pool, catalog, image, why drifted) as last found
 
     # -- what the pool loop asks -----------------------------------------------------------
@@ -247,7 +266,7 @@ class DisruptionController:
                     continue
             else:
                 continue
-            kept = operator_held.get(node.name) or self._keeps_pods(snapshot, node.name, pool)
+            kept = operator_held.get(node.name) or _keeps_pods(snapshot, node.name, pool)
             if kept:
                 self.held[node.name] = f"{reason.value.lower()} ({why}) but {kept}"
                 continue
@@ -263,23 +282,6 @@ class DisruptionController:
             self._act(moved, reason, now)
             return True
         return False
-
-    def _keeps_pods(self, snapshot: ClusterSnapshot, name: str, pool: Pool) -> str:
-        """Why the pods on node ``name`` may not be moved by a voluntary disruption ("" if
-        they may): one holds device claims (a placed pod's are allocated on this node: moved,
-        it would run without its devices or wait), or one has no controller to make it again
-        (evicted, it would be gone for good; ``disruption.evictBarePods`` allows it)."""
-        held = snapshot.by_node.held(name)
-        if not held:
-            return ""
-        claimed = next((p for p in held if p.claims), None)
-        if claimed is not None:
-            return f"pod {claimed.key} holds device claims allocated on this node ({', '.join(claimed.claims)}): its devices do not move"
-        if not pool.disruption.evict_bare_pods:
-            bare = next((p for p in held if p.owner is None and not p.of_node), None)
-            if bare is not None:
-                return f"pod {bare.key} has no controller to make it again (pools[].disruption.evictBarePods is false)"
-        return ""
 
     def _drifted(self, node: Node, pool: Pool, image: str | None) -> str:
         """``drifted``, worked out again only when what it reads of the record, its pool, the
@@ -376,7 +378,7 @@ class DisruptionController:
             keep = next(filter(_DO_NOT_DISRUPT, by_node.held(node.name)), None)  # (told in C: every pass asks it of every node)
             if keep is not None or registered.do_not_disrupt:
                 blocked[node.name] = f"{DO_NOT_DISRUPT_ANNOTATION} on {'pod ' + keep.key if keep else 'the node'}"
-            elif why := operator_held.get(node.name) or self._keeps_pods(snapshot, node.name, pool):
+            elif why := operator_held.get(node.name) or _keeps_pods(snapshot, node.name, pool):
                 blocked[node.name] = why
             else:
                 price = c.price_of(node)
@@ -447,7 +449,7 @@ class DisruptionController:
             for name in r.command.nodes:
                 node = self.state.nodes.get(name)
                 pool = self.state.pool_config(node.pool) if node is not None else None
-                why = self.state.operator_held.get(name) or (self._keeps_pods(snapshot, name, pool) if pool is not None else "")
+                why = self.state.operator_held.get(name) or (_keeps_pods(snapshot, name, pool) if pool is not None else "")
                 if why:
                     log.warning("%s of %s abandoned before any pod moved: %s", r.reason, name, why)
                     self.progress = f"abandoned: {name}: {why}"
@@ -481,41 +483,6 @@ class DisruptionController:
         self.totals[f"{reason}.pods"] += done.pods
         self.totals[f"{reason}.savings"] += done.savings
         self.metrics.disruptions.labels(str(reason), action).inc(len(done.nodes))
-
-    # -- prices --------------------------------------------------------------------------
-    def _sizes_below(self, price: float, pods: Sequence[Pod]) -> list[tuple[int, int]]:
-        return self._cheaper().below(price, pods)
-
-    def _cheapest(self, pods: Sequence[Pod], floors: Mapping[str, int], holding: tuple[int, int]) -> float:
-        return self._cheaper().cheapest(pods, floors, holding)
-
-    def _sure_floors(self, snapshot: ClusterSnapshot, names: set[str], pods: Sequence[Pod]) -> dict[str, int]:
-        return self.state.scaler.sure_floors(snapshot, names, pods)
-
-    def _own_nodes(self, pods: tuple[Pod, ...]) -> tuple[bool, ...]:
-        return self._cheaper().own_nodes(pods)
-
-    def _cheaper(self) -> CheaperSizes:
-        views = self.state.scaler.views
-        if self._sizes is None or self._sizes.views is not views:
-            self._sizes = CheaperSizes(views)
-        return self._sizes
-
-    def _price_factor(self, nodes: Sequence[Node]) -> float:
-        """The most demanding ``consolidationPriceImprovementFactor`` of the nodes' pools."""
-        pools = [self.state.pool_config(n.pool) for n in nodes]
-        return min((p.disruption.consolidation_price_improvement_factor for p in pools if p is not None), default=1.0)
-
-    def _takes_more(self, node: Node) -> bool:
-        """Whether the node may hold another pod: a cell pool's never does."""
-        pool = self.state.pool_config(node.pool)
-        return pool is None or pool.packing is not Packing.CELL
-
-    def _spot_choices(self, node: Node) -> int:
-        """Spot instance types the node's pool may buy for less than the node costs."""
-        price = self.state.price_of(node)
-        view = next((v for v in self.state.scaler.views if v.name == node.pool), None)
-        return len({cand.itype.name for cand in view.candidates if cand.offering.capacity_type is CapacityType.SPOT and cand.price < price}) if view else 0
 
     @property
     def busy(self) -> bool:

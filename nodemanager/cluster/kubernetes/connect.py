@@ -18,7 +18,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from nodemanager.config.schema import KubernetesCluster
+from nodemanager.config.cluster_schema import KubernetesCluster
 from nodemanager.errors import ConfigError
 from nodemanager.tally import ErrorTally
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from nodemanager.cluster.base import ClusterNode
-from nodemanager.config.schema import KubernetesMode
+from nodemanager.config.cluster_schema import KubernetesMode
 from nodemanager.model import Pod, Resources, Taint, TaintEffect
 from nodemanager.model.pod import MIRROR_ANNOTATION, NODE_KEPT, asks_to_stay
 

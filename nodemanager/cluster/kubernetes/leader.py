@@ -26,9 +26,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from nodemanager.clock import Clock
+from nodemanager.cluster.kubernetes.errors import NETWORK_ERRORS, api_message
 from nodemanager.cluster.kubernetes.reachability import Reachability
-from nodemanager.cluster.kubernetes.source import NETWORK_ERRORS, api_message
-from nodemanager.config.schema import LeaderElection
+from nodemanager.config.cluster_schema import LeaderElection
 from nodemanager.deadline import API_CONNECT
 
 log = logging.getLogger("nodemanager.leader")

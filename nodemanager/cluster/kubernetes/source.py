@@ -13,35 +13,34 @@ not ours keep their own names (their pods still count where they run).
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception_type, stop_when_event_set, wait_exponential_jitter
 
 from cloud.base import CloudClient
-from cloud.errors import CloudError
 from nodemanager.clock import Clock
 from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, DrainStatus, EventType, NodeEvent, ObjectEvent, PodEvent
-from nodemanager.cluster.kubernetes.convert import drain_facts, instance_of, key_of, node_from_api, parse_time, pod_from_api
-from nodemanager.cluster.kubernetes.event_queue import EventQueue
+from nodemanager.cluster.kubernetes.convert import drain_facts, node_from_api, parse_time, pod_from_api
+from nodemanager.cluster.kubernetes.devices import DeviceApi
+from nodemanager.cluster.kubernetes.errors import NETWORK_ERRORS, api_message
+from nodemanager.cluster.kubernetes.events import COMPONENT, EventRecorder
+from nodemanager.cluster.kubernetes.node_names import NodeNames
 from nodemanager.cluster.kubernetes.reachability import Reachability
 from nodemanager.cluster.kubernetes.reflector import Change, Reflector
 from nodemanager.cluster.metrics_api import read_metrics
-from nodemanager.config.schema import KubernetesCluster as Settings
-from nodemanager.config.schema import KubernetesMode
+from nodemanager.config.cluster_schema import KubernetesCluster as Settings
+from nodemanager.config.cluster_schema import KubernetesMode
 from nodemanager.deadline import api_timeout
 from nodemanager.dra.context import DeviceContext
-from nodemanager.dra.model import AllocationResult, allocation_document, parse_claim, parse_device_class, parse_slice
+from nodemanager.dra.model import AllocationResult, allocation_document
 from nodemanager.errors import NodeManagerError
 from nodemanager.model import Pod, PodKey
 from nodemanager.model import volumes as kv
@@ -55,18 +54,6 @@ log = logging.getLogger("nodemanager.kubernetes")
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 NODE_EVENT_NAMESPACE = "default"  # events on cluster-scoped objects live here
-COMPONENT = "nodemanager"
-NETWORK_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError)
-RESOLVE_EVERY = 5.0  # seconds between cloud listings to match new Nodes to instances
-EVENT_MEMORY = 10_000  # (object, reason) pairs remembered to avoid repeating an event
-# resource.k8s.io versions nodemanager reads and writes, newest first (all map to one model).
-RESOURCE_VERSIONS = {"v1": client.ResourceV1Api, "v1beta2": client.ResourceV1beta2Api, "v1beta1": client.ResourceV1beta1Api}
-DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"  # the finalizer of a claim with an allocation
-RESOURCE_DISCOVERY_EVERY = 600.0  # seconds before asking again a server that serves none of them
-NOT_SERVED = (
-    "resource.k8s.io is not served by the API server (device claims need Kubernetes 1.34, or 1.32-1.33 with "
-    "the DynamicResourceAllocation feature gate and resource.k8s.io/v1beta1 or v1beta2 enabled)"
-)
 # Kinds that become ObjectEvents, and how each API document is read.
 OBJECT_PARSERS = {
     "daemonsets": DaemonSet.from_manifest,
@@ -80,19 +67,6 @@ OBJECT_PARSERS = {
     "statefulsets": StatefulSet.from_manifest,
     "poddisruptionbudgets": PodDisruptionBudget.from_manifest,
 }
-
-
-def api_message(exc: BaseException) -> str:
-    """The API server's own words for a refusal (its Status message and causes)."""
-    if isinstance(exc, ApiException):
-        try:
-            body = json.loads(exc.body or "{}")
-        except (TypeError, ValueError):
-            body = {}
-        causes = [c.get("message", "") for c in (body.get("details") or {}).get("causes") or [] if c.get("message")]
-        text = body.get("message") or exc.reason or f"HTTP {exc.status}"
-        return f"{text} ({'; '.join(causes)})" if causes else str(text)
-    return f"API server unreachable: {type(exc).__name__}"
 
 
 class KubernetesCluster:
@@ -118,10 +92,7 @@ class KubernetesCluster:
         self.identity = identity
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
-        self._api = api
-        self.resource: Any = None  # the resource.k8s.io client of the version discovered
-        self._resource_problem = ""  # why claims cannot be read: said once, asked again now and then
-        self._resource_asked = float("-inf")
+        self._device_api = DeviceApi(api, clock)
         coordination = client.CoordinationV1Api(api)
         apps = client.AppsV1Api(api)
         sized: dict[str, Any] = {"answered": self.reachability.answered} | ({"page_size": page_size} if page_size else {})
@@ -146,22 +117,16 @@ class KubernetesCluster:
         self._changes: queue.SimpleQueue[tuple[str, Change]] = queue.SimpleQueue()
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._events_out: EventQueue | None = EventQueue(self._send_event, self._stopped) if threaded else None
+        self._events = EventRecorder(self.core, clock, identity, self._stopped, threaded=threaded)
         self._listed = False
+        self._names = NodeNames(cloud, clock)  # Node names <-> our node names, through the instances
         # The controller's loops and a follower's poll may meet at a leadership change.
         self._views_lock = threading.RLock()
         # -- the views below belong to the controller's thread (poll, list, bind, drain) --
         self._docs: dict[str, dict[str, dict]] = {kind: {} for kind in self.reflectors}
         self._pods: dict[str, Pod] = {}  # what the cache was told, by "namespace/name"
         self._nodes: dict[str, ClusterNode] = {}  # what the cache was told, by the Node's name
-        self._ours: dict[str, str] = {}  # Node name -> our node name
-        self._kube: dict[str, str] = {}  # our node name -> Node name
-        self._by_instance: dict[str, str] = {}  # instance id -> our node name
-        self._resolved_at = float("-inf")
-        self._first_seen: dict[str, float] = {}  # Node name -> when it was first matched against instances
         self._unreadable: set[tuple[str, str]] = set()  # (pod, resourceVersion) already warned about
-        self._said: dict[tuple[str, str], str] = {}
-        self._event_failures = 0
         self._objects: dict[tuple[str, str], Any] = {}  # (kind, key) -> what the cache was told
         self._labelled: dict[str, tuple] = {}  # Node -> (its resourceVersion, labels) when last patched
 
@@ -235,8 +200,7 @@ class KubernetesCluster:
 
     def stop(self) -> None:
         self._stopped.set()
-        if self._events_out is not None:
-            self._events_out.close()
+        self._events.close()
 
     # -- raw changes to cache events ------------------------------------------------------------
     def _drain_changes(self) -> list[ClusterEvent]:
@@ -296,8 +260,8 @@ class KubernetesCluster:
                 self._unreadable.add(seen)
                 log.warning("ignoring a pod nodemanager cannot read: %s", exc)
             return None
-        if pod is not None and pod.node_name in self._ours:
-            pod = replace(pod, node_name=self._ours[pod.node_name])
+        if pod is not None and pod.node_name in self._names.ours:
+            pod = replace(pod, node_name=self._names.ours[pod.node_name])
         return pod
 
     def _node_events(self, kube: str) -> list[ClusterEvent]:
@@ -307,10 +271,9 @@ class KubernetesCluster:
             if old is None:
                 return []
             del self._nodes[kube]
-            self._first_seen.pop(kube, None)
-            self._kube.pop(self._ours.pop(kube, ""), None)
+            self._names.forget(kube)
             return [NodeEvent(EventType.DELETED, old)]
-        name = self._resolve(kube, doc)
+        name = self._names.resolve(kube, doc)
         if name is None:
             return []  # ours or not is unknown until the cloud answers
         lease = self._docs["leases"].get(f"{NODE_LEASE_NAMESPACE}/{kube}")
@@ -328,38 +291,9 @@ class KubernetesCluster:
             events.insert(0, NodeEvent(EventType.ADDED if old is None else EventType.MODIFIED, new))
         return events
 
-    def _resolve(self, kube: str, doc: Mapping[str, Any]) -> str | None:
-        """Our name for a Node: the node of its instance, its own if the instance is not ours,
-        None while the cloud cannot say. An instance missing from a listing taken after its
-        Node appeared is not ours (a Node registers only after its instance launched)."""
-        if kube in self._ours:
-            return self._ours[kube]
-        instance = instance_of((doc.get("spec") or {}).get("providerID", ""))
-        if not instance:
-            return kube
-        now = self.clock.now()
-        first_seen = self._first_seen.setdefault(kube, now)
-        if instance not in self._by_instance and self._resolved_at < first_seen and now - self._resolved_at >= RESOLVE_EVERY:
-            try:
-                listed = self.cloud.list_instances()
-            except CloudError as exc:
-                log.warning("cannot match Node %s to an instance yet: %s", kube, exc)
-                return None
-            self._resolved_at = now
-            self._by_instance.update({i.instance_id: i.node_name for i in listed})
-        if instance not in self._by_instance and self._resolved_at < first_seen:
-            return None  # no listing since the Node appeared: ours or not is unknown yet
-        ours = self._by_instance.get(instance)
-        if ours is None:
-            return kube
-        if ours != kube:
-            log.info("Node %s is instance %s: node %s", kube, instance, ours)
-        self._ours[kube], self._kube[ours] = ours, kube
-        return ours
-
     # -- ClusterSource: acting --------------------------------------------------------------------
     def bind(self, pod: PodKey, node: str) -> str:
-        kube = self._kube.get(node)
+        kube = self._names.kube.get(node)
         if kube is None:
             raise BindError(pod, node, "node has not registered with the cluster")
         namespace, name = pod.split("/", 1)
@@ -378,7 +312,7 @@ class KubernetesCluster:
         return kube
 
     def remove_node(self, name: str) -> None:
-        kube = self._kube.get(name)
+        kube = self._names.kube.get(name)
         if kube is None:
             return
         try:
@@ -395,7 +329,7 @@ class KubernetesCluster:
             return self._drain(name)
 
     def _drain(self, name: str) -> DrainStatus:
-        kube = self._kube.get(name)
+        kube = self._names.kube.get(name)
         doc = self._docs["nodes"].get(kube or "")
         if kube is None or doc is None:
             return DrainStatus(done=True)
@@ -432,7 +366,7 @@ class KubernetesCluster:
         return DrainStatus(done=not evicting and not blocked, evicting=evicting, blocked=tuple(blocked))
 
     def label_node(self, name: str, labels: Mapping[str, str]) -> None:
-        kube = self._kube.get(name)
+        kube = self._names.kube.get(name)
         doc = self._docs["nodes"].get(kube or "")
         if kube is None or doc is None:
             return
@@ -449,39 +383,19 @@ class KubernetesCluster:
             log.warning("labelling Node %s failed (tried again next time): %s", kube, api_message(exc))
 
     def record_event(self, kind: str, key: str, reason: str, message: str, *, warning: bool = False) -> None:
-        if self._said.get((kind, key)) == f"{reason}: {message}":
+        if self._events.said(kind, key, f"{reason}: {message}"):
             return
-        if len(self._said) >= EVENT_MEMORY:
-            self._said.clear()
-        self._said[(kind, key)] = f"{reason}: {message}"
         if kind == "Pod":
             namespace, name = key.split("/", 1)
             uid = (self._docs["pods"].get(key) or {}).get("metadata", {}).get("uid")
             involved = {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, **({"uid": uid} if uid else {})}
-        elif key in self._kube:
-            namespace, name = NODE_EVENT_NAMESPACE, self._kube[key]
+        elif key in self._names.kube:
+            namespace, name = NODE_EVENT_NAMESPACE, self._names.kube[key]
             involved = {"apiVersion": "v1", "kind": "Node", "name": name}
         else:  # no Node yet (booting): an event on an object that does not exist helps nobody
             log.debug("event %s on node %s not posted: it has no Node yet (%s)", reason, key, message)
             return
-        stamp = datetime.fromtimestamp(self.clock.now(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = {
-            "metadata": {"generateName": f"{name}."},
-            "involvedObject": involved,
-            "reason": reason,
-            "message": message[:1024],
-            "type": "Warning" if warning else "Normal",
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
-            "reportingInstance": self.identity,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
-        if self._events_out is None:
-            self._send_event(namespace, body)
-        else:  # off the loop's thread: an event never delays a decision
-            self._events_out.put(namespace, body)
+        self._events.post(namespace, name, involved, reason, message, warning=warning)
 
     def publish_status(self, text: str) -> None:
         """The ConfigMap ``<leaseName>-status`` in the election's namespace, replaced whole
@@ -503,16 +417,6 @@ class KubernetesCluster:
             self._status_failures += 1
             log.log(level, "status ConfigMap %s/%s not written: %s", namespace, name, api_message(exc))
 
-    def _send_event(self, namespace: str, body: dict) -> None:
-        try:
-            self.core.create_namespaced_event(namespace, body, _preload_content=False, _request_timeout=api_timeout())
-        except NETWORK_ERRORS as exc:
-            level = logging.DEBUG if self._event_failures else logging.WARNING  # warn once, not per event
-            self._event_failures += 1
-            log.log(
-                level, "event %s on %s not recorded (%d so far): %s", body["reason"], body["involvedObject"]["name"], self._event_failures, api_message(exc)
-            )
-
     # -- ClusterSource: usage and devices -----------------------------------------------------------
     def node_metrics(self) -> dict[str, NodeMetric]:
         """The metrics API's figures under our node names; none (batch resources degrade)
@@ -524,94 +428,26 @@ class KubernetesCluster:
         except (*NETWORK_ERRORS, NodeManagerError, KeyError, ValueError) as exc:
             log.warning("metrics API unreadable: %s", api_message(exc) if isinstance(exc, NETWORK_ERRORS) else exc)
             return {}
-        return {self._ours.get(kube, kube): metric for kube, metric in metrics.items()}
-
-    def _resource_api(self) -> Any:
-        """The resource.k8s.io client for the newest version the server serves, from the
-        discovery API. A server that serves none is asked again only every 10 minutes; one
-        that cannot be reached, next time."""
-        if self.resource is not None or self.clock.now() - self._resource_asked < RESOURCE_DISCOVERY_EVERY:
-            return self.resource
-        try:
-            group = client.ResourceApi(self._api).get_api_group(_request_timeout=(10, 60))
-            served = {v.version for v in group.versions or ()}
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            served = set()
-        self._resource_asked = self.clock.now()
-        version = next((v for v in RESOURCE_VERSIONS if v in served), None)
-        if version is None:
-            problem = NOT_SERVED
-            if served:
-                problem = f"resource.k8s.io is served only in {', '.join(sorted(served))}; nodemanager reads {', '.join(RESOURCE_VERSIONS)}"
-            if problem != self._resource_problem:
-                log.warning("%s; pods with device claims cannot be placed", problem)
-            self._resource_problem = problem
-            return None
-        log.info("device claims: reading and writing resource.k8s.io/%s (served: %s)", version, ", ".join(sorted(served)))
-        self._resource_problem = ""
-        self.resource = RESOURCE_VERSIONS[version](self._api)
-        return self.resource
+        return {self._names.ours.get(kube, kube): metric for kube, metric in metrics.items()}
 
     def devices(self) -> DeviceContext | None:
-        """Device classes, claims (with their allocations) and the slices drivers published,
-        in the newest resource.k8s.io version served, read when pods with claims wait; slices
-        carry our node names. An object that cannot be read is skipped with a warning; an
-        unreachable API gives None (claims wait); a group not served, a context that says so."""
-        try:
-            api = self._resource_api()
-        except NETWORK_ERRORS as exc:
-            log.warning("device claims unreadable (discovery: %s); pods with claims wait", api_message(exc))
-            return None
-        if api is None:
-            return DeviceContext(unavailable=self._resource_problem)
-        kinds = (
-            ("deviceClasses", api.list_device_class, parse_device_class),
-            ("resourceClaims", api.list_resource_claim_for_all_namespaces, parse_claim),
-            ("resourceSlices", api.list_resource_slice, parse_slice),
-        )
-        parsed: dict[str, list[Any]] = {}
-        for name, call, parse in kinds:
-            try:
-                items = json.loads(call(_preload_content=False, _request_timeout=(10, 60)).data).get("items") or []
-            except NETWORK_ERRORS as exc:
-                if isinstance(exc, ApiException) and exc.status == 404:
-                    self.resource, self._resource_asked = None, float("-inf")  # the server changed: discover again
-                log.warning("device claims unreadable (%s: %s); pods with claims wait", name, api_message(exc))
-                return None
-            parsed[name] = []
-            for doc in items:
-                try:
-                    parsed[name].append(parse(doc, f"{name} {key_of(doc)}"))
-                except NodeManagerError as exc:
-                    log.warning("ignoring a device object nodemanager cannot read: %s", exc)
+        """Device classes, claims (with their allocations) and the slices drivers published
+        (``DeviceApi.read``), the slices under our node names; read when pods with claims wait."""
+        context = self._device_api.read()
+        if context is None or not context.slices:
+            return context
         with self._views_lock:
-            slices = tuple(replace(s, node_name=self._ours.get(s.node_name, s.node_name)) for s in parsed["resourceSlices"])
-        return DeviceContext({c.name: c for c in parsed["deviceClasses"]}, {c.key: c for c in parsed["resourceClaims"]}, slices)
+            slices = tuple(replace(s, node_name=self._names.ours.get(s.node_name, s.node_name)) for s in context.slices)
+        return replace(context, slices=slices)
 
     def allocate_claim(self, claim: str, node: str, result: AllocationResult) -> None:
         """Write the allocation to the claim's status and reserve it for the pods that use it
         (the kubelet prepares devices only for pods in ``reservedFor``)."""
-        namespace, name = claim.split("/", 1)
         with self._views_lock:
             users = [
                 {"resource": "pods", "name": doc["metadata"]["name"], "uid": doc["metadata"].get("uid", "")}
                 for key, doc in sorted(self._docs["pods"].items())
                 if key in self._pods and claim in self._pods[key].claims
             ]
-        status = {"status": {"allocation": allocation_document(result, self._kube.get(node, node)), "reservedFor": users}}
-        if self.resource is None:
-            log.warning("writing the allocation of claim %s skipped: resource.k8s.io is not known to be served", claim)
-            return
-        try:
-            # First, as kube-scheduler does: the resourceclaim controller deallocates a claim
-            # whose last user left only if it carries this finalizer. (A strategic merge
-            # patch: the finalizer joins any others, once.)
-            self.resource.patch_namespaced_resource_claim(
-                name, namespace, {"metadata": {"finalizers": [DELETE_PROTECTION]}}, _preload_content=False, _request_timeout=api_timeout()
-            )
-            self.resource.patch_namespaced_resource_claim_status(name, namespace, status, _preload_content=False, _request_timeout=api_timeout())
-            log.info("claim %s allocated on %s: %s", claim, node, ", ".join(f"{d.driver}/{d.pool}/{d.device}" for d in result.devices))
-        except NETWORK_ERRORS as exc:
-            log.warning("writing the allocation of claim %s failed: %s", claim, api_message(exc))
+        status = {"status": {"allocation": allocation_document(result, self._names.kube.get(node, node)), "reservedFor": users}}
+        self._device_api.write_allocation(claim, node, status, result)

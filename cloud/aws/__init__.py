@@ -1,0 +1,1 @@
+"""The AWS cloud: EC2 boots and terminations, prices, the interruption queue (boto3)."""
