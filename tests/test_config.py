@@ -172,6 +172,16 @@ INVALID = [
         "scheduling: {score: [{name: MostAllocated, weight: -1}]}\n" + MINIMAL, ["scheduling.score[0].weight: must be >= 0, got -1"], id="negative-weight"
     ),
     pytest.param(
+        "scheduling: {pluginArgs: {MostAllocated: {resources: [{name: memory, weight: 0}, {name: nvidia.com/gpu, weight: 1}]}}}\n" + MINIMAL,
+        ["scheduling.pluginArgs.MostAllocated.resources[0].weight: expected an integer from 1 to 100, got 0"],
+        id="resource-weight",
+    ),
+    pytest.param(
+        "scheduling: {pluginArgs: {LeastAllocated: {resources: [{name: nvidia.com/gpu, weight: 1}]}}}\n" + MINIMAL,
+        ["scheduling.pluginArgs.LeastAllocated.resources[0].name: only cpu and memory are scored, got 'nvidia.com/gpu'"],
+        id="resource-weight-name",
+    ),
+    pytest.param(
         "cluster: {source: kubernetes, kubernetes: {leaderElection: {leaseDuration: 10s, renewDeadline: 10s}}}\n" + MINIMAL,
         ["cluster.kubernetes.leaderElection: need 0 < retryPeriod (2s) < renewDeadline (10s) < leaseDuration (10s)"],
         id="leader-election-order",

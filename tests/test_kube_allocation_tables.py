@@ -1,12 +1,13 @@
 """Cases from kube-scheduler's own tables for the allocation scores, with their names:
 kubernetes/kubernetes pkg/scheduler/framework/plugins/noderesources/most_allocated_test.go
 (TestMostAllocatedScoringStrategy, at commit 030880a5dc5449403c6d1f0aa146a7dc21d6c6dc).
-The expectations are kube's. Not ported, as not modelled: "Resources not set, pods scheduled
-with error" (a strategy without resources: nodemanager always scores cpu and memory), the
-weight cases ("resource with negative weight", "... zero weight", "... larger than
-MaxNodeScore": per-resource weights are not configurable), and the extended-resource cases
-("bypass extended resource if the pod does not request", "honor extended resource if the pod
-request", "if the node doesn't have a resource": extended resources are not scored)."""
+The expectations are kube's; the weights (``scoringStrategy.resources``) are MostAllocated's
+``resources`` argument here. Not ported, as not modelled: "Resources not set, pods scheduled
+with error" (without ``resources`` nodemanager scores cpu and memory 1:1, kube's default
+arguments, rather than failing), and the extended-resource cases ("bypass extended resource
+if the pod does not request", "honor extended resource if the pod request", "if the node
+doesn't have a resource": only cpu and memory are scored, and listing another resource is
+refused)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import replace
 
 import pytest
 
+from nodemanager.errors import InvalidManifest
 from nodemanager.model import CapacityType, Pod, Resources
 from nodemanager.scheduling import CycleState
 from nodemanager.scheduling.interfaces import FrameworkHandle
@@ -24,7 +26,9 @@ MI = 2**20
 
 
 def pod(*containers: dict[str, str], name: str = "p") -> Pod:
-    spec = {"containers": [{"name": f"c{i}", "resources": {"requests": r}} for i, r in enumerate(containers)] or [{"name": "c"}]}
+    """kube's ``st.MakePod()``: ``Req(r)`` is a container asking for ``r``, ``Container(..)``
+    one asking for nothing (``{}`` here); with neither the pod has no container."""
+    spec = {"containers": [{"name": f"c{i}", "resources": {"requests": r}} for i, r in enumerate(containers)]}
     return Pod.from_manifest({"metadata": {"name": name, "namespace": "default"}, "spec": spec})
 
 
@@ -37,27 +41,28 @@ def node(name: str, cpu: int, memory: int, *placed: Pod) -> NodeInfo:
 
 # kube's quantities "4000" (cpu) are 4000 cores in the test's units; the ratios are what count,
 # so cpu is read here as millicores and memory as bytes, keeping every ratio.
-NOT_YET = pytest.mark.xfail(
-    strict=True,
-    reason="not modelled yet: the scoring default (100m, 200Mi) is applied to a pod's total when it is zero, "
-    "where kube applies it per container whose request is missing (an explicit 0 stays 0; a pod without containers asks 0)",
-)
 CASES = [
-    pytest.param(
-        "nothing scheduled, nothing requested", pod(), [node("node1", 4000, 10000), node("node2", 4000, 10000)], {"node1": 0, "node2": 0}, marks=NOT_YET
-    ),
+    ("nothing scheduled, nothing requested", pod(), [node("node1", 4000, 10000), node("node2", 4000, 10000)], {"node1": 0, "node2": 0}),
     (
         "nothing scheduled, resources requested, differently sized nodes",
         pod({"cpu": "1", "memory": "2000"}, {"cpu": "2", "memory": "3000"}),
         [node("node1", 4000, 10000), node("node2", 6000, 10000)],
         {"node1": 62, "node2": 50},
     ),
-    pytest.param(
+    (
+        "no resources requested, pods scheduled with resources",
+        pod(),
+        [
+            node("node1", 10000, 20000, pod({"cpu": "3", "memory": "0"}), pod({"cpu": "3", "memory": "0"})),
+            node("node2", 10000, 20000, pod({"cpu": "3", "memory": "0"}), pod({"cpu": "3", "memory": "5000"})),
+        ],
+        {"node1": 30, "node2": 42},
+    ),
+    (
         "resources requested, pods scheduled with resources",
         pod({"cpu": "1", "memory": "2000"}, {"cpu": "2", "memory": "3000"}),
         [node("node1", 10000, 20000, pod({"cpu": "3", "memory": "0"})), node("node2", 10000, 20000, pod({"cpu": "3", "memory": "5000"}))],
         {"node1": 42, "node2": 55},
-        marks=NOT_YET,
     ),
     (
         "resources requested equal node capacity",
@@ -69,8 +74,8 @@ CASES = [
         # cpu requested (3 x the 100m default) is past the 250m allocatable: kube caps it at
         # the maximum (a full node scores 100 for it), where 0 would rank it below a half-full one
         "no resources requested, pods scheduled, nonzero request for resource",
-        pod(),
-        [node("node1", 250, 1000 * MI, pod(name="a"), pod(name="b")), node("node2", 250, 1000 * MI)],
+        pod({}),
+        [node("node1", 250, 1000 * MI, pod({}, name="a"), pod({}, name="b")), node("node2", 250, 1000 * MI)],
         {"node1": 80, "node2": 30},
     ),
 ]
@@ -80,3 +85,26 @@ CASES = [
 def test_most_allocated_as_kube_scores_it(name: str, incoming: Pod, nodes: list[NodeInfo], expected: dict[str, int]) -> None:
     plugin = MostAllocated(FrameworkHandle())
     assert {n.name: plugin.score(CycleState(), incoming, n)[0] for n in nodes} == expected, name
+
+
+def test_most_allocated_weighs_the_resources_as_kube_does() -> None:
+    """kube's second "nothing scheduled, resources requested, differently sized nodes" case:
+    memory weighs 2, cpu 1 (node1: (75 * 1 + 50 * 2) / 3 = 58)."""
+    plugin = MostAllocated(FrameworkHandle(), {"resources": [{"name": "memory", "weight": 2}, {"name": "cpu", "weight": 1}]})
+    incoming = pod({"cpu": "1", "memory": "2000"}, {"cpu": "2", "memory": "3000"})
+    nodes = [node("node1", 4000, 10000), node("node2", 6000, 10000)]
+    assert {n.name: plugin.score(CycleState(), incoming, n)[0] for n in nodes} == {"node1": 58, "node2": 50}
+
+
+@pytest.mark.parametrize(
+    ("name", "resources", "field"),
+    [
+        ("resource with negative weight", [{"name": "memory", "weight": -1}, {"name": "cpu", "weight": 1}], "resources[0].weight"),
+        ("resource with zero weight", [{"name": "memory", "weight": 1}, {"name": "cpu", "weight": 0}], "resources[1].weight"),
+        ("resource weight larger than MaxNodeScore", [{"name": "memory", "weight": 101}], "resources[0].weight"),
+    ],
+)
+def test_most_allocated_refuses_the_weights_kube_refuses(name: str, resources: list[dict[str, object]], field: str) -> None:
+    with pytest.raises(InvalidManifest) as refused:
+        MostAllocated(FrameworkHandle(), {"resources": resources})
+    assert refused.value.field == field, name

@@ -10,6 +10,7 @@ from nodemanager.model import CapacityPolicy, Operator, Pod, PodPhase, Resources
 from nodemanager.model.pod import effective_request
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
 from nodemanager.model.selectors import Requirement, SelectorTerm
+from nodemanager.scheduling.nodeinfo import nonzero_request
 
 MANIFEST = {
     "apiVersion": "v1",
@@ -159,6 +160,36 @@ def test_v1pod_and_manifest_give_the_same_pod():
 )
 def test_effective_request_as_kubernetes_computes_it(spec, expected):
     assert effective_request(spec) == Resources.parse(expected)
+
+
+MI = 2**20
+
+
+@pytest.mark.parametrize(
+    ("spec", "scored"),
+    [
+        pytest.param({"containers": []}, (0, 0), id="no-containers-ask-nothing"),
+        pytest.param({"containers": [{"name": "c"}]}, (100, 200 * MI), id="a-container-missing-both"),
+        pytest.param({"containers": [{"resources": {"requests": {"cpu": "3", "memory": "0"}}}]}, (3000, 0), id="explicit-zero-stays"),
+        pytest.param({"containers": [{"resources": {"requests": {"cpu": "1"}}}, {"name": "b"}]}, (1100, 400 * MI), id="per-container"),
+        pytest.param(
+            {
+                "containers": [{"resources": {"requests": {"cpu": "1"}}}],
+                "initContainers": [{"resources": {"requests": {"memory": "1Gi"}}}, {"restartPolicy": "Always", "name": "side"}],
+            },
+            (1100, 1024 * MI),  # cpu: 1 + the sidecar's 100m; memory: the init container's 1Gi
+            id="init-max-and-sidecar-sum",
+        ),
+        pytest.param({"containers": [{"resources": {"limits": {"memory": "1Gi"}}}], "overhead": {"cpu": "50m"}}, (150, 1024 * MI), id="limit-and-overhead"),
+    ],
+)
+def test_the_scores_count_kubes_default_for_each_containers_missing_request(spec, scored):
+    """kube-scheduler's scores count 100m and 200Mi for a container whose cpu or memory request
+    is missing (after the API server defaults it to the limit); an explicit 0 stays 0, a pod
+    without containers asks for nothing (``NonMissingContainerRequests``)."""
+    pod = Pod.from_manifest({"metadata": {"name": "p", "namespace": "d"}, "spec": spec})
+    assert pod.scored == scored
+    assert nonzero_request(pod) == scored
 
 
 @pytest.mark.parametrize(

@@ -448,7 +448,9 @@ class Scheduling(Model):
     post_bind: list[str] | None = None
     """PostBind plugins."""
     plugin_args: dict[str, dict[str, object]] = Field(default_factory=dict)
-    """Arguments per plugin, e.g. `{PodGroup: {scheduleTimeout: 5m}}`; `PodTopologySpread` takes kube's `defaultingType` and `defaultConstraints`."""
+    """Arguments per plugin, e.g. `{PodGroup: {scheduleTimeout: 5m}}`; `PodTopologySpread` takes kube's `defaultingType` and `defaultConstraints`;
+    `MostAllocated` and `LeastAllocated` take `resources`, kube's `scoringStrategy.resources` (`[{name: cpu, weight: 1}, {name: memory, weight: 2}]`:
+    weights 1–100, cpu and memory only; a resource left out is not scored; default 1:1)."""
     seed: int = 0
     """Seeds the tie-break between equally scored nodes."""
 

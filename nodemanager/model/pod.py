@@ -18,7 +18,7 @@ from nodemanager.model.interpod import NO_AFFINITY, PodAffinity, SpreadConstrain
 from nodemanager.model.manifest import as_int, as_mapping
 from nodemanager.model.manifest import as_list as _list
 from nodemanager.model.ports import ANY_IP, HostPort
-from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, ZERO, Resources, asks_for_batch
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, SCORING_DEFAULTS, ZERO, Resources, asks_for_batch
 from nodemanager.model.selectors import Operator, Requirement, SelectorTerm, TaintEffect, Toleration, terms_match
 from nodemanager.model.slot_copy import copied
 
@@ -112,6 +112,10 @@ class Pod:
     pod_affinity: PodAffinity = NO_AFFINITY  # podAffinity and podAntiAffinity
     preferred_affinity: tuple[tuple[int, SelectorTerm], ...] = ()  # preferred node affinity: (weight, preference)
     terminating: bool = False  # its deletionTimestamp is set: topology spread no longer counts it (kube's #87621)
+    # (milli-cpu, bytes) the allocation scores count: kube's defaults for each container's
+    # missing cpu or memory request (``nonzero_request``); None (a pod made in code): its
+    # requests, a zero one counted as the default
+    scored: tuple[int, int] | None = None
     key: PodKey = field(init=False, repr=False, compare=False)  # "namespace/name", asked for everywhere: made once
     # A DaemonSet or mirror pod: part of its node, never a pod to place, and never a reason
     # to keep the node (drains leave it; it goes with the node). Made once: asked of every pod.
@@ -198,7 +202,9 @@ def _timestamp(value: Any, path: str) -> float:
         raise InvalidManifest(path, f"expected an RFC 3339 time, got {value!r}") from None
 
 
-def _container_requests(container: Any, path: str) -> Resources:
+def _container_requests(container: Any, path: str) -> tuple[Resources, Resources]:
+    """The container's requests, and the same with kube's scoring defaults (100m cpu, 200Mi
+    memory) where a cpu or memory request is missing (an explicit 0 stays 0)."""
     c = as_mapping(container, path)
     res = as_mapping(c.get("resources"), f"{path}.resources")
     limits = as_mapping(res.get("limits"), f"{path}.resources.limits")
@@ -207,28 +213,39 @@ def _container_requests(container: Any, path: str) -> Resources:
     for name, value in limits.items():
         requests.setdefault(name, value)
     field_path = f"{path}.resources.requests" if requests else path
-    return Resources.parse(requests, field_path)
+    parsed = Resources.parse(requests, field_path)
+    missing = {name: amount for name, amount in SCORING_DEFAULTS.items() if name not in requests}
+    return parsed, (parsed + Resources(missing) if missing else parsed)
 
 
 def effective_request(spec: Mapping[str, Any], path: str = "spec") -> Resources:
-    """The pod's request as Kubernetes computes it (``resourcehelper.PodRequests``).
+    """The pod's request as Kubernetes computes it (``resourcehelper.PodRequests``)."""
+    return _pod_requests(spec, path)[0]
+
+
+def _pod_requests(spec: Mapping[str, Any], path: str) -> tuple[Resources, Resources]:
+    """The pod's request as Kubernetes computes it (``resourcehelper.PodRequests``), and the
+    same with each container's missing cpu or memory request as the scoring default (what
+    kube-scheduler's scores count, ``NonMissingContainerRequests``; a pod without containers
+    asks for nothing).
 
     Sum of app containers and restartable (sidecar) init containers; at least each plain
     init container plus the sidecars started before it; plus the pod overhead.
     """
-    total = ZERO
+    total = scored = ZERO
     for i, c in enumerate(_list(spec.get("containers"), f"{path}.containers")):
-        total += _container_requests(c, f"{path}.containers[{i}]")
-    sidecars = ZERO
-    init_peak = ZERO
+        req, nonzero = _container_requests(c, f"{path}.containers[{i}]")
+        total, scored = total + req, scored + nonzero
+    sidecars = sidecars_scored = init_peak = init_peak_scored = ZERO
     for i, c in enumerate(_list(spec.get("initContainers"), f"{path}.initContainers")):
-        req = _container_requests(c, f"{path}.initContainers[{i}]")
+        req, nonzero = _container_requests(c, f"{path}.initContainers[{i}]")
         if as_mapping(c, f"{path}.initContainers[{i}]").get("restartPolicy") == "Always":
-            sidecars += req
-            init_peak = init_peak.max(sidecars)
+            sidecars, sidecars_scored = sidecars + req, sidecars_scored + nonzero
+            init_peak, init_peak_scored = init_peak.max(sidecars), init_peak_scored.max(sidecars_scored)
         else:
-            init_peak = init_peak.max(req + sidecars)
-    return (total + sidecars).max(init_peak) + Resources.parse(spec.get("overhead"), f"{path}.overhead")
+            init_peak, init_peak_scored = init_peak.max(req + sidecars), init_peak_scored.max(nonzero + sidecars_scored)
+    overhead = Resources.parse(spec.get("overhead"), f"{path}.overhead")
+    return (total + sidecars).max(init_peak) + overhead, (scored + sidecars_scored).max(init_peak_scored) + overhead
 
 
 def _requirement(expr: Any, path: str, on_field: bool) -> Requirement:
@@ -324,11 +341,13 @@ def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
         raise InvalidManifest(f"{where}.spec.priority", f"expected an integer, got {priority!r}")
 
     required, preferred = _node_affinity(spec, f"{where}.spec")
+    requests, scored = _pod_requests(spec, f"{where}.spec")
     return Pod(
         namespace=namespace,
         name=str(name),
         uid=str(meta.get("uid") or f"{namespace}/{name}"),
-        requests=effective_request(spec, f"{where}.spec"),
+        requests=requests,
+        scored=scored.cpu_memory(),
         created_at=_timestamp(meta.get("creationTimestamp"), f"{where}.metadata.creationTimestamp"),
         terminating=bool(meta.get("deletionTimestamp")),
         priority=priority,
@@ -420,4 +439,4 @@ def as_regular(pod: Pod) -> Pod:
         return pod
     batch_cpu, batch_memory = pod.requests[BATCH_CPU], pod.requests[BATCH_MEMORY]
     regular = pod.requests - Resources({BATCH_CPU: batch_cpu, BATCH_MEMORY: batch_memory}) + Resources({"cpu": batch_cpu, "memory": batch_memory})
-    return replace(pod, requests=regular)
+    return replace(pod, requests=regular, scored=None)  # (scored as these requests are)

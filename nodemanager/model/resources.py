@@ -203,6 +203,11 @@ class Resources:
 
 
 ZERO = Resources()
+# kube-scheduler's "non-zero" requests: what its scores count for a container's missing cpu or
+# memory request (``nonzero_request``)
+DEFAULT_MILLI_CPU = 100
+DEFAULT_MEMORY = 200 * 2**20
+SCORING_DEFAULTS = {"cpu": DEFAULT_MILLI_CPU, "memory": DEFAULT_MEMORY}
 
 
 _EVERY_NODE = frozenset({CPU, MEMORY, PODS, EPHEMERAL_STORAGE})  # what every node has some of

@@ -80,12 +80,19 @@ class Framework:
                     try:
                         instances[name] = registry.create(name, self.handle, profile.plugin_args.get(name, {}))
                     except (ValueError, TypeError) as exc:
-                        field = f".{exc.field}: {exc.problem}" if isinstance(exc, InvalidManifest) else f": {exc}"
-                        problems.append(f"pluginArgs.{name}{field}")
+                        problems.append(_args_problem(name, exc))
                         broken.add(name)
                         continue
                 if not isinstance(instances[name], ifc.EXTENSION_POINTS[point]):
                     problems.append(f"{where}: plugin {name!r} does not implement {point}")
+        for name, args in profile.plugin_args.items():  # arguments of a plugin not enabled are checked too, not ignored
+            if name not in registry:
+                problems.append(f"pluginArgs.{name}: unknown plugin; known: {', '.join(registry)}")
+            elif name not in instances and name not in broken:
+                try:
+                    registry.create(name, self.handle, args)
+                except (ValueError, TypeError) as exc:
+                    problems.append(_args_problem(name, exc))
         if len(points["queueSort"]) != 1:
             problems.append(f"queueSort: exactly one plugin must be enabled, got {len(points['queueSort'])}")
         for name, weight in profile.score:
@@ -381,3 +388,9 @@ class Framework:
             return status
         self.run_post_bind_plugins(state, pod, node_name)
         return status
+
+
+def _args_problem(plugin: str, exc: Exception) -> str:
+    """What is wrong with a plugin's arguments, under the key path it was given at."""
+    field = f".{exc.field}: {exc.problem}" if isinstance(exc, InvalidManifest) else f": {exc}"
+    return f"pluginArgs.{plugin}{field}"

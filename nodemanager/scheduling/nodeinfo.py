@@ -10,15 +10,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from nodemanager.model import CapacityType, Pod, PodKey, Resources, Taint
-from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, ZERO, asks_for_batch
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, DEFAULT_MEMORY, DEFAULT_MILLI_CPU, ZERO, asks_for_batch
 
-DEFAULT_MILLI_CPU = 100  # the scheduler's "non-zero" request for a pod that asks for no CPU
-DEFAULT_MEMORY = 200 * 2**20  # ... and for one that asks for no memory
 _UNCOUNTED = -1  # a NodeInfo's ``alloc_cpu`` before its free counts are made
 
 
 def nonzero_request(pod: Pod) -> tuple[int, int]:
-    """(milli-cpu, bytes) used for scoring: zero requests count as the scheduler's defaults."""
+    """(milli-cpu, bytes) the scores count: as its manifest's containers ask, a missing cpu or
+    memory request counted as the scheduler's default (``Pod.scored``); for a pod made in
+    code, its requests, a zero one counted as the default."""
+    if pod.scored is not None:
+        return pod.scored
     cpu, memory = pod.requests.cpu_memory()
     return (cpu or DEFAULT_MILLI_CPU, memory or DEFAULT_MEMORY)
 
@@ -112,9 +114,14 @@ class NodeInfo:
             own[pod.key] = pod
             requests = pod.requests
             counted.append(counted_requests(requests, True) if estimate else requests)
-            cpu, memory = requests.cpu_memory()  # nonzero_request, inline: every running pod of the cluster comes here
-            cpu_sum += cpu or DEFAULT_MILLI_CPU
-            memory_sum += memory or DEFAULT_MEMORY
+            scored = pod.scored  # nonzero_request, inline: every running pod of the cluster comes here
+            if scored is None:
+                cpu, memory = requests.cpu_memory()
+                cpu_sum += cpu or DEFAULT_MILLI_CPU
+                memory_sum += memory or DEFAULT_MEMORY
+            else:
+                cpu_sum += scored[0]
+                memory_sum += scored[1]
             node_pods += pod.of_node
             if pod.pod_affinity.anti_required:
                 anti_pods += 1
@@ -136,8 +143,9 @@ class NodeInfo:
         """The counts that follow one pod added (1) or removed (-1), besides ``requested``
         (the cpu and memory it takes are its requests' on every node)."""
         cpu, memory = pod.requests.cpu_memory()
-        self.nonzero_cpu += sign * (cpu or DEFAULT_MILLI_CPU)
-        self.nonzero_memory += sign * (memory or DEFAULT_MEMORY)
+        scored_cpu, scored_memory = nonzero_request(pod)
+        self.nonzero_cpu += sign * scored_cpu
+        self.nonzero_memory += sign * scored_memory
         self.free_cpu -= sign * cpu
         self.free_memory -= sign * memory
         self.free_pods -= sign

@@ -1,23 +1,27 @@
 """Resource plugins: NodeResourcesFit (filter) and the three allocation scores.
 
-The scores use the scheduler's integer formulas over cpu and memory (weights 1:1), with
-"non-zero" requests: a pod asking for no cpu counts 100m, for no memory 200 MiB.
+The scores use the scheduler's integer formulas over cpu and memory (weights 1:1 unless the
+plugin's ``resources`` say otherwise, as kube's ``scoringStrategy.resources``), with "non-zero"
+requests: a container asking for no cpu counts 100m, for no memory 200 MiB.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
+from nodemanager.errors import InvalidManifest
 from nodemanager.model import Pod, Resources
+from nodemanager.model.manifest import as_list, as_mapping
 from nodemanager.model.resources import CPU, MEMORY, PODS
 from nodemanager.scheduling.cycle_state import CycleState
-from nodemanager.scheduling.interfaces import FilterPlugin, PreFilterPlugin, ScorePlugin
+from nodemanager.scheduling.interfaces import FilterPlugin, FrameworkHandle, PreFilterPlugin, ScorePlugin
 from nodemanager.scheduling.nodeinfo import NodeInfo, nonzero_request
 from nodemanager.scheduling.status import Status, unschedulable
 
 _STATE_KEY = "PreFilterNodeResourcesFit"
 _CPU_MEMORY = frozenset({CPU, MEMORY})
 _ANY = -(2**63)  # below any free amount
+MAX_WEIGHT = 100  # kube's MaxNodeScore: the most a resource may weigh
 
 
 class NodeResourcesFit(PreFilterPlugin, FilterPlugin):
@@ -61,8 +65,7 @@ class _AllocationScore(ScorePlugin):
     its allocatable. ``formula`` scores a batch of rows in one comprehension: a busy
     cluster scores hundreds of nodes for every pod class."""
 
-    @staticmethod
-    def formula(rows: Rows) -> list[int]:
+    def formula(self, rows: Rows) -> list[int]:
         raise NotImplementedError
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
@@ -81,30 +84,76 @@ class _AllocationScore(ScorePlugin):
         return dict(zip(shared[0], self.formula(shared[1]), strict=True)), None
 
 
-class LeastAllocated(_AllocationScore):
-    """Prefers emptier nodes: ``((alloc - req) * 100) // alloc`` averaged over cpu and memory,
-    0 for a resource past its allocatable or with none."""
+def parse_resource_weights(args: Mapping[str, object]) -> tuple[int, int]:
+    """The (cpu, memory) weights of an allocation score's arguments: kube's
+    ``scoringStrategy.resources`` (``[{name, weight}]``, each weight 1-100; a resource left out
+    is not scored), validated as kube-scheduler does. Default 1:1."""
+    unknown = sorted(set(args) - {"resources"})
+    if unknown:
+        raise InvalidManifest(unknown[0], "unknown key (resources)")
+    if args.get("resources") is None:
+        return (1, 1)
+    weights: dict[str, int] = {}
+    for i, entry in enumerate(as_list(args["resources"], "resources")):
+        where = f"resources[{i}]"
+        spec = as_mapping(entry, where)
+        name, weight = spec.get("name"), spec.get("weight", 1)
+        if name not in (CPU, MEMORY):
+            raise InvalidManifest(f"{where}.name", f"only cpu and memory are scored, got {name!r}")
+        if name in weights:
+            raise InvalidManifest(f"{where}.name", f"{name} is listed twice")
+        if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= MAX_WEIGHT:
+            raise InvalidManifest(f"{where}.weight", f"expected an integer from 1 to {MAX_WEIGHT}, got {weight!r}")
+        weights[name] = weight
+    if not weights:
+        raise InvalidManifest("resources", "list cpu, memory or both (an empty list scores nothing)")
+    return weights.get(CPU, 0), weights.get(MEMORY, 0)
+
+
+class _WeightedScore(_AllocationScore):
+    """A score per resource, averaged with the resources' weights (kube's
+    ``resourceAllocationScorer``: ``sum(score * weight) // sum(weight)``)."""
+
+    def __init__(self, handle: FrameworkHandle, args: Mapping[str, object] | None = None) -> None:
+        super().__init__(handle, args)
+        self.weights = parse_resource_weights(self.args)
+
+    def formula(self, rows: Rows) -> list[int]:
+        wc, wm = self.weights
+        scores = self.scores(rows)
+        if (wc, wm) == (1, 1):  # (the default: one comprehension, as before)
+            return [(c + m) // 2 for c, m in scores]
+        return [(c * wc + m * wm) // (wc + wm) for c, m in scores]
+
+    @staticmethod
+    def scores(rows: Rows) -> list[tuple[int, int]]:
+        raise NotImplementedError
+
+
+class LeastAllocated(_WeightedScore):
+    """Prefers emptier nodes: ``((alloc - req) * 100) // alloc`` per resource, 0 for a
+    resource past its allocatable or with none."""
 
     name = "LeastAllocated"
     keeps_nothing = True
 
     @staticmethod
-    def formula(rows: Rows) -> list[int]:
-        return [((0 if ac == 0 or rc > ac else (ac - rc) * 100 // ac) + (0 if am == 0 or rm > am else (am - rm) * 100 // am)) // 2 for rc, rm, ac, am in rows]
+    def scores(rows: Rows) -> list[tuple[int, int]]:
+        return [(0 if ac == 0 or rc > ac else (ac - rc) * 100 // ac, 0 if am == 0 or rm > am else (am - rm) * 100 // am) for rc, rm, ac, am in rows]
 
 
-class MostAllocated(_AllocationScore):
-    """Prefers fuller nodes: ``(req * 100) // alloc`` averaged over cpu and memory, 0 for a
-    resource with no allocatable; a request past the allocatable counts as the allocatable
-    (kube's ``mostRequestedScore``: the scoring defaults of pods that ask for nothing can take
-    a node's sum past it, and a full node must not score below a half-full one)."""
+class MostAllocated(_WeightedScore):
+    """Prefers fuller nodes: ``(req * 100) // alloc`` per resource, 0 for a resource with no
+    allocatable; a request past the allocatable counts as the allocatable (kube's
+    ``mostRequestedScore``: the scoring defaults of pods that ask for nothing can take a
+    node's sum past it, and a full node must not score below a half-full one)."""
 
     name = "MostAllocated"
     keeps_nothing = True
 
     @staticmethod
-    def formula(rows: Rows) -> list[int]:
-        return [((0 if ac == 0 else min(rc, ac) * 100 // ac) + (0 if am == 0 else min(rm, am) * 100 // am)) // 2 for rc, rm, ac, am in rows]
+    def scores(rows: Rows) -> list[tuple[int, int]]:
+        return [(0 if ac == 0 else min(rc, ac) * 100 // ac, 0 if am == 0 else min(rm, am) * 100 // am) for rc, rm, ac, am in rows]
 
 
 class BalancedAllocation(_AllocationScore):
@@ -114,6 +163,5 @@ class BalancedAllocation(_AllocationScore):
     name = "BalancedAllocation"
     keeps_nothing = True
 
-    @staticmethod
-    def formula(rows: Rows) -> list[int]:
+    def formula(self, rows: Rows) -> list[int]:
         return [0 if rc >= ac or rm >= am else int((1 - abs(rc / ac - rm / am)) * 100) for rc, rm, ac, am in rows]
