@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 from nodemanager.model import CapacityPolicy, CapacityType, Pod, TaintEffect
 from nodemanager.model.ports import port_conflict
-from nodemanager.model.selectors import HARD_EFFECTS, Taint, terms_match, untolerated
+from nodemanager.model.selectors import HARD_EFFECTS, Operator, SelectorTerm, Taint, terms_match, untolerated
 from nodemanager.scheduling.cycle_state import CycleState
 from nodemanager.scheduling.interfaces import FilterPlugin, ScorePlugin, SkipsUnasked
 from nodemanager.scheduling.nodeinfo import NodeInfo
@@ -15,6 +15,28 @@ from nodemanager.scheduling.status import SKIP, Status, unresolvable, unschedula
 
 _PREFER = frozenset({TaintEffect.PREFER_NO_SCHEDULE})
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", TaintEffect.NO_SCHEDULE)
+NAME_FIELD = "metadata.name"  # the one field matchFields selects on
+
+
+AFFINITY_CONFLICT = "pod affinity terms conflict"  # kube's NodeAffinity errReasonConflict
+
+
+def _named_nodes(terms: tuple[SelectorTerm, ...]) -> set[str] | None:
+    """The nodes required node affinity names (kube's NodeAffinity PreFilter): within a term,
+    the intersection of its ``metadata.name In`` lists; across the terms, their union. None
+    where some term names no node (any node may match it), or there are no terms."""
+    if not terms:
+        return None
+    named: set[str] = set()
+    for term in terms:
+        in_term: set[str] | None = None
+        for r in term.requirements:
+            if r.on_field and r.key == NAME_FIELD and r.operator is Operator.IN:
+                in_term = set(r.values) if in_term is None else in_term & set(r.values)
+        if in_term is None:
+            return None
+        named |= in_term
+    return named
 
 
 class NodeAffinity(SkipsUnasked, FilterPlugin, ScorePlugin):
@@ -27,6 +49,16 @@ class NodeAffinity(SkipsUnasked, FilterPlugin, ScorePlugin):
 
     def asks(self, pod: Pod) -> bool:
         return bool(pod.node_selector or pod.affinity)
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status | None:
+        """Skip for a pod that asks nothing of it; a pod whose every term names its nodes
+        (``matchFields`` on ``metadata.name``, In) and names none in all of any term's lists
+        can match no node: unschedulable at once, with kube's reason."""
+        if not self.asks(pod):
+            return SKIP
+        if _named_nodes(pod.affinity) == set():
+            return unresolvable(AFFINITY_CONFLICT, self.name)
+        return None
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         labels = node.labels
