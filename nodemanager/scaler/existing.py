@@ -58,7 +58,7 @@ def rebuild(run: Run) -> list[Pod]:
     kept = keep_placed(run, carried)
     prefiltered: dict[tuple, CycleState | None] = {}  # a class's PreFilter answer (see _shares_prefilter)
     # Where a pod of such a class passed every filter, another of it passes them too as
-    # long as the node has room for it (as ``_fill_class`` counts): pods placed meanwhile
+    # long as the node has room for it (as ``fill_class`` counts): pods placed meanwhile
     # change only the node's room, but for one keeping others away (answers start again).
     passed: set[tuple[tuple, str]] = set()
     for pod, name in sorted(carried, key=lambda pn: (priority_key(pn[0]), pn[1])):
@@ -148,7 +148,7 @@ def fill(run: Run, classes: list[PodClass], candidates: list[NodeInfo] | None = 
 
 
 def fill_class(run: Run, pods: list[Pod], candidates: list[tuple[int, list[NodeInfo]]] | None) -> list[Pod]:
-    """Identical pods onto ``candidates`` (see ``_fill``); returns those left over. The
+    """Identical pods onto ``candidates`` (see ``fill``); returns those left over. The
     filters run for the first pod per node; resources, ``host_cap`` for inter-pod
     constraints and host ports (one per node) say how many more that node takes."""
     pod = pods[0]

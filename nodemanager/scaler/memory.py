@@ -54,7 +54,7 @@ class Memory:
         self.domains: dict[tuple, tuple[Sequence[Candidate], list[Candidate]]] = {}
         # offerings -> (whole vCPU floor, GiB per CPU) -> those of at least that many vCPU and
         # suited to that mix: the same list object each time, so what the packer derives from
-        # it is kept too (see _floored)
+        # it is kept too (see sizing.floored)
         self.floored: ByIdentity[Sequence[Candidate], dict[tuple[int, float], list[Candidate]]] = ByIdentity(binpack.TABLES_KEPT)
         self.pod_keys: dict[tuple[int, bool], tuple[Pod, tuple]] = {}  # (id(pod), node_only) -> (the pod, its constraint_key)
         # each existing node as computations start from it

@@ -127,7 +127,7 @@ class Run:
         self.open = OpenNodes(Resources(), {v.name: i for i, v in enumerate(self.views)})  # new nodes with room left
         self.zone_load: Counter[str] = Counter()  # nodes per zone, live and decided: new nodes go to the emptiest
         self.type_tables = memory.type_tables  # the packer's figures per candidate list
-        self._floors: dict[str, SizeFloor | None] = {}  # pool -> its node size floor (see _floored)
+        self._floors: dict[str, SizeFloor | None] = {}  # pool -> its node size floor (see sizing.floored)
         # pool -> the floor that left types out of its new nodes' choice in this run (its vCPU
         # alone, where the suited types were let go)
         self.floor_applied: dict[str, SizeFloor] = {}
@@ -231,7 +231,7 @@ class Run:
                 self.forget(name)
 
     def available(self, accepted: tuple[Candidate, ...]) -> tuple[Candidate, ...]:
-        """``accepted`` less the offerings marked unavailable, once per answer of ``_probe``
+        """``accepted`` less the offerings marked unavailable, once per answer of ``new_nodes.probe``
         in this computation."""
         if not self.unavailable:
             return accepted

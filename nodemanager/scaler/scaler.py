@@ -116,9 +116,9 @@ class BindingNodeScaler:
         nodes ``leaving`` boots for ``pods`` surely has: its node size floor, counted from
         the pool's other nodes alone (what the computation places on them only raises it).
         Consolidation's quick test prices a replacement from these. A pool is named only
-        where every new node for these pods goes through ``_floored`` and it cannot let the
+        where every new node for these pods goes through ``sizing.floored`` and it cannot let the
         floor go: no other pod waits, none of these asks for GPUs or batch resources, tells
-        offerings apart (``_offering_blind``), keeps near or apart from other pods or is of a
+        offerings apart (``new_nodes.offering_blind``), keeps near or apart from other pods or is of a
         gang, no placed pod keeps others away by a key other than the hostname, no default
         spread constraint is hard, no offering is marked unavailable, no capped plan is kept,
         the pool has no limits, and each of these pods fits one of its types of at least its
