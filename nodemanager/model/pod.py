@@ -19,7 +19,7 @@ from nodemanager.model.manifest import as_int, as_mapping
 from nodemanager.model.manifest import as_list as _list
 from nodemanager.model.ports import ANY_IP, HostPort
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, SCORING_DEFAULTS, ZERO, Resources, asks_for_batch
-from nodemanager.model.selectors import Operator, Requirement, SelectorTerm, TaintEffect, Toleration, terms_match
+from nodemanager.model.selectors import Operator, Requirement, SelectorTerm, TaintEffect, Toleration, decimal_integer, terms_match
 from nodemanager.model.slot_copy import copied
 
 PodKey = NewType("PodKey", str)  # "namespace/name"
@@ -299,8 +299,10 @@ def _node_affinity(spec: Mapping[str, Any], path: str) -> tuple[tuple[SelectorTe
 def _toleration(value: Any, path: str) -> Toleration:
     t = as_mapping(value, path)
     operator = t.get("operator") or "Equal"
-    if operator not in ("Equal", "Exists"):
-        raise InvalidManifest(f"{path}.operator", f"expected Equal or Exists, got {operator!r}")
+    if operator not in ("Equal", "Exists", "Gt", "Lt"):
+        raise InvalidManifest(f"{path}.operator", f"expected Equal, Exists, Gt or Lt, got {operator!r}")
+    if operator in ("Gt", "Lt") and decimal_integer(str(t.get("value") or "")) is None:
+        raise InvalidManifest(f"{path}.value", f"{operator} compares integers: expected one without leading zeros, got {t.get('value')!r}")
     effect = t.get("effect") or None
     if effect is not None:
         try:

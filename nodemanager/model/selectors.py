@@ -7,6 +7,7 @@ scheduling plugins and the instance chooser share one definition.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -88,7 +89,7 @@ class Taint:
 @dataclass(frozen=True, slots=True)
 class Toleration:
     key: str = ""
-    operator: str = "Equal"  # Equal | Exists
+    operator: str = "Equal"  # Equal | Exists | Gt | Lt
     value: str = ""
     effect: TaintEffect | None = None  # None tolerates every effect
 
@@ -99,8 +100,25 @@ class Toleration:
             return False
         if self.operator == "Exists":
             return True
+        if self.operator in ("Gt", "Lt"):  # kube 1.35's numeric operators: the taint's value against this one
+            mine, theirs = decimal_integer(self.value), decimal_integer(taint.value)
+            if mine is None or theirs is None:
+                return False  # (a taint value that is no integer is tolerated by neither)
+            return theirs > mine if self.operator == "Gt" else theirs < mine
         # An empty key is only valid with Exists; Equal with no key tolerates nothing.
         return bool(self.key) and self.value == taint.value
+
+
+_DECIMAL_INTEGER = re.compile(r"^(0|-?[1-9][0-9]*)$")
+
+
+def decimal_integer(text: str) -> int | None:
+    """``text`` as a 64-bit integer written in canonical form (no sign but a minus, no
+    leading zeros: kube's ``IsDecimalInteger``), else None."""
+    if not _DECIMAL_INTEGER.match(text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
 
 
 def untolerated(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...], effects: frozenset[TaintEffect]) -> list[Taint]:
