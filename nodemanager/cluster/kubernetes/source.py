@@ -87,7 +87,6 @@ class KubernetesCluster:
         self.schedules_pods = settings.mode is KubernetesMode.SCHEDULER
         self.publishes_status = True
         self._status_failures = 0
-        self.cloud = cloud
         self.clock = clock
         self.identity = identity
         self.core = client.CoreV1Api(api)

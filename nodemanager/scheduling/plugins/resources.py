@@ -118,17 +118,6 @@ class _WeightedScore(_AllocationScore):
         super().__init__(handle, args)
         self.weights = parse_resource_weights(self.args)
 
-    def formula(self, rows: Rows) -> list[int]:
-        wc, wm = self.weights
-        scores = self.scores(rows)
-        if (wc, wm) == (1, 1):  # (the default: one comprehension, as before)
-            return [(c + m) // 2 for c, m in scores]
-        return [(c * wc + m * wm) // (wc + wm) for c, m in scores]
-
-    @staticmethod
-    def scores(rows: Rows) -> list[tuple[int, int]]:
-        raise NotImplementedError
-
 
 class LeastAllocated(_WeightedScore):
     """Prefers emptier nodes: ``((alloc - req) * 100) // alloc`` per resource, 0 for a
@@ -137,9 +126,13 @@ class LeastAllocated(_WeightedScore):
     name = "LeastAllocated"
     keeps_nothing = True
 
-    @staticmethod
-    def scores(rows: Rows) -> list[tuple[int, int]]:
-        return [(0 if ac == 0 or rc > ac else (ac - rc) * 100 // ac, 0 if am == 0 or rm > am else (am - rm) * 100 // am) for rc, rm, ac, am in rows]
+    def formula(self, rows: Rows) -> list[int]:
+        wc, wm = self.weights
+        total = wc + wm
+        return [
+            ((0 if ac == 0 or rc > ac else (ac - rc) * 100 // ac) * wc + (0 if am == 0 or rm > am else (am - rm) * 100 // am) * wm) // total
+            for rc, rm, ac, am in rows
+        ]
 
 
 class MostAllocated(_WeightedScore):
@@ -151,9 +144,10 @@ class MostAllocated(_WeightedScore):
     name = "MostAllocated"
     keeps_nothing = True
 
-    @staticmethod
-    def scores(rows: Rows) -> list[tuple[int, int]]:
-        return [(0 if ac == 0 else min(rc, ac) * 100 // ac, 0 if am == 0 else min(rm, am) * 100 // am) for rc, rm, ac, am in rows]
+    def formula(self, rows: Rows) -> list[int]:
+        wc, wm = self.weights
+        total = wc + wm
+        return [((0 if ac == 0 else min(rc, ac) * 100 // ac) * wc + (0 if am == 0 else min(rm, am) * 100 // am) * wm) // total for rc, rm, ac, am in rows]
 
 
 class BalancedAllocation(_AllocationScore):
