@@ -429,14 +429,16 @@ def test_binding_failure_unreserves(failing):
 
 
 def test_priority_sort_order():
+    """Priority, then age: how constrained a pod is does not move it (kube's PrioritySort)."""
     fw = Framework()
     pods = [
         pod("old-low", created=1),
         pod("new-high", priority=10, created=5),
-        pod("specific", created=9, itype="a.large"),
+        pod("specific", created=0.5, itype="a.large"),
         pod("old-high", priority=10, created=2),
+        pod("young-specific", created=9, itype="a.large", zone="zone-1a"),
     ]
-    assert [p.name for p in fw.sort_pods(pods)] == ["old-high", "new-high", "specific", "old-low"]
+    assert [p.name for p in fw.sort_pods(pods)] == ["old-high", "new-high", "specific", "old-low", "young-specific"]
 
 
 def test_a_queue_sort_plugin_without_a_key_sorts_by_its_less():

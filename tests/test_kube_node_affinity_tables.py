@@ -1,7 +1,9 @@
 """Cases from kube-scheduler's own NodeAffinity table, with their names:
 kubernetes/kubernetes pkg/scheduler/framework/plugins/nodeaffinity/node_affinity_test.go
 (TestNodeAffinity, at commit 022462ccaeb5664cfd0c860978624bb0619aaa01): the cases whose
-terms name nodes (``matchFields`` on ``metadata.name``), which kube's PreFilter reads. The
+terms name nodes (``matchFields`` on ``metadata.name``), which kube's PreFilter reads, and
+the one whose term holds a value that is no label value (the API server lets it through;
+kube's selector parser fails the term, which then matches no node). The
 expectations are kube's: a pod whose terms name no node in common is unschedulable at
 PreFilter ("pod affinity terms conflict"); otherwise the Filter decides node by node. (The
 ``PreFilterResult`` node names kube returns are an optimisation of its own and not
@@ -52,6 +54,14 @@ CASES = [
     ),
     ("Pod with two terms of node.Name affinity", _pod({"matchFields": [_names("node1")]}, {"matchFields": [_names("node2")]}), "node2", {}, None, True),
     (
+        "Pod with an invalid value in Affinity term won't be scheduled onto the node",
+        _pod({"matchExpressions": [{"key": "foo", "operator": "NotIn", "values": ["invalid value: ___@#$%^"]}]}),
+        "node1",
+        {"foo": "bar"},
+        None,
+        False,
+    ),
+    (
         "Pod with two conflicting mach field requirements",
         _pod({"matchFields": [_names("node1"), _names("node2")]}),
         "node2",
@@ -90,3 +100,26 @@ def test_the_scaler_reports_conflicting_terms_as_unschedulable_and_boots_nothing
     decision = scaler().compute(ClusterSnapshot((pod,), ()), 0.0)
     assert decision.start == ()
     assert "pod affinity terms conflict" in decision.unschedulable[pod.key]
+
+
+@pytest.mark.parametrize(
+    ("expression", "problem"),
+    [
+        ({"key": "foo", "operator": "NotIn", "values": ["invalid value: ___@#$%^"]}, "values[0]: invalid label value"),
+        ({"key": "foo", "operator": "In", "values": ["bar", "x" * 64]}, "values[1]: invalid label value"),
+        ({"key": "gpu-score", "operator": "Gt", "values": ["high"]}, "values[0]: for 'Gt', 'Lt' operators, the value must be an integer"),
+    ],
+)
+def test_a_term_kubes_parser_refuses_matches_no_node_and_the_user_is_told_why(expression: dict, problem: str) -> None:
+    """The term matches nothing (another term still may), so no node is booted for it,
+    and the reason names the field and what is wrong with it."""
+    from builders import scaler
+
+    from nodemanager.scaler import ClusterSnapshot
+
+    pod = _pod({"matchExpressions": [expression]})
+    decision = scaler().compute(ClusterSnapshot((pod,), ()), 0.0)
+    assert decision.start == ()
+    assert "nodeSelectorTerms[0].matchExpressions[0]." + problem in decision.unschedulable[pod.key]
+    either = _pod({"matchExpressions": [expression]}, {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]})
+    assert scaler().compute(ClusterSnapshot((either,), ()), 0.0).bindings

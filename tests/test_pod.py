@@ -209,7 +209,7 @@ def test_the_scores_count_kubes_default_for_each_containers_missing_request(spec
                     "affinity": {
                         "nodeAffinity": {
                             "requiredDuringSchedulingIgnoredDuringExecution": {
-                                "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["x"]}]}]
+                                "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1", "2"]}]}]
                             }
                         }
                     }

@@ -19,7 +19,17 @@ from nodemanager.model.manifest import as_int, as_mapping
 from nodemanager.model.manifest import as_list as _list
 from nodemanager.model.ports import ANY_IP, HostPort
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, SCORING_DEFAULTS, ZERO, Resources, asks_for_batch
-from nodemanager.model.selectors import Operator, Requirement, SelectorTerm, TaintEffect, Toleration, decimal_integer, terms_match
+from nodemanager.model.selectors import (
+    Operator,
+    Requirement,
+    SelectorTerm,
+    TaintEffect,
+    Toleration,
+    decimal_integer,
+    label_value_problem,
+    parse_int,
+    terms_match,
+)
 from nodemanager.model.slot_copy import copied
 
 PodKey = NewType("PodKey", str)  # "namespace/name"
@@ -162,17 +172,6 @@ class Pod:
         """Its nodeSelector and required node affinity hold for a node with these labels."""
         return all(labels.get(k) == v for k, v in self.node_selector.items()) and terms_match(self.affinity, labels, node_name)
 
-    def specificity(self) -> int:
-        """How constrained the pod is: more constraints are matched first (PrioritySort)."""
-        return (
-            (self.instance_type != "" and "*" not in self.instance_type) * 4
-            + (self.instance_type != "") * 2
-            + (self.capacity_policy is not CapacityPolicy.ANY) * 2
-            + (self.zone != "") * 2
-            + len(self.node_selector)
-            + len(self.affinity)
-        )
-
     @classmethod
     def from_manifest(cls, doc: Mapping[str, Any], where: str = "pod") -> Pod:
         """Parse a Pod manifest; every error names the field path below ``where``."""
@@ -262,11 +261,25 @@ def _requirement(expr: Any, path: str, on_field: bool) -> Requirement:
         raise InvalidManifest(f"{path}.values", f"{op} needs at least one value")
     if op in (Operator.EXISTS, Operator.DOES_NOT_EXIST) and values:
         raise InvalidManifest(f"{path}.values", f"{op} takes no values")
-    if op in (Operator.GT, Operator.LT) and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
-        raise InvalidManifest(f"{path}.values", f"{op} needs exactly one integer value, got {list(values)!r}")
+    if op in (Operator.GT, Operator.LT) and len(values) != 1:
+        raise InvalidManifest(f"{path}.values", f"{op} needs exactly one value, got {list(values)!r}")
     if on_field and (key != "metadata.name" or op not in (Operator.IN, Operator.NOT_IN)):
         raise InvalidManifest(path, "matchFields supports only metadata.name with In or NotIn")
     return Requirement(str(key), op, values, on_field)
+
+
+def _parse_problem(req: Requirement, path: str) -> str:
+    """What kube-scheduler's selector parser refuses in a requirement the API server lets
+    through (``labels.NewRequirement``): a value that is no label value, a ``Gt``/``Lt``
+    value that is no integer. "" when it parses."""
+    if req.operator in (Operator.GT, Operator.LT):
+        if parse_int(req.values[0]) is None:
+            return f"{path}.values[0]: for 'Gt', 'Lt' operators, the value must be an integer, got {req.values[0]!r}"
+        return ""
+    for i, value in enumerate(req.values):
+        if problem := label_value_problem(value):
+            return f"{path}.values[{i}]: invalid label value {value!r}: {problem}"
+    return ""
 
 
 def selector_terms(value: Any, path: str) -> tuple[SelectorTerm, ...]:
@@ -276,9 +289,10 @@ def selector_terms(value: Any, path: str) -> tuple[SelectorTerm, ...]:
 
 def _selector_term(value: Any, path: str) -> SelectorTerm:
     t = as_mapping(value, path)
-    reqs = [_requirement(e, f"{path}.matchExpressions[{j}]", False) for j, e in enumerate(_list(t.get("matchExpressions"), f"{path}.matchExpressions"))]
-    reqs += [_requirement(e, f"{path}.matchFields[{j}]", True) for j, e in enumerate(_list(t.get("matchFields"), f"{path}.matchFields"))]
-    return SelectorTerm(tuple(reqs))
+    expressions = [_requirement(e, f"{path}.matchExpressions[{j}]", False) for j, e in enumerate(_list(t.get("matchExpressions"), f"{path}.matchExpressions"))]
+    fields = [_requirement(e, f"{path}.matchFields[{j}]", True) for j, e in enumerate(_list(t.get("matchFields"), f"{path}.matchFields"))]
+    error = next((problem for j, r in enumerate(expressions) if (problem := _parse_problem(r, f"{path}.matchExpressions[{j}]"))), "")
+    return SelectorTerm((*expressions, *fields), error)
 
 
 def _node_affinity(spec: Mapping[str, Any], path: str) -> tuple[tuple[SelectorTerm, ...], tuple[tuple[int, SelectorTerm], ...]]:

@@ -46,23 +46,24 @@ class Requirement:
             return present
         if op is Operator.DOES_NOT_EXIST:
             return not present
-        if not present:
-            return False
-        try:
-            have, want = int(value), int(self.values[0])
-        except (ValueError, IndexError):
+        have, want = parse_int(value) if present else None, parse_int(self.values[0]) if self.values else None
+        if have is None or want is None:
             return False
         return have > want if op is Operator.GT else have < want
 
 
 @dataclass(frozen=True, slots=True)
 class SelectorTerm:
-    """Requirements that must all hold. An empty term matches nothing (as in Kubernetes)."""
+    """Requirements that must all hold. An empty term matches nothing (as in Kubernetes),
+    nor does one kube's selector parser refuses (``error`` says why): the API server lets a
+    node-affinity value that is no label value, or a ``Gt`` value that is no integer,
+    through, and kube-scheduler's parser then fails that term alone."""
 
     requirements: tuple[Requirement, ...]
+    error: str = ""
 
     def matches(self, labels: Mapping[str, str], node_name: str = "") -> bool:
-        return bool(self.requirements) and all(r.matches(labels, node_name) for r in self.requirements)
+        return bool(self.requirements) and not self.error and all(r.matches(labels, node_name) for r in self.requirements)
 
 
 def terms_match(terms: tuple[SelectorTerm, ...], labels: Mapping[str, str], node_name: str = "") -> bool:
@@ -110,6 +111,31 @@ class Toleration:
 
 
 _DECIMAL_INTEGER = re.compile(r"^(0|-?[1-9][0-9]*)$")
+
+
+_LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+LABEL_VALUE_MAX = 63
+
+
+def label_value_problem(value: str) -> str:
+    """Why ``value`` is no label value (kube's ``validation.IsValidLabelValue``), or ""."""
+    if len(value) > LABEL_VALUE_MAX:
+        return f"must be no more than {LABEL_VALUE_MAX} characters"
+    if not _LABEL_VALUE.fullmatch(value):
+        return "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and start and end with one"
+    return ""
+
+
+_PARSE_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_int(text: str) -> int | None:
+    """``text`` as Go's ``strconv.ParseInt(text, 10, 64)`` reads it (a sign allowed, no
+    spaces or underscores), else None: how kube reads a ``Gt``/``Lt`` value and the node's."""
+    if not _PARSE_INT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
 
 
 def decimal_integer(text: str) -> int | None:

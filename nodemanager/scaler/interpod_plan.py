@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from nodemanager.model import Pod, PodKey
 from nodemanager.model.interpod import AffinityTerm, SpreadConstraint
-from nodemanager.model.labels import HOSTNAME, ZONE
+from nodemanager.model.labels import CAPACITY_TYPE, HOSTNAME, ZONE
 from nodemanager.scheduling.nodeinfo import NodeInfo
 from nodemanager.scheduling.plugins.interpod import counted_nodes
 from nodemanager.scheduling.topology import PodTopology
@@ -60,6 +60,15 @@ def plannable(pod: Pod) -> bool:
         and all(t.topology_key == ZONE for t in a.required)
         and all(t.topology_key in _PLANNED_KEYS for t in a.anti_required)
     )
+
+
+def other_keys(pod: Pod) -> tuple[str, ...]:
+    """The labels other than zone, capacity type and hostname that the pod's hard
+    constraints are on: what else sets a new node's domain for it (an instance type, an
+    architecture, a pool's own label)."""
+    a = pod.pod_affinity
+    keys = {c.topology_key for c in _hard_spread(pod)} | {t.topology_key for t in (*a.required, *a.anti_required)}
+    return tuple(sorted(keys - {ZONE, CAPACITY_TYPE, HOSTNAME}))
 
 
 def zone_level(pod: Pod) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 
 from nodemanager.model import CapacityPolicy, CapacityType, Pod, PodKey, Resources
 from nodemanager.model.labels import HOSTNAME, ZONE
-from nodemanager.scaler import binpack, existing, sizing
+from nodemanager.scaler import binpack, existing, group_order, sizing
 from nodemanager.scaler import interpod_plan as plan
 from nodemanager.scaler.memory import PROBE_MEMO_SIZE
 from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info
@@ -77,8 +77,9 @@ def place_on_new(run: Run, classes: list[PodClass]) -> None:
             return 2
         return 0 if plan.host_cap(rep, None, run.topology) is not None else 1
 
-    for key in sorted(groups, key=lambda k: (-groups[k][0].rep.priority, rank(groups[k][0].rep), priority_key(groups[k][0].rep))):
-        _place_group(run, groups[key])
+    # ``groups`` are in queue order (``classes`` are, by their first pod)
+    for group in group_order.packing_order(list(groups.values()), lambda g: g[0].rep, rank, run.topology.namespace_labels):
+        _place_group(run, group)
 
 
 def _place_group(run: Run, group: list[PodClass], zoned: bool = False) -> None:
@@ -174,7 +175,8 @@ def _new_node_for(run: Run, pod: Pod, kin: int, reasons: list[tuple[str, bool]])
     """A pod whose place depends on other pods': a node this run decided to boot if the
     constraints allow it there, else a new node of the first pool with an offering the
     constraints accept. The constraints are tested once per zone and capacity type (what
-    a new node's domain is), on a node with a fresh hostname; among the groups that pass,
+    a new node's domain is, with the value of any other label its constraints are on), on a
+    node with a fresh hostname; among the groups that pass,
     the zone with the fewest nodes so far (any pool); the type is the packer's choice
     for the ``kin`` pods of its class that may share the node (one if they keep apart by
     hostname)."""
@@ -187,6 +189,7 @@ def _new_node_for(run: Run, pod: Pod, kin: int, reasons: list[tuple[str, bool]])
         return False
     cap = plan.host_cap(pod, None, run.topology)
     shares = kin if cap is None else max(min(kin, cap), 1)
+    keys = plan.other_keys(pod)
     for view in run.views:
         accepted, why, transient = probe(run, view, pod)
         usable = [c for c in accepted if not run.blocked(c) and pod.requests.fits(c.allocatable)]
@@ -194,9 +197,10 @@ def _new_node_for(run: Run, pod: Pod, kin: int, reasons: list[tuple[str, bool]])
             text = why if not accepted else f"no available offering can hold {_describe(pod.requests)}"
             reasons.append((f"pool {view.name}: {text}", transient or bool(accepted)))
             continue
-        groups: dict[tuple[str, CapacityType], list[Candidate]] = defaultdict(list)
+        groups: dict[tuple, list[Candidate]] = defaultdict(list)
         for c in usable:
-            groups[(c.offering.zone, c.offering.capacity_type)].append(c)
+            labels = offering_node_info(view, c).labels if keys else {}
+            groups[(c.offering.zone, c.offering.capacity_type, *(labels.get(k, "") for k in keys))].append(c)
         passing, refusal = [], ""
         for group_key, members in groups.items():
             verdict = run.fw.run_filter_plugins(state, pod, offering_node_info(view, members[0], NEW_HOST))
@@ -207,13 +211,13 @@ def _new_node_for(run: Run, pod: Pod, kin: int, reasons: list[tuple[str, bool]])
         if not passing:
             reasons.append((f"pool {view.name}: {refusal}", False))
             continue
-        zone, capacity = min(passing, key=lambda g: (run.zone_load[g[0]], g))
+        chosen = min(passing, key=lambda g: (run.zone_load[g[0]], g))
         one_each = view.cell or bool(pod.host_ports)
-        fills, _, _ = binpack.pack([pod.requests], [1 if one_each else shares], groups[(zone, capacity)], run.budget(view), per_node=1 if one_each else None)
+        fills, _, _ = binpack.pack([pod.requests], [1 if one_each else shares], groups[chosen], run.budget(view), per_node=1 if one_each else None)
         if not fills:
             reasons.append((f"pool {view.name}: limit reached", True))
             continue
-        node = run.new_node(view, fills[0].candidate, accepted=groups[(zone, capacity)])
+        node = run.new_node(view, fills[0].candidate, accepted=groups[chosen])
         if run.place(pod, node.info, state):
             return True
         reasons.append((f"pool {view.name}: rejected at reserve or permit", True))
@@ -349,3 +353,23 @@ def _by_type(offerings: Sequence[Candidate]) -> dict[tuple[int, CapacityType], l
     for c in offerings:
         found.setdefault((id(c.itype), c.offering.capacity_type), []).append(c)
     return found
+
+
+def place_followers(run: Run) -> None:
+    """Pods whose required pod affinity matched no pod when their turn came, tried again
+    while each round places some: the pods they follow may have been placed after them in
+    this computation (kube-scheduler requeues such a pod when a matching pod is bound,
+    Karpenter retries it in the same Solve while it makes progress)."""
+    for _ in range(len(run.left_for_new)):
+        left = [(key, [p for p in pods if p.key in run.unschedulable]) for key, pods in run.left_for_new if pods[0].pod_affinity.required]
+        retry = [PodClass(pods, key) for key, pods in left if pods]
+        if not retry:
+            return
+        for c in retry:
+            for pod in c.pods:
+                del run.unschedulable[pod.key]
+        placed = len(run.bindings)
+        existing.place_on_existing(run, retry)
+        place_on_new(run, retry)
+        if len(run.bindings) == placed:
+            return

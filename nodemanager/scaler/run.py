@@ -107,8 +107,8 @@ class Run:
         self.fw.handle.volumes = snapshot.volumes
         self.topology = PodTopology(self.infos, snapshot.namespaces)
         self.fw.handle.topology = self.topology
-        # Spread reaches domains with no node yet: the zones the pools offer, a new hostname.
-        self.fw.handle.possible_domains = {ZONE: self.possible_zones, HOSTNAME: lambda pod: frozenset({NEW_HOST})}
+        # Spread reaches domains with no node yet: what the pools' offerings give a new node.
+        self.fw.handle.possible_domains = self.possible_domains
         self.bindings: dict[PodKey, str] = {}
         self.unschedulable: dict[PodKey, str] = {}
         self.waiting: dict[PodKey, str] = {}
@@ -137,7 +137,7 @@ class Run:
         handle and by the device state), so that the run and all it made are freed as soon
         as it is done with, rather than left to the cycle collector: every computation's
         run, framework and plugins were cyclic garbage, walked by the collector."""
-        self.fw.handle.possible_domains = {}
+        self.fw.handle.possible_domains = None
         self.fw.handle.devices = None
         self.devices = None
 
@@ -173,21 +173,34 @@ class Run:
             self._claim_keys[pod.claims] = found
         return (*constraint_key(pod, node_only), found)
 
+    def possible_domains(self, pod: Pod, key: str) -> frozenset[str]:
+        """The values of the label ``key`` that a new node the pod could run on may have:
+        a fresh hostname, or what some offering gives such a node (``possible_zones``)."""
+        if key == HOSTNAME:
+            return frozenset({NEW_HOST})
+        return self.possible_zones(pod) if key == ZONE else self._possible_values(pod, key)
+
     def possible_zones(self, pod: Pod) -> frozenset[str]:
-        """Zones where some pool offers a node the pod could run on: one its node constraints
-        accept, of a pool whose taints it tolerates. A zone only an untolerated pool offers is
-        no spread domain for the pod (whatever its ``nodeTaintsPolicy``: that policy is about
-        nodes that exist), or the pod would be pinned to a zone no node of its can ever be in."""
-        zones = set()
+        return self._possible_values(pod, ZONE)
+
+    def _possible_values(self, pod: Pod, key: str) -> frozenset[str]:
+        """Values of ``key`` on the nodes the pools could boot for the pod: an offering its
+        node constraints accept, not marked unavailable, of a pool whose taints it tolerates.
+        A value only an untolerated pool gives is no spread domain for the pod (whatever
+        its ``nodeTaintsPolicy``: that policy is about nodes that exist), or the pod would be
+        held to a domain no node of its can ever be in."""
+        values: set[str] = set()
         for view in self.views:
             if view.taints and untolerated(view.taints, pod.tolerations, HARD_EFFECTS):
                 continue
             for cand in view.candidates:
-                if cand.offering.zone not in zones and not self.blocked(cand):
-                    info = offering_node_info(view, cand)
-                    if pod.accepts_node(info.labels, info.name):
-                        zones.add(cand.offering.zone)
-        return frozenset(zones)
+                if (key == ZONE and cand.offering.zone in values) or self.blocked(cand):
+                    continue
+                info = offering_node_info(view, cand)
+                value = info.labels.get(key)
+                if value is not None and value not in values and pod.accepts_node(info.labels, info.name):
+                    values.add(value)
+        return frozenset(values)
 
     def blocked(self, candidate: Candidate) -> bool:
         """Marked unavailable: the offering itself, or its whole zone."""

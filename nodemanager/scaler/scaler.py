@@ -67,6 +67,7 @@ def _plan(run: Run) -> list[NewNode]:
     boot_cap.reuse_deferred(run, classes)
     new_nodes.place_on_new(run, classes)
     new_nodes.place_on_new(run, then)
+    new_nodes.place_followers(run)
     gangs.settle_gangs(run)
     if run.failed:
         return []

@@ -6,7 +6,7 @@ non-success means at each point (see ``framework.py``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from nodemanager.model import Pod
@@ -28,7 +28,7 @@ class FrameworkHandle:
         self.devices: object | None = None  # DynamicResources' DeviceState, set per computation
         self.volumes: object | None = None  # VolumeBinding's VolumeContext, set per computation
         self.topology: object | None = None  # PodTopology over node_infos, kept current by its owner
-        self.possible_domains: Mapping[str, object] = {}  # topology key -> f(pod): domains its owner could still create
+        self.possible_domains: Callable[[Pod, str], frozenset[str]] | None = None  # (pod, topology key) -> domains its owner could still create
         self._waiting: dict[str, WaitingPod] = {}
 
     def get_waiting_pod(self, uid: str) -> WaitingPod | None:

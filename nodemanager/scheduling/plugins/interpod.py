@@ -9,8 +9,9 @@ incoming one if it matches its own selector) than the emptiest eligible domain; 
 eligible domains than ``minDomains`` the emptiest counts as 0. Eligible domains are those of
 nodes that pass the pod's node affinity (``nodeAffinityPolicy: Honor``) and, with
 ``nodeTaintsPolicy: Honor``, whose taints it tolerates. The scaler adds the domains it could
-still create (``handle.possible_domains``: the zones of the pools' offerings that the pod
-accepts, and a new hostname), so spread reaches zones where no node exists yet.
+still create (``handle.possible_domains``: the values the pools' offerings that the pod
+accepts give a new node's label, and a new hostname), so spread reaches zones, capacity
+types or any other domain where no node exists yet.
 
 Affinity: every required affinity term needs a pod matching all the terms in the node's
 domain, except that the first pod of a group that matches its own terms may go anywhere;
@@ -71,9 +72,9 @@ def spread_domains(handle: object, pod: Pod, constraint: SpreadConstraint, topol
 
     def compute() -> frozenset[str]:
         found = {info.labels[key] for info in topology.infos.values() if key in info.labels and info.exists and _eligible(pod, constraint, info)}
-        possible: Mapping[str, Callable[[Pod], frozenset[str]]] = getattr(handle, "possible_domains", {})
-        if key in possible:
-            found |= possible[key](pod)
+        possible: Callable[[Pod, str], frozenset[str]] | None = getattr(handle, "possible_domains", None)
+        if possible is not None:
+            found |= possible(pod, key)
         return frozenset(found)
 
     return topology.memo(memo_key, compute)

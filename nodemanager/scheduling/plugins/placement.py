@@ -66,7 +66,10 @@ class NodeAffinity(SkipsUnasked, FilterPlugin, ScorePlugin):
             if labels.get(key) != value:
                 return unresolvable(f"node(s) didn't match Pod's node selector {key}={value}", self.name)
         if not terms_match(pod.affinity, labels, node.name):
-            return unresolvable("node(s) didn't match Pod's node affinity", self.name)
+            # A pod whose every term kube's parser refuses matches no node: its reason is
+            # what the user needs to mend the pod.
+            refused = all(t.error for t in pod.affinity)
+            return unresolvable("node(s) didn't match Pod's node affinity" + (f": {pod.affinity[0].error}" if refused else ""), self.name)
         return None
 
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:

@@ -1,0 +1,74 @@
+"""The order in which constraint groups get new nodes: kube's queue order wherever a later
+group could take from an earlier one a domain it needs, the packer's order everywhere else.
+
+kube-scheduler and Karpenter place pods one after another in queue order (priority, then
+age), so an earlier pod chooses first. New nodes pack better with the most constrained
+groups first (pods that need a node to themselves, then other inter-pod groups) and the rest
+filling the room they leave. The two orders differ only where it matters between groups
+that can contend for a domain a new node cannot add, a zone or any other label but the
+hostname (a new node is always a fresh hostname):
+
+* the later group's required anti-affinity on such a key selects the earlier group's pods
+  (where it lands, the earlier group may no longer go: symmetry), or the earlier group's
+  selects the later's;
+* the earlier group's hard spread on such a key counts the later group's pods (they raise a
+  domain's count, and the earlier group may then exceed its skew there).
+
+Between such groups the earlier in the queue goes first; otherwise the packer's order holds
+(a topological order of those pairs, taken in the packer's order).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+from nodemanager.model import Pod
+from nodemanager.model.labels import HOSTNAME
+
+G = TypeVar("G")
+
+
+def _anti(pod: Pod) -> list:
+    return [t for t in pod.pod_affinity.anti_required if t.topology_key != HOSTNAME]
+
+
+def _spread(pod: Pod) -> list:
+    return [c for c in pod.spread if c.hard and c.topology_key != HOSTNAME and c.selector is not None]
+
+
+def contends(earlier: Pod, later: Pod, namespace_labels: Mapping[str, Mapping[str, str]]) -> bool:
+    """Whether placing ``later`` can take from ``earlier`` a domain no new node can add."""
+    if any(t.selects(earlier.namespace, earlier.labels, namespace_labels) for t in _anti(later)):
+        return True
+    if any(t.selects(later.namespace, later.labels, namespace_labels) for t in _anti(earlier)):
+        return True
+    return later.namespace == earlier.namespace and any(c.selector.matches(later.labels) for c in _spread(earlier))
+
+
+def packing_order(queue: Sequence[G], rep: Callable[[G], Pod], rank: Callable[[Pod], int], namespace_labels: Mapping[str, Mapping[str, str]]) -> list[G]:
+    """``queue`` (groups in queue order, each given by ``rep``, a pod of it) in the packer's
+    order, ``(priority, rank, queue)``, except that a group never goes before an earlier one
+    it contends with."""
+    pods = [rep(g) for g in queue]
+    after: list[list[int]] = [[] for _ in queue]  # i -> the later groups that wait for i
+    waits = [0] * len(queue)
+    # Only groups with such constraints contend: each is paired with every other group.
+    constrained = [i for i, p in enumerate(pods) if _anti(p) or _spread(p)]
+    pairs = {(min(i, j), max(i, j)) for i in constrained for j in range(len(pods)) if i != j}
+    for i, j in sorted(pairs):
+        if contends(pods[i], pods[j], namespace_labels):
+            after[i].append(j)
+            waits[j] += 1
+    heap = [(-p.priority, rank(p), i) for i, p in enumerate(pods) if not waits[i]]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        *_, i = heapq.heappop(heap)
+        out.append(queue[i])
+        for j in after[i]:
+            waits[j] -= 1
+            if not waits[j]:
+                heapq.heappush(heap, (-pods[j].priority, rank(pods[j]), j))
+    return out
