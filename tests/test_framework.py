@@ -471,14 +471,15 @@ def test_allocation_scores_integer_formulas():
     skewed = pod("q", cpu="2", memory="1Gi")  # cpu 3000/4000 = 75%, memory 3Gi/10Gi = 30%
     assert score_of("LeastAllocated", skewed, node) == (25 + 70) // 2
     assert score_of("MostAllocated", skewed, node) == (75 + 30) // 2
-    assert score_of("BalancedAllocation", skewed, node) == int((1 - abs(0.75 - 0.3)) * 100)
+    assert score_of("BalancedAllocation", skewed, node) == int((1 - abs(0.75 - 0.3) / 2) * 100)  # kube's std of two fractions
 
 
 def test_scores_use_nonzero_defaults_and_zero_when_over():
     node = info("n", cpu=1000, memory=1000 * 2**20)
     assert score_of("MostAllocated", pod("p", cpu="0", memory="0"), node) == (10 + 20) // 2  # 100m and 200Mi
     assert score_of("LeastAllocated", pod("p", cpu="2", memory="0"), node) == (0 + 80) // 2
-    assert score_of("BalancedAllocation", pod("p", cpu="2", memory="0"), node) == 0
+    # BalancedAllocation reads the actual requests (memory 0) and caps cpu's fraction at 1
+    assert score_of("BalancedAllocation", pod("p", cpu="2", memory="0"), node) == int((1 - (1 - 0) / 2) * 100)
 
 
 def test_taint_toleration_score_is_reverse_normalized():

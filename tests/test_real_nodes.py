@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from nodemanager.cluster.base import EventType, NodeEvent
 from nodemanager.cluster.workload import parse_cluster_objects, parse_workload
 from nodemanager.config import parse_config
-from nodemanager.model import Node, Taint, TaintEffect, Toleration
+from nodemanager.model import Node, Resources, Taint, TaintEffect, Toleration
 from nodemanager.model.daemonset import DaemonSet, daemon_overhead
 from nodemanager.model.ports import HostPort
+from nodemanager.model.resources import BATCH_CPU
 from nodemanager.model.selectors import Operator, Requirement, SelectorTerm
 from nodemanager.model.volumes import BindingMode, PersistentVolume, PersistentVolumeClaim, StorageClass, VolumeContext
 from nodemanager.scaler import ClusterSnapshot
@@ -336,3 +337,67 @@ def test_the_planning_view_follows_the_clusters_taints_and_cordon_and_is_kept_ac
     assert (cordoned.taints, cordoned.unschedulable) == ((dedicated,), True)
     h.controller.state.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(h.controller.state.cache.node(name), taints=(), unschedulable=False))])
     assert planned() is record  # nothing to shed or take
+
+
+def test_labels_an_operator_puts_on_a_node_are_planned_with_as_kube_scheduler_sees_them():
+    """A label added to the Node after it registered (``kubectl label``, node-feature
+    discovery) is what a pod's node selector matches, as kube-scheduler reads the Node; a
+    label taken off again no longer matches. (Found by the differential test against the
+    real kube-scheduler: such pods were left pending.)"""
+    h = Harness(binpack_pool("general"), arrivals=[arrive("p1", cpu="500m")])
+    h.run(120)
+    [name] = h.controller.state.nodes
+    record = h.controller.state.nodes[name]
+    registered = h.controller.state.cache.node(name)
+
+    def planned() -> Node:
+        [view] = h.controller.state._planning_nodes()
+        return view
+
+    h.controller.state.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(registered, labels={**registered.labels, "disk": "ssd"}))])
+    labelled = planned()
+    assert labelled.labels["disk"] == "ssd"
+    ssd = dataclasses.replace(pod("wants-ssd", cpu="100m"), node_selector={"disk": "ssd"})
+    assert compute(scaler(binpack_pool("general")), [ssd], [labelled]).bindings == {"default/wants-ssd": name}
+    h.controller.state.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(h.controller.state.cache.node(name), labels=dict(registered.labels)))])
+    assert "disk" not in planned().labels
+    assert planned() is record or planned().labels == {**record.labels, **registered.labels}
+
+
+def test_a_node_is_planned_with_the_allocatable_its_kubelet_reports():
+    """kube-scheduler fits pods into the Node's ``status.allocatable``; the catalog's figure
+    (capacity less an estimate of what the kubelet reserves) holds only until the kubelet
+    has reported. Batch resources stay as colocation keeps them in the record."""
+    h = Harness(binpack_pool("general"), arrivals=[arrive("p1", cpu="500m")])
+    h.run(120)
+    [name] = h.controller.state.nodes
+    registered = h.controller.state.cache.node(name)
+    reported = Resources({"cpu": 2000, "memory": 8 * 2**30, "pods": 110})
+    h.controller.state.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(registered, allocatable=reported))])
+    [view] = h.controller.state._planning_nodes()
+    assert view.allocatable == reported
+    h.controller.state.update_node(name, allocatable=Resources({**dict(view.allocatable.items()), BATCH_CPU: 500}))
+    [view] = h.controller.state._planning_nodes()
+    assert dict(view.allocatable.items()) == {**dict(reported.items()), BATCH_CPU: 500}
+
+
+def test_a_sidecars_host_port_keeps_pods_apart_as_current_kube_scheduler_does():
+    """An init container with ``restartPolicy: Always`` runs beside the app containers, and
+    its host port is taken on the node as theirs is (kube-scheduler 1.37's NodePorts; the
+    real control plane test asks both versions). An ordinary init container's is not."""
+    from nodemanager.model import Pod
+
+    def with_port(name: str, where: str) -> Pod:
+        port = {"containerPort": 9000, "hostPort": 9000}
+        spec: dict = {"containers": [{"name": "app", "resources": {"requests": {"cpu": "100m"}}}]}
+        if where == "app":
+            spec["containers"][0]["ports"] = [port]
+        else:
+            init = {"name": "proxy", "ports": [port], **({"restartPolicy": "Always"} if where == "sidecar" else {})}
+            spec["initContainers"] = [init]
+        return Pod.from_manifest({"metadata": {"name": name, "namespace": "default"}, "spec": spec})
+
+    assert with_port("s", "sidecar").host_ports == (HostPort(9000, "TCP", "0.0.0.0"),)
+    assert with_port("i", "init").host_ports == ()
+    d = compute(scaler(POOL), [with_port("a", "app"), with_port("s", "sidecar")])
+    assert len(set(d.bindings.values())) == 2

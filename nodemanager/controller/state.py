@@ -30,8 +30,9 @@ from nodemanager.controller.fleet_tally import FleetTally
 from nodemanager.controller.lock import ControllerLock
 from nodemanager.controller.records import NodeRecords
 from nodemanager.dra.context import DeviceContext
-from nodemanager.model import LIVE_STATES, Node, NodeName, NodeState, Pod, PodKey, Taint
+from nodemanager.model import LIVE_STATES, Node, NodeName, NodeState, Pod, PodKey, Resources, Taint
 from nodemanager.model.journal import Mark, changed_since
+from nodemanager.model.resources import BATCH_RESOURCES
 from nodemanager.model.selectors import HARD_EFFECTS, untolerated
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, Decision, ScalerSettings, StopOrder, UnavailabilityKeeper
 from nodemanager.scaler.pools import capacity_of
@@ -159,15 +160,26 @@ class ClusterState:
         return registered is not None and registered.unschedulable
 
     def _planning_view(self, node: Node) -> Node:
-        """The record as the scaler plans with it: the cluster's taints and cordon, less the
-        startup and ephemeral taints that a node we booted sheds on its own."""
+        """The record as the scaler plans with it: the cluster's labels (those it launched
+        with, and what an operator or an agent put on the Node since), allocatable (what the
+        kubelet reports, once it has: the catalog's is an estimate) as kube-scheduler reads
+        them, taints and cordon, less the startup and ephemeral taints that a node we booted
+        sheds on its own."""
         registered = self.cache.node(node.name)
-        if registered is None or not (registered.taints or node.taints or registered.unschedulable or node.unschedulable):
-            return node  # nothing to shed or to take: most nodes
+        if registered is None:
+            return node
+        labels = node.labels
+        if any(labels.get(k) != v for k, v in registered.labels.items()):
+            labels = {**labels, **registered.labels}
+        allocatable = _reported_allocatable(node.allocatable, registered.allocatable)
+        if not (registered.taints or node.taints or registered.unschedulable or node.unschedulable):
+            if labels is node.labels and allocatable is node.allocatable:
+                return node  # nothing to shed or to take: most nodes
+            return replace(node, labels=labels, allocatable=allocatable)
         passing = self.startup_taints(node.pool)
         taints = tuple(t for t in registered.taints if t not in passing and t.key not in EPHEMERAL_TAINT_KEYS)
-        if taints != node.taints or registered.unschedulable != node.unschedulable:
-            return replace(node, taints=taints, unschedulable=registered.unschedulable)
+        if taints != node.taints or registered.unschedulable != node.unschedulable or labels is not node.labels or allocatable is not node.allocatable:
+            return replace(node, labels=labels, allocatable=allocatable, taints=taints, unschedulable=registered.unschedulable)
         return node
 
     @staticmethod
@@ -304,3 +316,14 @@ class ClusterState:
                     machine = capacity_of(itype)
                     cpu, memory = cpu + machine[0], memory + machine[1]
         return nodes, cpu, memory
+
+
+def _reported_allocatable(record: Resources, reported: Resources) -> Resources:
+    """The allocatable to plan a node with: what its kubelet reports, where it has, but the
+    batch resources, which colocation keeps in the record; ``record`` itself if that is
+    the same (or nothing is reported yet)."""
+    if not reported:
+        return record
+    batch = {k: v for k, v in record.items() if k in BATCH_RESOURCES}
+    merged = Resources({**{k: v for k, v in reported.items() if k not in BATCH_RESOURCES}, **batch})
+    return record if merged == record else merged

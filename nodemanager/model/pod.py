@@ -296,12 +296,21 @@ def _selector_term(value: Any, path: str) -> SelectorTerm:
 
 
 def _node_affinity(spec: Mapping[str, Any], path: str) -> tuple[tuple[SelectorTerm, ...], tuple[tuple[int, SelectorTerm], ...]]:
-    """Required node affinity's terms, and the preferred terms with their weights (1-100,
-    as the API server validates them; an empty preference matches no node, as kube's)."""
-    node_aff = as_mapping(as_mapping(spec.get("affinity"), f"{path}.affinity").get("nodeAffinity"), f"{path}.affinity.nodeAffinity")
-    req_path = f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    node_aff = as_mapping(spec.get("affinity"), f"{path}.affinity").get("nodeAffinity")
+    return parse_node_affinity(node_aff, f"{path}.affinity.nodeAffinity")
+
+
+def parse_node_affinity(value: Any, path: str) -> tuple[tuple[SelectorTerm, ...], tuple[tuple[int, SelectorTerm], ...]]:
+    """A ``NodeAffinity`` (a pod's, or a scheduler profile's ``addedAffinity``): required
+    terms, and the preferred terms with their weights (1-100, as the API server validates
+    them; an empty preference matches no node, as kube's)."""
+    node_aff = as_mapping(value, path)
+    unknown = sorted(set(node_aff) - {"requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution"})
+    if unknown:
+        raise InvalidManifest(f"{path}.{unknown[0]}", "unknown field")
+    req_path = f"{path}.requiredDuringSchedulingIgnoredDuringExecution"
     required = as_mapping(node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
-    pref_path = f"{path}.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+    pref_path = f"{path}.preferredDuringSchedulingIgnoredDuringExecution"
     preferred = []
     for i, entry in enumerate(_list(node_aff.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_path)):
         e = as_mapping(entry, f"{pref_path}[{i}]")
@@ -384,7 +393,7 @@ def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
         owner=owner,
         mirror=MIRROR_ANNOTATION in annotations,
         do_not_disrupt=asks_to_stay(annotations, POD_KEEPS_NODE),
-        host_ports=_host_ports(spec, f"{where}.spec.containers"),
+        host_ports=_host_ports(spec, f"{where}.spec"),
         volume_claims=_volume_claims(spec, namespace, str(name), f"{where}.spec.volumes"),
         spread=parse_spread(spec.get("topologySpreadConstraints"), f"{where}.spec.topologySpreadConstraints", labels),
         pod_affinity=parse_pod_affinity(spec.get("affinity"), f"{where}.spec.affinity", namespace, labels),
@@ -401,11 +410,18 @@ def _controller(meta: Mapping[str, Any], where: str) -> OwnerRef | None:
 
 
 def _host_ports(spec: Mapping[str, Any], where: str) -> tuple[HostPort, ...]:
-    """Ports of the app containers with a hostPort (what NodePorts reads in Kubernetes 1.32)."""
+    """Ports with a hostPort of the app containers and of the sidecars (init containers
+    with ``restartPolicy: Always``, which run beside them): what NodePorts reads in current
+    Kubernetes (1.37; 1.32's read the app containers only, and let a sidecar's port clash
+    on the node, where the kubelet then could not start it)."""
     out = []
-    for i, container in enumerate(_list(spec.get("containers"), where)):
-        cpath = f"{where}[{i}].ports"
-        for j, entry in enumerate(_list(as_mapping(container, f"{where}[{i}]").get("ports"), cpath)):
+    containers = [(f"{where}.containers[{i}]", c) for i, c in enumerate(_list(spec.get("containers"), f"{where}.containers"))]
+    for i, c in enumerate(_list(spec.get("initContainers"), f"{where}.initContainers")):
+        if as_mapping(c, f"{where}.initContainers[{i}]").get("restartPolicy") == "Always":
+            containers.append((f"{where}.initContainers[{i}]", c))
+    for at, container in containers:
+        cpath = f"{at}.ports"
+        for j, entry in enumerate(_list(as_mapping(container, at).get("ports"), cpath)):
             port = as_mapping(entry, f"{cpath}[{j}]")
             host_port = port.get("hostPort") or 0
             if not isinstance(host_port, int) or isinstance(host_port, bool) or not 0 <= host_port <= 65535:

@@ -8,6 +8,7 @@ hash equal (pods with equal requests fall into one equivalence class by hash).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 
 from nodemanager.errors import InvalidManifest
 from nodemanager.model.quantity import format_quantity, resource_amount
@@ -223,3 +224,29 @@ def asks_for_batch(requests: Resources) -> bool:
     """Whether the requests name reclaimed batch capacity: such a pod is a batch pod."""
     amounts = requests._amounts  # zero amounts are never stored
     return BATCH_CPU in amounts or BATCH_MEMORY in amounts
+
+
+def is_extended_resource(name: str) -> bool:
+    """kube's ``IsExtendedResourceName``: a resource of a domain of its own (``example.com/foo``,
+    ``nvidia.com/gpu``), not a native one (``cpu``, ``hugepages-2Mi``, anything under
+    ``kubernetes.io/``) nor a quota's ``requests.`` name."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+@dataclass(frozen=True, slots=True)
+class IgnoredResources:
+    """Extended resources the fit filter leaves unchecked (NodeResourcesFit's
+    ``ignoredResources`` and ``ignoredResourceGroups``: a name, or the domain before its
+    ``/``): something other than kube-scheduler accounts for them."""
+
+    names: frozenset[str] = frozenset()
+    groups: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.names or self.groups)
+
+    def strip(self, requests: Resources) -> Resources:
+        """``requests`` without the ignored resources (itself where it names none)."""
+        amounts = requests._amounts
+        gone = [n for n in amounts if is_extended_resource(n) and (n in self.names or n.split("/", 1)[0] in self.groups)]
+        return Resources._of({k: v for k, v in amounts.items() if k not in gone}) if gone else requests

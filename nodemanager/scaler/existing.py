@@ -28,13 +28,18 @@ def rebuild(run: Run) -> list[Pod]:
     if len(kept) > 2 * len(run.snapshot.pods) + 1024:  # keys of pods gone (or replaced) are dropped
         live = {id(p) for p in run.snapshot.pods}
         run.memory.pod_keys = {k: v for k, v in kept.items() if k[0] in live}
-    regular = not run.memory.settings.colocation  # no pool offers batch resources: batch requests are ordinary cpu and memory
-    defaults = SpreadDefaults(run.memory.settings.spread_defaults, run.snapshot.pod_selecting)
+    settings = run.memory.settings
+    regular = not settings.colocation  # no pool offers batch resources: batch requests are ordinary cpu and memory
+    defaults = SpreadDefaults(settings.spread_defaults, run.snapshot.pod_selecting)
+    as_given = settings.plans_pods_as_given  # (the profile changes no pod: most)
     grouped = run.snapshot.by_node  # the placed pods by node (batch ones as the pictures see them: see NodePictures)
     waiting: dict[PodKey, Pod] = {}
     for pod in grouped.waiting:
         if pod.phase is PodPhase.PENDING and not pod.of_node and pod.key not in run.excluded:
-            waiting[pod.key] = defaults.apply(run.memory.regular_pods.get(pod, as_regular) if regular and pod.batch else pod)
+            planned = run.memory.regular_pods.get(pod, as_regular) if regular and pod.batch else pod
+            if not as_given:
+                planned = run.memory.planned_pods.get(planned, settings.as_planned)
+            waiting[pod.key] = defaults.apply(planned)
     run.waiting.update(run.excluded)
     pictures = run.memory.pictures  # allowing for these DaemonSets: views_for saw them first
     pictures.forget_all_but(run.snapshot.nodes)

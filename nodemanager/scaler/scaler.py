@@ -121,10 +121,13 @@ class BindingNodeScaler:
         floor go: no other pod waits, none of these asks for GPUs or batch resources, tells
         offerings apart (``new_nodes.offering_blind``), keeps near or apart from other pods or is of a
         gang, no placed pod keeps others away by a key other than the hostname, no default
-        spread constraint is hard, no offering is marked unavailable, no capped plan is kept,
+        spread constraint is hard, the profile changes no pod (``ScalerSettings.as_planned``), no offering is marked unavailable, no capped plan is kept,
         the pool has no limits, and each of these pods fits one of its types of at least its
         ``maxCPU``."""
-        if snapshot.by_node.waiting or snapshot.unavailable or self.memory.deferred is not None or any(c.hard for c in self.settings.spread_defaults):
+        settings = self.settings
+        if snapshot.by_node.waiting or snapshot.unavailable or self.memory.deferred is not None or any(c.hard for c in settings.spread_defaults):
+            return {}
+        if not settings.plans_pods_as_given:  # (added affinity may tell offerings apart, ignored resources change requests)
             return {}
         if not all(self._floor_kept_for.get(p, _keeps_floor) for p in pods):
             return {}

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from nodemanager.config.schema import NodeDefaults, Pool, ProviderConfig
+from nodemanager.model import Pod
+from nodemanager.model.added_affinity import AddedAffinity, parse_added_affinity
 from nodemanager.model.interpod import SpreadConstraint, parse_spread_defaults
+from nodemanager.model.resources import IgnoredResources
 from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scheduling import Profile
+from nodemanager.scheduling.plugins.resources import parse_ignored_resources
 from nodemanager.scheduling.profile import DEFAULT_PROFILE
 
 
@@ -25,6 +29,35 @@ class ScalerSettings:
     def spread_defaults(self) -> tuple[SpreadConstraint, ...]:
         """The cluster's default spread constraints (PodTopologySpread's plugin args)."""
         return parse_spread_defaults(self.profile.plugin_args.get("PodTopologySpread", {}))
+
+    @cached_property
+    def added_affinity(self) -> AddedAffinity:
+        """The node affinity the profile adds to every pod (NodeAffinity's ``addedAffinity``),
+        while NodeAffinity filters."""
+        if "NodeAffinity" not in self.profile.filter:
+            return AddedAffinity()
+        return parse_added_affinity(self.profile.plugin_args.get("NodeAffinity", {}))
+
+    @cached_property
+    def ignored_resources(self) -> IgnoredResources:
+        """Extended resources NodeResourcesFit leaves unchecked (its ``ignoredResources`` and
+        ``ignoredResourceGroups``), while it filters."""
+        if "NodeResourcesFit" not in self.profile.filter:
+            return IgnoredResources()
+        return parse_ignored_resources(self.profile.plugin_args.get("NodeResourcesFit", {}))
+
+    @cached_property
+    def plans_pods_as_given(self) -> bool:
+        """Whether ``as_planned`` leaves every pod as it is (most profiles)."""
+        return not (self.added_affinity.required or self.ignored_resources)
+
+    def as_planned(self, pod: Pod) -> Pod:
+        """A waiting pod as the planner reads it, so that new nodes are what the filters will
+        accept: the profile's added node affinity joined to its own, the resources the fit
+        filter ignores left out of its requests."""
+        pod = self.added_affinity.on(pod)
+        requests = self.ignored_resources.strip(pod.requests)
+        return pod if requests is pod.requests else replace(pod, requests=requests)
 
     @classmethod
     def from_config(cls, config: ProviderConfig) -> ScalerSettings:

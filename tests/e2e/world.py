@@ -41,6 +41,21 @@ def api_client(plane: ControlPlane, user: str = "admin", token: str | None = Non
     return client.ApiClient(configuration)
 
 
+def kube_answer(core: client.CoreV1Api, namespace: str, name: str, timeout: float = 15.0) -> tuple[str, str]:
+    """kube-scheduler's answer for a pod: (its node, "") once bound, ("", why) once it has
+    said the pod is unschedulable (its PodScheduled condition)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pod = core.read_namespaced_pod(name, namespace)
+        if pod.spec.node_name:
+            return pod.spec.node_name, ""
+        for c in pod.status.conditions or []:
+            if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
+                return "", c.message or "unschedulable"
+        time.sleep(0.1)
+    raise AssertionError(f"kube-scheduler gave no answer for {namespace}/{name} within {timeout} s")
+
+
 class Registrar:
     def __init__(self, plane: ControlPlane, cloud: SimulatedCloud, catalog: Catalog) -> None:
         self.core = client.CoreV1Api(api_client(plane))

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from nodemanager.model import CapacityPolicy, CapacityType, Pod, TaintEffect
+from nodemanager.model.added_affinity import parse_added_affinity
 from nodemanager.model.ports import port_conflict
 from nodemanager.model.selectors import HARD_EFFECTS, Operator, SelectorTerm, Taint, terms_match, untolerated
 from nodemanager.scheduling.cycle_state import CycleState
-from nodemanager.scheduling.interfaces import FilterPlugin, ScorePlugin, SkipsUnasked
+from nodemanager.scheduling.interfaces import FilterPlugin, FrameworkHandle, ScorePlugin, SkipsUnasked
 from nodemanager.scheduling.nodeinfo import NodeInfo
 from nodemanager.scheduling.status import SKIP, Status, unresolvable, unschedulable
 
@@ -19,6 +20,7 @@ NAME_FIELD = "metadata.name"  # the one field matchFields selects on
 
 
 AFFINITY_CONFLICT = "pod affinity terms conflict"  # kube's NodeAffinity errReasonConflict
+ENFORCED = "node(s) didn't match scheduler-enforced node affinity"  # kube's errReasonEnforced
 
 
 def _named_nodes(terms: tuple[SelectorTerm, ...]) -> set[str] | None:
@@ -42,13 +44,21 @@ def _named_nodes(terms: tuple[SelectorTerm, ...]) -> set[str] | None:
 class NodeAffinity(SkipsUnasked, FilterPlugin, ScorePlugin):
     """nodeSelector and required node affinity, against the node's labels; preferred node
     affinity scores a node by the weights of the preferences it matches, the highest 100
-    (kube's NodeAffinity Score and NormalizeScore; PreScore skips a pod with none)."""
+    (kube's NodeAffinity Score and NormalizeScore; PreScore skips a pod with none). Its
+    arguments are kube's ``NodeAffinityArgs``: ``addedAffinity`` holds every pod to more
+    required terms (a node failing them is refused first, with kube's reason) and adds its
+    preferred ones to every pod's. (The scaler also joins the added required terms to each
+    pod's own before planning, so new nodes meet them: ``AddedAffinity.on``.)"""
 
     name = "NodeAffinity"
     keeps_nothing = True
 
+    def __init__(self, handle: FrameworkHandle, args: Mapping[str, object] | None = None) -> None:
+        super().__init__(handle, args)
+        self.added = parse_added_affinity(self.args)
+
     def asks(self, pod: Pod) -> bool:
-        return bool(pod.node_selector or pod.affinity)
+        return bool(pod.node_selector or pod.affinity or self.added.required)
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status | None:
         """Skip for a pod that asks nothing of it; a pod whose every term names its nodes
@@ -62,6 +72,8 @@ class NodeAffinity(SkipsUnasked, FilterPlugin, ScorePlugin):
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         labels = node.labels
+        if self.added.required and not terms_match(self.added.required, labels, node.name):
+            return unresolvable(ENFORCED, self.name)
         for key, value in pod.node_selector.items():
             if labels.get(key) != value:
                 return unresolvable(f"node(s) didn't match Pod's node selector {key}={value}", self.name)
@@ -74,21 +86,22 @@ class NodeAffinity(SkipsUnasked, FilterPlugin, ScorePlugin):
 
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
         """``filter``'s answer without a Status (and its message) for every node it refuses."""
-        selector, affinity = tuple(pod.node_selector.items()), pod.affinity
-        if not selector and not affinity:
+        selector, affinity, added = tuple(pod.node_selector.items()), pod.affinity, self.added.required
+        if not selector and not affinity and not added:
             return list(nodes)  # (most pods: every node matches)
         out = []
         for node in nodes:
             labels = node.labels
-            if all(labels.get(key) == value for key, value in selector) and terms_match(affinity, labels, node.name):
+            if all(labels.get(key) == value for key, value in selector) and terms_match(affinity, labels, node.name) and terms_match(added, labels, node.name):
                 out.append(node)
         return out
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
-        return None if pod.preferred_affinity else SKIP
+        return None if pod.preferred_affinity or self.added.preferred else SKIP
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
-        return sum(weight for weight, term in pod.preferred_affinity if term.matches(node.labels, node.name)), None
+        preferred = (*pod.preferred_affinity, *self.added.preferred) if self.added.preferred else pod.preferred_affinity
+        return sum(weight for weight, term in preferred if term.matches(node.labels, node.name)), None
 
     def score_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> tuple[dict[str, int], Status | None]:
         return {node.name: self.score(state, pod, node)[0] for node in nodes}, None

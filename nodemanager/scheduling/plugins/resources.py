@@ -12,28 +12,41 @@ from collections.abc import Iterable, Mapping, Sequence
 from nodemanager.errors import InvalidManifest
 from nodemanager.model import Pod, Resources
 from nodemanager.model.manifest import as_list, as_mapping
-from nodemanager.model.resources import CPU, MEMORY, PODS
+from nodemanager.model.resources import CPU, MEMORY, PODS, IgnoredResources
 from nodemanager.scheduling.cycle_state import CycleState
 from nodemanager.scheduling.interfaces import FilterPlugin, FrameworkHandle, PreFilterPlugin, ScorePlugin
 from nodemanager.scheduling.nodeinfo import NodeInfo, nonzero_request
-from nodemanager.scheduling.status import Status, unschedulable
+from nodemanager.scheduling.status import SKIP, Status, unschedulable
 
 _STATE_KEY = "PreFilterNodeResourcesFit"
 _CPU_MEMORY = frozenset({CPU, MEMORY})
 _ANY = -(2**63)  # below any free amount
-MAX_WEIGHT = 100  # kube's MaxNodeScore: the most a resource may weigh
+MAX_NODE_SCORE = MAX_WEIGHT = 100  # kube's MaxNodeScore: the highest score, and the most a resource may weigh
 
 
 class NodeResourcesFit(PreFilterPlugin, FilterPlugin):
+    """The pod's requests against the node's allocatable less what its pods request. Its
+    arguments are kube's ``NodeResourcesFitArgs`` filter options: ``ignoredResources`` and
+    ``ignoredResourceGroups`` (extended resources left unchecked; the scaler leaves them out
+    of the requests it plans new nodes for too). Scoring is configured on the scores."""
+
     name = "NodeResourcesFit"
     keeps_nothing = True
 
+    def __init__(self, handle: FrameworkHandle, args: Mapping[str, object] | None = None) -> None:
+        super().__init__(handle, args)
+        self.ignored = parse_ignored_resources(self.args)
+
+    def _requests(self, state: CycleState, pod: Pod) -> Resources:
+        found = state.get(_STATE_KEY)
+        return found if found is not None else self.ignored.strip(pod.requests)
+
     def pre_filter(self, state: CycleState, pod: Pod) -> Status | None:
-        state.write(_STATE_KEY, pod.requests)
+        state.write(_STATE_KEY, self.ignored.strip(pod.requests))
         return None
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
-        requests: Resources = node.fit_request(pod) if node.batch_estimate else (state.get(_STATE_KEY) or pod.requests)
+        requests = self.ignored.strip(node.fit_request(pod)) if node.batch_estimate else self._requests(state, pod)
         if len(node.pods) + 1 > node.allocatable.pods:
             return unschedulable("Too many pods", self.name)
         if requests.fits_within(node.allocatable, node.requested):
@@ -42,7 +55,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin):
         return unschedulable(", ".join(f"Insufficient {n}" for n in missing), self.name)
 
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
-        requests: Resources = state.get(_STATE_KEY) or pod.requests
+        requests = self._requests(state, pod)
         if requests.names() <= _CPU_MEMORY:  # most pods: compared with the node's free counts, no call per node
             cpu, memory = requests.cpu_memory()
             least_cpu, least_memory = cpu or _ANY, memory or _ANY  # what a request does not name is not checked
@@ -82,6 +95,26 @@ class _AllocationScore(ScorePlugin):
             if batch is not None:
                 batch[_ROWS_KEY] = shared
         return dict(zip(shared[0], self.formula(shared[1]), strict=True)), None
+
+
+def parse_ignored_resources(args: Mapping[str, object]) -> IgnoredResources:
+    """NodeResourcesFit's arguments: ``ignoredResources`` (names) and ``ignoredResourceGroups``
+    (domains, without a ``/``), lists of strings as kube's ``NodeResourcesFitArgs`` has them."""
+    known = ("ignoredResources", "ignoredResourceGroups")
+    unknown = sorted(set(args) - set(known))
+    if unknown:
+        hint = " (scoring is set with pluginArgs.MostAllocated.resources or LeastAllocated's)" if "scoringStrategy" in unknown else ""
+        raise InvalidManifest(unknown[0], f"unknown key ({', '.join(known)}){hint}")
+    lists: dict[str, frozenset[str]] = {}
+    for key in known:
+        names = as_list(args.get(key), key)
+        for i, name in enumerate(names):
+            if not isinstance(name, str) or not name:
+                raise InvalidManifest(f"{key}[{i}]", f"expected a resource name, got {name!r}")
+            if key == "ignoredResourceGroups" and "/" in name:
+                raise InvalidManifest(f"{key}[{i}]", f"a resource group is the domain before the '/' of a name, got {name!r}")
+        lists[key] = frozenset(names)
+    return IgnoredResources(lists["ignoredResources"], lists["ignoredResourceGroups"])
 
 
 def parse_resource_weights(args: Mapping[str, object]) -> tuple[int, int]:
@@ -150,12 +183,39 @@ class MostAllocated(_WeightedScore):
         return [((0 if ac == 0 else min(rc, ac) * 100 // ac) * wc + (0 if am == 0 else min(rm, am) * 100 // am) * wm) // total for rc, rm, ac, am in rows]
 
 
-class BalancedAllocation(_AllocationScore):
-    """Prefers nodes whose cpu and memory fill evenly: ``int((1 - |f_cpu - f_mem|) * 100)``,
-    0 when either fraction reaches 1 (a resource with no allocatable counts as full)."""
+class BalancedAllocation(ScorePlugin):
+    """Prefers nodes whose cpu and memory fill evenly (kube's ``balancedResourceScorer``):
+    each resource's fraction of the allocatable, this pod's actual requests included (not
+    the scoring defaults), capped at 1, a resource with no allocatable left out;
+    ``int((1 - std) * 100)`` with ``std = |f_cpu - f_memory| / 2``. A pod that requests
+    neither is not scored (kube's PreScore skips best-effort pods). Its ``resources``
+    argument (kube's ``NodeResourcesBalancedAllocationArgs``) may name cpu and memory."""
 
     name = "BalancedAllocation"
     keeps_nothing = True
 
-    def formula(self, rows: Rows) -> list[int]:
-        return [0 if rc >= ac or rm >= am else int((1 - abs(rc / ac - rm / am)) * 100) for rc, rm, ac, am in rows]
+    def __init__(self, handle: FrameworkHandle, args: Mapping[str, object] | None = None) -> None:
+        super().__init__(handle, args)
+        cpu, memory = parse_resource_weights(self.args)  # (the weights themselves do not count here)
+        self.counts = (cpu > 0, memory > 0)
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
+        cpu, memory = pod.requests.cpu_memory()
+        return None if (cpu and self.counts[0]) or (memory and self.counts[1]) else SKIP
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
+        scores, status = self.score_nodes(state, pod, (node,))
+        return scores[node.name], status
+
+    def score_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> tuple[dict[str, int], Status | None]:
+        cpu, memory = pod.requests.cpu_memory()
+        with_cpu, with_memory = self.counts
+        out = {}
+        for n in nodes:
+            ac, am = n.alloc_cpu if with_cpu else 0, n.alloc_memory if with_memory else 0
+            if ac and am:
+                f_cpu, f_memory = min((ac - n.free_cpu + cpu) / ac, 1.0), min((am - n.free_memory + memory) / am, 1.0)
+                out[n.name] = int((1 - abs(f_cpu - f_memory) / 2) * MAX_NODE_SCORE)
+            else:
+                out[n.name] = MAX_NODE_SCORE  # one fraction or none: no deviation
+        return out, None

@@ -1,0 +1,83 @@
+"""What kube's own tables leave open, asked of the real kube-scheduler: nodemanager's filters
+must answer as the real one does on every supported version.
+
+Host ports of sidecars (init containers with ``restartPolicy: Always``): one pod holds a
+port on a node, another asking for the same port is pinned there; whether the real
+kube-scheduler binds it is what nodemanager's NodePorts must say too (1.37 counts a
+sidecar's port, 1.32 did not).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from controlplane import ControlPlane
+from kubernetes import client
+from world import KWOK, api_client, kube_answer
+
+from nodemanager.model import CapacityType, Pod, Resources
+from nodemanager.scheduling import CycleState, Framework
+from nodemanager.scheduling.nodeinfo import NodeInfo
+from nodemanager.scheduling.profile import DEFAULT_PROFILE
+from nodemanager.scheduling.registry import default_registry
+
+pytestmark = pytest.mark.e2e
+
+PORT = {"containerPort": 9000, "hostPort": 9000}
+
+
+@pytest.fixture
+def core(plane: ControlPlane) -> client.CoreV1Api:
+    return client.CoreV1Api(api_client(plane))
+
+
+def _spec(node: str, where: str) -> dict:
+    """A pod pinned to ``node`` (by node affinity, so the filters run) whose hostPort is in
+    an app container or in a sidecar."""
+    app = {"name": "app", "image": "app:1", **({"ports": [PORT]} if where == "app" else {})}
+    spec: dict = {"containers": [app], "tolerations": [{"operator": "Exists"}]}  # (a new node's not-ready taint)
+    if where == "sidecar":
+        spec["initContainers"] = [{"name": "proxy", "image": "proxy:1", "restartPolicy": "Always", "ports": [PORT]}]
+    here = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [here]}}}
+    return spec
+
+
+@pytest.mark.parametrize(("first", "second"), [("sidecar", "app"), ("app", "sidecar"), ("sidecar", "sidecar"), ("app", "app")])
+def test_host_ports_of_sidecars_conflict_as_the_real_scheduler_says(plane: ControlPlane, core: client.CoreV1Api, first: str, second: str) -> None:
+    """1.37's kube-scheduler counts a sidecar's host port; 1.32's did not, and bound a pod
+    whose port then clashed on the node (the kubelet cannot start it). nodemanager counts
+    them on every version: on 1.32 that is the one difference allowed, the stricter way."""
+    node, namespace = f"ref-{uuid.uuid4().hex[:8]}", f"ref-{uuid.uuid4().hex[:8]}"
+    capacity = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    core.create_node(
+        {
+            "metadata": {"name": node, "annotations": dict(KWOK), "labels": {"kubernetes.io/hostname": node}},
+            "status": {"capacity": capacity, "allocatable": capacity},
+        }
+    )
+    core.create_namespace({"metadata": {"name": namespace}})
+    try:
+        core.create_namespaced_pod(namespace, {"metadata": {"name": "holder"}, "spec": _spec(node, first)})
+        assert kube_answer(core, namespace, "holder") == (node, "")
+        core.create_namespaced_pod(namespace, {"metadata": {"name": "asker"}, "spec": _spec(node, second)})
+        where, _ = kube_answer(core, namespace, "asker")
+        kube_binds = where == node
+
+        holder = Pod.from_manifest({"metadata": {"name": "holder", "namespace": namespace}, "spec": {**_spec(node, first), "nodeName": node}})
+        asker = Pod.from_manifest({"metadata": {"name": "asker", "namespace": namespace}, "spec": _spec(node, second)})
+        info = NodeInfo(node, "p", "", CapacityType.ON_DEMAND, "", Resources({"cpu": 4000, "memory": 8 * 2**30, "pods": 110}), {"kubernetes.io/hostname": node})
+        info.add_pod(holder)
+        fw = Framework(DEFAULT_PROFILE, default_registry())
+        fw.handle.node_infos = {node: info}
+        state = CycleState()
+        ours = fw.run_pre_filter_plugins(state, asker).is_success() and fw.run_filter_plugins(state, asker, info).is_success()
+        if plane.version == "1.32" and "sidecar" in (first, second):
+            assert (kube_binds, ours) == (True, False)
+        else:
+            verdict = "binds" if kube_binds else "refuses"
+            assert ours == kube_binds, f"kube-scheduler {verdict} a pod with the port in its {second} next to one with it in its {first}"
+    finally:
+        core.delete_namespace(namespace)
+        core.delete_node(node)
