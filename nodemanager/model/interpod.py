@@ -16,19 +16,23 @@ from typing import Any
 from nodemanager.errors import InvalidManifest
 from nodemanager.model.labels import HOSTNAME, ZONE
 from nodemanager.model.manifest import as_int, as_list, as_mapping
-from nodemanager.model.selectors import Operator, Requirement
+from nodemanager.model.selectors import Operator, Requirement, label_value_problem
 
 LABEL_OPERATORS = (Operator.IN, Operator.NOT_IN, Operator.EXISTS, Operator.DOES_NOT_EXIST)
 
 
 @dataclass(frozen=True, slots=True)
 class LabelSelector:
-    """metav1.LabelSelector: every requirement must hold (matchLabels are ``In`` ones)."""
+    """metav1.LabelSelector: every requirement must hold (matchLabels are ``In`` ones). One
+    whose value kube's parser refuses (``error``: the API server lets an ``In``/``NotIn`` value
+    that is no label value through) selects nothing, and the plugins refuse its pod at
+    PreFilter, as kube's do."""
 
     requirements: tuple[Requirement, ...] = ()
+    error: str = ""
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        return all(r.matches(labels) for r in self.requirements)
+        return not self.error and all(r.matches(labels) for r in self.requirements)
 
 
 class WhenUnsatisfiable(StrEnum):
@@ -126,7 +130,9 @@ def parse_label_selector(
     labels = labels or {}
     reqs += [Requirement(k, Operator.IN, (labels[k],)) for k in match if k in labels]
     reqs += [Requirement(k, Operator.NOT_IN, (labels[k],)) for k in mismatch if k in labels]
-    return LabelSelector(tuple(reqs))
+    problems = (f"values[{i}][{r.key}]: Invalid value: {v!r}: {why}" for r in reqs for i, v in enumerate(r.values) if (why := label_value_problem(v)))
+    error = next(problems, "")
+    return LabelSelector(tuple(reqs), error)
 
 
 def _choice(kind: type[StrEnum], value: Any, path: str, allowed: tuple[StrEnum, ...] | None = None) -> Any:

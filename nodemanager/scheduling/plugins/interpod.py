@@ -115,7 +115,11 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
         return out
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status | None:
-        """The counts filter and score read, once per pod (kube's PreFilter and PreScore)."""
+        """The counts filter and score read, once per pod (kube's PreFilter and PreScore);
+        a pod whose selector kube's parser refuses cannot be scheduled, as in kube."""
+        refused = next((c.selector.error for c in pod.spread if c.selector is not None and c.selector.error), "")
+        if refused:
+            return unresolvable(f"parsing pod: topologySpreadConstraints: {refused}", self.name)
         hard = [c for c in pod.spread if c.hard]
         soft = [c for c in pod.spread if not c.hard]
         state.write(_SPREAD_KEY, self._prepare(pod, hard) if hard else [])
@@ -167,8 +171,12 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
     name = "InterPodAffinity"
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status | None:
-        topology = topology_of(self.handle)
         a = pod.pod_affinity
+        for kind, terms in (("requiredAffinityTerms", a.required), ("requiredAntiAffinityTerms", a.anti_required)):
+            refused = next((t.selector.error for t in terms if t.selector is not None and t.selector.error), "")
+            if refused:  # kube's PreFilter cannot parse the pod: it is unschedulable, and says why
+                return unresolvable(f"parsing pod: {kind}: {refused}", self.name)
+        topology = topology_of(self.handle)
         namespaces = topology.namespace_labels
         affinity = topology.term_counts(a.required) if a.required else []
         anti = [(t, topology.term_counts((t,))[0]) for t in a.anti_required]
@@ -191,11 +199,8 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
         s: _Affinity | None = state.get(_AFFINITY_KEY)
         if s is None:
             return None
+        # kube's order: the pod's affinity, its anti-affinity, then the placed pods' anti-affinity
         labels = node.labels
-        for key, domains in s.repelled:
-            value = labels.get(key)
-            if value is not None and domains.get(value, 0) > 0:
-                return unschedulable("node(s) didn't satisfy existing pods anti-affinity rules", self.name)
         terms = pod.pod_affinity.required
         if terms and not all(t.topology_key in labels for t in terms):
             return unresolvable("node(s) didn't match pod affinity rules", self.name)
@@ -206,6 +211,10 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
             value = labels.get(term.topology_key)
             if value is not None and counts.get(value, 0) > 0:
                 return unschedulable("node(s) didn't match pod anti-affinity rules", self.name)
+        for key, domains in s.repelled:
+            value = labels.get(key)
+            if value is not None and domains.get(value, 0) > 0:
+                return unschedulable("node(s) didn't satisfy existing pods anti-affinity rules", self.name)
         return None
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:

@@ -1,0 +1,304 @@
+"""Cases from kube-scheduler's own InterPodAffinity Filter table, with their names:
+kubernetes/kubernetes pkg/scheduler/framework/plugins/interpodaffinity/filtering_test.go
+(TestRequiredAffinitySingleNode, at commit 072825f9a367e9ca0f73f91830945f1b7f46e0d9), every
+case: one node (region r1, zone z11) and the pods already on it. The expectations are
+kube's: the PreFilter's Skip or its refusal of a term whose value is no label value, and
+the Filter's code and reason. Two of kube's terms have no ``topologyKey``, which the API
+server refuses and nodemanager's parser too: there they name ``region`` (the node's), and
+the outcome, no matching pod, is kube's."""
+
+from __future__ import annotations
+
+import pytest
+
+from nodemanager.model import CapacityType, Pod, Resources
+from nodemanager.scheduling import CycleState, Framework
+from nodemanager.scheduling.nodeinfo import NodeInfo
+from nodemanager.scheduling.profile import DEFAULT_PROFILE
+from nodemanager.scheduling.registry import default_registry
+from nodemanager.scheduling.status import Code
+from nodemanager.scheduling.topology import PodTopology
+
+NODE1 = {"region": "r1", "zone": "z11"}
+SCAN, S1 = {"service": "securityscan"}, {"security": "S1"}
+NAMESPACES = {"subteam1.team1": {"team": "team1"}, "subteam2.team1": {"team": "team1"}, "subteam1.team2": {"team": "team2"}}
+AFFINITY = (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "node(s) didn't match pod affinity rules")
+ANTI = (Code.UNSCHEDULABLE, "node(s) didn't match pod anti-affinity rules")
+EXISTING_ANTI = (Code.UNSCHEDULABLE, "node(s) didn't satisfy existing pods anti-affinity rules")
+
+
+def _expr(key: str, op: str, *values: str) -> dict:
+    return {"key": key, "operator": op, **({"values": list(values)} if values else {})}
+
+
+def _term(key: str, *exprs: dict, namespaces: list[str] | None = None, namespace_selector: dict | None = None) -> dict:
+    term: dict = {"topologyKey": key, "labelSelector": {"matchExpressions": list(exprs)}}
+    if namespaces is not None:
+        term["namespaces"] = namespaces
+    if namespace_selector is not None:
+        term["namespaceSelector"] = namespace_selector
+    return term
+
+
+def _pod(labels: dict, affinity: list[dict] = (), anti: list[dict] = (), *, namespace: str = "default", node: str = "", name: str = "p") -> Pod:
+    spec: dict = {"containers": []}
+    aff: dict = {}
+    if affinity:
+        aff["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": list(affinity)}
+    if anti:
+        aff["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": list(anti)}
+    if aff:
+        spec["affinity"] = aff
+    if node:
+        spec["nodeName"] = node
+    return Pod.from_manifest({"metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": spec})
+
+
+def _on(labels: dict, node: str = "node1", **kw: object) -> Pod:
+    return _pod(labels, node=node, name=f"placed-{len(str(labels))}-{node}", **kw)  # type: ignore[arg-type]
+
+
+IN_SCAN = _expr("service", "In", "securityscan", "value2")
+TEAM1 = {"matchExpressions": [_expr("team", "In", "team1")]}
+CASES = [
+    # (kube's name, incoming pod, pods on the node (or elsewhere), kube's PreFilter (None: success, "skip", or a refusal), kube's Filter)
+    ("A pod that has no required pod affinity scheduling rules can schedule onto a node with no existing pods", _pod({}), [], "skip", None),
+    (
+        "satisfies with requiredDuringSchedulingIgnoredDuringExecution in PodAffinity using In operator that matches the existing pod",
+        _pod(S1, [_term("region", IN_SCAN)]),
+        [_on(SCAN)],
+        None,
+        None,
+    ),
+    (
+        "satisfies the pod with requiredDuringSchedulingIgnoredDuringExecution in PodAffinity using not in operator "
+        "in labelSelector that matches the existing pod",
+        _pod(S1, [_term("region", _expr("service", "NotIn", "securityscan3", "value3"))]),
+        [_on(SCAN)],
+        None,
+        None,
+    ),
+    (
+        "Does not satisfy the PodAffinity with labelSelector because of diff Namespace",
+        _pod(S1, [_term("region", IN_SCAN, namespaces=["DiffNameSpace"])]),
+        [_on(SCAN, namespace="ns")],
+        None,
+        AFFINITY,
+    ),
+    (
+        "Doesn't satisfy the PodAffinity because of unmatching labelSelector with the existing pod",
+        _pod(SCAN, [_term("region", _expr("service", "In", "antivirusscan", "value2"))]),
+        [_on(SCAN)],
+        None,
+        AFFINITY,
+    ),
+    (
+        "satisfies the PodAffinity with different label Operators in multiple RequiredDuringSchedulingIgnoredDuringExecution ",
+        _pod(
+            S1,
+            [
+                _term("region", _expr("service", "Exists"), _expr("wrongkey", "DoesNotExist")),
+                _term("region", _expr("service", "In", "securityscan"), _expr("service", "NotIn", "WrongValue")),
+            ],
+        ),
+        [_on(SCAN)],
+        None,
+        None,
+    ),
+    (
+        "The labelSelector requirements(items of matchExpressions) are ANDed, the pod cannot schedule onto the node "
+        "because one of the matchExpression item don't match.",
+        _pod(
+            S1,
+            [
+                _term("region", _expr("service", "Exists"), _expr("wrongkey", "DoesNotExist")),
+                _term("region", _expr("service", "In", "securityscan2"), _expr("service", "NotIn", "WrongValue")),
+            ],
+        ),
+        [_on(SCAN)],
+        None,
+        AFFINITY,
+    ),
+    (
+        "satisfies the PodAffinity and PodAntiAffinity with the existing pod",
+        _pod(S1, [_term("region", IN_SCAN)], [_term("node", _expr("service", "In", "antivirusscan", "value2"))]),
+        [_on(SCAN)],
+        None,
+        None,
+    ),
+    (
+        "satisfies the PodAffinity and PodAntiAffinity and PodAntiAffinity symmetry with the existing pod",
+        _pod(S1, [_term("region", IN_SCAN)], [_term("node", _expr("service", "In", "antivirusscan", "value2"))]),
+        [_on(SCAN, anti=[_term("node", _expr("service", "In", "antivirusscan", "value2"))])],
+        None,
+        None,
+    ),
+    (
+        "satisfies the PodAffinity but doesn't satisfy the PodAntiAffinity with the existing pod",
+        _pod(S1, [_term("region", IN_SCAN)], [_term("zone", IN_SCAN)]),
+        [_on(SCAN)],
+        None,
+        ANTI,
+    ),
+    (
+        "satisfies the PodAffinity and PodAntiAffinity but doesn't satisfy PodAntiAffinity symmetry with the existing pod",
+        _pod(SCAN, [_term("region", IN_SCAN)], [_term("node", _expr("service", "In", "antivirusscan", "value2"))]),
+        [_on(SCAN, anti=[_term("zone", IN_SCAN)])],
+        None,
+        EXISTING_ANTI,
+    ),
+    (
+        "pod matches its own Label in PodAffinity and that matches the existing pod Labels",
+        _pod(SCAN, [_term("region", _expr("service", "NotIn", "securityscan", "value2"))]),
+        [_on(SCAN, node="node2")],
+        None,
+        AFFINITY,
+    ),
+    (
+        "verify that PodAntiAffinity from existing pod is respected when pod has no AntiAffinity constraints. "
+        "doesn't satisfy PodAntiAffinity symmetry with the existing pod",
+        _pod(SCAN),
+        [_on(SCAN, anti=[_term("zone", IN_SCAN)])],
+        None,
+        EXISTING_ANTI,
+    ),
+    (
+        "verify that PodAntiAffinity from existing pod is respected when pod has no AntiAffinity constraints. "
+        "satisfy PodAntiAffinity symmetry with the existing pod",
+        _pod(SCAN),
+        [_on(SCAN, anti=[_term("zone", _expr("service", "NotIn", "securityscan", "value2"))])],
+        "skip",
+        None,
+    ),
+    (
+        "satisfies the PodAntiAffinity with existing pod but doesn't satisfy PodAntiAffinity symmetry with incoming pod",
+        _pod(SCAN, anti=[_term("region", _expr("service", "Exists")), _term("region", _expr("security", "Exists"))]),
+        [_on(S1, anti=[_term("zone", _expr("security", "Exists"))])],
+        None,
+        ANTI,
+    ),
+    (
+        "PodAntiAffinity symmetry check a1: incoming pod and existing pod partially match each other on AffinityTerms",
+        _pod(SCAN, anti=[_term("zone", _expr("service", "Exists")), _term("zone", _expr("security", "Exists"))]),
+        [_on(S1, anti=[_term("zone", _expr("security", "Exists"))])],
+        None,
+        ANTI,
+    ),
+    (
+        "PodAntiAffinity symmetry check a2: incoming pod and existing pod partially match each other on AffinityTerms",
+        _pod(S1, anti=[_term("zone", _expr("security", "Exists"))]),
+        [_on(SCAN, anti=[_term("zone", _expr("service", "Exists")), _term("zone", _expr("security", "Exists"))])],
+        None,
+        EXISTING_ANTI,
+    ),
+    (
+        "PodAntiAffinity symmetry check b1: incoming pod and existing pod partially match each other on AffinityTerms",
+        _pod({"abc": "", "xyz": ""}, anti=[_term("zone", _expr("abc", "Exists")), _term("zone", _expr("def", "Exists"))]),
+        [_on({"def": "", "xyz": ""}, anti=[_term("zone", _expr("abc", "Exists")), _term("zone", _expr("def", "Exists"))])],
+        None,
+        ANTI,
+    ),
+    (
+        "PodAntiAffinity symmetry check b2: incoming pod and existing pod partially match each other on AffinityTerms",
+        _pod({"def": "", "xyz": ""}, anti=[_term("zone", _expr("abc", "Exists")), _term("zone", _expr("def", "Exists"))]),
+        [_on({"abc": "", "xyz": ""}, anti=[_term("zone", _expr("abc", "Exists")), _term("zone", _expr("def", "Exists"))])],
+        None,
+        ANTI,
+    ),
+    (
+        "PodAffinity fails PreFilter with an invalid affinity label syntax",
+        _pod(SCAN, [_term("region", _expr("service", "In", "{{.bad-value.}}")), _term("node", _expr("service", "In", "antivirusscan", "value2"))]),
+        [],
+        "refused",
+        None,
+    ),
+    (
+        "PodAntiAffinity fails PreFilter with an invalid antiaffinity label syntax",
+        _pod(SCAN, [_term("region", _expr("service", "In", "foo")), _term("node", _expr("service", "In", "{{.bad-value.}}"))]),
+        [],
+        "refused",
+        None,
+    ),
+    ("affinity with NamespaceSelector", _pod(S1, [_term("region", IN_SCAN, namespace_selector=TEAM1)]), [_on(SCAN, namespace="subteam1.team1")], None, None),
+    (
+        "affinity with non-matching NamespaceSelector",
+        _pod(S1, [_term("region", IN_SCAN, namespace_selector=TEAM1)]),
+        [_on(SCAN, namespace="subteam1.team2")],
+        None,
+        AFFINITY,
+    ),
+    (
+        "anti-affinity with matching NamespaceSelector",
+        _pod(S1, anti=[_term("zone", IN_SCAN, namespace_selector=TEAM1)], namespace="subteam1.team1"),
+        [_on(SCAN, namespace="subteam2.team1")],
+        None,
+        ANTI,
+    ),
+    (
+        "anti-affinity with matching all NamespaceSelector",
+        _pod(S1, anti=[_term("zone", IN_SCAN, namespace_selector={})], namespace="subteam1.team1"),
+        [_on(SCAN, namespace="subteam2.team1")],
+        None,
+        ANTI,
+    ),
+    (
+        "anti-affinity with non-matching NamespaceSelector",
+        _pod(S1, anti=[_term("zone", IN_SCAN, namespace_selector=TEAM1)], namespace="subteam1.team1"),
+        [_on(SCAN, namespace="subteam1.team2")],
+        None,
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0][:100] for c in CASES])
+def test_required_affinity_single_node_as_kube_decides(case: tuple) -> None:
+    name, pod, placed, pre_filter, expected = case
+    infos = {
+        n: NodeInfo(n, "p", "", CapacityType.ON_DEMAND, "", Resources({"cpu": 1000, "memory": 2**30, "pods": 50}), NODE1 if n == "node1" else {})
+        for n in ("node1", "node2")
+    }
+    for other in placed:
+        infos[other.node_name].add_pod(other)
+    fw = Framework(DEFAULT_PROFILE, default_registry())
+    fw.handle.node_infos = infos
+    fw.handle.topology = PodTopology(infos, NAMESPACES)
+    plugin = fw.plugins["InterPodAffinity"]
+    state = CycleState()
+    status = plugin.pre_filter(state, pod)
+    if pre_filter == "skip":
+        assert status is not None, name
+        assert status.code is Code.SKIP, name
+        return
+    if pre_filter == "refused":
+        assert status is not None, name
+        assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE, name
+        assert "{{.bad-value.}}" in status.message, name
+        return
+    assert status is None, name
+    verdict = plugin.filter(state, pod, infos["node1"])
+    if expected is None:
+        assert verdict is None, f"{name}: {verdict}"
+    else:
+        assert verdict is not None, name
+        assert (verdict.code, verdict.message) == expected, name
+
+
+@pytest.mark.parametrize("where", ["affinity", "anti-affinity", "spread"])
+def test_a_selector_value_kubes_parser_refuses_boots_nothing_and_says_why(where: str) -> None:
+    """The pod is unschedulable with the parser's reason, and no node is booted for it."""
+    from builders import binpack_pool, scaler
+    from test_interpod import CATALOG3
+
+    from nodemanager.scaler import ClusterSnapshot
+
+    bad = _expr("app", "In", "{{.bad-value.}}")
+    if where == "spread":
+        spread = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchExpressions": [bad]}}
+        spec = {"containers": [], "topologySpreadConstraints": [spread]}
+        pod = Pod.from_manifest({"metadata": {"name": "p", "namespace": "default"}, "spec": spec})
+    else:
+        pod = _pod({}, [_term("zone", bad)]) if where == "affinity" else _pod({}, anti=[_term("zone", bad)])
+    d = scaler(binpack_pool(instance_types=["*"]), catalog=CATALOG3).compute(ClusterSnapshot((pod,), ()), 0.0)
+    assert d.start == ()
+    assert "{{.bad-value.}}" in d.unschedulable[pod.key]
