@@ -1,7 +1,8 @@
 """Cases from kube-scheduler's own InterPodAffinity Filter table, with their names:
 kubernetes/kubernetes pkg/scheduler/framework/plugins/interpodaffinity/filtering_test.go
-(TestRequiredAffinitySingleNode, at commit 072825f9a367e9ca0f73f91830945f1b7f46e0d9), every
-case: one node (region r1, zone z11) and the pods already on it. The expectations are
+(TestRequiredAffinitySingleNode and TestRequiredAffinityMultipleNodes, at commit
+072825f9a367e9ca0f73f91830945f1b7f46e0d9), every case of the first (one node, region r1 and
+zone z11, and the pods already on it) and eighteen of the second. The expectations are
 kube's: the PreFilter's Skip or its refusal of a term whose value is no label value, and
 the Filter's code and reason. Two of kube's terms have no ``topologyKey``, which the API
 server refuses and nodemanager's parser too: there they name ``region`` (the node's), and
@@ -302,3 +303,206 @@ def test_a_selector_value_kubes_parser_refuses_boots_nothing_and_says_why(where:
     d = scaler(binpack_pool(instance_types=["*"]), catalog=CATALOG3).compute(ClusterSnapshot((pod,), ()), 0.0)
     assert d.start == ()
     assert "{{.bad-value.}}" in d.unschedulable[pod.key]
+
+
+# -- TestRequiredAffinityMultipleNodes ------------------------------------------------------------
+
+CHINA, CHINA_AZ1, INDIA = {"region": "China"}, {"region": "China", "az": "az1"}, {"region": "India"}
+
+
+def _r1(zone: str, host: str) -> dict:
+    return {"region": "r1", "zone": zone, "hostname": host}
+
+
+def _exists(key: str, topology: str) -> dict:
+    return _term(topology, _expr(key, "Exists"))
+
+
+FOO_BAR = {"foo": "", "bar": ""}
+MULTI = [
+    # (kube's name, incoming pod, nodes in order, pods on them as (node, pod), kube's PreFilter ("skip" or None), kube's Filter per node)
+    (
+        "A pod can be scheduled onto all the nodes that have the same topology key & label value "
+        "with one of them has an existing pod that matches the affinity rules",
+        _pod({}, [_term("region", _expr("foo", "In", "bar"))]),
+        {"node1": CHINA, "node2": CHINA_AZ1, "node3": INDIA},
+        [("node1", {"foo": "bar"}, {})],
+        None,
+        [None, None, AFFINITY],
+    ),
+    (
+        "The affinity rule is to schedule all of the pods of this collection to the same zone. The first pod of the collection "
+        "should not be blocked from being scheduled onto any node, even there's no existing pod that matches the rule anywhere.",
+        _pod({"foo": "bar", "service": "securityscan"}, [_term("zone", _expr("foo", "In", "bar")), _term("zone", _expr("service", "In", "securityscan"))]),
+        {"nodeA": {"zone": "az1", "hostname": "h1"}, "nodeB": {"zone": "az2", "hostname": "h2"}},
+        [("nodeA", {"foo": "bar"}, {})],
+        None,
+        [None, None],
+    ),
+    (
+        "The first pod of the collection can only be scheduled on nodes labelled with the requested topology keys",
+        _pod({"foo": "bar", "service": "securityscan"}, [_term("zone", _expr("foo", "In", "bar")), _term("zone", _expr("service", "In", "securityscan"))]),
+        {"nodeA": {"zoneLabel": "az1", "hostname": "h1"}, "nodeB": {"zoneLabel": "az2", "hostname": "h2"}},
+        [("nodeA", {"foo": "bar"}, {})],
+        None,
+        [AFFINITY, AFFINITY],
+    ),
+    (
+        "NodeA and nodeB have same topologyKey and label value. NodeA has an existing pod that matches the inter pod affinity rule. "
+        "The pod can not be scheduled onto nodeA and nodeB.",
+        _pod({}, anti=[_term("region", _expr("foo", "In", "abc"))]),
+        {"nodeA": {"region": "r1", "hostname": "nodeA"}, "nodeB": {"region": "r1", "hostname": "nodeB"}},
+        [("nodeA", {"foo": "abc"}, {})],
+        None,
+        [ANTI, ANTI],
+    ),
+    (
+        "This test ensures that anti-affinity matches a pod when any term of the anti-affinity rule matches a pod.",
+        _pod({}, anti=[_term("region", _expr("foo", "In", "abc")), _term("zone", _expr("service", "In", "securityscan"))]),
+        {"nodeA": _r1("z1", "nodeA"), "nodeB": _r1("z2", "nodeB")},
+        [("nodeA", {"foo": "abc", "service": "securityscan"}, {})],
+        None,
+        [ANTI, ANTI],
+    ),
+    (
+        "NodeA and nodeB have same topologyKey and label value. NodeA has an existing pod that matches the inter pod affinity rule. "
+        "The pod can not be scheduled onto nodeA and nodeB but can be scheduled onto nodeC",
+        _pod({}, anti=[_term("region", _expr("foo", "In", "abc"))]),
+        {"nodeA": CHINA, "nodeB": CHINA_AZ1, "nodeC": INDIA},
+        [("nodeA", {"foo": "abc"}, {})],
+        None,
+        [ANTI, ANTI, None],
+    ),
+    (
+        "NodeA and nodeB have same topologyKey and label value. NodeA has an existing pod that matches the inter pod affinity rule. "
+        "The pod can not be scheduled onto nodeA, nodeB, but can be scheduled onto nodeC "
+        "(NodeC has an existing pod that match the inter pod affinity rule but in different namespace)",
+        _pod({"foo": "123"}, anti=[_term("region", _expr("foo", "In", "bar"))], namespace="NS1"),
+        {"nodeA": CHINA, "nodeB": CHINA_AZ1, "nodeC": INDIA},
+        [("nodeA", {"foo": "bar"}, {"namespace": "NS1"}), ("nodeC", {}, {"namespace": "NS2", "anti": [_term("region", _expr("foo", "In", "123"))]})],
+        None,
+        [ANTI, ANTI, None],
+    ),
+    (
+        "Test existing pod's anti-affinity: if an existing pod has a term with invalid topologyKey, labelSelector of the term is firstly "
+        "checked, and then topologyKey of the term is also checked",
+        _pod({"foo": ""}),
+        {"nodeA": _r1("z1", "nodeA"), "nodeB": _r1("z1", "nodeB")},
+        [("nodeA", {}, {"anti": [_exists("foo", "invalid-node-label")]})],
+        "skip",
+        [None, None],
+    ),
+    (
+        "Test incoming pod's anti-affinity: even if labelSelector matches, we still check if topologyKey matches",
+        _pod({}, anti=[_exists("foo", "invalid-node-label")]),
+        {"nodeA": _r1("z1", "nodeA"), "nodeB": _r1("z1", "nodeB")},
+        [("nodeA", {"foo": ""}, {})],
+        None,
+        [None, None],
+    ),
+    (
+        "Test existing pod's anti-affinity: incoming pod wouldn't considered as a fit as it violates each existingPod's terms on all nodes",
+        _pod(FOO_BAR),
+        {"nodeA": _r1("z1", "nodeA"), "nodeB": _r1("z2", "nodeB")},
+        [("nodeA", {}, {"anti": [_exists("foo", "zone")]}), ("nodeA", {}, {"anti": [_exists("bar", "region")]})],
+        None,
+        [EXISTING_ANTI, EXISTING_ANTI],
+    ),
+    (
+        "Test incoming pod's anti-affinity: incoming pod wouldn't considered as a fit as it at least violates one anti-affinity rule of existingPod",
+        _pod({}, anti=[_exists("foo", "zone"), _exists("bar", "region")]),
+        {"nodeA": _r1("z1", "nodeA"), "nodeB": _r1("z2", "nodeB")},
+        [("nodeA", {"foo": ""}, {}), ("nodeB", {"bar": ""}, {})],
+        None,
+        [ANTI, ANTI],
+    ),
+    (
+        "Test existing pod's anti-affinity: only when labelSelector and topologyKey both match, it's counted as a single term match "
+        "- case when one term has invalid topologyKey",
+        _pod(FOO_BAR),
+        {"nodeA": _r1("z1", "nodeA"), "nodeB": _r1("z2", "nodeB")},
+        [("nodeA", {}, {"anti": [_exists("foo", "invalid-node-label"), _exists("bar", "zone")]})],
+        None,
+        [EXISTING_ANTI, None],
+    ),
+    (
+        "Test incoming pod's anti-affinity: only when labelSelector and topologyKey both match, it's counted as a single term match "
+        "- case when one term has invalid topologyKey",
+        _pod({}, anti=[_exists("foo", "invalid-node-label"), _exists("bar", "zone")]),
+        {"nodeA": _r1("z1", "nodeA"), "nodeB": _r1("z2", "nodeB")},
+        [("nodeA", FOO_BAR, {})],
+        None,
+        [ANTI, None],
+    ),
+    (
+        "Test existing pod's anti-affinity: only when labelSelector and topologyKey both match, it's counted as a single term match "
+        "- case when all terms have valid topologyKey",
+        _pod(FOO_BAR),
+        {"nodeA": _r1("z1", "nodeA"), "nodeB": _r1("z2", "nodeB")},
+        [("nodeA", {}, {"anti": [_exists("foo", "region"), _exists("bar", "zone")]})],
+        None,
+        [EXISTING_ANTI, EXISTING_ANTI],
+    ),
+    (
+        "Test incoming pod's anti-affinity: only when labelSelector and topologyKey both match, it's counted as a single term match "
+        "- case when all terms have valid topologyKey",
+        _pod({}, anti=[_exists("foo", "region"), _exists("bar", "zone")]),
+        {"nodeA": _r1("z1", "nodeA"), "nodeB": _r1("z2", "nodeB")},
+        [("nodeA", FOO_BAR, {})],
+        None,
+        [ANTI, ANTI],
+    ),
+    (
+        "Test existing pod's anti-affinity: existingPod on nodeA and nodeB has at least one anti-affinity term matches incoming pod, "
+        "so incoming pod can only be scheduled to nodeC",
+        _pod(FOO_BAR),
+        {"nodeA": _r1("z1", "nodeA"), "nodeB": _r1("z2", "nodeB"), "nodeC": _r1("z3", "nodeC")},
+        [
+            ("nodeA", {}, {"anti": [_exists("foo", "zone"), _exists("labelA", "zone")]}),
+            ("nodeB", {}, {"anti": [_exists("bar", "zone"), _exists("labelB", "zone")]}),
+        ],
+        None,
+        [EXISTING_ANTI, EXISTING_ANTI, None],
+    ),
+    (
+        "Test incoming pod's affinity: firstly check if all affinityTerms match, and then check if all topologyKeys match",
+        _pod({}, [_exists("foo", "region"), _exists("bar", "zone")]),
+        {"nodeA": _r1("z1", "nodeA"), "nodeB": _r1("z1", "nodeB")},
+        [("nodeA", FOO_BAR, {})],
+        None,
+        [None, None],
+    ),
+    (
+        "Test incoming pod's affinity: firstly check if all affinityTerms match, and then check if all topologyKeys match, "
+        "and the match logic should be satisfied on the same pod",
+        _pod({}, [_exists("foo", "region"), _exists("bar", "zone")]),
+        {"nodeA": _r1("z1", "nodeA"), "nodeB": _r1("z2", "nodeB")},
+        [("nodeA", {"foo": ""}, {}), ("nodeB", {"bar": ""}, {})],
+        None,
+        [AFFINITY, AFFINITY],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", MULTI, ids=[c[0][:100] for c in MULTI])
+def test_required_affinity_multiple_nodes_as_kube_decides(case: tuple) -> None:
+    name, pod, nodes, placed, pre_filter, expected = case
+    room = Resources({"cpu": 1000, "memory": 2**30, "pods": 50})
+    infos = {n: NodeInfo(n, "p", "", CapacityType.ON_DEMAND, "", room, labels) for n, labels in nodes.items()}
+    for i, (where, labels, extra) in enumerate(placed):
+        infos[where].add_pod(_pod(labels, node=where, name=f"placed-{i}", **extra))
+    fw = Framework(DEFAULT_PROFILE, default_registry())
+    fw.handle.node_infos = infos
+    fw.handle.topology = PodTopology(infos, {})
+    plugin = fw.plugins["InterPodAffinity"]
+    state = CycleState()
+    status = plugin.pre_filter(state, pod)
+    if pre_filter == "skip":
+        assert status is not None, name
+        assert status.code is Code.SKIP, name
+        return
+    assert status is None, name
+    for info, want in zip(infos.values(), expected, strict=True):
+        verdict = plugin.filter(state, pod, info)
+        got = None if verdict is None else (verdict.code, verdict.message)
+        assert got == want, f"{name}: {info.name}"
