@@ -177,8 +177,11 @@ INVALID = [
         id="resource-weight",
     ),
     pytest.param(
-        "scheduling: {pluginArgs: {LeastAllocated: {resources: [{name: nvidia.com/gpu, weight: 1}]}}}\n" + MINIMAL,
-        ["scheduling.pluginArgs.LeastAllocated.resources[0].name: only cpu and memory are scored, got 'nvidia.com/gpu'"],
+        "scheduling: {pluginArgs: {LeastAllocated: {resources: [{name: pods, weight: 1}]}}}\n" + MINIMAL,
+        [
+            "scheduling.pluginArgs.LeastAllocated.resources[0].name: expected cpu, memory, ephemeral-storage, a hugepages size "
+            "or an extended resource such as nvidia.com/gpu, got 'pods'"
+        ],
         id="resource-weight-name",
     ),
     pytest.param(

@@ -4,10 +4,7 @@ kubernetes/kubernetes pkg/scheduler/framework/plugins/noderesources/most_allocat
 The expectations are kube's; the weights (``scoringStrategy.resources``) are MostAllocated's
 ``resources`` argument here. Not ported, as not modelled: "Resources not set, pods scheduled
 with error" (without ``resources`` nodemanager scores cpu and memory 1:1, kube's default
-arguments, rather than failing), and the extended-resource cases ("bypass extended resource
-if the pod does not request", "honor extended resource if the pod request", "if the node
-doesn't have a resource": only cpu and memory are scored, and listing another resource is
-refused)."""
+arguments, rather than failing)."""
 
 from __future__ import annotations
 
@@ -108,3 +105,46 @@ def test_most_allocated_refuses_the_weights_kube_refuses(name: str, resources: l
     with pytest.raises(InvalidManifest) as refused:
         MostAllocated(FrameworkHandle(), {"resources": resources})
     assert refused.value.field == field, name
+
+
+XRES = "example.com/xyz"
+EXTENDED = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": XRES, "weight": 1}]
+
+
+def _sized(name: str, cpu: int, memory: int, xres: int = 0) -> NodeInfo:
+    amounts = {"cpu": cpu, "memory": memory, "pods": 110, XRES: xres}
+    return NodeInfo(name, "p", "m.large", CapacityType.ON_DEMAND, "z-a", Resources(amounts), {})
+
+
+@pytest.mark.parametrize(
+    ("name", "resources", "incoming", "nodes", "expected"),
+    [
+        (
+            "bypass extended resource if the pod does not request",
+            EXTENDED,
+            pod({"cpu": "1", "memory": "2000"}, {"cpu": "2", "memory": "3000"}),
+            [_sized("node1", 6000, 10000), _sized("node2", 6000, 10000, xres=4)],
+            {"node1": 50, "node2": 50},
+        ),
+        (
+            "honor extended resource if the pod request",
+            EXTENDED,
+            pod({"cpu": "3", "memory": "5000", XRES: "2"}),
+            [_sized("node1", 6000, 10000, xres=4), _sized("node2", 6000, 10000, xres=10)],
+            {"node1": 50, "node2": 40},
+        ),
+        (
+            "if the node doesn't have a resource",
+            [{"name": XRES, "weight": 2}, {"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
+            pod({"cpu": "3", "memory": "4000"}),
+            [_sized("node1", 6000, 10000), _sized("node2", 6000, 10000, xres=4)],
+            {"node1": 45, "node2": 45},
+        ),
+    ],
+)
+def test_most_allocated_scores_extended_resources_as_kube_does(name: str, resources: list, incoming: Pod, nodes: list[NodeInfo], expected: dict) -> None:
+    """kube's extended-resource cases: a resource the pod does not request, or the node
+    does not have, is left out of the weighted sum."""
+    plugin = MostAllocated(FrameworkHandle(), {"resources": resources})
+    scores, _ = plugin.score_nodes(CycleState(), incoming, nodes)
+    assert scores == expected, name

@@ -1,9 +1,8 @@
 """Cases from kube-scheduler's own BalancedAllocation table, with their names:
 kubernetes/kubernetes pkg/scheduler/framework/plugins/noderesources/balanced_allocation_test.go
 (TestNodeResourcesBalancedAllocation, at commit 00fdb4ffc64976886691c99434ab5b01fa54f8fe).
-The expectations are kube's. Not modelled, and so not run: the two cases with a GPU in the
-scored resources and the two with a DRA extended resource (the scored resources here are cpu
-and memory); the case with the GPU on one node only scores cpu and memory, and is run."""
+The expectations are kube's. Not modelled, and so not run: the two cases with a DRA extended
+resource (a device class standing for an extended resource)."""
 
 from __future__ import annotations
 
@@ -83,3 +82,51 @@ def test_nothing_scheduled_nothing_requested_skip_in_prescore() -> None:
     status = plugin.pre_score(CycleState(), Pod.from_manifest({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}), nodes)
     assert status is not None
     assert status.code is Code.SKIP
+
+
+GPU = "nvidia.com/gpu"
+WITH_GPU = {"resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": GPU, "weight": 1}]}
+
+
+def _gpu_node(name: str, gpus: int, *placed: Pod) -> NodeInfo:
+    info = NodeInfo(name, "p", "", CapacityType.ON_DEMAND, "", Resources({"cpu": 3500, "memory": 40000, "pods": 110, GPU: gpus}), {})
+    for p in placed:
+        info.add_pod(p)
+    return info
+
+
+def _gpu_pod(node: str = "", name: str = "p", **requests: str) -> Pod:
+    spec: dict = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
+    if node:
+        spec["nodeName"] = node
+    return Pod.from_manifest({"metadata": {"name": name, "namespace": "default"}, "spec": spec})
+
+
+def test_include_scalar_resource_on_a_node_for_balanced_resource_allocation() -> None:
+    """kube's case of that name: cpu 3000/3500, memory 5000/40000 on both nodes; node1's
+    GPUs 4/8 with the pod's, node2's 1/8 (std 0.300 and 0.345)."""
+    cpu_memory_gpu = Pod.from_manifest(
+        {
+            "metadata": {"name": "g", "namespace": "default"},
+            "spec": {
+                "nodeName": "node1",
+                "containers": [
+                    {"name": "a", "resources": {"requests": {"cpu": "1000m", "memory": "2000"}}},
+                    {"name": "b", "resources": {"requests": {"cpu": "2000m", "memory": "3000", GPU: "3"}, "limits": {GPU: "3"}}},
+                ],
+            },
+        }
+    )
+    nodes = [_gpu_node("node1", 8, cpu_memory_gpu), _gpu_node("node2", 8, _pod(*CPU_AND_MEMORY, node="node2", name="cm"))]
+    plugin = BalancedAllocation(FrameworkHandle(), WITH_GPU)
+    pod = _gpu_pod(memory="0", **{GPU: "1"})
+    assert plugin.pre_score(CycleState(), pod, nodes) is None
+    assert plugin.score_nodes(CycleState(), pod, nodes)[0] == {"node1": 70, "node2": 65}
+
+
+def test_node_without_the_scalar_resource_should_skip_the_scalar_resource() -> None:
+    """kube's case of that name, with the GPU among the scored resources: the pod asks for
+    none, so it is left out and both nodes score as cpu and memory alone (63)."""
+    nodes = [_gpu_node("node1", 8), _gpu_node("node2", 0)]
+    plugin = BalancedAllocation(FrameworkHandle(), WITH_GPU)
+    assert plugin.score_nodes(CycleState(), _pod(*CPU_AND_MEMORY), nodes)[0] == {"node1": 63, "node2": 63}

@@ -7,12 +7,13 @@ requests: a container asking for no cpu counts 100m, for no memory 200 MiB.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from nodemanager.errors import InvalidManifest
 from nodemanager.model import Pod, Resources
 from nodemanager.model.manifest import as_list, as_mapping
-from nodemanager.model.resources import CPU, MEMORY, PODS, IgnoredResources
+from nodemanager.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, IgnoredResources, is_extended_resource
 from nodemanager.scheduling.cycle_state import CycleState
 from nodemanager.scheduling.interfaces import FilterPlugin, FrameworkHandle, PreFilterPlugin, ScorePlugin
 from nodemanager.scheduling.nodeinfo import NodeInfo, nonzero_request
@@ -117,39 +118,75 @@ def parse_ignored_resources(args: Mapping[str, object]) -> IgnoredResources:
     return IgnoredResources(lists["ignoredResources"], lists["ignoredResourceGroups"])
 
 
-def parse_resource_weights(args: Mapping[str, object]) -> tuple[int, int]:
-    """The (cpu, memory) weights of an allocation score's arguments: kube's
-    ``scoringStrategy.resources`` (``[{name, weight}]``, each weight 1-100; a resource left out
-    is not scored), validated as kube-scheduler does. Default 1:1."""
+Weights = tuple[tuple[str, int], ...]  # (resource, weight), in the order given
+
+
+def _scored_name(name: object) -> bool:
+    """A resource a score may weigh: cpu, memory, ephemeral storage, hugepages, or an
+    extended resource (``nvidia.com/gpu``)."""
+    return isinstance(name, str) and (name in (CPU, MEMORY, EPHEMERAL_STORAGE) or name.startswith("hugepages-") or is_extended_resource(name))
+
+
+def parse_resource_weights(args: Mapping[str, object]) -> Weights:
+    """The weights of an allocation score's arguments: kube's ``scoringStrategy.resources``
+    (``[{name, weight}]``, each weight 1-100; a resource left out is not scored), validated as
+    kube-scheduler does. Default cpu and memory 1:1."""
     unknown = sorted(set(args) - {"resources"})
     if unknown:
         raise InvalidManifest(unknown[0], "unknown key (resources)")
     if args.get("resources") is None:
-        return (1, 1)
+        return ((CPU, 1), (MEMORY, 1))
     weights: dict[str, int] = {}
     for i, entry in enumerate(as_list(args["resources"], "resources")):
         where = f"resources[{i}]"
         spec = as_mapping(entry, where)
         name, weight = spec.get("name"), spec.get("weight", 1)
-        if name not in (CPU, MEMORY):
-            raise InvalidManifest(f"{where}.name", f"only cpu and memory are scored, got {name!r}")
+        if not _scored_name(name):
+            raise InvalidManifest(
+                f"{where}.name", f"expected cpu, memory, ephemeral-storage, a hugepages size or an extended resource such as nvidia.com/gpu, got {name!r}"
+            )
+        assert isinstance(name, str)
         if name in weights:
             raise InvalidManifest(f"{where}.name", f"{name} is listed twice")
         if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= MAX_WEIGHT:
             raise InvalidManifest(f"{where}.weight", f"expected an integer from 1 to {MAX_WEIGHT}, got {weight!r}")
         weights[name] = weight
     if not weights:
-        raise InvalidManifest("resources", "list cpu, memory or both (an empty list scores nothing)")
-    return weights.get(CPU, 0), weights.get(MEMORY, 0)
+        raise InvalidManifest("resources", "list the resources to score (an empty list scores nothing)")
+    return tuple(weights.items())
 
 
 class _WeightedScore(_AllocationScore):
     """A score per resource, averaged with the resources' weights (kube's
-    ``resourceAllocationScorer``: ``sum(score * weight) // sum(weight)``)."""
+    ``resourceAllocationScorer``: ``sum(score * weight) // sum(weight)``). Cpu and memory
+    count the pod's scoring defaults; another resource counts only where the pod requests
+    it and the node has some (kube leaves it out of the sum otherwise)."""
 
     def __init__(self, handle: FrameworkHandle, args: Mapping[str, object] | None = None) -> None:
         super().__init__(handle, args)
-        self.weights = parse_resource_weights(self.args)
+        weights = parse_resource_weights(self.args)
+        named = dict(weights)
+        self.weights = (named.get(CPU, 0), named.get(MEMORY, 0))
+        self.others = tuple((n, w) for n, w in weights if n not in (CPU, MEMORY))
+
+    @staticmethod
+    def one(requested: int, allocatable: int) -> int:
+        raise NotImplementedError
+
+    def score_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> tuple[dict[str, int], Status | None]:
+        asked = [(n, w, r) for n, w in self.others if (r := pod.requests.get(n))]
+        if not asked:  # (most pods: cpu and memory, in the rows the allocation scores share)
+            return super().score_nodes(state, pod, nodes)
+        cpu, memory = nonzero_request(pod)
+        wc, wm = self.weights
+        out = {}
+        for node in nodes:
+            parts = [(node.nonzero_cpu + cpu, node.alloc_cpu, wc), (node.nonzero_memory + memory, node.alloc_memory, wm)]
+            parts += [(node.requested.get(name) + r, node.allocatable.get(name), w) for name, w, r in asked]
+            counted = [(req, alloc, w) for req, alloc, w in parts if alloc and w]
+            total = sum(w for _, _, w in counted)
+            out[node.name] = sum(self.one(req, alloc) * w for req, alloc, w in counted) // total if total else 0
+        return out, None
 
 
 class LeastAllocated(_WeightedScore):
@@ -158,6 +195,10 @@ class LeastAllocated(_WeightedScore):
 
     name = "LeastAllocated"
     keeps_nothing = True
+
+    @staticmethod
+    def one(requested: int, allocatable: int) -> int:
+        return 0 if requested > allocatable else (allocatable - requested) * 100 // allocatable
 
     def formula(self, rows: Rows) -> list[int]:
         wc, wm = self.weights
@@ -177,6 +218,10 @@ class MostAllocated(_WeightedScore):
     name = "MostAllocated"
     keeps_nothing = True
 
+    @staticmethod
+    def one(requested: int, allocatable: int) -> int:
+        return min(requested, allocatable) * 100 // allocatable
+
     def formula(self, rows: Rows) -> list[int]:
         wc, wm = self.weights
         total = wc + wm
@@ -184,24 +229,28 @@ class MostAllocated(_WeightedScore):
 
 
 class BalancedAllocation(ScorePlugin):
-    """Prefers nodes whose cpu and memory fill evenly (kube's ``balancedResourceScorer``):
-    each resource's fraction of the allocatable, this pod's actual requests included (not
-    the scoring defaults), capped at 1, a resource with no allocatable left out;
-    ``int((1 - std) * 100)`` with ``std = |f_cpu - f_memory| / 2``. A pod that requests
-    neither is not scored (kube's PreScore skips best-effort pods). Its ``resources``
-    argument (kube's ``NodeResourcesBalancedAllocationArgs``) may name cpu and memory."""
+    """Prefers nodes whose resources fill evenly (kube's ``balancedResourceScorer``): each
+    resource's fraction of the allocatable, this pod's actual requests included (not the
+    scoring defaults), capped at 1, a resource with no allocatable left out (and another
+    than cpu and memory where the pod does not request it); ``int((1 - std) * 100)`` with
+    ``std = |f1 - f2| / 2`` for two fractions, their standard deviation for more. A pod that
+    requests none is not scored (kube's PreScore skips best-effort pods). Its ``resources``
+    argument (kube's ``NodeResourcesBalancedAllocationArgs``) names the resources (default
+    cpu and memory; weights are not used)."""
 
     name = "BalancedAllocation"
     keeps_nothing = True
 
     def __init__(self, handle: FrameworkHandle, args: Mapping[str, object] | None = None) -> None:
         super().__init__(handle, args)
-        cpu, memory = parse_resource_weights(self.args)  # (the weights themselves do not count here)
-        self.counts = (cpu > 0, memory > 0)
+        names = [n for n, _ in parse_resource_weights(self.args)]
+        self.counts = (CPU in names, MEMORY in names)
+        self.others = tuple(n for n in names if n not in (CPU, MEMORY))
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         cpu, memory = pod.requests.cpu_memory()
-        return None if (cpu and self.counts[0]) or (memory and self.counts[1]) else SKIP
+        asks = (cpu and self.counts[0]) or (memory and self.counts[1]) or any(pod.requests.get(n) for n in self.others)
+        return None if asks else SKIP
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
         scores, status = self.score_nodes(state, pod, (node,))
@@ -210,12 +259,28 @@ class BalancedAllocation(ScorePlugin):
     def score_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> tuple[dict[str, int], Status | None]:
         cpu, memory = pod.requests.cpu_memory()
         with_cpu, with_memory = self.counts
+        asked = [(n, r) for n in self.others if (r := pod.requests.get(n))]
         out = {}
         for n in nodes:
             ac, am = n.alloc_cpu if with_cpu else 0, n.alloc_memory if with_memory else 0
-            if ac and am:
-                f_cpu, f_memory = min((ac - n.free_cpu + cpu) / ac, 1.0), min((am - n.free_memory + memory) / am, 1.0)
-                out[n.name] = int((1 - abs(f_cpu - f_memory) / 2) * MAX_NODE_SCORE)
-            else:
-                out[n.name] = MAX_NODE_SCORE  # one fraction or none: no deviation
+            if not asked:  # (most pods: cpu and memory)
+                if ac and am:
+                    f_cpu, f_memory = min((ac - n.free_cpu + cpu) / ac, 1.0), min((am - n.free_memory + memory) / am, 1.0)
+                    out[n.name] = int((1 - abs(f_cpu - f_memory) / 2) * MAX_NODE_SCORE)
+                else:
+                    out[n.name] = MAX_NODE_SCORE  # one fraction or none: no deviation
+                continue
+            parts = [(ac - n.free_cpu + cpu, ac), (am - n.free_memory + memory, am)]
+            parts += [(n.requested.get(name) + r, n.allocatable.get(name)) for name, r in asked]
+            out[n.name] = int((1 - _deviation([min(req / alloc, 1.0) for req, alloc in parts if alloc])) * MAX_NODE_SCORE)
         return out, None
+
+
+def _deviation(fractions: list[float]) -> float:
+    """kube's: half the difference of two fractions, the standard deviation of more, 0 else."""
+    if len(fractions) == 2:
+        return abs(fractions[0] - fractions[1]) / 2
+    if len(fractions) > 2:
+        mean = sum(fractions) / len(fractions)
+        return math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
+    return 0.0
