@@ -67,3 +67,30 @@ def test_a_zone_affinity_chain_is_placed_in_one_computation() -> None:
     d = _plan(a, b, c)
     assert d.unschedulable == {}
     assert {_zone(d, p) for p in (a, b, c)} == {"z-b"}
+
+
+def test_groups_keep_the_packers_order_but_where_a_later_one_contends_with_an_earlier() -> None:
+    """``packing_order``: every group once; the packer's order (rank) among groups that
+    cannot take a zone from each other; queue order where one can, whatever the selector's
+    form (``In``, which the label index narrows, or ``Exists``/``NotIn``, which it does not)."""
+    from nodemanager.scaler.group_order import packing_order
+
+    def anti(selector: dict) -> dict:
+        body = {"topologyKey": ZONE, "labelSelector": selector}
+        return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [body]}}}
+
+    queue = [
+        _pod("plain-a", {"app": "a"}, 1),  # rank 2: the packer would place it last
+        _pod("anti-in", {"app": "x"}, 2, **anti({"matchLabels": {"app": "a"}})),  # repels plain-a: must wait for it
+        _pod("plain-b", {"app": "b"}, 3),
+        _pod("anti-exists", {"app": "y"}, 4, **anti({"matchExpressions": [{"key": "tier", "operator": "Exists"}]})),  # repels nothing
+        _pod(
+            "anti-notin", {"app": "z"}, 5, **anti({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["a", "x", "y", "z"]}]})
+        ),  # repels plain-b
+    ]
+    rank = {"plain-a": 2, "plain-b": 2, "anti-in": 1, "anti-exists": 1, "anti-notin": 1}
+    order = [p.name for p in packing_order(queue, lambda p: p, lambda p: rank[p.name], {})]
+    assert sorted(order) == sorted(p.name for p in queue)
+    assert order.index("plain-a") < order.index("anti-in")
+    assert order.index("plain-b") < order.index("anti-notin")
+    assert order.index("anti-exists") < order.index("plain-a")  # no contention: the packer's order

@@ -21,30 +21,58 @@ Between such groups the earlier in the queue goes first; otherwise the packer's 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from nodemanager.model import Pod
+from nodemanager.model.interpod import AffinityTerm, LabelSelector, SpreadConstraint
 from nodemanager.model.labels import HOSTNAME
+from nodemanager.model.selectors import Operator
 
 G = TypeVar("G")
 
 
-def _anti(pod: Pod) -> list:
+def _anti(pod: Pod) -> list[AffinityTerm]:
     return [t for t in pod.pod_affinity.anti_required if t.topology_key != HOSTNAME]
 
 
-def _spread(pod: Pod) -> list:
+def _spread(pod: Pod) -> list[SpreadConstraint]:
     return [c for c in pod.spread if c.hard and c.topology_key != HOSTNAME and c.selector is not None]
 
 
-def contends(earlier: Pod, later: Pod, namespace_labels: Mapping[str, Mapping[str, str]]) -> bool:
-    """Whether placing ``later`` can take from ``earlier`` a domain no new node can add."""
-    if any(t.selects(earlier.namespace, earlier.labels, namespace_labels) for t in _anti(later)):
-        return True
-    if any(t.selects(later.namespace, later.labels, namespace_labels) for t in _anti(earlier)):
-        return True
-    return later.namespace == earlier.namespace and any(c.selector.matches(later.labels) for c in _spread(earlier))
+def _candidates(selector: LabelSelector | None, index: Mapping[tuple[str, str], list[int]], everyone: range) -> Iterable[int]:
+    """The groups a selector may select: those with a label its first ``In`` requirement
+    names (most selectors have one), else every group; none for no selector."""
+    if selector is None:
+        return ()
+    for r in selector.requirements:
+        if r.operator is Operator.IN:
+            return {j for v in r.values for j in index.get((r.key, v), ())}
+    return everyone
+
+
+def _contending(pods: Sequence[Pod], namespace_labels: Mapping[str, Mapping[str, str]]) -> set[tuple[int, int]]:
+    """Pairs (earlier, later) where placing the later can take from the earlier a domain no
+    new node can add: either's required anti-affinity on such a key selects the other, or
+    the earlier's hard spread on such a key counts the later. Found through an index of
+    the groups' labels, so that thousands of groups cost about as much as their terms."""
+    index: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for j, p in enumerate(pods):
+        for item in p.labels.items():
+            index[item].append(j)
+    everyone = range(len(pods))
+    pairs = set()
+    for i, p in enumerate(pods):
+        for t in _anti(p):
+            for j in _candidates(t.selector, index, everyone):
+                if j != i and t.selects(pods[j].namespace, pods[j].labels, namespace_labels):
+                    pairs.add((min(i, j), max(i, j)))
+        for c in _spread(p):
+            for j in _candidates(c.selector, index, everyone):
+                if j > i and pods[j].namespace == p.namespace and c.selector.matches(pods[j].labels):
+                    pairs.add((i, j))
+    return pairs
 
 
 def packing_order(queue: Sequence[G], rep: Callable[[G], Pod], rank: Callable[[Pod], int], namespace_labels: Mapping[str, Mapping[str, str]]) -> list[G]:
@@ -54,13 +82,9 @@ def packing_order(queue: Sequence[G], rep: Callable[[G], Pod], rank: Callable[[P
     pods = [rep(g) for g in queue]
     after: list[list[int]] = [[] for _ in queue]  # i -> the later groups that wait for i
     waits = [0] * len(queue)
-    # Only groups with such constraints contend: each is paired with every other group.
-    constrained = [i for i, p in enumerate(pods) if _anti(p) or _spread(p)]
-    pairs = {(min(i, j), max(i, j)) for i in constrained for j in range(len(pods)) if i != j}
-    for i, j in sorted(pairs):
-        if contends(pods[i], pods[j], namespace_labels):
-            after[i].append(j)
-            waits[j] += 1
+    for i, j in sorted(_contending(pods, namespace_labels)):
+        after[i].append(j)
+        waits[j] += 1
     heap = [(-p.priority, rank(p), i) for i, p in enumerate(pods) if not waits[i]]
     heapq.heapify(heap)
     out = []
