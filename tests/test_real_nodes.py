@@ -311,19 +311,33 @@ def test_a_cell_node_running_only_daemonset_pods_takes_its_one_pod():
     assert not d.start
 
 
+class OneNode:
+    """A simulated cluster of one booted node: its record, its registered Node, and the
+    view the scaler plans with (made again on each call)."""
+
+    def __init__(self) -> None:
+        self.h = h = Harness(binpack_pool("general"), arrivals=[arrive("p1", cpu="500m")])
+        h.run(120)
+        [self.name] = h.controller.state.nodes
+        self.record = h.controller.state.nodes[self.name]
+        self.registered = h.controller.state.cache.node(self.name)
+
+    def planned(self) -> Node:
+        [view] = self.h.controller.state._planning_nodes()
+        return view
+
+    def register(self, **changes: object) -> None:
+        """The Node as the cluster now reports it: the current one with ``changes``."""
+        node = dataclasses.replace(self.h.controller.state.cache.node(self.name), **changes)
+        self.h.controller.state.cache.apply([NodeEvent(EventType.MODIFIED, node)])
+
+
 def test_the_planning_view_follows_the_clusters_taints_and_cordon_and_is_kept_across_heartbeats():
     """The scaler plans with the cluster's taints and cordon (less startup and ephemeral
     taints); the view is kept while neither changed (a heartbeat shares the taints) and
     made again when either does."""
-    h = Harness(binpack_pool("general"), arrivals=[arrive("p1", cpu="500m")])
-    h.run(120)
-    [name] = h.controller.state.nodes
-    record = h.controller.state.nodes[name]
-    registered = h.controller.state.cache.node(name)
-
-    def planned() -> Node:
-        [view] = h.controller.state._planning_nodes()
-        return view
+    one = OneNode()
+    h, name, record, registered, planned = one.h, one.name, one.record, one.registered, one.planned
 
     dedicated = Taint("dedicated", TaintEffect.NO_SCHEDULE, "x")
     ephemeral = Taint("node.kubernetes.io/not-ready", TaintEffect.NO_SCHEDULE)
@@ -344,15 +358,8 @@ def test_labels_an_operator_puts_on_a_node_are_planned_with_as_kube_scheduler_se
     discovery) is what a pod's node selector matches, as kube-scheduler reads the Node; a
     label taken off again no longer matches. (Found by the differential test against the
     real kube-scheduler: such pods were left pending.)"""
-    h = Harness(binpack_pool("general"), arrivals=[arrive("p1", cpu="500m")])
-    h.run(120)
-    [name] = h.controller.state.nodes
-    record = h.controller.state.nodes[name]
-    registered = h.controller.state.cache.node(name)
-
-    def planned() -> Node:
-        [view] = h.controller.state._planning_nodes()
-        return view
+    one = OneNode()
+    h, name, record, registered, planned = one.h, one.name, one.record, one.registered, one.planned
 
     h.controller.state.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(registered, labels={**registered.labels, "disk": "ssd"}))])
     labelled = planned()
@@ -368,17 +375,12 @@ def test_a_node_is_planned_with_the_allocatable_its_kubelet_reports():
     """kube-scheduler fits pods into the Node's ``status.allocatable``; the catalog's figure
     (capacity less an estimate of what the kubelet reserves) holds only until the kubelet
     has reported. Batch resources stay as colocation keeps them in the record."""
-    h = Harness(binpack_pool("general"), arrivals=[arrive("p1", cpu="500m")])
-    h.run(120)
-    [name] = h.controller.state.nodes
-    registered = h.controller.state.cache.node(name)
+    one = OneNode()
     reported = Resources({"cpu": 2000, "memory": 8 * 2**30, "pods": 110})
-    h.controller.state.cache.apply([NodeEvent(EventType.MODIFIED, dataclasses.replace(registered, allocatable=reported))])
-    [view] = h.controller.state._planning_nodes()
-    assert view.allocatable == reported
-    h.controller.state.update_node(name, allocatable=Resources({**dict(view.allocatable.items()), BATCH_CPU: 500}))
-    [view] = h.controller.state._planning_nodes()
-    assert dict(view.allocatable.items()) == {**dict(reported.items()), BATCH_CPU: 500}
+    one.register(allocatable=reported)
+    assert one.planned().allocatable == reported
+    one.h.controller.state.update_node(one.name, allocatable=Resources({**dict(reported.items()), BATCH_CPU: 500}))
+    assert dict(one.planned().allocatable.items()) == {**dict(reported.items()), BATCH_CPU: 500}
 
 
 def test_a_sidecars_host_port_keeps_pods_apart_as_current_kube_scheduler_does():
