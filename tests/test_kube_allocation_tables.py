@@ -148,3 +148,11 @@ def test_most_allocated_scores_extended_resources_as_kube_does(name: str, resour
     plugin = MostAllocated(FrameworkHandle(), {"resources": resources})
     scores, _ = plugin.score_nodes(CycleState(), incoming, nodes)
     assert scores == expected, name
+
+
+def test_a_score_of_extended_resources_only_gives_zero_to_a_pod_that_asks_for_none() -> None:
+    """kube: nothing weighed, score 0 (no division by a zero sum of weights)."""
+    plugin = MostAllocated(FrameworkHandle(), {"resources": [{"name": XRES, "weight": 1}]})
+    nodes = [_sized("node1", 6000, 10000, xres=4)]
+    assert plugin.score_nodes(CycleState(), pod({"cpu": "1"}), nodes)[0] == {"node1": 0}
+    assert plugin.score_nodes(CycleState(), pod({"cpu": "1", XRES: "1"}), nodes)[0] == {"node1": 25}

@@ -142,10 +142,9 @@ def parse_resource_weights(args: Mapping[str, object]) -> Weights:
         spec = as_mapping(entry, where)
         name, weight = spec.get("name"), spec.get("weight", 1)
         if not _scored_name(name):
-            raise InvalidManifest(
-                f"{where}.name", f"expected cpu, memory, ephemeral-storage, a hugepages size or an extended resource such as nvidia.com/gpu, got {name!r}"
-            )
-        assert isinstance(name, str)
+            expected = "cpu, memory, ephemeral-storage, a hugepages size or an extended resource such as nvidia.com/gpu"
+            raise InvalidManifest(f"{where}.name", f"expected {expected}, got {name!r}")
+        name = str(name)
         if name in weights:
             raise InvalidManifest(f"{where}.name", f"{name} is listed twice")
         if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= MAX_WEIGHT:
@@ -175,7 +174,7 @@ class _WeightedScore(_AllocationScore):
 
     def score_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> tuple[dict[str, int], Status | None]:
         asked = [(n, w, r) for n, w in self.others if (r := pod.requests.get(n))]
-        if not asked:  # (most pods: cpu and memory, in the rows the allocation scores share)
+        if not asked and any(self.weights):  # (most pods: cpu and memory, in the rows the allocation scores share)
             return super().score_nodes(state, pod, nodes)
         cpu, memory = nonzero_request(pod)
         wc, wm = self.weights
