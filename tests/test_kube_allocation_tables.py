@@ -18,6 +18,7 @@ from nodemanager.scheduling import CycleState
 from nodemanager.scheduling.interfaces import FrameworkHandle
 from nodemanager.scheduling.nodeinfo import NodeInfo
 from nodemanager.scheduling.plugins import MostAllocated
+from nodemanager.scheduling.plugins.resources import LeastAllocated
 
 MI = 2**20
 
@@ -156,3 +157,111 @@ def test_a_score_of_extended_resources_only_gives_zero_to_a_pod_that_asks_for_no
     nodes = [_sized("node1", 6000, 10000, xres=4)]
     assert plugin.score_nodes(CycleState(), pod({"cpu": "1"}), nodes)[0] == {"node1": 0}
     assert plugin.score_nodes(CycleState(), pod({"cpu": "1", XRES: "1"}), nodes)[0] == {"node1": 25}
+
+
+# -- LeastAllocated: kube's least_allocated_test.go (TestLeastAllocatedScoringStrategy, at
+# commit 8519d3399f10be33a45da368a48ee763acbe3999), every case but "Resources not set, pods
+# scheduled with error" (not modelled, as above).
+
+MEMORY_TWICE = [{"name": "memory", "weight": 2}, {"name": "cpu", "weight": 1}]
+CPU_ONLY_3 = {"cpu": "3", "memory": "0"}
+LEAST_CASES = [
+    ("nothing scheduled, nothing requested", None, pod(), [node("node1", 4000, 10000), node("node2", 4000, 10000)], {"node1": 100, "node2": 100}),
+    (
+        "nothing scheduled, resources requested, differently sized nodes",
+        None,
+        pod({"cpu": "1", "memory": "2000"}, {"cpu": "2", "memory": "3000"}),
+        [node("node1", 4000, 10000), node("node2", 6000, 10000)],
+        {"node1": 37, "node2": 50},
+    ),
+    (
+        "no resources requested, pods scheduled",
+        None,
+        pod(),
+        [node("node1", 4000, 10000, pod(name="a"), pod(name="b")), node("node2", 4000, 10000, pod(name="c"), pod(name="d"))],
+        {"node1": 100, "node2": 100},
+    ),
+    (
+        "no resources requested, pods scheduled with resources",
+        None,
+        pod(),
+        [node("node1", 10000, 20000, pod(CPU_ONLY_3), pod(CPU_ONLY_3)), node("node2", 10000, 20000, pod(CPU_ONLY_3), pod({"cpu": "3", "memory": "5000"}))],
+        {"node1": 70, "node2": 57},
+    ),
+    (
+        "resources requested, pods scheduled with resources",
+        None,
+        pod({"cpu": "1", "memory": "2000"}, {"cpu": "2", "memory": "3000"}),
+        [node("node1", 10000, 20000, pod(CPU_ONLY_3)), node("node2", 10000, 20000, pod({"cpu": "3", "memory": "5000"}))],
+        {"node1": 57, "node2": 45},
+    ),
+    (
+        "resources requested, pods scheduled with resources, differently sized nodes",
+        None,
+        pod({"cpu": "1", "memory": "2000"}, {"cpu": "2", "memory": "3000"}),
+        [node("node1", 10000, 20000, pod(CPU_ONLY_3)), node("node2", 10000, 50000, pod({"cpu": "3", "memory": "5000"}))],
+        {"node1": 57, "node2": 60},
+    ),
+    (
+        "requested resources exceed node capacity",
+        None,
+        pod(CPU_ONLY_3),
+        [node("node1", 4000, 10000, pod(CPU_ONLY_3)), node("node2", 4000, 10000, pod({"cpu": "3", "memory": "5000"}))],
+        {"node1": 50, "node2": 25},
+    ),
+    (
+        "zero node resources, pods scheduled with resources",
+        None,
+        pod(),
+        [node("node1", 0, 0, pod(CPU_ONLY_3)), node("node2", 0, 0, pod({"cpu": "3", "memory": "5000"}))],
+        {"node1": 0, "node2": 0},
+    ),
+    (
+        "nothing scheduled, resources requested with different weight on CPU and memory, differently sized nodes",
+        MEMORY_TWICE,
+        pod({"cpu": "1", "memory": "2000"}, {"cpu": "2", "memory": "3000"}),
+        [node("node1", 4000, 10000), node("node2", 6000, 10000)],
+        {"node1": 41, "node2": 50},
+    ),
+    (
+        "bypass extended resource if the pod does not request",
+        EXTENDED,
+        pod({"cpu": "1", "memory": "2000"}, {"cpu": "2", "memory": "3000"}),
+        [_sized("node1", 6000, 10000), _sized("node2", 6000, 10000, xres=4)],
+        {"node1": 50, "node2": 50},
+    ),
+    (
+        "honor extended resource if the pod requests",
+        EXTENDED,
+        pod({"cpu": "3", "memory": "5000", XRES: "2"}),
+        [_sized("node1", 6000, 10000, xres=4), _sized("node2", 6000, 10000, xres=10)],
+        {"node1": 50, "node2": 60},
+    ),
+    (
+        "if the node doesn't have a resource",
+        [{"name": XRES, "weight": 2}, {"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
+        pod({"cpu": "3", "memory": "4000"}),
+        [_sized("node1", 6000, 10000), _sized("node2", 6000, 10000, xres=4)],
+        {"node1": 55, "node2": 55},
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "resources", "incoming", "nodes", "expected"), LEAST_CASES, ids=[c[0] for c in LEAST_CASES])
+def test_least_allocated_as_kube_scores_it(name: str, resources: list | None, incoming: Pod, nodes: list[NodeInfo], expected: dict[str, int]) -> None:
+    plugin = LeastAllocated(FrameworkHandle(), {"resources": resources} if resources else None)
+    assert plugin.score_nodes(CycleState(), incoming, nodes)[0] == expected, name
+
+
+@pytest.mark.parametrize(
+    ("name", "resources", "field"),
+    [
+        ("resource with negative weight", [{"name": "memory", "weight": -1}, {"name": "cpu", "weight": 1}], "resources[0].weight"),
+        ("resource with zero weight", [{"name": "memory", "weight": 1}, {"name": "cpu", "weight": 0}], "resources[1].weight"),
+        ("resource weight larger than MaxNodeScore", [{"name": "memory", "weight": 1}, {"name": "cpu", "weight": 101}], "resources[1].weight"),
+    ],
+)
+def test_least_allocated_refuses_the_weights_kube_refuses(name: str, resources: list[dict[str, object]], field: str) -> None:
+    with pytest.raises(InvalidManifest) as refused:
+        LeastAllocated(FrameworkHandle(), {"resources": resources})
+    assert refused.value.field == field, name
