@@ -1,16 +1,16 @@
 """Cases from kube-scheduler's own PodTopologySpread Filter table, with their names:
 kubernetes/kubernetes pkg/scheduler/framework/plugins/podtopologyspread/filtering_test.go
-(TestSingleConstraint, at commit e7827879dbc282e7f5103451dc63169e964b6bb7): its first eleven
-cases, on the plugin alone as kube runs them (no NodeAffinity filter: a node the pod's
-affinity refuses may still pass here). The expectations are kube's status codes per node. Node
-inclusion policies and minDomains are checked against kube's integration table in
-``test_interpod.py``."""
+(TestSingleConstraint, at commit e7827879dbc282e7f5103451dc63169e964b6bb7), every case
+(terminating pods, minDomains, and the node inclusion policies with kube's feature gate on
+included), on the plugin alone as kube runs them: no NodeAffinity or TaintToleration filter,
+so a node the pod's affinity or taints refuse may still pass here. The expectations are
+kube's status codes per node."""
 
 from __future__ import annotations
 
 import pytest
 
-from nodemanager.model import CapacityType, Pod, Resources
+from nodemanager.model import CapacityType, Pod, Resources, Taint, TaintEffect
 from nodemanager.scheduling import CycleState, Framework
 from nodemanager.scheduling.nodeinfo import NodeInfo
 from nodemanager.scheduling.profile import DEFAULT_PROFILE
@@ -31,29 +31,51 @@ def codes(*per_node: Code, nodes: tuple[str, ...] = ("node-a", "node-b", "node-x
     return dict(zip(nodes, per_node, strict=True))
 
 
-def _incoming(labels: dict, skew: int, key: str, selector: dict | None, affinity: list[str] | None = None) -> Pod:
-    constraint: dict = {"maxSkew": skew, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule"}
+def _incoming(
+    labels: dict,
+    skew: int,
+    key: str,
+    selector: dict | None,
+    affinity: list[str] | None = None,
+    *,
+    term: dict | None = None,
+    spec: dict | None = None,
+    **extra: object,
+) -> Pod:
+    """kube's ``SpreadConstraint(skew, key, DoNotSchedule, selector, ...)``; ``extra`` are the
+    constraint's other fields (``minDomains``, the inclusion policies), ``affinity`` the nodes
+    a node-affinity term on the ``node`` label admits (``term``: another term)."""
+    constraint: dict = {"maxSkew": skew, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule", **extra}
     if selector is not None:
         constraint["labelSelector"] = selector
-    spec: dict = {"containers": [], "topologySpreadConstraints": [constraint]}
+    body: dict = {"containers": [], "topologySpreadConstraints": [constraint], **(spec or {})}
     if affinity:
         term = {"matchExpressions": [{"key": "node", "operator": "In", "values": affinity}]}
-        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
-    return Pod.from_manifest({"metadata": {"name": "p", "namespace": "default", "labels": labels}, "spec": spec})
+    if term:
+        body["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+    return Pod.from_manifest({"metadata": {"name": "p", "namespace": "default", "labels": labels}, "spec": body})
 
 
 def _placed(spec: str) -> Pod:
-    """``name@node[/namespace]``, labelled foo."""
-    name, where = spec.split("@")
+    """``name@node[/namespace]``, labelled foo; ``~`` ahead of the name: terminating."""
+    terminating = spec.startswith("~")
+    name, where = spec.removeprefix("~").split("@")
     node, _, namespace = where.partition("/")
+    if terminating:
+        meta = {"name": name, "namespace": namespace or "default", "labels": {"foo": ""}, "deletionTimestamp": "2026-01-01T00:00:00Z"}
+        return Pod.from_manifest({"metadata": meta, "spec": {"containers": [], "nodeName": node}})
     return Pod.from_manifest(
         {"metadata": {"name": name, "namespace": namespace or "default", "labels": {"foo": ""}}, "spec": {"containers": [], "nodeName": node}}
     )
 
 
 SPREAD_2103 = ["p-a1@node-a", "p-a2@node-a", "p-b1@node-b", "p-y1@node-y", "p-y2@node-y", "p-y3@node-y"]
+SPREAD_110 = ["p-b1@node-a", "p-b2@node-b", "p-y1@node-y"]
+THREE = {name: {"node": name} for name in ("node-a", "node-b", "node-c")}
+FOO_NODES = {**{name: {"node": name, "foo": ""} for name in ("node-a", "node-b", "node-x")}, "node-y": {"node": "node-y"}}
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", TaintEffect.NO_SCHEDULE)
 CASES = [
-    # (kube's name, incoming pod, nodes, existing pods, kube's code per node)
+    # (kube's name, incoming pod, nodes, existing pods, kube's code per node[, tainted nodes])
     ("no existing pods", _incoming({"foo": ""}, 1, "zone", FOO), FOUR, [], codes(OK, OK, OK, OK)),
     (
         "no existing pods, incoming pod doesn't match itself",
@@ -125,13 +147,88 @@ CASES = [
         SPREAD_2103,
         codes(OK, OK, OK, NO),
     ),
+    (
+        "terminating Pods should be excluded",
+        _incoming({"foo": ""}, 1, "node", FOO),
+        {"node-a": {"node": "node-a"}, "node-b": {"node": "node-b"}},
+        ["~p-a@node-a", "p-b@node-b"],
+        codes(OK, NO, nodes=("node-a", "node-b")),
+    ),
+    (
+        "incoming pod has nodeAffinity, pods spread as 0/~2~/0/1, hence node-a fits",
+        _incoming({"foo": ""}, 1, "zone", FOO, term={"matchExpressions": [{"key": "node", "operator": "NotIn", "values": ["node-b"]}]}),
+        FOUR,
+        ["p-b1@node-b", "p-b2@node-b", "p-y1@node-y"],
+        codes(OK, OK, NO, NO),
+    ),
+    (
+        "pods spread across nodes as 2/2/1, maxSkew is 2, and the number of domains < minDomains, then the third node fits",
+        _incoming({"foo": ""}, 2, "node", FOO, minDomains=4),
+        THREE,
+        ["p-a1@node-a", "p-a2@node-a", "p-b1@node-b", "p-b2@node-b", "p-c1@node-c"],
+        codes(NO, NO, OK, nodes=("node-a", "node-b", "node-c")),
+    ),
+    (
+        "pods spread across nodes as 2/2/1, maxSkew is 2, and the number of domains > minDomains, then the all nodes fit",
+        _incoming({"foo": ""}, 2, "node", FOO, minDomains=2),
+        THREE,
+        ["p-a1@node-a", "p-a2@node-a", "p-b1@node-b", "p-b2@node-b", "p-c1@node-c"],
+        codes(OK, OK, OK, nodes=("node-a", "node-b", "node-c")),
+    ),
+    (
+        "pods spread across zone as 2/1, maxSkew is 2 and the number of domains < minDomains, then the third and fourth nodes fit",
+        _incoming({"foo": ""}, 2, "zone", FOO, minDomains=3),
+        FOUR,
+        ["p-b1@node-a", "p-b2@node-b", "p-y1@node-y"],
+        codes(NO, NO, OK, OK),
+    ),
+    (
+        "pods spread across zone as 2/1, maxSkew is 2 and the number of domains > minDomains, then the all nodes fit",
+        _incoming({"foo": ""}, 2, "zone", FOO, minDomains=1),
+        FOUR,
+        ["p-b1@node-a", "p-b2@node-b", "p-y1@node-y"],
+        codes(OK, OK, OK, OK),
+    ),
+    (
+        "NodeAffinityPolicy honored with labelSelectors",
+        _incoming({"foo": ""}, 1, "node", FOO, spec={"nodeSelector": {"foo": ""}}),
+        FOO_NODES,
+        SPREAD_110,
+        codes(NO, NO, OK, OK),
+    ),
+    (
+        "NodeAffinityPolicy ignored with labelSelectors",
+        _incoming({"foo": ""}, 1, "node", FOO, spec={"nodeSelector": {"foo": ""}}, nodeAffinityPolicy="Ignore"),
+        FOO_NODES,
+        SPREAD_110,
+        codes(NO, NO, OK, NO),
+    ),
+    (
+        "NodeAffinityPolicy honored with nodeAffinity",
+        _incoming({"foo": ""}, 1, "node", FOO, term={"matchExpressions": [{"key": "foo", "operator": "In", "values": [""]}]}),
+        FOO_NODES,
+        SPREAD_110,
+        codes(NO, NO, OK, OK),
+    ),
+    (
+        "NodeAffinityPolicy ignored with labelSelectors",  # (kube's name; this one is on nodeAffinity)
+        _incoming({"foo": ""}, 1, "node", FOO, term={"matchExpressions": [{"key": "foo", "operator": "In", "values": [""]}]}, nodeAffinityPolicy="Ignore"),
+        FOO_NODES,
+        SPREAD_110,
+        codes(NO, NO, OK, NO),
+    ),
+    # node-y carries node.kubernetes.io/unschedulable:NoSchedule in these two
+    ("NodeTaintsPolicy honored", _incoming({"foo": ""}, 1, "node", FOO, nodeTaintsPolicy="Honor"), FOO_NODES, SPREAD_110, codes(NO, NO, OK, OK), ("node-y",)),
+    ("NodeTaintsPolicy ignored", _incoming({"foo": ""}, 1, "node", FOO), FOO_NODES, SPREAD_110, codes(NO, NO, OK, NO), ("node-y",)),
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[f"{i}: {c[0]}" for i, c in enumerate(CASES)])
 def test_single_constraint_as_kube_decides(case: tuple) -> None:
-    name, pod, nodes, existing, expected = case
-    infos = {n: NodeInfo(n, "p", "", CapacityType.ON_DEMAND, "", Resources({"cpu": 1000, "memory": 2**30, "pods": 50}), labels) for n, labels in nodes.items()}
+    name, pod, nodes, existing, expected, *tainted = case
+    room = Resources({"cpu": 1000, "memory": 2**30, "pods": 50})
+    taints = dict.fromkeys(tainted[0] if tainted else (), (UNSCHEDULABLE_TAINT,))
+    infos = {n: NodeInfo(n, "p", "", CapacityType.ON_DEMAND, "", room, labels, taints.get(n, ())) for n, labels in nodes.items()}
     for spec in existing:
         placed = _placed(spec)
         infos[placed.node_name].add_pod(placed)
