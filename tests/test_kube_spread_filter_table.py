@@ -1,6 +1,7 @@
 """Cases from kube-scheduler's own PodTopologySpread Filter table, with their names:
 kubernetes/kubernetes pkg/scheduler/framework/plugins/podtopologyspread/filtering_test.go
-(TestSingleConstraint, at commit e7827879dbc282e7f5103451dc63169e964b6bb7), every case
+(TestSingleConstraint and TestMultipleConstraints, at commit
+e7827879dbc282e7f5103451dc63169e964b6bb7), every case
 (terminating pods, minDomains, and the node inclusion policies with kube's feature gate on
 included), on the plugin alone as kube runs them: no NodeAffinity or TaintToleration filter,
 so a node the pod's affinity or taints refuse may still pass here. The expectations are
@@ -57,16 +58,17 @@ def _incoming(
 
 
 def _placed(spec: str) -> Pod:
-    """``name@node[/namespace]``, labelled foo; ``~`` ahead of the name: terminating."""
+    """``name@node[/namespace][:label,label]``, labelled foo unless labels are listed; ``~``
+    ahead of the name: terminating."""
     terminating = spec.startswith("~")
+    spec, _, listed = spec.partition(":")
+    labels = dict.fromkeys(listed.split(","), "") if listed else {"foo": ""}
     name, where = spec.removeprefix("~").split("@")
     node, _, namespace = where.partition("/")
     if terminating:
-        meta = {"name": name, "namespace": namespace or "default", "labels": {"foo": ""}, "deletionTimestamp": "2026-01-01T00:00:00Z"}
+        meta = {"name": name, "namespace": namespace or "default", "labels": labels, "deletionTimestamp": "2026-01-01T00:00:00Z"}
         return Pod.from_manifest({"metadata": meta, "spec": {"containers": [], "nodeName": node}})
-    return Pod.from_manifest(
-        {"metadata": {"name": name, "namespace": namespace or "default", "labels": {"foo": ""}}, "spec": {"containers": [], "nodeName": node}}
-    )
+    return Pod.from_manifest({"metadata": {"name": name, "namespace": namespace or "default", "labels": labels}, "spec": {"containers": [], "nodeName": node}})
 
 
 SPREAD_2103 = ["p-a1@node-a", "p-a2@node-a", "p-b1@node-b", "p-y1@node-y", "p-y2@node-y", "p-y3@node-y"]
@@ -242,3 +244,108 @@ def test_single_constraint_as_kube_decides(case: tuple) -> None:
         verdict = plugin.filter(state, pod, info)
         got[n] = Code.SUCCESS if verdict is None else verdict.code
     assert got == expected, name
+
+
+# -- TestMultipleConstraints (same file and commit), every case -------------------------------
+
+
+def _spread(skew: int, key: str, selector: dict, **extra: object) -> dict:
+    return {"maxSkew": skew, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector, **extra}
+
+
+def _two(labels: dict, *constraints: dict, node_selector: dict | None = None) -> Pod:
+    spec: dict = {"containers": [], "topologySpreadConstraints": list(constraints), **({"nodeSelector": node_selector} if node_selector else {})}
+    return Pod.from_manifest({"metadata": {"name": "p", "namespace": "default", "labels": labels}, "spec": spec})
+
+
+ZONE_FOO, NODE_FOO, NODE_BAR = _spread(1, "zone", FOO), _spread(1, "node", FOO), _spread(1, "node", BAR)
+FOO_BAR = {"foo": "", "bar": ""}
+FOUR_FOO = {n: {**labels, "foo": ""} for n, labels in FOUR.items() if n != "node-y"} | {"node-y": FOUR["node-y"]}
+FOO_A_X_Y = {n: {**labels, "foo": ""} if n != "node-b" else labels for n, labels in FOUR.items()}
+    "node-a": {**FOUR["node-a"], "foo": ""},
+    "node-b": FOUR["node-b"],
+    "node-x": {**FOUR["node-x"], "foo": ""},
+    "node-y": {**FOUR["node-y"], "foo": ""},
+}
+SPREAD_A_B_Y = ["p-a1@node-a", "p-b1@node-b", "p-y1@node-y"]
+MULTI = [
+    ("two Constraints on zone and node, spreads = [3/3, 2/1/0/3]", _two({"foo": ""}, ZONE_FOO, NODE_FOO), FOUR, SPREAD_2103, codes(NO, NO, OK, NO)),
+    (
+        "two Constraints on zone and node, spreads = [3/4, 2/1/0/4]",
+        _two({"foo": ""}, ZONE_FOO, NODE_FOO),
+        FOUR,
+        [*SPREAD_2103, "p-y4@node-y"],
+        codes(NO, NO, NO, NO),
+    ),
+    (
+        "Constraints hold different labelSelectors, spreads = [1/0, 1/0/0/1]",
+        _two(FOO_BAR, ZONE_FOO, NODE_BAR),
+        FOUR,
+        ["p-a1@node-a", "p-y1@node-y:bar"],
+        codes(NO, NO, OK, NO),
+    ),
+    (
+        "Constraints hold different labelSelectors, spreads = [1/0, 0/0/1/1]",
+        _two(FOO_BAR, ZONE_FOO, NODE_BAR),
+        FOUR,
+        ["p-a1@node-a", "p-x1@node-x:bar", "p-y1@node-y:bar"],
+        codes(NO, NO, NO, NO),
+    ),
+    (
+        "Constraints hold different labelSelectors, spreads = [2/3, 1/0/0/1]",
+        _two(FOO_BAR, ZONE_FOO, NODE_BAR),
+        FOUR,
+        ["p-a1@node-a", "p-a2@node-a:foo,bar", "p-y1@node-y", "p-y2@node-y:foo,bar", "p-y3@node-y"],
+        codes(NO, OK, NO, NO),
+    ),
+    (
+        "Constraints hold different labelSelectors but pod doesn't match itself on 'zone' constraint",
+        _two({"bar": ""}, ZONE_FOO, NODE_BAR),
+        FOUR,
+        ["p-a1@node-a", "p-x1@node-x:bar", "p-y1@node-y:bar"],
+        codes(OK, OK, NO, NO),
+    ),
+    (
+        "two Constraints on zone and node, absence of label 'node' on node-x, spreads = [1/1, 1/0/0/1]",
+        _two({"foo": ""}, ZONE_FOO, NODE_FOO),
+        {**FOUR, "node-x": {"zone": "zone2"}},
+        ["p-a1@node-a", "p-y3@node-y"],
+        codes(NO, OK, NEVER, NO),
+    ),
+    (
+        "two node inclusion Constraints, zone: honor/ignore, node: ignore/ignore",
+        _two({"foo": ""}, ZONE_FOO, _spread(1, "node", FOO, nodeAffinityPolicy="Ignore"), node_selector={"foo": ""}),
+        FOUR_FOO,
+        SPREAD_A_B_Y,
+        codes(NO, NO, OK, NO),
+    ),
+    (
+        "two node inclusion Constraints, zone: honor/honor, node: honor/ignore",
+        _two({"foo": ""}, _spread(1, "zone", FOO, nodeTaintsPolicy="Honor"), NODE_FOO),
+        FOUR_FOO,
+        SPREAD_A_B_Y,
+        codes(NO, NO, OK, NO),
+        ("node-y",),
+    ),
+    (
+        "two node inclusion Constraints, zone: honor/ignore, node: honor/ignore",
+        _two({"foo": ""}, ZONE_FOO, NODE_FOO, node_selector={"foo": ""}),
+        FOO_A_X_Y,
+        SPREAD_A_B_Y,
+        codes(NO, OK, OK, NO),
+        ("node-y",),
+    ),
+    (
+        "two node inclusion Constraints, zone: honor/honor, node: ignore/ignore",
+        _two({"foo": ""}, _spread(1, "zone", FOO, nodeTaintsPolicy="Honor"), _spread(1, "node", FOO, nodeAffinityPolicy="Ignore"), node_selector={"foo": ""}),
+        FOO_A_X_Y,
+        SPREAD_A_B_Y,
+        codes(NO, NO, OK, NO),
+        ("node-y",),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", MULTI, ids=[f"{i}: {c[0]}" for i, c in enumerate(MULTI)])
+def test_multiple_constraints_as_kube_decides(case: tuple) -> None:
+    test_single_constraint_as_kube_decides(case)
