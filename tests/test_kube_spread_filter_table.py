@@ -262,11 +262,6 @@ ZONE_FOO, NODE_FOO, NODE_BAR = _spread(1, "zone", FOO), _spread(1, "node", FOO),
 FOO_BAR = {"foo": "", "bar": ""}
 FOUR_FOO = {n: {**labels, "foo": ""} for n, labels in FOUR.items() if n != "node-y"} | {"node-y": FOUR["node-y"]}
 FOO_A_X_Y = {n: {**labels, "foo": ""} if n != "node-b" else labels for n, labels in FOUR.items()}
-    "node-a": {**FOUR["node-a"], "foo": ""},
-    "node-b": FOUR["node-b"],
-    "node-x": {**FOUR["node-x"], "foo": ""},
-    "node-y": {**FOUR["node-y"], "foo": ""},
-}
 SPREAD_A_B_Y = ["p-a1@node-a", "p-b1@node-b", "p-y1@node-y"]
 MULTI = [
     ("two Constraints on zone and node, spreads = [3/3, 2/1/0/3]", _two({"foo": ""}, ZONE_FOO, NODE_FOO), FOUR, SPREAD_2103, codes(NO, NO, OK, NO)),
