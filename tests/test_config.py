@@ -185,6 +185,11 @@ INVALID = [
         id="resource-weight-name",
     ),
     pytest.param(
+        "scheduling: {pluginArgs: {InterPodAffinity: {hardPodAffinityWeight: 101}}}\n" + MINIMAL,
+        ["scheduling.pluginArgs.InterPodAffinity.hardPodAffinityWeight: expected an integer from 0 to 100, got 101"],
+        id="hard-pod-affinity-weight",
+    ),
+    pytest.param(
         "cluster: {source: kubernetes, kubernetes: {leaderElection: {leaseDuration: 10s, renewDeadline: 10s}}}\n" + MINIMAL,
         ["cluster.kubernetes.leaderElection: need 0 < retryPeriod (2s) < renewDeadline (10s) < leaseDuration (10s)"],
         id="leader-election-order",

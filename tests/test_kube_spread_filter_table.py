@@ -57,7 +57,7 @@ def _incoming(
     return Pod.from_manifest({"metadata": {"name": "p", "namespace": "default", "labels": labels}, "spec": body})
 
 
-def _placed(spec: str) -> Pod:
+def placed(spec: str) -> Pod:
     """``name@node[/namespace][:label,label]``, labelled foo unless labels are listed; ``~``
     ahead of the name: terminating."""
     terminating = spec.startswith("~")
@@ -232,8 +232,8 @@ def test_single_constraint_as_kube_decides(case: tuple) -> None:
     taints = dict.fromkeys(tainted[0] if tainted else (), (UNSCHEDULABLE_TAINT,))
     infos = {n: NodeInfo(n, "p", "", CapacityType.ON_DEMAND, "", room, labels, taints.get(n, ())) for n, labels in nodes.items()}
     for spec in existing:
-        placed = _placed(spec)
-        infos[placed.node_name].add_pod(placed)
+        existing_pod = placed(spec)
+        infos[existing_pod.node_name].add_pod(existing_pod)
     fw = Framework(DEFAULT_PROFILE, default_registry())
     fw.handle.node_infos = infos
     plugin = fw.plugins["PodTopologySpread"]

@@ -8,6 +8,7 @@ empty one selects every pod.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -54,6 +55,9 @@ class SpreadConstraint:
     min_domains: int = 1
     node_affinity_policy: InclusionPolicy = InclusionPolicy.HONOR
     node_taints_policy: InclusionPolicy = InclusionPolicy.IGNORE
+    # One of kube's system defaults (``defaultingType: System``): its score does not leave
+    # out nodes that lack the key (a node without a zone still spreads by hostname).
+    system_default: bool = False
 
     @property
     def hard(self) -> bool:
@@ -102,8 +106,8 @@ NO_AFFINITY = PodAffinity()
 #: kube-scheduler's system default constraints (PodTopologySpreadArgs ``defaultingType: System``),
 #: given with the pod's default selector to pods that have no constraints of their own.
 SYSTEM_DEFAULT_SPREAD = (
-    SpreadConstraint(3, HOSTNAME, WhenUnsatisfiable.SCHEDULE_ANYWAY, None),
-    SpreadConstraint(5, ZONE, WhenUnsatisfiable.SCHEDULE_ANYWAY, None),
+    SpreadConstraint(3, HOSTNAME, WhenUnsatisfiable.SCHEDULE_ANYWAY, None, system_default=True),
+    SpreadConstraint(5, ZONE, WhenUnsatisfiable.SCHEDULE_ANYWAY, None, system_default=True),
 )
 
 
@@ -130,7 +134,7 @@ def parse_label_selector(
     labels = labels or {}
     reqs += [Requirement(k, Operator.IN, (labels[k],)) for k in match if k in labels]
     reqs += [Requirement(k, Operator.NOT_IN, (labels[k],)) for k in mismatch if k in labels]
-    problems = (f"values[{i}][{r.key}]: Invalid value: {v!r}: {why}" for r in reqs for i, v in enumerate(r.values) if (why := label_value_problem(v)))
+    problems = (f"values[{i}][{r.key}]: Invalid value: {json.dumps(v)}: {why}" for r in reqs for i, v in enumerate(r.values) if (why := label_value_problem(v)))
     error = next(problems, "")
     return LabelSelector(tuple(reqs), error)
 

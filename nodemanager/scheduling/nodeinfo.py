@@ -55,6 +55,7 @@ class NodeInfo:
     generation: int = 0
     node_pods: int = 0  # how many of ``pods`` are DaemonSet or mirror pods (part of the node)
     anti_pods: int = 0  # how many of ``pods`` have required anti-affinity terms (kube's PodsWithRequiredAntiAffinity)
+    affinity_pods: int = 0  # how many have pod affinity or anti-affinity terms of any kind (kube's PodsWithAffinity)
     # The cpu and memory allocatable, and the cpu, memory and pod slots left, kept in step
     # with ``allocatable``, ``requested`` and ``pods`` (change them through ``add_pod``,
     # ``remove_pod`` and ``set_allocatable``): a busy cluster's filters and scores ask them
@@ -107,7 +108,7 @@ class NodeInfo:
         (a computation adds every running pod of the cluster to its node)."""
         own, estimate = self.pods, self.batch_estimate
         counted = []
-        cpu_sum = memory_sum = node_pods = anti_pods = 0
+        cpu_sum = memory_sum = node_pods = anti_pods = affinity_pods = 0
         for pod in pods:
             if pod.key in own:
                 raise ValueError(f"pod {pod.key} is already on node {self.name}")
@@ -123,13 +124,15 @@ class NodeInfo:
                 cpu_sum += scored[0]
                 memory_sum += scored[1]
             node_pods += pod.of_node
-            if pod.pod_affinity.anti_required:
-                anti_pods += 1
+            if pod.pod_affinity:
+                affinity_pods += 1
+                anti_pods += bool(pod.pod_affinity.anti_required)
         self.requested = Resources.total(counted, self.requested)
         self.nonzero_cpu += cpu_sum
         self.nonzero_memory += memory_sum
         self.node_pods += node_pods
         self.anti_pods += anti_pods
+        self.affinity_pods += affinity_pods
         self.generation += 1
         self._count_free()
 
@@ -151,6 +154,7 @@ class NodeInfo:
         self.free_pods -= sign
         self.node_pods += sign * pod.of_node
         self.anti_pods += sign * bool(pod.pod_affinity.anti_required)
+        self.affinity_pods += sign * bool(pod.pod_affinity)
         self.generation += 1
 
     def fit_count(self, requests: Resources, limit: int) -> int:
@@ -183,6 +187,7 @@ class NodeInfo:
             self.generation,
             self.node_pods,
             self.anti_pods,
+            self.affinity_pods,
             self.alloc_cpu,
             self.alloc_memory,
             self.free_cpu,

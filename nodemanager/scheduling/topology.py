@@ -22,6 +22,9 @@ from nodemanager.scheduling.nodeinfo import NodeInfo
 NodeFilter = tuple[Hashable, Callable[[NodeInfo], bool]]
 # (namespace, selector, topology key, filter key): pods of ``namespace`` (any when None) matching it.
 SelectorKey = tuple[str | None, LabelSelector | None, str, Hashable]
+# A placed pod's term and how much a pod it selects is drawn (+) or repelled (-) by the pod's
+# domain; None for a required affinity term (weighed by the profile).
+Leaning = tuple[AffinityTerm, int | None]
 
 
 class PodTopology:
@@ -32,6 +35,7 @@ class PodTopology:
         self._filters: dict[Hashable, Callable[[NodeInfo], bool]] = {}
         self._terms: dict[tuple[AffinityTerm, ...], list[Counter[str]]] = {}  # pods matching all the terms, per term's key
         self._anti: dict[AffinityTerm, Counter[str]] | None = None  # placed pods' required anti-affinity: term -> domains
+        self._leanings: dict[Leaning, Counter[str]] | None = None  # placed pods' terms that InterPodAffinity scores
         self._memo: dict[Any, Any] = {}  # answers derived from the existing nodes (see ``memo``)
         # Which questions a pod of given namespace and labels counts for, as of ``_asked``
         # questions: pods of one kind are placed by the thousand.
@@ -106,6 +110,19 @@ class PodTopology:
                         self._count_anti(p, info, 1)
         return self._anti
 
+    def leanings(self) -> dict[Leaning, Counter[str]]:
+        """Placed pods' terms that draw or repel other pods in InterPodAffinity's score
+        (kube's processExistingPod): their required affinity (weight None: the profile's
+        ``hardPodAffinityWeight``), preferred affinity (+weight) and preferred anti-affinity
+        (-weight), each with the domains it applies to, one entry for identical terms."""
+        if self._leanings is None:
+            self._leanings = {}
+            for info in self.infos.values():
+                if info.affinity_pods:
+                    for p in info.pods.values():
+                        self._count_leanings(p, info, 1)
+        return self._leanings
+
     def memo(self, key: Any, compute: Any) -> Any:
         """An answer that depends only on the nodes that exist: they do not change while the
         scaler plans (the nodes it adds are possible domains, not existing ones)."""
@@ -141,6 +158,8 @@ class PodTopology:
                     counter[value] += delta
         if self._anti is not None:
             self._count_anti(pod, info, delta)
+        if self._leanings is not None and pod.pod_affinity:
+            self._count_leanings(pod, info, delta)
 
     def _count_anti(self, pod: Pod, info: NodeInfo, delta: int) -> None:
         assert self._anti is not None
@@ -148,6 +167,17 @@ class PodTopology:
             value = info.labels.get(term.topology_key)
             if value is not None:
                 self._anti.setdefault(term, Counter())[value] += delta
+
+    def _count_leanings(self, pod: Pod, info: NodeInfo, delta: int) -> None:
+        assert self._leanings is not None
+        a = pod.pod_affinity
+        leanings = [(t, None) for t in a.required]
+        leanings += [(w.term, w.weight) for w in a.preferred]
+        leanings += [(w.term, -w.weight) for w in a.anti_preferred]
+        for leaning in leanings:
+            value = info.labels.get(leaning[0].topology_key)
+            if value is not None:
+                self._leanings.setdefault(leaning, Counter())[value] += delta
 
 
 def _selected(pod: Pod, namespace: str | None, selector: LabelSelector) -> bool:

@@ -8,15 +8,21 @@ Spread: a node's domain may hold at most ``maxSkew`` more matching pods (countin
 incoming one if it matches its own selector) than the emptiest eligible domain; with fewer
 eligible domains than ``minDomains`` the emptiest counts as 0. Eligible domains are those of
 nodes that pass the pod's node affinity (``nodeAffinityPolicy: Honor``) and, with
-``nodeTaintsPolicy: Honor``, whose taints it tolerates. The scaler adds the domains it could
-still create (``handle.possible_domains``: the values the pools' offerings that the pod
-accepts give a new node's label, and a new hostname), so spread reaches zones, capacity
-types or any other domain where no node exists yet.
+``nodeTaintsPolicy: Honor``, whose taints it tolerates, among nodes that carry every key of
+the pod's constraints of the same kind (hard or soft; kube's system defaults excepted). The
+scaler adds the domains it could still create (``handle.possible_domains``: the values the
+pools' offerings that the pod accepts give a new node's label, and a new hostname), so
+spread reaches zones, capacity types or any other domain where no node exists yet. The
+score weighs each ScheduleAnyway constraint by log(domains among the candidates + 2), and
+leaves out candidates without every key.
 
 Affinity: every required affinity term needs a pod matching all the terms in the node's
 domain, except that the first pod of a group that matches its own terms may go anywhere;
 no required anti-affinity term may match a pod in the node's domain; and no placed pod's
-required anti-affinity may match the incoming pod in the node's domain (symmetry).
+required anti-affinity may match the incoming pod in the node's domain (symmetry). Its
+score sums what pulls the pod toward a node's domains: its own preferred terms, per
+matching pod there, and placed pods' required affinity and preferred terms that select it
+(kube's default; ``ignorePreferredTermsOfExistingPods`` skips pods with no preferences).
 """
 
 from __future__ import annotations
@@ -26,18 +32,21 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from nodemanager.errors import InvalidManifest
 from nodemanager.model import Pod
 from nodemanager.model.interpod import AffinityTerm, InclusionPolicy, SpreadConstraint, parse_spread_defaults
+from nodemanager.model.labels import HOSTNAME
 from nodemanager.model.selectors import HARD_EFFECTS, untolerated
 from nodemanager.scheduling.cycle_state import CycleState
 from nodemanager.scheduling.interfaces import FilterPlugin, FrameworkHandle, PreFilterPlugin, ScorePlugin
 from nodemanager.scheduling.nodeinfo import NodeInfo
-from nodemanager.scheduling.status import SKIP, Status, unresolvable, unschedulable
+from nodemanager.scheduling.status import SKIP, Status, error, unresolvable, unschedulable
 from nodemanager.scheduling.topology import NodeFilter, PodTopology
 
 _SPREAD_KEY = "PodTopologySpread/preFilter"
 _SOFT_SPREAD_KEY = "PodTopologySpread/preScore"
 _AFFINITY_KEY = "InterPodAffinity/preFilter"
+_AFFINITY_SCORE_KEY = "InterPodAffinity/preScore"
 
 
 def topology_of(handle: object) -> PodTopology:
@@ -46,32 +55,46 @@ def topology_of(handle: object) -> PodTopology:
     return found if found is not None else PodTopology(getattr(handle, "node_infos", {}))
 
 
-def _eligible(pod: Pod, constraint: SpreadConstraint, node: NodeInfo) -> bool:
+def _eligible(pod: Pod, constraint: SpreadConstraint, node: NodeInfo, keys: frozenset[str] = frozenset()) -> bool:
+    if keys and not all(k in node.labels for k in keys):
+        return False
     if constraint.node_affinity_policy is InclusionPolicy.HONOR and not pod.accepts_node(node.labels, node.name):
         return False
     return constraint.node_taints_policy is InclusionPolicy.IGNORE or not untolerated(node.taints, pod.tolerations, HARD_EFFECTS)
 
 
+def _other_keys(pod: Pod, constraint: SpreadConstraint) -> frozenset[str]:
+    """The other keys a node must carry for its pods and its domain to count: kube counts only
+    nodes with every key of the pod's constraints of the same kind (hard or soft), save for
+    its system defaults."""
+    if constraint.system_default:
+        return frozenset()
+    return frozenset(c.topology_key for c in pod.spread if c.hard == constraint.hard and c.topology_key != constraint.topology_key)
+
+
 def counted_nodes(pod: Pod, constraint: SpreadConstraint) -> NodeFilter | None:
     """The nodes whose pods a spread constraint counts: those eligible for the pod (kube's
     PreFilter skips the others); None when that is every node."""
+    keys = _other_keys(pod, constraint)
     honor_affinity = constraint.node_affinity_policy is InclusionPolicy.HONOR and bool(pod.node_selector or pod.affinity)
     honor_taints = constraint.node_taints_policy is InclusionPolicy.HONOR
-    if not (honor_affinity or honor_taints):
+    if not (honor_affinity or honor_taints or keys):
         return None
-    key = (honor_affinity and tuple(sorted(pod.node_selector.items())), honor_affinity and pod.affinity, honor_taints and pod.tolerations)
-    return key, lambda node: _eligible(pod, constraint, node)
+    key = (honor_affinity and tuple(sorted(pod.node_selector.items())), honor_affinity and pod.affinity, honor_taints and pod.tolerations, keys)
+    return key, lambda node: _eligible(pod, constraint, node, keys)
 
 
 def spread_domains(handle: object, pod: Pod, constraint: SpreadConstraint, topology: PodTopology) -> frozenset[str]:
     """The domains a constraint's skew is measured over: those of existing nodes eligible
     for the pod, and the ones the scaler could still create (``handle.possible_domains``)."""
     key = constraint.topology_key
+    keys = _other_keys(pod, constraint)
     policy = (constraint.node_affinity_policy, constraint.node_taints_policy)
-    memo_key = ("domains", key, policy, tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations)
+    memo_key = ("domains", key, policy, tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations, keys)
 
     def compute() -> frozenset[str]:
-        found = {info.labels[key] for info in topology.infos.values() if key in info.labels and info.exists and _eligible(pod, constraint, info)}
+        infos = topology.infos.values()
+        found = {info.labels[key] for info in infos if key in info.labels and info.exists and _eligible(pod, constraint, info, keys)}
         possible: Callable[[Pod, str], frozenset[str]] | None = getattr(handle, "possible_domains", None)
         if possible is not None:
             found |= possible(pod, key)
@@ -86,7 +109,14 @@ class _Spread:
     counts: Counter[str]
     min_match: int
     self_match: int
-    domains: int  # eligible domains (scores weigh a constraint by log(domains + 2))
+
+
+@dataclass(frozen=True, slots=True)
+class _SoftSpread:
+    """What PreScore derives for the ScheduleAnyway constraints from the candidate nodes."""
+
+    constraints: list[tuple[SpreadConstraint, Counter[str], float]]  # with the pods per domain and the constraint's weight
+    ignored: frozenset[str]  # candidates without every key: scored 0, left out of the normalizing
 
 
 class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
@@ -111,7 +141,7 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
             if len(domains) < c.min_domains:
                 min_match = 0
             self_match = int(c.selector is not None and c.selector.matches(pod.labels))
-            out.append(_Spread(c, counts, min_match, self_match, len(domains)))
+            out.append(_Spread(c, counts, min_match, self_match))
         return out
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status | None:
@@ -121,9 +151,7 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
         if refused:
             return unresolvable(f"parsing pod: topologySpreadConstraints: {refused}", self.name)
         hard = [c for c in pod.spread if c.hard]
-        soft = [c for c in pod.spread if not c.hard]
         state.write(_SPREAD_KEY, self._prepare(pod, hard) if hard else [])
-        state.write(_SOFT_SPREAD_KEY, self._prepare(pod, soft) if soft else [])
         return None if hard else SKIP  # kube: no constraints to filter by, Skip
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
@@ -136,25 +164,49 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
         return None
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
-        """kube: Skip for a pod without ScheduleAnyway constraints."""
-        return None if any(not c.hard for c in pod.spread) else SKIP
+        """kube's PreScore: for each ScheduleAnyway constraint, the matching pods per domain and
+        a weight of log(candidate domains + 2); candidates that lack a key are left out,
+        unless the constraints are the system defaults. Skip without such constraints."""
+        soft = [c for c in pod.spread if not c.hard]
+        if not soft or not nodes:
+            return SKIP
+        keys = {c.topology_key for c in soft}
+        system = any(c.system_default for c in soft)
+        ignored = frozenset() if system else frozenset(n.name for n in nodes if not all(k in n.labels for k in keys))
+        topology = topology_of(self.handle)
+        out = []
+        for c in soft:
+            key = c.topology_key
+            if key == HOSTNAME:  # kube counts the candidate's own pods, whatever its inclusion policies say
+                size = len(nodes) - len(ignored)
+                counts = topology.selector_counts(pod.namespace, c.selector, key)
+            else:
+                size = len({n.labels.get(key, "") for n in nodes if n.name not in ignored})
+                counts = topology.selector_counts(pod.namespace, c.selector, key, counted_nodes(pod, c))
+            out.append((c, counts, math.log(size + 2)))
+        state.write(_SOFT_SPREAD_KEY, _SoftSpread(out, ignored))
+        return None
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
-        """ScheduleAnyway constraints: the matching pods already in the node's domains,
-        each weighted as kube does (log(domains + 2)); fewer is better after normalizing."""
+        """The matching pods already in the node's domains, each constraint's weighted, plus
+        maxSkew - 1; fewer is better after normalizing."""
+        s: _SoftSpread | None = state.get(_SOFT_SPREAD_KEY)
+        if s is None or node.name in s.ignored:
+            return 0, None
         total = 0.0
-        for s in state.get(_SOFT_SPREAD_KEY) or ():
-            value = node.labels.get(s.constraint.topology_key)
+        for c, counts, weight in s.constraints:
+            value = node.labels.get(c.topology_key)
             if value is not None:
-                total += s.counts.get(value, 0) * math.log(s.domains + 2) + (s.constraint.max_skew - 1)
-        return round(total), None
+                total += counts.get(value, 0) * weight + (c.max_skew - 1)
+        return math.floor(total + 0.5), None  # Go's math.Round
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: dict[str, int]) -> Status | None:
-        if not scores:
-            return None
-        low, high = min(scores.values()), max(scores.values())
+        s: _SoftSpread | None = state.get(_SOFT_SPREAD_KEY)
+        ignored = s.ignored if s is not None else frozenset()
+        counted = [value for name, value in scores.items() if name not in ignored]
+        low, high = min(counted, default=0), max(counted, default=0)
         for name, value in scores.items():  # kube: MaxNodeScore * (max + min - score) / max
-            scores[name] = 100 if high == 0 else 100 * (high + low - value) // high
+            scores[name] = 0 if name in ignored else 100 if high <= 0 else 100 * (high + low - value) // high
         return None
 
 
@@ -168,7 +220,13 @@ class _Affinity:
 
 
 class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
+    """Its args are kube's InterPodAffinityArgs (``parse_interpod_args``)."""
+
     name = "InterPodAffinity"
+
+    def __init__(self, handle: FrameworkHandle, args: Mapping[str, object] | None = None) -> None:
+        super().__init__(handle, args)
+        self.hard_weight, self.ignore_existing = parse_interpod_args(self.args)
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status | None:
         a = pod.pod_affinity
@@ -218,30 +276,64 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
         return None
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
-        """kube (with ``ignorePreferredTermsOfExistingPods``, as this score is): Skip for a
-        pod without preferred terms."""
+        """kube's PreScore: each domain's pull on the pod, from its preferred terms (+weight
+        per matching pod there, -weight for anti-affinity) and from placed pods' terms that
+        select it (their required affinity at ``hardPodAffinityWeight``, their preferences
+        at their weights); Skip when nothing pulls anywhere."""
         a = pod.pod_affinity
-        return None if a.preferred or a.anti_preferred else SKIP
-
-    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
-        """Preferred terms: +weight for each matching pod in the node's domain (affinity),
-        -weight for anti-affinity; kube's formula without the existing pods' preferences."""
-        a = pod.pod_affinity
-        if not (a.preferred or a.anti_preferred):
-            return 0, None
+        own = a.preferred + a.anti_preferred
+        refused = next((w.term.selector.error for w in own if w.term.selector is not None and w.term.selector.error), "")
+        if refused:
+            return error(f"parsing pod: preferred (anti-)affinity terms: {refused}", self.name)
+        if not nodes or (self.ignore_existing and not own):
+            return SKIP
         topology = topology_of(self.handle)
-        total = 0
+        pull: dict[str, Counter[str]] = {}
         for sign, weighted in ((1, a.preferred), (-1, a.anti_preferred)):
             for w in weighted:
-                value = node.labels.get(w.term.topology_key)
-                if value is not None:
-                    total += sign * w.weight * topology.term_counts((w.term,))[0].get(value, 0)
-        return total, None
+                _lean(pull, w.term.topology_key, topology.term_counts((w.term,))[0], sign * w.weight)
+        namespaces = topology.namespace_labels
+        for (term, given), domains in topology.leanings().items():
+            weight = self.hard_weight if given is None else given
+            if weight and term.selects(pod.namespace, pod.labels, namespaces):
+                _lean(pull, term.topology_key, domains, weight)
+        if not pull:
+            return SKIP
+        state.write(_AFFINITY_SCORE_KEY, pull)
+        return None
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
+        pull: dict[str, Counter[str]] = state.get(_AFFINITY_SCORE_KEY) or {}
+        labels = node.labels
+        return sum(by_value.get(labels[key], 0) for key, by_value in pull.items() if key in labels), None
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: dict[str, int]) -> Status | None:
         if not scores:
             return None
         low, high = min(scores.values()), max(scores.values())
-        for name, value in scores.items():
-            scores[name] = 0 if high == low else 100 * (value - low) // (high - low)
+        for name, value in scores.items():  # kube's float arithmetic, truncated
+            scores[name] = 0 if high == low else int(100 * ((value - low) / (high - low)))
         return None
+
+
+def _lean(pull: dict[str, Counter[str]], key: str, domains: Counter[str], weight: int) -> None:
+    """Adds ``weight`` per pod in each domain of ``key`` to ``pull``."""
+    for value, count in domains.items():
+        if count:
+            pull.setdefault(key, Counter())[value] += weight * count
+
+
+def parse_interpod_args(args: Mapping[str, object]) -> tuple[int, bool]:
+    """kube's InterPodAffinityArgs: ``hardPodAffinityWeight`` (0-100, default 1) and
+    ``ignorePreferredTermsOfExistingPods`` (default false)."""
+    known = ("hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods")
+    unknown = sorted(set(args) - set(known))
+    if unknown:
+        raise InvalidManifest(unknown[0], f"unknown key ({', '.join(known)})")
+    weight = args.get("hardPodAffinityWeight", 1)
+    if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= 100:
+        raise InvalidManifest("hardPodAffinityWeight", f"expected an integer from 0 to 100, got {weight!r}")
+    ignore = args.get("ignorePreferredTermsOfExistingPods", False)
+    if not isinstance(ignore, bool):
+        raise InvalidManifest("ignorePreferredTermsOfExistingPods", f"expected true or false, got {ignore!r}")
+    return weight, ignore
