@@ -50,6 +50,24 @@ GPU_CLASS = {"metadata": {"name": "gpu"}, "spec": {"selectors": [{"cel": {"expre
 GPU_TEMPLATE = {"metadata": {"name": "one-gpu"}, "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "deviceClassName": "gpu"}]}}}}
 
 
+def _node_preferences(spec: dict[str, Any], rng: random.Random) -> None:
+    """Preferred node affinity and ORed required terms now and then, which steer new nodes in
+    Karpenter's order of relaxation; drawn from their own generator (seeded by the pod) so
+    that the cases of earlier seeds stay what they were."""
+
+    def term() -> dict[str, Any]:
+        key, values = rng.choice([("topology.kubernetes.io/zone", ZONES), ("team", ["a", "b"]), ("nodemanager.io/capacity-type", ["spot", "on-demand"])])
+        return {"matchExpressions": [{"key": key, "operator": rng.choice(["In", "NotIn"]), "values": [rng.choice(values)]}]}
+
+    node: dict[str, Any] = {}
+    if rng.random() < 0.25:
+        node["preferredDuringSchedulingIgnoredDuringExecution"] = [{"weight": rng.randint(1, 100), "preference": term()} for _ in range(rng.randint(1, 2))]
+    if rng.random() < 0.1:
+        node["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": [term() for _ in range(2)]}
+    if node:
+        spec.setdefault("affinity", {})["nodeAffinity"] = node
+
+
 def random_case(rng: random.Random) -> tuple[str, dict[str, Any]]:
     """A provider.yaml and a workload document."""
     pools: list[dict[str, Any]] = []
@@ -98,6 +116,7 @@ def random_case(rng: random.Random) -> tuple[str, dict[str, Any]]:
         if gpu and rng.random() < 0.3:
             spec["tolerations"] = [*spec.get("tolerations", []), {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
             spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+        _node_preferences(spec, random.Random(f"{j}/{json.dumps(spec, sort_keys=True)}"))
         entry: dict[str, Any] = {"name": f"w{j}", "count": rng.randint(1, 4), "at": rng.randint(0, 3000), "pod": {"metadata": {"labels": labels}, "spec": spec}}
         if rng.random() < 0.5:
             entry["duration"] = rng.randint(300, 3600)

@@ -18,6 +18,7 @@ from nodemanager.model.pod_owners import SpreadDefaults
 from nodemanager.scaler import interpod_plan as plan
 from nodemanager.scaler.room import RoomIndex
 from nodemanager.scaler.run import PodClass, Run
+from nodemanager.scaler.steering import Steer, meets
 from nodemanager.scheduling import CycleState, NodeInfo
 from nodemanager.scheduling.plugins.queue_sort import priority_key
 from nodemanager.scheduling.sampling import feasible_nodes_to_find
@@ -127,9 +128,10 @@ def place_on_existing(run: Run, classes: list[PodClass]) -> None:
         fill(run, classes, [info for name, info in run.infos.items() if name in run.readiness])
 
 
-def fill(run: Run, classes: list[PodClass], candidates: list[NodeInfo] | None = None) -> None:
+def fill(run: Run, classes: list[PodClass], candidates: list[NodeInfo] | None = None, steer: Steer | None = None) -> None:
     """Place pods of ``classes`` on ``candidates`` by score within each readiness rank,
-    or (None) on the nodes this run decided to boot that have room, tightest first."""
+    or (None) on the nodes this run decided to boot that have room and meet ``steer``,
+    tightest first."""
     if (candidates is not None and not candidates) or not any(c.pods for c in classes):
         return
     rooms: list[tuple[int, RoomIndex]] = []  # by readiness rank (nodes new in this run last), best first
@@ -147,12 +149,12 @@ def fill(run: Run, classes: list[PodClass], candidates: list[NodeInfo] | None = 
             continue
         if cls.rep.inter_pod and not plan.static(cls.rep, namespaces):
             # Where it may go depends on where the others went: one at a time.
-            cls.pods = [pod for pod in cls.pods if fill_class(run, [pod], nodes)]
+            cls.pods = [pod for pod in cls.pods if fill_class(run, [pod], nodes, steer)]
         else:
-            cls.pods = fill_class(run, cls.pods, nodes)
+            cls.pods = fill_class(run, cls.pods, nodes, steer)
 
 
-def fill_class(run: Run, pods: list[Pod], candidates: list[tuple[int, list[NodeInfo]]] | None) -> list[Pod]:
+def fill_class(run: Run, pods: list[Pod], candidates: list[tuple[int, list[NodeInfo]]] | None, steer: Steer | None = None) -> list[Pod]:
     """Identical pods onto ``candidates`` (see ``fill``); returns those left over. The
     filters run for the first pod per node; resources, ``host_cap`` for inter-pod
     constraints and host ports (one per node) say how many more that node takes."""
@@ -166,7 +168,8 @@ def fill_class(run: Run, pods: list[Pod], candidates: list[tuple[int, list[NodeI
 
     if candidates is None:
         zone = pod.node_selector.get(ZONE) or pod.zone
-        order: Iterable[NodeInfo] = (i for i in run.open.for_request(pod.requests.cpu, pod.requests.memory, zone) if passes(i))
+        opened = run.open.for_request(pod.requests.cpu, pod.requests.memory, zone)
+        order: Iterable[NodeInfo] = (i for i in opened if passes(i) and (steer is None or meets(steer, i.labels)))
     else:
         order = _sampled(run, state, pod, candidates)
     left = deque(pods)

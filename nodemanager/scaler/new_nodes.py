@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 
 from nodemanager.model import CapacityPolicy, CapacityType, Pod, PodKey, Resources
 from nodemanager.model.labels import HOSTNAME, ZONE
-from nodemanager.scaler import binpack, existing, group_order, sizing
+from nodemanager.scaler import binpack, existing, group_order, sizing, steering
 from nodemanager.scaler import interpod_plan as plan
 from nodemanager.scaler.memory import PROBE_MEMO_SIZE
 from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info
@@ -98,20 +98,38 @@ def _place_group(run: Run, group: list[PodClass], zoned: bool = False) -> None:
     if not zoned and plan.plannable(rep) and ((rep.inter_pod and plan.zone_level(rep)) or repelled == {ZONE}):
         _place_by_zone(run, pending)
         return
-    # Nodes this run already decided to boot come first: they have room to spare.
-    existing.fill(run, group)
+    steers = {id(c): _steer(run, c.rep) for c in pending}
+    if len(set(steers.values())) > 1:  # sizes that relax the node affinity differently go apart
+        by_steer: dict[steering.Steer | None, list[PodClass]] = defaultdict(list)
+        for c in pending:
+            by_steer[steers[id(c)]].append(c)
+        for share in by_steer.values():
+            _place_group(run, share, zoned)
+        return
+    steer = steers[id(pending[0])]
     reasons: dict[int, list[tuple[str, bool]]] = defaultdict(list)  # class -> (why, may clear)
     one_by_one = (rep.inter_pod and not plan.static(rep, run.topology.namespace_labels)) or bool(repelled - {ZONE})
+    _through_pools(run, group, steer, one_by_one, reasons)
+    if steer is not None and any(c.pods for c in group):  # a pool limit, say: relaxed in full, as Karpenter would go on
+        _through_pools(run, group, None, one_by_one, reasons)
+    _report(run, group, reasons)
+
+
+def _through_pools(run: Run, group: list[PodClass], steer: steering.Steer | None, one_by_one: bool, reasons: dict[int, list[tuple[str, bool]]]) -> None:
+    """The group's pods onto the nodes this run decided to boot (they have room to spare),
+    then each pool in turn, on nodes that meet ``steer``."""
+    existing.fill(run, group, steer=steer)
     for cls in group if one_by_one else ():
-        cls.pods = [pod for pod in cls.pods if not _new_node_for(run, pod, len(cls.pods), reasons[id(cls)])]
+        cls.pods = [pod for pod in cls.pods if not _new_node_for(run, pod, len(cls.pods), reasons[id(cls)], steer)]
     for view in run.views if not one_by_one else ():
         pending = [c for c in group if c.pods]
         if not pending:
             break
-        accepted, why, transient = probe(run, view, pending[0].rep)
+        offered, why, transient = probe(run, view, pending[0].rep)
+        accepted = _steered(run, view, offered, steer)
         if not accepted:
             for c in pending:
-                reasons[id(c)].append((f"pool {view.name}: {why}", transient))
+                reasons[id(c)].append((f"pool {view.name}: {why if not offered else _UNMET}", transient))
             continue
         available = run.available(accepted)
         largest = run.frontier(accepted)
@@ -128,7 +146,38 @@ def _place_group(run: Run, group: list[PodClass], zoned: bool = False) -> None:
             _place_with_devices(run, view, usable, available, reasons)
         elif usable:
             _pack(run, view, usable, available, reasons)
-    _report(run, group, reasons)
+
+
+_UNMET = "no offering meets the node affinity tried first (its first required term and heaviest preferred one)"
+
+
+def _steer(run: Run, pod: Pod) -> steering.Steer | None:
+    """Karpenter's requirements for the pod's new node (``steering``): the strictest that an
+    available offering of some pool meets and holds the pod; None when its node affinity
+    steers nothing (or nothing holds it)."""
+    if not steering.steered(pod):
+        return None
+    key = (run.key(pod, node_only=True), pod.requests)
+    if key not in run.steers:
+        offered = (
+            offering_node_info(view, c, NEW_HOST).labels
+            for view in run.views
+            for c in probe(run, view, pod)[0]
+            if not run.blocked(c) and pod.requests.fits(c.allocatable)
+        )
+        run.steers[key] = steering.first_met(pod, offered)
+    return run.steers[key]
+
+
+def _steered(run: Run, view: PoolView, accepted: tuple[Candidate, ...], steer: steering.Steer | None) -> tuple[Candidate, ...]:
+    """The offerings of ``accepted`` that meet ``steer``, once per answer of ``probe``."""
+    if steer is None:
+        return accepted
+    found = run.steered.get((id(accepted), steer))
+    if found is None or found[0] is not accepted:
+        found = (accepted, tuple(c for c in accepted if steering.meets(steer, offering_node_info(view, c, NEW_HOST).labels)))
+        run.steered[(id(accepted), steer)] = found
+    return found[1]
 
 
 def _report(run: Run, group: list[PodClass], reasons: dict[int, list[tuple[str, bool]]]) -> None:
@@ -171,7 +220,7 @@ def _place_by_zone(run: Run, group: list[PodClass]) -> None:
     _report(run, group, {id(c): [(why, False)] for c in group})
 
 
-def _new_node_for(run: Run, pod: Pod, kin: int, reasons: list[tuple[str, bool]]) -> bool:
+def _new_node_for(run: Run, pod: Pod, kin: int, reasons: list[tuple[str, bool]], steer: steering.Steer | None = None) -> bool:
     """A pod whose place depends on other pods': a node this run decided to boot if the
     constraints allow it there, else a new node of the first pool with an offering the
     constraints accept. The constraints are tested once per zone and capacity type (what
@@ -179,8 +228,8 @@ def _new_node_for(run: Run, pod: Pod, kin: int, reasons: list[tuple[str, bool]])
     node with a fresh hostname; among the groups that pass,
     the zone with the fewest nodes so far (any pool); the type is the packer's choice
     for the ``kin`` pods of its class that may share the node (one if they keep apart by
-    hostname)."""
-    if not existing.fill_class(run, [pod], None):
+    hostname). Only offerings that meet ``steer`` are tried."""
+    if not existing.fill_class(run, [pod], None, steer):
         return True
     state = CycleState()
     status = run.fw.run_pre_filter_plugins(state, pod)
@@ -191,10 +240,11 @@ def _new_node_for(run: Run, pod: Pod, kin: int, reasons: list[tuple[str, bool]])
     shares = kin if cap is None else max(min(kin, cap), 1)
     keys = plan.other_keys(pod)
     for view in run.views:
-        accepted, why, transient = probe(run, view, pod)
+        offered, why, transient = probe(run, view, pod)
+        accepted = _steered(run, view, offered, steer)
         usable = [c for c in accepted if not run.blocked(c) and pod.requests.fits(c.allocatable)]
         if not usable:
-            text = why if not accepted else f"no available offering can hold {_describe(pod.requests)}"
+            text = why if not offered else _UNMET if not accepted else f"no available offering can hold {_describe(pod.requests)}"
             reasons.append((f"pool {view.name}: {text}", transient or bool(accepted)))
             continue
         groups: dict[tuple, list[Candidate]] = defaultdict(list)

@@ -28,6 +28,7 @@ from nodemanager.scaler.memory import PROBE_MEMO_SIZE, Memory
 from nodemanager.scaler.open_nodes import OpenNodes
 from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info
 from nodemanager.scaler.snapshot import ClusterSnapshot
+from nodemanager.scaler.steering import Steer
 from nodemanager.scaler.unavailability import ANY_TYPE
 from nodemanager.scheduling import CycleState, NodeInfo
 from nodemanager.scheduling.plugins.dynamic_resources import DeviceState
@@ -131,6 +132,10 @@ class Run:
         # pool -> the floor that left types out of its new nodes' choice in this run (its vCPU
         # alone, where the suited types were let go)
         self.floor_applied: dict[str, SizeFloor] = {}
+        # What a pod's node affinity steers its new nodes to (``new_nodes._steer``), and the
+        # offerings of a probe's answer that meet it.
+        self.steers: dict[tuple, Steer | None] = {}
+        self.steered: dict[tuple[int, Steer], tuple[tuple[Candidate, ...], tuple[Candidate, ...]]] = {}
 
     def close(self) -> None:
         """Drop what refers back to this run (its bound methods, held by the framework's
