@@ -1,7 +1,8 @@
 """Cases from kube-scheduler's own NodeResourcesFit tables, with their names:
 kubernetes/kubernetes pkg/scheduler/framework/plugins/noderesources/fit_test.go (at commit
 24fbb13eafec665e6f4b64961930774babd8b6d1): TestEnoughRequests, TestNotEnoughRequests and
-TestStorageRequests, every case. The node is kube's (10m of cpu, 20 bytes of memory, 32 pods,
+TestStorageRequests, every case (pod-level resources included; the two cases of an extended
+resource a DeviceClass stands for are kept, marked as not modelled). The node is kube's (10m of cpu, 20 bytes of memory, 32 pods,
 5 ``example.com/aaa``, 20 bytes of ephemeral storage, 5 ``hugepages-2Mi``; one pod for
 TestNotEnoughRequests) with one pod already there; the expectations (fits, or which resources
 are insufficient) are kube's. The arguments are kube's ``NodeResourcesFitArgs``
@@ -19,6 +20,7 @@ from nodemanager.scheduling.plugins.resources import NodeResourcesFit
 
 A, B = "example.com/aaa", "example.com/bbb"
 IO_A, IO_B = "kubernetes.io/something", "subdomain.kubernetes.io/something"
+DRA_RESOURCE = "extended.resource.dra.io/something"  # a DeviceClass's extendedResourceName in kube's test
 HUGE = "hugepages-2Mi"
 ALLOCATABLE = {"cpu": "10m", "memory": "20", "pods": "32", A: "5", "ephemeral-storage": "20", HUGE: "5"}
 
@@ -30,11 +32,16 @@ def _requests(cpu: int = 0, memory: int = 0, storage: int = 0, **scalar: int) ->
     return out
 
 
-_NAMES = {"a": A, "b": B, "io_a": IO_A, "io_b": IO_B, "huge": HUGE}
+_NAMES = {"a": A, "b": B, "io_a": IO_A, "io_b": IO_B, "huge": HUGE, "dra": DRA_RESOURCE}
+NOT_DRA = pytest.mark.skip(
+    reason="not modelled: an extended resource a DeviceClass stands for (the DRAExtendedResource gate) is not allocated from DRA devices"
+)
 
 
-def _pod(*containers: dict, init: tuple[dict, ...] = (), overhead: dict | None = None, node: str = "") -> Pod:
+def _pod(*containers: dict, init: tuple[dict, ...] = (), overhead: dict | None = None, node: str = "", pod_level: dict | None = None) -> Pod:
     spec: dict = {"containers": [{"name": f"c{i}", "resources": {"requests": r}} for i, r in enumerate(containers)]}
+    if pod_level:  # kube's newPodLevelResourcesPod
+        spec["resources"] = {"requests": pod_level}
     if init:
         spec["initContainers"] = [{"name": f"i{i}", "resources": {"requests": r}} for i, r in enumerate(init)]
     if overhead:
@@ -44,7 +51,12 @@ def _pod(*containers: dict, init: tuple[dict, ...] = (), overhead: dict | None =
     return Pod.from_manifest({"metadata": {"name": "existing" if node else "p", "namespace": "default"}, "spec": spec})
 
 
-R = _requests
+def _pod_level(cpu: int, memory: int, huge: int | None = None) -> dict:
+    """Pod-level requests (milli-cpu, bytes, ``hugepages-2Mi``)."""
+    return {"cpu": f"{cpu}m", "memory": str(memory), **({HUGE: str(huge)} if huge is not None else {})}
+
+
+R, PL = _requests, _pod_level
 CASES = [
     # (kube's name, pod, the node's pod, args, kube's insufficient resources: none means it fits)
     ("no resources requested always fits", _pod(), R(10, 20), {}, ()),
@@ -82,6 +94,36 @@ CASES = [
     ("skip checking ignored extended resource via resource groups", _pod(R(1, 1, b=1, io_a=1)), R(), {"ignoredResourceGroups": ["example.com"]}, (IO_A,)),
     ("skip checking extended resource request with quantity zero via resource groups", _pod(R(1, 1, a=0)), R(a=6), {}, ()),
     ("skip checking resource request with quantity zero", _pod(R(a=1)), R(20, 30, a=1), {}, ()),
+    # pod-level resources (``spec.resources``), on by default since Kubernetes 1.34
+    ("both pod-level and container-level resources fit", _pod(R(1, 1), pod_level=PL(1, 2)), R(5, 5), {}, ()),
+    ("pod-level cpu resource not fit", _pod(R(1, 1), pod_level=PL(7, 2)), R(5, 5), {}, ("cpu",)),
+    ("pod-level memory resource not fit", _pod(R(1, 1), pod_level=PL(3, 2)), R(5, 19), {}, ("memory",)),
+    ("pod-level hugepages resource fit", _pod(pod_level=PL(3, 2, huge=5)), R(), {}, ()),
+    ("both pod-level and container-level hugepages resource fit", _pod(R(1, 1, huge=3), pod_level=PL(3, 2, huge=5)), R(), {}, ()),
+    ("pod-level hugepages resource not fit", _pod(pod_level=PL(3, 2, huge=10)), R(), {}, (HUGE,)),
+    (
+        "one pod-level cpu resource fits and all init and non-init containers resources fit",
+        _pod(R(1, 1), init=(R(1, 1),), pod_level=PL(3, 2)),
+        R(5, 19),
+        {},
+        ("memory",),
+    ),
+    # extended resources with the DRAExtendedResource gate on (where a device plugin backs them) or off
+    ("extended resource backed by device plugin", _pod(R(a=1)), R(), {}, ()),
+    pytest.param("extended resource backed by DRA", _pod(R(1, 1, dra=1)), R(), {}, (), marks=NOT_DRA, id="extended resource backed by DRA"),
+    ("extended resource backed by DRA, nil draManager", _pod(R(1, 1, a=1)), R(), {}, ()),
+    ("extended resource backed by DRA not enabled", _pod(R(1, 1, dra=1)), R(), {}, (DRA_RESOURCE,)),
+    ("extended resource NOT backed by DRA", _pod(R(1, 1, b=1)), R(), {}, (B,)),
+    pytest.param(
+        "extended resource was backed by Device Plugin (Allocatable: 0)",
+        _pod(R(dra=1)),
+        R(dra=0),
+        {},
+        (),
+        marks=NOT_DRA,
+        id="extended resource was backed by Device Plugin (Allocatable: 0)",
+    ),
+    ("extended resource was backed by Device Plugin (Allocatable: 0), global cache", _pod(R(a=1)), R(a=0), {}, ()),
     # TestStorageRequests
     ("empty storage requested, and pod fits", _pod(R(1, 1)), R(2, 10), {}, ()),
     ("storage ephemeral local storage request exceeds allocatable", _pod(R(storage=25)), R(2, 2), {}, ("ephemeral-storage",)),
@@ -96,9 +138,8 @@ def _node(existing: dict, allocatable: dict) -> NodeInfo:
     return info
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_enough_requests_as_kube_decides(case: tuple) -> None:
-    name, pod, existing, args, insufficient = case
+@pytest.mark.parametrize(("name", "pod", "existing", "args", "insufficient"), CASES, ids=[getattr(c, "id", None) or c[0] for c in CASES])
+def test_enough_requests_as_kube_decides(name: str, pod: Pod, existing: dict, args: dict, insufficient: tuple) -> None:
     plugin = NodeResourcesFit(FrameworkHandle(), args)
     state = CycleState()
     assert plugin.pre_filter(state, pod) is None

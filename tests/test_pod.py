@@ -156,6 +156,21 @@ def test_v1pod_and_manifest_give_the_same_pod():
         ),
         pytest.param({"containers": [{"resources": {"limits": {"memory": "1Gi"}}}]}, {"memory": "1Gi"}, id="limit-defaults-request"),
         pytest.param({"containers": [{"name": "x"}], "overhead": {"memory": "64Mi"}}, {"memory": "64Mi"}, id="overhead-only"),
+        pytest.param(
+            {"resources": {"requests": {"cpu": "3"}}, "containers": [{"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}], "overhead": {"cpu": "100m"}},
+            {"cpu": "3100m", "memory": "1Gi"},
+            id="pod-level-request-stands-for-the-containers-then-overhead",
+        ),
+        pytest.param(
+            {"resources": {"limits": {"cpu": "4", "memory": "2Gi"}}, "containers": [{"resources": {"requests": {"cpu": "1"}}}]},
+            {"cpu": "1", "memory": "2Gi"},
+            id="pod-level-limit-stands-in-only-where-no-container-asks",
+        ),
+        pytest.param(
+            {"resources": {"requests": {"hugepages-2Mi": "4Mi"}}, "containers": [{"resources": {"requests": {"hugepages-2Mi": "8Mi", "cpu": "1"}}}]},
+            {"cpu": "1", "hugepages-2Mi": "4Mi"},
+            id="pod-level-hugepages",
+        ),
     ],
 )
 def test_effective_request_as_kubernetes_computes_it(spec, expected):
@@ -320,3 +335,41 @@ def test_a_node_annotated_by_any_of_the_three_is_kept(annotation):
     doc = {"metadata": {"name": "n", "annotations": dict([annotation])}, "spec": {}, "status": {}}
     assert node_from_api(doc, "n", None).do_not_disrupt
     assert not node_from_api({"metadata": {"name": "n"}, "spec": {}, "status": {}}, "n", None).do_not_disrupt
+
+
+def test_pod_level_requests_replace_the_scoring_defaults_too() -> None:
+    """kube's scores apply the pod-level request after the containers' defaults: a pod of
+    one container with no requests and a pod-level cpu of 2 scores as 2 cpu, 200Mi memory."""
+    spec = {"resources": {"requests": {"cpu": "2"}}, "containers": [{"name": "c"}]}
+    pod = Pod.from_manifest({"metadata": {"name": "p", "namespace": "d"}, "spec": spec})
+    assert nonzero_request(pod) == (2000, 200 * 1024 * 1024)
+
+
+@pytest.mark.parametrize("kind", ["requests", "limits"])
+def test_a_pod_level_resource_the_api_server_refuses_is_refused_with_its_path(kind: str) -> None:
+    spec = {"resources": {kind: {"nvidia.com/gpu": "1"}}, "containers": [{"name": "c"}]}
+    with pytest.raises(InvalidManifest) as refused:
+        Pod.from_manifest({"metadata": {"name": "p", "namespace": "d"}, "spec": spec})
+    assert refused.value.field == f"pod.spec.resources.{kind}.nvidia.com/gpu"
+
+
+def test_a_pod_from_the_api_with_pod_level_resources_asks_for_them() -> None:
+    v1 = k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name="p", namespace="d"),
+        spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="c")], resources=k8s.V1ResourceRequirements(requests={"cpu": "2", "memory": "4Gi"})),
+    )
+    assert pod_from_v1(v1).requests == Resources.parse({"cpu": "2", "memory": "4Gi"})
+
+
+def test_the_scaler_boots_a_node_that_holds_a_pods_pod_level_request() -> None:
+    """Containers that ask for nothing, a pod that asks for 6 cpu: an 8-vCPU node, not the
+    cheapest one."""
+    from builders import binpack_pool, scaler
+    from test_interpod import CATALOG3
+
+    from nodemanager.scaler import ClusterSnapshot
+
+    spec = {"resources": {"requests": {"cpu": "6", "memory": "1Gi"}}, "containers": [{"name": "c"}]}
+    pod = Pod.from_manifest({"metadata": {"name": "p", "namespace": "d"}, "spec": spec})
+    d = scaler(binpack_pool(instance_types=["*"]), catalog=CATALOG3).compute(ClusterSnapshot((pod,), ()), 0.0)
+    assert [n.instance_type for n in d.start] == ["s.2xlarge"]

@@ -18,7 +18,7 @@ from nodemanager.model.interpod import NO_AFFINITY, PodAffinity, SpreadConstrain
 from nodemanager.model.manifest import as_int, as_mapping
 from nodemanager.model.manifest import as_list as _list
 from nodemanager.model.ports import ANY_IP, HostPort
-from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, SCORING_DEFAULTS, ZERO, Resources, asks_for_batch
+from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, SCORING_DEFAULTS, ZERO, Resources, asks_for_batch, resource_amount
 from nodemanager.model.selectors import (
     Operator,
     Requirement,
@@ -243,8 +243,30 @@ def _pod_requests(spec: Mapping[str, Any], path: str) -> tuple[Resources, Resour
             init_peak, init_peak_scored = init_peak.max(sidecars), init_peak_scored.max(sidecars_scored)
         else:
             init_peak, init_peak_scored = init_peak.max(req + sidecars), init_peak_scored.max(nonzero + sidecars_scored)
+    requested, scored = (total + sidecars).max(init_peak), (scored + sidecars_scored).max(init_peak_scored)
+    pod_level = _pod_level_requests(spec, path, requested)
+    if pod_level:  # they stand for the containers' (scoring defaults included), as in kube
+        requested, scored = requested.replaced(pod_level), scored.replaced(pod_level)
     overhead = Resources.parse(spec.get("overhead"), f"{path}.overhead")
-    return (total + sidecars).max(init_peak) + overhead, (scored + sidecars_scored).max(init_peak_scored) + overhead
+    return requested + overhead, scored + overhead
+
+
+def _pod_level_requests(spec: Mapping[str, Any], path: str, containers: Resources) -> dict[str, int]:
+    """``spec.resources`` (pod-level resources, on by default since Kubernetes 1.34): the
+    requests it sets for cpu, memory and hugepages. As the API server defaults them, a
+    pod-level limit without a request stands for the request only where no container asks
+    for that resource. The API server refuses other resources there."""
+    where = f"{path}.resources"
+    res = as_mapping(spec.get("resources"), where)
+    out: dict[str, int] = {}
+    for kind in ("limits", "requests"):
+        for key, value in as_mapping(res.get(kind), f"{where}.{kind}").items():
+            name = str(key)
+            if name not in ("cpu", "memory") and not name.startswith("hugepages-"):
+                raise InvalidManifest(f"{where}.{kind}.{name}", "pod-level resources may be cpu, memory or hugepages-<size>")
+            if kind == "requests" or not containers.has(name):
+                out[name] = resource_amount(name, value, f"{where}.{kind}.{name}")
+    return out
 
 
 def _requirement(expr: Any, path: str, on_field: bool) -> Requirement:

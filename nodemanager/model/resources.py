@@ -135,6 +135,10 @@ class Resources:
                 out[k] = v
         return Resources(out)
 
+    def replaced(self, amounts: Mapping[str, int]) -> Resources:
+        """These amounts, with those named in ``amounts`` set to theirs (a 0 clears one)."""
+        return Resources._of({**self._amounts, **amounts})
+
     def clamp_nonnegative(self) -> Resources:
         return Resources({k: v for k, v in self._amounts.items() if v > 0})
 
