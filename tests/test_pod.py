@@ -167,8 +167,8 @@ def test_v1pod_and_manifest_give_the_same_pod():
             id="pod-level-limit-stands-in-only-where-no-container-asks",
         ),
         pytest.param(
-            {"resources": {"requests": {"hugepages-2Mi": "4Mi"}}, "containers": [{"resources": {"requests": {"hugepages-2Mi": "8Mi", "cpu": "1"}}}]},
-            {"cpu": "1", "hugepages-2Mi": "4Mi"},
+            {"resources": {"requests": {"hugepages-2Mi": "8Mi"}}, "containers": [{"resources": {"requests": {"hugepages-2Mi": "4Mi", "cpu": "1"}}}]},
+            {"cpu": "1", "hugepages-2Mi": "8Mi"},
             id="pod-level-hugepages",
         ),
     ],
@@ -351,6 +351,14 @@ def test_a_pod_level_resource_the_api_server_refuses_is_refused_with_its_path(ki
     with pytest.raises(InvalidManifest) as refused:
         Pod.from_manifest({"metadata": {"name": "p", "namespace": "d"}, "spec": spec})
     assert refused.value.field == f"pod.spec.resources.{kind}.nvidia.com/gpu"
+
+
+def test_a_pod_level_request_below_its_containers_is_refused_as_the_api_server_refuses_it() -> None:
+    spec = {"resources": {"requests": {"cpu": "750m"}}, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+    with pytest.raises(InvalidManifest) as refused:
+        Pod.from_manifest({"metadata": {"name": "p", "namespace": "d"}, "spec": spec})
+    assert refused.value.field == "pod.spec.resources.requests.cpu"
+    assert "750m" in str(refused.value)
 
 
 def test_a_pod_from_the_api_with_pod_level_resources_asks_for_them() -> None:

@@ -264,8 +264,14 @@ def _pod_level_requests(spec: Mapping[str, Any], path: str, containers: Resource
             name = str(key)
             if name not in ("cpu", "memory") and not name.startswith("hugepages-"):
                 raise InvalidManifest(f"{where}.{kind}.{name}", "pod-level resources may be cpu, memory or hugepages-<size>")
+            amount = resource_amount(name, value, f"{where}.{kind}.{name}")
+            if kind == "requests" and amount < containers.get(name):
+                # as the API server refuses it
+                raise InvalidManifest(
+                    f"{where}.requests.{name}", f"{value} must be greater than or equal to the containers' requests of it, {containers.get(name)}"
+                )
             if kind == "requests" or not containers.has(name):
-                out[name] = resource_amount(name, value, f"{where}.{kind}.{name}")
+                out[name] = amount
     return out
 
 

@@ -1,6 +1,6 @@
 """nodemanager's bindings refereed by the real kube-scheduler, on random small clusters.
 
-Four nodes get random labels and taints; random pods (requests, node selectors,
+Four nodes get random labels and taints; random pods (requests, pod-level requests, node selectors,
 tolerations, host ports, topology spread, pod affinity and anti-affinity) are bound by
 nodemanager in scheduler mode. The pods are then deleted and played again to the real
 kube-scheduler, in the order nodemanager's scaler placed them (each placement was checked
@@ -106,6 +106,8 @@ def _pod_spec(rng: random.Random, tag: str, i: int) -> tuple[dict, dict]:
         affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
     if affinity:
         spec["affinity"] = affinity
+    if rng.random() < 0.2:  # pod-level requests (1.34+), standing for the container's
+        spec["resources"] = {"requests": {"cpu": rng.choice(("1", "1500m"))}}  # (at least the container's, or the API refuses it)
     return {"name": f"p{i:02d}", "labels": {"app": app}}, spec
 
 
