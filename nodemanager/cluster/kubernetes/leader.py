@@ -91,13 +91,14 @@ class LeaderElector:
     def tick(self) -> bool:
         """One try to acquire or renew the lease; returns whether this replica leads now."""
         began = self.clock.now()
+        answered = self.reachability.asking()
         try:
             ok = self._try(began)
         except NETWORK_ERRORS as exc:
             self.reachability.failed(f"lease {self.settings.namespace}/{self.settings.lease_name}", api_message(exc))
             ok = False
         else:
-            self.reachability.answered()
+            answered()
         if ok:
             self._renewed_at = began
         self._notice()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from nodemanager.clock import Clock
 from nodemanager.tally import ErrorTally
@@ -30,8 +31,18 @@ class Reachability:
         self.failures = 0  # calls that found it unreachable, in all
         self.errors = ErrorTally()  # every failed request by method and status (connect.api_client counts them)
 
-    def answered(self) -> None:
+    def asking(self) -> Callable[[], None]:
+        """For a call about to be made: what to call once it is answered. An answer to a call
+        made before the current outage began (in flight as the server went away) does not
+        end the outage."""
+        asked = self.outages
+        return lambda: self.answered(asked)
+
+    def answered(self, asked: int | None = None) -> None:
+        """The server answered a call; ``asked``: ``outages`` when the call was made."""
         with self._lock:
+            if asked is not None and asked < self.outages:
+                return
             since, self._since = self._since, None
         if since is not None:
             log.warning("API server answers again after %.0fs unreachable", self.clock.now() - since)

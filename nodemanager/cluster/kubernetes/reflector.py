@@ -51,13 +51,13 @@ class Reflector:
         *,
         page_size: int = PAGE_SIZE,
         watch_seconds: tuple[int, int] = WATCH_SECONDS,
-        answered: Callable[[], None] = lambda: None,
+        asking: Callable[[], Callable[[], None]] = lambda: lambda: None,
     ) -> None:
         self.kind = kind
         self.list_call = list_call
         self.page_size = page_size
         self.watch_seconds = watch_seconds
-        self.answered = answered  # told each time the server answers a list or opens a watch
+        self.asking = asking  # before a list or a watch: what to tell once the server answers it
         self._random = random.Random()
         self.objects: dict[str, dict] = {}
         self.resource_version: str | None = None
@@ -65,8 +65,9 @@ class Reflector:
 
     def relist(self) -> list[Change]:
         """A fresh consistent list; the changes are its difference from what was known."""
+        answered = self.asking()
         items, rv = self._list_all()
-        self.answered()
+        answered()
         fresh = {key_of(o): o for o in items}
         changes = [Change(EventType.DELETED, k, old, None) for k, old in self.objects.items() if k not in fresh]
         for k, new in fresh.items():
@@ -114,6 +115,7 @@ class Reflector:
         # event (KeyError 'raw_object'), and with it every object passes the client's strict
         # models, which refuse fields newer than the client. Lines of JSON are read here.
         seconds = self._random.randint(*self.watch_seconds)
+        answered = self.asking()
         response = self.list_call(
             watch=True,
             resource_version=self.resource_version,
@@ -122,7 +124,7 @@ class Reflector:
             _preload_content=False,
             _request_timeout=(10, seconds + WATCH_READ_MARGIN),
         )
-        self.answered()  # the watch is open: the server answers
+        answered()  # the watch is open: the server answers
         try:
             for line in iter_resp_lines(response):
                 if not line.strip():

@@ -94,7 +94,7 @@ class KubernetesCluster:
         self._device_api = DeviceApi(api, clock)
         coordination = client.CoordinationV1Api(api)
         apps = client.AppsV1Api(api)
-        sized: dict[str, Any] = {"answered": self.reachability.answered} | ({"page_size": page_size} if page_size else {})
+        sized: dict[str, Any] = {"asking": self.reachability.asking} | ({"page_size": page_size} if page_size else {})
         self.reflectors = {
             "nodes": Reflector("nodes", self.core.list_node, **sized),
             "leases": Reflector("node leases", partial(coordination.list_namespaced_lease, NODE_LEASE_NAMESPACE), **sized),
