@@ -28,17 +28,17 @@ ANTI = (Code.UNSCHEDULABLE, "node(s) didn't match pod anti-affinity rules")
 EXISTING_ANTI = (Code.UNSCHEDULABLE, "node(s) didn't satisfy existing pods anti-affinity rules")
 
 
-def _expr(key: str, op: str, *values: str) -> dict:
+def expr(key: str, op: str, *values: str) -> dict:
     return {"key": key, "operator": op, **({"values": list(values)} if values else {})}
 
 
-def _term(key: str, *exprs: dict, namespaces: list[str] | None = None, namespace_selector: dict | None = None) -> dict:
-    term: dict = {"topologyKey": key, "labelSelector": {"matchExpressions": list(exprs)}}
+def term(key: str, *exprs: dict, namespaces: list[str] | None = None, namespace_selector: dict | None = None) -> dict:
+    out: dict = {"topologyKey": key, "labelSelector": {"matchExpressions": list(exprs)}}
     if namespaces is not None:
-        term["namespaces"] = namespaces
+        out["namespaces"] = namespaces
     if namespace_selector is not None:
-        term["namespaceSelector"] = namespace_selector
-    return term
+        out["namespaceSelector"] = namespace_selector
+    return out
 
 
 def _pod(labels: dict, affinity: list[dict] = (), anti: list[dict] = (), *, namespace: str = "default", node: str = "", name: str = "p") -> Pod:
@@ -59,14 +59,14 @@ def _on(labels: dict, node: str = "node1", **kw: object) -> Pod:
     return _pod(labels, node=node, name=f"placed-{len(str(labels))}-{node}", **kw)  # type: ignore[arg-type]
 
 
-IN_SCAN = _expr("service", "In", "securityscan", "value2")
-TEAM1 = {"matchExpressions": [_expr("team", "In", "team1")]}
+IN_SCAN = expr("service", "In", "securityscan", "value2")
+TEAM1 = {"matchExpressions": [expr("team", "In", "team1")]}
 CASES = [
     # (kube's name, incoming pod, pods on the node (or elsewhere), kube's PreFilter (None: success, "skip", or a refusal), kube's Filter)
     ("A pod that has no required pod affinity scheduling rules can schedule onto a node with no existing pods", _pod({}), [], "skip", None),
     (
         "satisfies with requiredDuringSchedulingIgnoredDuringExecution in PodAffinity using In operator that matches the existing pod",
-        _pod(S1, [_term("region", IN_SCAN)]),
+        _pod(S1, [term("region", IN_SCAN)]),
         [_on(SCAN)],
         None,
         None,
@@ -74,21 +74,21 @@ CASES = [
     (
         "satisfies the pod with requiredDuringSchedulingIgnoredDuringExecution in PodAffinity using not in operator "
         "in labelSelector that matches the existing pod",
-        _pod(S1, [_term("region", _expr("service", "NotIn", "securityscan3", "value3"))]),
+        _pod(S1, [term("region", expr("service", "NotIn", "securityscan3", "value3"))]),
         [_on(SCAN)],
         None,
         None,
     ),
     (
         "Does not satisfy the PodAffinity with labelSelector because of diff Namespace",
-        _pod(S1, [_term("region", IN_SCAN, namespaces=["DiffNameSpace"])]),
+        _pod(S1, [term("region", IN_SCAN, namespaces=["DiffNameSpace"])]),
         [_on(SCAN, namespace="ns")],
         None,
         AFFINITY,
     ),
     (
         "Doesn't satisfy the PodAffinity because of unmatching labelSelector with the existing pod",
-        _pod(SCAN, [_term("region", _expr("service", "In", "antivirusscan", "value2"))]),
+        _pod(SCAN, [term("region", expr("service", "In", "antivirusscan", "value2"))]),
         [_on(SCAN)],
         None,
         AFFINITY,
@@ -98,8 +98,8 @@ CASES = [
         _pod(
             S1,
             [
-                _term("region", _expr("service", "Exists"), _expr("wrongkey", "DoesNotExist")),
-                _term("region", _expr("service", "In", "securityscan"), _expr("service", "NotIn", "WrongValue")),
+                term("region", expr("service", "Exists"), expr("wrongkey", "DoesNotExist")),
+                term("region", expr("service", "In", "securityscan"), expr("service", "NotIn", "WrongValue")),
             ],
         ),
         [_on(SCAN)],
@@ -112,8 +112,8 @@ CASES = [
         _pod(
             S1,
             [
-                _term("region", _expr("service", "Exists"), _expr("wrongkey", "DoesNotExist")),
-                _term("region", _expr("service", "In", "securityscan2"), _expr("service", "NotIn", "WrongValue")),
+                term("region", expr("service", "Exists"), expr("wrongkey", "DoesNotExist")),
+                term("region", expr("service", "In", "securityscan2"), expr("service", "NotIn", "WrongValue")),
             ],
         ),
         [_on(SCAN)],
@@ -122,35 +122,35 @@ CASES = [
     ),
     (
         "satisfies the PodAffinity and PodAntiAffinity with the existing pod",
-        _pod(S1, [_term("region", IN_SCAN)], [_term("node", _expr("service", "In", "antivirusscan", "value2"))]),
+        _pod(S1, [term("region", IN_SCAN)], [term("node", expr("service", "In", "antivirusscan", "value2"))]),
         [_on(SCAN)],
         None,
         None,
     ),
     (
         "satisfies the PodAffinity and PodAntiAffinity and PodAntiAffinity symmetry with the existing pod",
-        _pod(S1, [_term("region", IN_SCAN)], [_term("node", _expr("service", "In", "antivirusscan", "value2"))]),
-        [_on(SCAN, anti=[_term("node", _expr("service", "In", "antivirusscan", "value2"))])],
+        _pod(S1, [term("region", IN_SCAN)], [term("node", expr("service", "In", "antivirusscan", "value2"))]),
+        [_on(SCAN, anti=[term("node", expr("service", "In", "antivirusscan", "value2"))])],
         None,
         None,
     ),
     (
         "satisfies the PodAffinity but doesn't satisfy the PodAntiAffinity with the existing pod",
-        _pod(S1, [_term("region", IN_SCAN)], [_term("zone", IN_SCAN)]),
+        _pod(S1, [term("region", IN_SCAN)], [term("zone", IN_SCAN)]),
         [_on(SCAN)],
         None,
         ANTI,
     ),
     (
         "satisfies the PodAffinity and PodAntiAffinity but doesn't satisfy PodAntiAffinity symmetry with the existing pod",
-        _pod(SCAN, [_term("region", IN_SCAN)], [_term("node", _expr("service", "In", "antivirusscan", "value2"))]),
-        [_on(SCAN, anti=[_term("zone", IN_SCAN)])],
+        _pod(SCAN, [term("region", IN_SCAN)], [term("node", expr("service", "In", "antivirusscan", "value2"))]),
+        [_on(SCAN, anti=[term("zone", IN_SCAN)])],
         None,
         EXISTING_ANTI,
     ),
     (
         "pod matches its own Label in PodAffinity and that matches the existing pod Labels",
-        _pod(SCAN, [_term("region", _expr("service", "NotIn", "securityscan", "value2"))]),
+        _pod(SCAN, [term("region", expr("service", "NotIn", "securityscan", "value2"))]),
         [_on(SCAN, node="node2")],
         None,
         AFFINITY,
@@ -159,7 +159,7 @@ CASES = [
         "verify that PodAntiAffinity from existing pod is respected when pod has no AntiAffinity constraints. "
         "doesn't satisfy PodAntiAffinity symmetry with the existing pod",
         _pod(SCAN),
-        [_on(SCAN, anti=[_term("zone", IN_SCAN)])],
+        [_on(SCAN, anti=[term("zone", IN_SCAN)])],
         None,
         EXISTING_ANTI,
     ),
@@ -167,84 +167,90 @@ CASES = [
         "verify that PodAntiAffinity from existing pod is respected when pod has no AntiAffinity constraints. "
         "satisfy PodAntiAffinity symmetry with the existing pod",
         _pod(SCAN),
-        [_on(SCAN, anti=[_term("zone", _expr("service", "NotIn", "securityscan", "value2"))])],
+        [_on(SCAN, anti=[term("zone", expr("service", "NotIn", "securityscan", "value2"))])],
         "skip",
         None,
     ),
     (
         "satisfies the PodAntiAffinity with existing pod but doesn't satisfy PodAntiAffinity symmetry with incoming pod",
-        _pod(SCAN, anti=[_term("region", _expr("service", "Exists")), _term("region", _expr("security", "Exists"))]),
-        [_on(S1, anti=[_term("zone", _expr("security", "Exists"))])],
+        _pod(SCAN, anti=[term("region", expr("service", "Exists")), term("region", expr("security", "Exists"))]),
+        [_on(S1, anti=[term("zone", expr("security", "Exists"))])],
         None,
         ANTI,
     ),
     (
         "PodAntiAffinity symmetry check a1: incoming pod and existing pod partially match each other on AffinityTerms",
-        _pod(SCAN, anti=[_term("zone", _expr("service", "Exists")), _term("zone", _expr("security", "Exists"))]),
-        [_on(S1, anti=[_term("zone", _expr("security", "Exists"))])],
+        _pod(SCAN, anti=[term("zone", expr("service", "Exists")), term("zone", expr("security", "Exists"))]),
+        [_on(S1, anti=[term("zone", expr("security", "Exists"))])],
         None,
         ANTI,
     ),
     (
         "PodAntiAffinity symmetry check a2: incoming pod and existing pod partially match each other on AffinityTerms",
-        _pod(S1, anti=[_term("zone", _expr("security", "Exists"))]),
-        [_on(SCAN, anti=[_term("zone", _expr("service", "Exists")), _term("zone", _expr("security", "Exists"))])],
+        _pod(S1, anti=[term("zone", expr("security", "Exists"))]),
+        [_on(SCAN, anti=[term("zone", expr("service", "Exists")), term("zone", expr("security", "Exists"))])],
         None,
         EXISTING_ANTI,
     ),
     (
         "PodAntiAffinity symmetry check b1: incoming pod and existing pod partially match each other on AffinityTerms",
-        _pod({"abc": "", "xyz": ""}, anti=[_term("zone", _expr("abc", "Exists")), _term("zone", _expr("def", "Exists"))]),
-        [_on({"def": "", "xyz": ""}, anti=[_term("zone", _expr("abc", "Exists")), _term("zone", _expr("def", "Exists"))])],
+        _pod({"abc": "", "xyz": ""}, anti=[term("zone", expr("abc", "Exists")), term("zone", expr("def", "Exists"))]),
+        [_on({"def": "", "xyz": ""}, anti=[term("zone", expr("abc", "Exists")), term("zone", expr("def", "Exists"))])],
         None,
         ANTI,
     ),
     (
         "PodAntiAffinity symmetry check b2: incoming pod and existing pod partially match each other on AffinityTerms",
-        _pod({"def": "", "xyz": ""}, anti=[_term("zone", _expr("abc", "Exists")), _term("zone", _expr("def", "Exists"))]),
-        [_on({"abc": "", "xyz": ""}, anti=[_term("zone", _expr("abc", "Exists")), _term("zone", _expr("def", "Exists"))])],
+        _pod({"def": "", "xyz": ""}, anti=[term("zone", expr("abc", "Exists")), term("zone", expr("def", "Exists"))]),
+        [_on({"abc": "", "xyz": ""}, anti=[term("zone", expr("abc", "Exists")), term("zone", expr("def", "Exists"))])],
         None,
         ANTI,
     ),
     (
         "PodAffinity fails PreFilter with an invalid affinity label syntax",
-        _pod(SCAN, [_term("region", _expr("service", "In", "{{.bad-value.}}")), _term("node", _expr("service", "In", "antivirusscan", "value2"))]),
+        _pod(SCAN, [term("region", expr("service", "In", "{{.bad-value.}}")), term("node", expr("service", "In", "antivirusscan", "value2"))]),
         [],
         "refused",
         None,
     ),
     (
         "PodAntiAffinity fails PreFilter with an invalid antiaffinity label syntax",
-        _pod(SCAN, [_term("region", _expr("service", "In", "foo")), _term("node", _expr("service", "In", "{{.bad-value.}}"))]),
+        _pod(SCAN, [term("region", expr("service", "In", "foo")), term("node", expr("service", "In", "{{.bad-value.}}"))]),
         [],
         "refused",
         None,
     ),
-    ("affinity with NamespaceSelector", _pod(S1, [_term("region", IN_SCAN, namespace_selector=TEAM1)]), [_on(SCAN, namespace="subteam1.team1")], None, None),
+    (
+        "affinity with NamespaceSelector",
+        _pod(S1, [term("region", IN_SCAN, namespace_selector=TEAM1)]),
+        [_on(SCAN, namespace="subteam1.team1")],
+        None,
+        None,
+    ),
     (
         "affinity with non-matching NamespaceSelector",
-        _pod(S1, [_term("region", IN_SCAN, namespace_selector=TEAM1)]),
+        _pod(S1, [term("region", IN_SCAN, namespace_selector=TEAM1)]),
         [_on(SCAN, namespace="subteam1.team2")],
         None,
         AFFINITY,
     ),
     (
         "anti-affinity with matching NamespaceSelector",
-        _pod(S1, anti=[_term("zone", IN_SCAN, namespace_selector=TEAM1)], namespace="subteam1.team1"),
+        _pod(S1, anti=[term("zone", IN_SCAN, namespace_selector=TEAM1)], namespace="subteam1.team1"),
         [_on(SCAN, namespace="subteam2.team1")],
         None,
         ANTI,
     ),
     (
         "anti-affinity with matching all NamespaceSelector",
-        _pod(S1, anti=[_term("zone", IN_SCAN, namespace_selector={})], namespace="subteam1.team1"),
+        _pod(S1, anti=[term("zone", IN_SCAN, namespace_selector={})], namespace="subteam1.team1"),
         [_on(SCAN, namespace="subteam2.team1")],
         None,
         ANTI,
     ),
     (
         "anti-affinity with non-matching NamespaceSelector",
-        _pod(S1, anti=[_term("zone", IN_SCAN, namespace_selector=TEAM1)], namespace="subteam1.team1"),
+        _pod(S1, anti=[term("zone", IN_SCAN, namespace_selector=TEAM1)], namespace="subteam1.team1"),
         [_on(SCAN, namespace="subteam1.team2")],
         None,
         None,
@@ -293,13 +299,13 @@ def test_a_selector_value_kubes_parser_refuses_boots_nothing_and_says_why(where:
 
     from nodemanager.scaler import ClusterSnapshot
 
-    bad = _expr("app", "In", "{{.bad-value.}}")
+    bad = expr("app", "In", "{{.bad-value.}}")
     if where == "spread":
         spread = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchExpressions": [bad]}}
         spec = {"containers": [], "topologySpreadConstraints": [spread]}
         pod = Pod.from_manifest({"metadata": {"name": "p", "namespace": "default"}, "spec": spec})
     else:
-        pod = _pod({}, [_term("zone", bad)]) if where == "affinity" else _pod({}, anti=[_term("zone", bad)])
+        pod = _pod({}, [term("zone", bad)]) if where == "affinity" else _pod({}, anti=[term("zone", bad)])
     d = scaler(binpack_pool(instance_types=["*"]), catalog=CATALOG3).compute(ClusterSnapshot((pod,), ()), 0.0)
     assert d.start == ()
     assert "{{.bad-value.}}" in d.unschedulable[pod.key]
@@ -315,7 +321,7 @@ def _r1(zone: str, host: str) -> dict:
 
 
 def _exists(key: str, topology: str) -> dict:
-    return _term(topology, _expr(key, "Exists"))
+    return term(topology, expr(key, "Exists"))
 
 
 FOO_BAR = {"foo": "", "bar": ""}
@@ -324,7 +330,7 @@ MULTI = [
     (
         "A pod can be scheduled onto all the nodes that have the same topology key & label value "
         "with one of them has an existing pod that matches the affinity rules",
-        _pod({}, [_term("region", _expr("foo", "In", "bar"))]),
+        _pod({}, [term("region", expr("foo", "In", "bar"))]),
         {"node1": CHINA, "node2": CHINA_AZ1, "node3": INDIA},
         [("node1", {"foo": "bar"}, {})],
         None,
@@ -333,7 +339,10 @@ MULTI = [
     (
         "The affinity rule is to schedule all of the pods of this collection to the same zone. The first pod of the collection "
         "should not be blocked from being scheduled onto any node, even there's no existing pod that matches the rule anywhere.",
-        _pod({"foo": "bar", "service": "securityscan"}, [_term("zone", _expr("foo", "In", "bar")), _term("zone", _expr("service", "In", "securityscan"))]),
+        _pod(
+            {"foo": "bar", "service": "securityscan"},
+            [term("zone", expr("foo", "In", "bar")), term("zone", expr("service", "In", "securityscan"))],
+        ),
         {"nodeA": {"zone": "az1", "hostname": "h1"}, "nodeB": {"zone": "az2", "hostname": "h2"}},
         [("nodeA", {"foo": "bar"}, {})],
         None,
@@ -341,7 +350,10 @@ MULTI = [
     ),
     (
         "The first pod of the collection can only be scheduled on nodes labelled with the requested topology keys",
-        _pod({"foo": "bar", "service": "securityscan"}, [_term("zone", _expr("foo", "In", "bar")), _term("zone", _expr("service", "In", "securityscan"))]),
+        _pod(
+            {"foo": "bar", "service": "securityscan"},
+            [term("zone", expr("foo", "In", "bar")), term("zone", expr("service", "In", "securityscan"))],
+        ),
         {"nodeA": {"zoneLabel": "az1", "hostname": "h1"}, "nodeB": {"zoneLabel": "az2", "hostname": "h2"}},
         [("nodeA", {"foo": "bar"}, {})],
         None,
@@ -350,7 +362,7 @@ MULTI = [
     (
         "NodeA and nodeB have same topologyKey and label value. NodeA has an existing pod that matches the inter pod affinity rule. "
         "The pod can not be scheduled onto nodeA and nodeB.",
-        _pod({}, anti=[_term("region", _expr("foo", "In", "abc"))]),
+        _pod({}, anti=[term("region", expr("foo", "In", "abc"))]),
         {"nodeA": {"region": "r1", "hostname": "nodeA"}, "nodeB": {"region": "r1", "hostname": "nodeB"}},
         [("nodeA", {"foo": "abc"}, {})],
         None,
@@ -358,7 +370,7 @@ MULTI = [
     ),
     (
         "This test ensures that anti-affinity matches a pod when any term of the anti-affinity rule matches a pod.",
-        _pod({}, anti=[_term("region", _expr("foo", "In", "abc")), _term("zone", _expr("service", "In", "securityscan"))]),
+        _pod({}, anti=[term("region", expr("foo", "In", "abc")), term("zone", expr("service", "In", "securityscan"))]),
         {"nodeA": _r1("z1", "nodeA"), "nodeB": _r1("z2", "nodeB")},
         [("nodeA", {"foo": "abc", "service": "securityscan"}, {})],
         None,
@@ -367,7 +379,7 @@ MULTI = [
     (
         "NodeA and nodeB have same topologyKey and label value. NodeA has an existing pod that matches the inter pod affinity rule. "
         "The pod can not be scheduled onto nodeA and nodeB but can be scheduled onto nodeC",
-        _pod({}, anti=[_term("region", _expr("foo", "In", "abc"))]),
+        _pod({}, anti=[term("region", expr("foo", "In", "abc"))]),
         {"nodeA": CHINA, "nodeB": CHINA_AZ1, "nodeC": INDIA},
         [("nodeA", {"foo": "abc"}, {})],
         None,
@@ -377,9 +389,9 @@ MULTI = [
         "NodeA and nodeB have same topologyKey and label value. NodeA has an existing pod that matches the inter pod affinity rule. "
         "The pod can not be scheduled onto nodeA, nodeB, but can be scheduled onto nodeC "
         "(NodeC has an existing pod that match the inter pod affinity rule but in different namespace)",
-        _pod({"foo": "123"}, anti=[_term("region", _expr("foo", "In", "bar"))], namespace="NS1"),
+        _pod({"foo": "123"}, anti=[term("region", expr("foo", "In", "bar"))], namespace="NS1"),
         {"nodeA": CHINA, "nodeB": CHINA_AZ1, "nodeC": INDIA},
-        [("nodeA", {"foo": "bar"}, {"namespace": "NS1"}), ("nodeC", {}, {"namespace": "NS2", "anti": [_term("region", _expr("foo", "In", "123"))]})],
+        [("nodeA", {"foo": "bar"}, {"namespace": "NS1"}), ("nodeC", {}, {"namespace": "NS2", "anti": [term("region", expr("foo", "In", "123"))]})],
         None,
         [ANTI, ANTI, None],
     ),

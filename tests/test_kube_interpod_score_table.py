@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from test_kube_interpod_filter_table import expr, term
 
 from nodemanager.errors import InvalidManifest
 from nodemanager.model import CapacityType, Pod, Resources
@@ -35,19 +36,6 @@ S1, S2 = {"security": "S1"}, {"security": "S2"}
 TEAM1 = {"matchExpressions": [{"key": "team", "operator": "In", "values": ["team1"]}]}
 
 
-def _expr(key: str, op: str, *values: str) -> dict:
-    return {"key": key, "operator": op, **({"values": list(values)} if values else {})}
-
-
-def _term(key: str, *exprs: dict, namespaces: list[str] | None = None, namespace_selector: dict | None = None) -> dict:
-    term: dict = {"topologyKey": key, "labelSelector": {"matchExpressions": list(exprs)}}
-    if namespaces is not None:
-        term["namespaces"] = namespaces
-    if namespace_selector is not None:
-        term["namespaceSelector"] = namespace_selector
-    return term
-
-
 def _weighted(weight: int, term: dict) -> dict:
     return {"weight": weight, "podAffinityTerm": term}
 
@@ -65,30 +53,30 @@ def _affinity(prefer: list[dict] = (), avoid: list[dict] = (), require: list[dic
     return out
 
 
-STAY_WITH_S1_IN_REGION = _affinity([_weighted(5, _term("region", _expr("security", "In", "S1")))])
-STAY_WITH_S2_IN_REGION = _affinity([_weighted(6, _term("region", _expr("security", "In", "S2")))])
+STAY_WITH_S1_IN_REGION = _affinity([_weighted(5, term("region", expr("security", "In", "S1")))])
+STAY_WITH_S2_IN_REGION = _affinity([_weighted(6, term("region", expr("security", "In", "S2")))])
 AFFINITY3 = _affinity(
     [
-        _weighted(8, _term("region", _expr("security", "NotIn", "S1"), _expr("security", "In", "S2"))),
-        _weighted(2, _term("region", _expr("security", "Exists"), _expr("wrongkey", "DoesNotExist"))),
+        _weighted(8, term("region", expr("security", "NotIn", "S1"), expr("security", "In", "S2"))),
+        _weighted(2, term("region", expr("security", "Exists"), expr("wrongkey", "DoesNotExist"))),
     ]
 )
 HARD_AFFINITY = _affinity(
     require=[
-        _term("region", _expr("security", "In", "S1", "value2")),
-        _term("region", _expr("security", "Exists"), _expr("wrongkey", "DoesNotExist")),
+        term("region", expr("security", "In", "S1", "value2")),
+        term("region", expr("security", "Exists"), expr("wrongkey", "DoesNotExist")),
     ]
 )
-AWAY_FROM_S1_IN_AZ = _affinity(avoid=[_weighted(5, _term("az", _expr("security", "In", "S1")))])
-AWAY_FROM_S2_IN_AZ = _affinity(avoid=[_weighted(5, _term("az", _expr("security", "In", "S2")))])
+AWAY_FROM_S1_IN_AZ = _affinity(avoid=[_weighted(5, term("az", expr("security", "In", "S1")))])
+AWAY_FROM_S2_IN_AZ = _affinity(avoid=[_weighted(5, term("az", expr("security", "In", "S2")))])
 STAY_WITH_S1_IN_REGION_AWAY_FROM_S2_IN_AZ = _affinity(
-    [_weighted(8, _term("region", _expr("security", "In", "S1")))], [_weighted(5, _term("az", _expr("security", "In", "S2")))]
+    [_weighted(8, term("region", expr("security", "In", "S1")))], [_weighted(5, term("az", expr("security", "In", "S2")))]
 )
-_S1_IN_TEAM1 = _term("region", _expr("security", "In", "S1"), namespaces=["subteam2.team2"], namespace_selector=TEAM1)
+_S1_IN_TEAM1 = term("region", expr("security", "In", "S1"), namespaces=["subteam2.team2"], namespace_selector=TEAM1)
 AFFINITY_NAMESPACE_SELECTOR = _affinity([_weighted(5, _S1_IN_TEAM1)])
 ANTI_AFFINITY_NAMESPACE_SELECTOR = _affinity(avoid=[_weighted(5, _S1_IN_TEAM1)])
-INVALID_AFFINITY = _affinity([_weighted(8, _term("region", _expr("security", "In", "{{.bad-value.}}")))])
-INVALID_ANTI_AFFINITY = _affinity(avoid=[_weighted(5, _term("az", _expr("security", "In", "{{.bad-value.}}")))])
+INVALID_AFFINITY = _affinity([_weighted(8, term("region", expr("security", "In", "{{.bad-value.}}")))])
+INVALID_ANTI_AFFINITY = _affinity(avoid=[_weighted(5, term("az", expr("security", "In", "{{.bad-value.}}")))])
 
 
 def _pod(labels: dict | None = None, affinity: dict | None = None, *, node: str = "", namespace: str = "default") -> Pod:
@@ -314,7 +302,7 @@ PREFERRED = [
 ]
 
 _SERVICE_S1 = {"service": "S1"}
-HARD_POD_AFFINITY = _affinity(require=[_term("region", _expr("service", "In", "S1"), namespaces=["default", "subteam2.team2"], namespace_selector=TEAM1)])
+HARD_POD_AFFINITY = _affinity(require=[term("region", expr("service", "In", "S1"), namespaces=["default", "subteam2.team2"], namespace_selector=TEAM1)])
 _ON_TWO = [_pod(None, HARD_POD_AFFINITY, node="node1"), _pod(None, HARD_POD_AFFINITY, node="node2")]
 HARD_WEIGHT = [
     # (kube's name, incoming pod, hardPodAffinityWeight, kube's scores or "skip"); nodes: China, India, az1
