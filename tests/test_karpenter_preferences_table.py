@@ -116,3 +116,17 @@ def test_a_class_too_big_for_the_preferred_type_is_placed_on_another_one() -> No
     d = s.compute(ClusterSnapshot(tuple(pods), ()), 0.0)
     itype = {n.name: n.instance_type for n in d.start}
     assert [itype[d.bindings[p.key]] for p in pods] == ["s.large", "s.2xlarge"]
+
+
+def test_the_order_of_relaxation_is_karpenters() -> None:
+    """The required terms one by one with the heaviest preference, the last kept; then the
+    preferences by weight (equal weights in the pod's order); then none."""
+    from nodemanager.scaler.steering import first_met, tries
+
+    zone = {z: [_expr(ZONE, "In", z)] for z in THREE_ZONES}
+    pod = _pod([zone["z-a"], zone["z-b"]], [(10, zone["z-c"]), (50, zone["z-a"]), (10, zone["z-b"])])
+    r0, r1 = pod.affinity
+    by_weight = [term for _, term in sorted(pod.preferred_affinity, key=lambda wt: -wt[0])]
+    assert list(tries(pod)) == [(r0, by_weight[0]), (r1, by_weight[0]), (r1, by_weight[1]), (r1, by_weight[2]), (r1, None)]
+    assert first_met(pod, [{ZONE: "z-b"}]) == (r1, by_weight[2])  # z-b: the second required term and the third preference
+    assert first_met(_pod(preferred=[(1, zone["z-a"])]), [{ZONE: "z-b"}]) is None  # no more than the filters ask

@@ -40,6 +40,8 @@ def meets(steer: Steer, labels: Mapping[str, str], node_name: str = "") -> bool:
 
 def first_met(pod: Pod, offered: Iterable[Mapping[str, str]]) -> Steer | None:
     """The strictest of ``tries`` that one of the offered nodes' labels meet; None if none
-    does (nothing is offered)."""
+    does (nothing is offered) or if that is no more than the filters ask (a single required
+    term, or none, and no preference met)."""
     offered = list(offered)
-    return next((steer for steer in tries(pod) if any(meets(steer, labels) for labels in offered)), None)
+    found = next((steer for steer in tries(pod) if any(meets(steer, labels) for labels in offered)), None)
+    return None if found is not None and found[1] is None and len(pod.affinity) < 2 else found
