@@ -229,7 +229,7 @@ def _skipped(incoming: Pod, nodes: list[NodeInfo]) -> set[str]:
 def test_prefilter_skips_the_filters_with_nothing_to_check_as_kube_does() -> None:
     """PodTopologySpread skips with no DoNotSchedule constraint, InterPodAffinity with no
     required terms of its own and no placed pod's required anti-affinity matching it,
-    VolumeBinding and NodeVolumeLimits with no claims, NodeAffinity with no node selector
+    VolumeBinding, VolumeZone and NodeVolumeLimits with no claims, NodeAffinity with no node selector
     or required node affinity, NodePorts with no host ports, DynamicResources with no
     resource claims (their PreFilters in kube-scheduler); this project's InstanceTypeMatch,
     CapacityType and Zone with no annotation."""
@@ -238,6 +238,7 @@ def test_prefilter_skips_the_filters_with_nothing_to_check_as_kube_does() -> Non
         "PodTopologySpread",
         "InterPodAffinity",
         "VolumeBinding",
+        "VolumeZone",
         "NodeVolumeLimits",
         "NodeAffinity",
         "NodePorts",

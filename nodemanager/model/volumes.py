@@ -5,6 +5,8 @@
 * An unbound claim whose StorageClass binds ``WaitForFirstConsumer`` is provisioned where
   the pod lands, within the class's ``allowedTopologies``.
 * An unbound claim whose class binds ``Immediate`` waits for the volume controller.
+* A bound volume's zone and region labels (the older way to pin one; kube's VolumeZone) must
+  be the node's too.
 
 Kubernetes' VolumeBinding and NodeVolumeLimits plugins read the same objects.
 """
@@ -17,10 +19,16 @@ from enum import StrEnum
 from typing import Any
 
 from nodemanager.errors import InvalidManifest
+from nodemanager.model.labels import REGION, ZONE
 from nodemanager.model.manifest import as_mapping
 from nodemanager.model.pod import selector_terms
 from nodemanager.model.selectors import Operator, Requirement, SelectorTerm
 
+# The labels VolumeZone reads on a volume and a node, and the GA key a node may carry for a
+# volume's beta one (kube's topologyLabels and translateToGALabel).
+BETA_ZONE, BETA_REGION = "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region"
+TOPOLOGY_LABELS = (BETA_ZONE, ZONE, BETA_REGION, REGION)
+GA_LABEL = {BETA_ZONE: ZONE, BETA_REGION: REGION}
 EBS_DRIVERS = frozenset({"ebs.csi.aws.com", "kubernetes.io/aws-ebs"})
 #: kube-scheduler's EBS attach limits (``DefaultMaxEBSVolumes``, ``DefaultMaxEBSNitroVolumeLimit``).
 XEN_EBS_LIMIT = 39
@@ -55,6 +63,8 @@ class PersistentVolume:
     name: str
     node_affinity: tuple[SelectorTerm, ...] = ()  # none: any node
     driver: str = ""  # the CSI driver (or in-tree plugin) that serves it
+    # its zone and region labels: (key, the values a node may have; "a__b" is two zones)
+    topology: tuple[tuple[str, frozenset[str]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +119,9 @@ def parse_volume(doc: Any, where: str) -> PersistentVolume:
     terms = selector_terms(required.get("nodeSelectorTerms"), f"{where}.spec.nodeAffinity.required.nodeSelectorTerms")
     csi = as_mapping(spec.get("csi"), f"{where}.spec.csi")
     driver = str(csi.get("driver") or ("kubernetes.io/aws-ebs" if spec.get("awsElasticBlockStore") else ""))
-    return PersistentVolume(name, terms, driver)
+    labels = as_mapping(as_mapping(doc.get("metadata"), f"{where}.metadata").get("labels"), f"{where}.metadata.labels")
+    topology = tuple((key, frozenset(str(labels[key]).split("__"))) for key in TOPOLOGY_LABELS if labels.get(key))
+    return PersistentVolume(name, terms, driver, topology)
 
 
 def parse_storage_class(doc: Any, where: str) -> StorageClass:

@@ -15,7 +15,7 @@ from nodemanager.scheduling.plugins.placement import (
 from nodemanager.scheduling.plugins.pod_group import PodGroup
 from nodemanager.scheduling.plugins.queue_sort import PrioritySort
 from nodemanager.scheduling.plugins.resources import BalancedAllocation, LeastAllocated, MostAllocated, NodeResourcesFit
-from nodemanager.scheduling.plugins.volumes import NodeVolumeLimits, VolumeBinding
+from nodemanager.scheduling.plugins.volumes import NodeVolumeLimits, VolumeBinding, VolumeZone
 
 BUILTIN_PLUGINS = (
     PrioritySort,
@@ -25,6 +25,7 @@ BUILTIN_PLUGINS = (
     NodePorts,
     TaintToleration,
     VolumeBinding,
+    VolumeZone,
     NodeVolumeLimits,
     PodTopologySpread,
     InterPodAffinity,

@@ -8,6 +8,9 @@ unbound ``WaitForFirstConsumer`` claim needs the node inside its class's
 ``allowedTopologies`` (``node(s) didn't find available persistent volumes to bind``).
 Static volumes are not matched to unbound claims: those are assumed to be provisioned.
 
+VolumeZone (kube-scheduler's plugin): a bound volume's zone and region labels must be the
+node's (``node(s) had no available volume zone``), a node with none of those labels excepted.
+
 NodeVolumeLimits: EBS volumes on a node, the pod's new ones included, stay within the
 attach limit of its instance type (kube-scheduler's 39, or 25 on Nitro).
 """
@@ -17,7 +20,7 @@ from __future__ import annotations
 from nodemanager.model import Pod
 from nodemanager.model.labels import ZONE
 from nodemanager.model.selectors import terms_match
-from nodemanager.model.volumes import EBS_DRIVERS, BindingMode, PersistentVolumeClaim, VolumeContext, ebs_attach_limit
+from nodemanager.model.volumes import EBS_DRIVERS, GA_LABEL, TOPOLOGY_LABELS, BindingMode, PersistentVolumeClaim, VolumeContext, ebs_attach_limit
 from nodemanager.scheduling.cycle_state import CycleState
 from nodemanager.scheduling.interfaces import FilterPlugin, PreFilterPlugin, SkipsUnasked
 from nodemanager.scheduling.nodeinfo import NodeInfo
@@ -25,6 +28,7 @@ from nodemanager.scheduling.status import SKIP, Status, error, unresolvable, uns
 
 EBS_ZONE = "topology.ebs.csi.aws.com/zone"  # the EBS CSI driver's own zone key, an alias of the zone label
 _CLAIMS_KEY = "PreFilterVolumeBinding"
+_ZONES_KEY = "PreFilterVolumeZone"
 _EMPTY = VolumeContext()
 
 
@@ -79,6 +83,62 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin):
                 sc = context.classes[claim.storage_class]
                 if sc.allowed_topologies and not terms_match(sc.allowed_topologies, labels, node.name):
                     return unresolvable("node(s) didn't find available persistent volumes to bind", self.name)
+        return None
+
+
+class VolumeZone(PreFilterPlugin, FilterPlugin):
+    name = "VolumeZone"
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status | None:
+        if not pod.volume_claims:
+            return SKIP
+        found = self._topology(pod)
+        if isinstance(found, Status):
+            return found
+        if not found:
+            return SKIP  # kube: no bound volume with zone labels
+        state.write(_ZONES_KEY, found)
+        return None
+
+    def _topology(self, pod: Pod) -> list[tuple[str, frozenset[str]]] | Status:
+        """The zone and region labels of the pod's bound volumes (kube's getPVbyPod), or why
+        kube refuses the pod."""
+        context = _context(self)
+        out: list[tuple[str, frozenset[str]]] = []
+        for key in pod.volume_claims:
+            claim = context.claims.get(key)
+            if claim is None:
+                return unresolvable(f'persistentvolumeclaim "{key.split("/", 1)[1]}" not found', self.name)
+            if not claim.volume_name:
+                if not claim.storage_class:
+                    return unresolvable("PersistentVolumeClaim had no pv name and storageClass name", self.name)
+                sc = context.classes.get(claim.storage_class)
+                if sc is None:
+                    return unresolvable(f'storageclasses.storage.k8s.io "{claim.storage_class}" not found', self.name)
+                if sc.binding_mode is BindingMode.WAIT_FOR_FIRST_CONSUMER:
+                    continue  # provisioned where the pod goes
+                return unresolvable("PersistentVolume had no name", self.name)
+            volume = context.volumes.get(claim.volume_name)
+            if volume is None:
+                return unresolvable(f'persistentvolume "{claim.volume_name}" not found', self.name)
+            out.extend(volume.topology)
+        return out
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        if not pod.volume_claims:
+            return None
+        zones = state.get(_ZONES_KEY)
+        if zones is None:  # a filter run without PreFilter
+            zones = self._topology(pod)
+            if isinstance(zones, Status):
+                return zones
+        labels = node.labels
+        if not zones or not any(k in labels for k in TOPOLOGY_LABELS):
+            return None  # kube: a node with no zone or region labels has no zone constraint
+        for key, values in zones:
+            value = labels.get(key, labels.get(GA_LABEL.get(key, "")))
+            if value is None or value not in values:
+                return unresolvable("node(s) had no available volume zone", self.name)
         return None
 
 
