@@ -24,7 +24,7 @@ from nodemanager.model.volumes import EBS_DRIVERS, GA_LABEL, TOPOLOGY_LABELS, Bi
 from nodemanager.scheduling.cycle_state import CycleState
 from nodemanager.scheduling.interfaces import FilterPlugin, PreFilterPlugin, SkipsUnasked
 from nodemanager.scheduling.nodeinfo import NodeInfo
-from nodemanager.scheduling.status import SKIP, Status, error, unresolvable, unschedulable
+from nodemanager.scheduling.status import SKIP, Status, unresolvable, unschedulable
 
 EBS_ZONE = "topology.ebs.csi.aws.com/zone"  # the EBS CSI driver's own zone key, an alias of the zone label
 _CLAIMS_KEY = "PreFilterVolumeBinding"
@@ -75,8 +75,8 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin):
         for claim in claims or ():
             if claim.volume_name:
                 volume = context.volumes.get(claim.volume_name)
-                if volume is None:
-                    return error(f'persistentvolume "{claim.volume_name}" not found', self.name)
+                if volume is None:  # kube: no node will do until the volume is back
+                    return unresolvable("node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)", self.name)
                 if volume.node_affinity and not terms_match(volume.node_affinity, labels, node.name):
                     return unresolvable("node(s) had volume node affinity conflict", self.name)
             else:
