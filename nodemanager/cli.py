@@ -250,6 +250,9 @@ def _print_report(r: dict) -> None:  # type: ignore[type-arg]
     print(f"utilization: cpu {util['cpu']:.1%}, memory {util['memory']:.1%} (requested / allocatable)")
     for reason, d in r["disruption"].items():
         print(f"disruption:  {reason}: {d['nodes']} node(s), {d['pods']} pod(s) moved, ${d['savings_per_hour']:.4f}/h saved when acted")
+    if r["consolidation_rejected"]:
+        turned = ", ".join(f"{why} {n}" for why, n in r["consolidation_rejected"].items())
+        print(f"             consolidations turned down: {turned}")
     evicted = pods["evicted"]
     if evicted["count"]:
         again = evicted["pending_seconds"]

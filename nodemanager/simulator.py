@@ -13,6 +13,8 @@ The report (``--json``; its fields are a documented contract):
     utilization  {cpu, memory}       requested / allocatable of Ready nodes, time-weighted
     decisions    {count, compute_ms {p50, p99, max}}
     unschedulable [{pod, reason}]
+    disruption   {reason: {nodes, pods, savings_per_hour}}
+    consolidation_rejected {payback, balanced, cooldown}   moves turned down, by reason
 """
 
 from __future__ import annotations
@@ -354,6 +356,7 @@ class Simulation:
             "unschedulable": [{"pod": k, "reason": r} for k, r in sorted(still_unschedulable.items())],
             "prices": self.price_basis(),
             "disruption": self.controller.disruption.summary(),
+            "consolidation_rejected": dict(self.controller.disruption.worth.summary()),
             "colocation": {
                 "enabled": self.config.colocation_anywhere,
                 "batch_pods": len(self._batch_pods),

@@ -12,12 +12,11 @@ from cloud.catalog import Catalog
 from cloud.simulated import SimulatedCloud
 from nodemanager.clock import VirtualClock
 from nodemanager.cluster.simulated import SimulatedCluster
-from nodemanager.cluster.workload import WORKLOAD_OWNER_API, Arrival, ClusterObjects
+from nodemanager.cluster.workload import Arrival, ClusterObjects, workload_owner
 from nodemanager.config.schema import Loops, NodeDefaults, Pool, ProviderConfig
 from nodemanager.controller import InlineExecutor, NodeController
 from nodemanager.controller.virtual import VirtualDriver
 from nodemanager.model import NodeState
-from nodemanager.model.pod import OwnerRef
 
 __all__ = ["OD", "SPOT", "Harness", "binpack_pool", "cell_pool", "pod"]
 
@@ -82,7 +81,7 @@ class Harness:
 def arrive(name: str, at: float = 0.0, duration: float | None = None, *, bare: bool = False, **kw: object) -> Arrival:
     """A workload's pod, made again when evicted (its controller is the workload) unless ``bare``."""
     made = pod(name, **kw)  # type: ignore[arg-type]
-    return Arrival(at, duration, made if bare else dataclasses.replace(made, owner=OwnerRef(WORKLOAD_OWNER_API, "Workload", name)))
+    return Arrival(at, duration, made if bare else dataclasses.replace(made, owner=workload_owner(name, duration)))
 
 
 __all__ += ["arrive"]

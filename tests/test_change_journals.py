@@ -14,10 +14,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nodemanager.cluster.base import ClusterNode, EventType, Heartbeats, NodeEvent, PodEvent
-from nodemanager.controller.disruption import Held
 from nodemanager.controller.fleet_tally import FleetTally
 from nodemanager.controller.node_controller import NodeController
 from nodemanager.controller.records import NodeRecords
+from nodemanager.controller.tenure import Held
 from nodemanager.model import LIVE_STATES, NodeState, PodPhase, Taint, TaintEffect
 from nodemanager.model.journal import Journal, changed_since
 
@@ -94,7 +94,7 @@ def test_disruption_tracks_since_when_each_node_held_its_pods_as_a_pass_over_eve
         elif what == "unbind":
             c.state.cache.apply([PodEvent(EventType.DELETED, pod(key))])
         elif what == "track":
-            c.disruption._track(now)
+            c.disruption.tenure.track(now)
             for gone in expected.keys() - c.state.nodes.keys():
                 del expected[gone]
             for n in c.state.nodes:
@@ -103,7 +103,7 @@ def test_disruption_tracks_since_when_each_node_held_its_pods_as_a_pass_over_eve
                     was = expected[n].started if n in expected else {}
                     started = {k: was.get(k, now) for k in held}
                     expected[n] = Held(now, started, sum(started.values()))
-            assert c.disruption.pods_since == expected
+            assert c.disruption.tenure.pods_since == expected
 
 
 def test_a_journal_tells_what_changed_since_a_mark_until_it_starts_again() -> None:

@@ -585,7 +585,7 @@ def test_the_node_whose_pods_have_run_least_is_consolidated_first(caplog: pytest
     actions = [a for a in h.controller.disruption.actions if a["reason"] == "Underutilized"]
     assert [a["nodes"] for a in actions] == [[first["default/young-1"]]]
     assert set(h.bound().values()) == {first["default/old"]}
-    assert h.controller.disruption.pods_since[first["default/old"]].started["default/old"] <= 1000 + 60  # never moved: counted from its first pass
+    assert h.controller.disruption.tenure.pods_since[first["default/old"]].started["default/old"] <= 1000 + 60  # never moved: counted from its first pass
     proposed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("consolidation proposed")]
     assert proposed
     assert all(first["default/young-1"] in m and "pod-minutes there" in m for m in proposed)

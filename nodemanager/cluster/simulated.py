@@ -399,9 +399,11 @@ class SimulatedCluster:
                 self._evict(sim)
 
     def _evict(self, sim: _SimPod) -> None:
-        """A pod whose node went or was drained waits again (restarting its work, or
-        resuming it with ``evictedPods: resume``), as its controller would make it again;
-        a pod with no controller is gone."""
+        """A pod whose node went or was drained waits again, as its controller would make
+        it again: one that runs to completion (a Job's) starts its work again (or resumes
+        it with ``evictedPods: resume``); another (a ReplicaSet's) runs what it had left, as
+        its duration is when its controller removes it, not work. A pod with no controller
+        is gone."""
         for claim in sim.pod.claims:  # its devices went with the node
             if (found := self._claims.get(claim)) is not None:
                 self._claims[claim] = replace(found, allocation=None)
@@ -415,7 +417,7 @@ class SimulatedCluster:
             return
         sim.evicted_at = now
         if sim.duration is not None and sim.bound_at is not None:
-            if self.resume_evicted:
+            if self.resume_evicted or not sim.pod.completes:
                 sim.duration = max(sim.duration - (now - sim.bound_at), 0.0)
             else:
                 self.work_redone += now - sim.bound_at

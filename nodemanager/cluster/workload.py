@@ -55,9 +55,17 @@ from nodemanager.model.pod_owners import Namespace, PodSelecting, ReplicaSet, Re
 from nodemanager.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 
 _ENTRY_KEYS = {"name", "count", "at", "duration", "pod", "usage", "bare"}
-# A workload's pods are made again when evicted (as a ReplicaSet's are): one that names no
-# controller of its own is given this one. ``bare: true`` leaves it without: evicted, it is gone.
+# A workload's pods are made again when evicted (as a Job's or a ReplicaSet's are): one that
+# names no controller of its own is given one. ``bare: true`` leaves it without: evicted, it is gone.
 WORKLOAD_OWNER_API = "nodemanager.io/v1"
+
+
+def workload_owner(name: str, duration: float | None) -> OwnerRef:
+    """The controller a workload group's pods name: a Job's when they run for a
+    ``duration`` (evicted, they start their work again), else the group itself."""
+    return OwnerRef("batch/v1", "Job", name) if duration is not None else OwnerRef(WORKLOAD_OWNER_API, "Workload", name)
+
+
 _SELECTING = {"services": Service, "replicationControllers": ReplicationController, "replicaSets": ReplicaSet, "statefulSets": StatefulSet}
 _CLUSTER_KEYS = {"daemonSets", "persistentVolumeClaims", "persistentVolumes", "storageClasses", "nodeEvents", "namespaces", "podDisruptionBudgets", *_SELECTING}
 _TOP_KEYS = {"pods", "deviceClasses", "resourceClaims", "resourceClaimTemplates"} | _CLUSTER_KEYS
@@ -220,7 +228,7 @@ def _arrivals(doc: Any, source: str, max_pods: int) -> list[Arrival]:
                 problems.append(str(exc))
                 break
             if pod.owner is None and not bare:
-                pod = replace(pod, owner=OwnerRef(WORKLOAD_OWNER_API, "Workload", name))
+                pod = replace(pod, owner=workload_owner(name, duration))
             if made.setdefault(pod.key, i) != i:
                 problems.append(f"{where}.name: makes pod {pod.key}, which pods[{made[pod.key]}] makes too")
                 break

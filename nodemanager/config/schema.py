@@ -185,6 +185,22 @@ class DisruptionReason(StrEnum):
 class ConsolidationPolicy(StrEnum):
     WHEN_EMPTY = "WhenEmpty"
     WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
+    BALANCED = "Balanced"
+
+
+class ConsolidationPayback(Model):
+    """A consolidation goes ahead only when what it saves, until the pods it moves would have
+    ended, outweighs what moving them costs: each pod's share of its node's price for its
+    start-up and, for a pod that runs to completion (a Job's), for the work it had done and
+    does again."""
+
+    enabled: bool = True
+    """`false`: every move that saves anything goes ahead (Karpenter's `WhenEmptyOrUnderutilized`)."""
+    horizon: Duration = Field(default=3600.0, gt=0)
+    """The longest a saving is counted for: a pod that runs for good counts this long, one that runs to completion the time it has run so far, at
+    most this long."""
+    pod_startup: Duration = Field(default=30.0, ge=0)
+    """How long an evicted pod takes to run again, counted for every pod a move evicts."""
 
 
 class DisruptionBudget(Model):
@@ -215,7 +231,17 @@ class Disruption(Model):
     """Voluntary disruption of a pool's nodes (Karpenter's NodePool disruption block)."""
 
     consolidation_policy: ConsolidationPolicy = ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED
-    """`WhenEmpty`: only idle nodes are stopped; `WhenEmptyOrUnderutilized`: also nodes whose pods fit elsewhere, plus at most one cheaper node."""
+    """`WhenEmpty`: only idle nodes are stopped; `WhenEmptyOrUnderutilized`: also nodes whose pods fit elsewhere, plus at most one cheaper node;
+    `Balanced`: those moves too, when their share of the pool's cost saved is at least `1/consolidationThreshold` of their share of its disruption
+    (Karpenter's)."""
+    consolidation_threshold: int | None = Field(default=None, ge=1, le=3)
+    """1–3, with `Balanced` only (default 2): a move passes when the share of the pool's disruption it causes is at most this many times the share
+    of its cost it saves."""
+    consolidation_payback: ConsolidationPayback = Field(default_factory=ConsolidationPayback)
+    """Every consolidation of nodes that hold pods must pay for its evictions (see its fields)."""
+    consolidation_cooldown: Duration = Field(default=1800.0, ge=0)
+    """A node holding a pod that consolidation moved less than this long ago is not consolidated (expiry, drift and interruptions still take it);
+    `0` turns it off."""
     consolidate_after: Duration = Field(default=0.0, ge=0)
     """A node is a consolidation candidate once its pods have not changed for this long."""
     consolidation_price_improvement_factor: float = Field(default=0.7, ge=0.0, le=1.0)
@@ -229,6 +255,22 @@ class Disruption(Model):
     evict_bare_pods: bool = False
     """A pod with no controller (no `ownerReferences`) is gone for good once evicted, so by default a node holding one is never consolidated, drifted or
     expired (the Cluster Autoscaler's default). `true` lets voluntary disruption evict them."""
+
+    @model_validator(mode="after")
+    def _threshold(self) -> Disruption:
+        if self.consolidation_threshold is not None and self.consolidation_policy is not ConsolidationPolicy.BALANCED:
+            raise ValueError("consolidationThreshold goes with consolidationPolicy: Balanced")
+        return self
+
+    @property
+    def consolidates(self) -> bool:
+        """Whether nodes that hold pods are consolidated (not only idle ones stopped)."""
+        return self.consolidation_policy is not ConsolidationPolicy.WHEN_EMPTY
+
+    @property
+    def threshold(self) -> int:
+        """``consolidationThreshold``, or its default (Karpenter's k = 2)."""
+        return self.consolidation_threshold or 2
 
 
 DEFAULT_FLOOR_SHARE = 0.25  # of the CPU a consolidating pool's pods request (see NodeSizeFloor)
@@ -313,7 +355,7 @@ class Pool(Model):
         share = self.node_size_floor.share
         if share is not None:
             return share
-        return DEFAULT_FLOOR_SHARE if self.disruption.consolidation_policy is ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED else 0.0
+        return DEFAULT_FLOOR_SHARE if self.disruption.consolidates else 0.0
 
     def type_query(self) -> dict[str, Any]:
         """``Catalog.matching``'s arguments for the types this pool may boot. Burstable types

@@ -18,16 +18,16 @@ import logging
 import math
 import operator
 from collections import Counter, deque
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nodemanager.config.schema import ConsolidationPolicy, DisruptionReason, Pool
+from nodemanager.config.schema import DisruptionReason, Pool
 from nodemanager.controller.budgets import allowed
 from nodemanager.controller.consolidation_prices import ConsolidationPrices
 from nodemanager.controller.labels import LABELS
-from nodemanager.model import LIVE_STATES, Node, NodeName, NodeState, PodKey
-from nodemanager.model.journal import Mark, changed_since
+from nodemanager.controller.move_worth import MoveWorth
+from nodemanager.controller.tenure import Tenure
+from nodemanager.model import LIVE_STATES, Node, NodeName, NodeState
 from nodemanager.model.pod import DO_NOT_DISRUPT_ANNOTATION
 from nodemanager.scaler import ClusterSnapshot, StopOrder
 from nodemanager.scaler.consolidation import Command, Planner
@@ -63,27 +63,6 @@ class _Replacing:
     reason: DisruptionReason
     since: float
     marked: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Held:
-    """What disruption knows of the pods a node holds."""
-
-    since: float  # the pods have been these since (consolidateAfter counts from then)
-    started: Mapping[PodKey, float]  # each of the pods, and since when it has been on the node
-    started_sum: float  # the sum of ``started``, kept: every pass weighs every candidate
-
-    @classmethod
-    def of(cls, pods: frozenset[PodKey], now: float, was: Held | None) -> Held:
-        """``pods`` held from ``now``; those ``was`` held keep their start."""
-        before = was.started if was is not None else {}
-        started = {key: before.get(key, now) for key in pods}
-        return cls(now, started, sum(started.values()))
-
-    def work(self, now: float) -> float:
-        """The seconds its pods have run on it, summed: what they lose if moved (a Job's pod
-        starts its work again)."""
-        return len(self.started) * now - self.started_sum
 
 
 def _same_drift(a: Node, b: Node) -> bool:
@@ -124,8 +103,7 @@ class DisruptionController:
         self.boots = boots
         self.proposal: _Proposal | None = None
         self.replacing: _Replacing | None = None
-        self.pods_since: dict[str, Held] = {}  # node -> its pods, since when
-        self._track_marks: tuple[Mark, ...] | None = None  # where the records' and the cache's held-pods journals stood then
+        self.tenure = Tenure(state)
         self.progress = "starting"  # what the last pass found, for /status
         self.blocked: dict[NodeName, str] = {}  # candidates not consolidated, and why
         self.held: dict[NodeName, str] = {}  # expired or drifted nodes not replaced yet, and why
@@ -134,6 +112,7 @@ class DisruptionController:
         self.actions: deque[dict[str, object]] = deque(maxlen=ACTIONS_KEPT)
         self.totals: Counter[str] = Counter()  # nodes, pods, savings by reason (simulation report)
         prices = ConsolidationPrices(state)
+        self.worth = MoveWorth(state, metrics, self.tenure)
         self.planner = Planner(
             state.what_if,
             state.price_of,
@@ -144,6 +123,7 @@ class DisruptionController:
             price_factor=prices.price_factor,
             floors=prices.sure_floors,
             cheapest=prices.cheapest,
+            worth=lambda snapshot, command: self.worth.verdict(snapshot, command, state.clock.now()),
         )
         self._drift: dict[str, tuple[Node, Pool, Catalog, str | None, str]] = {}  # node -> (its record, pool, catalog, image, why drifted) as last found
 
@@ -180,7 +160,8 @@ class DisruptionController:
     # -- the loop ------------------------------------------------------------------------
     def run(self, now: float) -> None:
         c = self.state
-        self._track(now)
+        self.worth.saw(self.tenure.track(now))
+        self.worth.forget_before(now - max((p.disruption.consolidation_cooldown for p in c.config.pools), default=0.0))
         if self.replacing is not None:
             self._advance(now)
             return
@@ -218,15 +199,17 @@ class DisruptionController:
         inputs = (c.cache.generation, c.nodes.stamp, frozenset(n.name for n in candidates), frozenset(c.unneeded_since), together)
         if inputs == self._fruitless:
             return  # nothing changed since the last pass found nothing (but the candidates' order, as their pods age)
+        self.worth.time_dependent = False
         found, why = self.planner.best(snapshot, candidates, SINGLE_NODE_TRIES, together)
         self.blocked = {**blocked, **why}
         if found is None:
-            self._fruitless = inputs
+            # (a move turned down as not worth it now may be worth it later, nothing else changed)
+            self._fruitless = None if self.worth.time_dependent else inputs
             self.progress = f"nothing to consolidate among {len(candidates)} candidate(s)"
             return
         self.proposal = _Proposal(found, now)
         self.progress = f"proposed at {now:.0f}: {found.describe()}"
-        work = sum(held.work(now) for name in found.nodes if (held := self.pods_since.get(name)) is not None)
+        work = sum(held.work(now) for name in found.nodes if (held := self.tenure.pods_since.get(name)) is not None)
         log.info(
             "consolidation proposed (acted on after %gs if it still holds): %s; %s (their pods have run %.0f pod-minutes there)",
             VALIDATION_DELAY,
@@ -318,24 +301,6 @@ class DisruptionController:
             return "nodes are being removed"
         return ""
 
-    def _track(self, now: float) -> None:
-        """Since when each node has held the same pods (consolidateAfter counts from then),
-        and each of them; looked at again only for the nodes whose record or pods changed
-        since the last pass (the journals say which). A pod first seen on a node counts from
-        then: after a restart, from the first pass."""
-        c = self.state
-        tracked = self.pods_since
-        changed, self._track_marks = changed_since((c.nodes.changes, c.cache.held_changes), self._track_marks)
-        if changed is None:
-            changed = tracked.keys() | c.nodes.keys()
-        for name in changed:
-            if name not in c.nodes:
-                tracked.pop(name, None)
-                continue
-            held, seen = c.cache.held(name), tracked.get(name)
-            if seen is None or seen.started.keys() != held:
-                tracked[name] = Held.of(held, now, seen)
-
     def _counts(self, pool: str) -> tuple[int, int]:
         """The pool's live nodes (as the fleet tally counts them: every pass asks this of
         every pool, where a count of every record was a fiftieth of a busy day), and how
@@ -364,10 +329,10 @@ class DisruptionController:
                 continue
             pool = c.pool_config(node.pool)
             registered = c.cache.node(node.name)
-            held = self.pods_since.get(node.name)
+            held = self.tenure.pods_since.get(node.name)
             if (
                 pool is None
-                or pool.disruption.consolidation_policy is not ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED
+                or not pool.disruption.consolidates
                 or registered is None
                 or not registered.ready
                 or held is None
@@ -378,7 +343,11 @@ class DisruptionController:
             keep = next(filter(_DO_NOT_DISRUPT, by_node.held(node.name)), None)  # (told in C: every pass asks it of every node)
             if keep is not None or registered.do_not_disrupt:
                 blocked[node.name] = f"{DO_NOT_DISRUPT_ANNOTATION} on {'pod ' + keep.key if keep else 'the node'}"
-            elif why := operator_held.get(node.name) or _keeps_pods(snapshot, node.name, pool):
+            elif why := (
+                operator_held.get(node.name)
+                or _keeps_pods(snapshot, node.name, pool)
+                or self.worth.cooling(by_node.held(node.name), pool.disruption.consolidation_cooldown, now)
+            ):
                 blocked[node.name] = why
             else:
                 price = c.price_of(node)
@@ -462,6 +431,7 @@ class DisruptionController:
         action = "replace" if change.replacements else "delete"
         label = LABELS[reason]
         for name in change.nodes:
+            self.worth.moved(filter(None, map(self.state.cache.pod, self.state.cache.held(name))), now)
             self.state.mark_for_termination(name, f"{label} ({action}): {change.describe()}", label)
         self.progress = f"acted at {now:.0f} ({reason}): {change.describe()}"
         log.info("%s: %s; removing %s", reason, change.describe(), ", ".join(change.nodes))
@@ -504,5 +474,6 @@ class DisruptionController:
             "proposal": self.proposal.command.describe() if self.proposal else None,
             "blocked": dict(sorted(self.blocked.items())[:20]),
             "held": dict(sorted(self.held.items())[:20]),  # expired or drifted, not replaced yet
+            "rejected": dict(self.worth.summary()),  # consolidations turned down, by reason
             "recent": list(self.actions)[-20:],
         }

@@ -122,6 +122,7 @@ class Pod:
     pod_affinity: PodAffinity = NO_AFFINITY  # podAffinity and podAntiAffinity
     preferred_affinity: tuple[tuple[int, SelectorTerm], ...] = ()  # preferred node affinity: (weight, preference)
     terminating: bool = False  # its deletionTimestamp is set: topology spread no longer counts it (kube's #87621)
+    restart_policy: str = "Always"  # spec.restartPolicy
     # (milli-cpu, bytes) the allocation scores count: kube's defaults for each container's
     # missing cpu or memory request (``nonzero_request``); None (a pod made in code): its
     # requests, a zero one counted as the default
@@ -153,6 +154,12 @@ class Pod:
         return any(c.hard for c in self.spread) or bool(self.pod_affinity.required or self.pod_affinity.anti_required)
 
     @property
+    def completes(self) -> bool:
+        """It runs to completion (a Job's pods, ``restartPolicy`` Never or OnFailure): evicted,
+        it starts its work again."""
+        return self.restart_policy != "Always" or (self.owner is not None and self.owner.kind == "Job")
+
+    @property
     def is_terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
 
@@ -181,6 +188,7 @@ class Pod:
 # --- parsing -----------------------------------------------------------------------------
 
 
+RESTART_POLICIES = ("Always", "OnFailure", "Never")
 _LIFE = frozenset({"node_name", "phase", "created_at"})
 
 
@@ -390,6 +398,9 @@ def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
     except ValueError:
         raise InvalidManifest(f"{where}.status.phase", f"unknown phase {phase_text!r}") from None
     priority = spec.get("priority") or 0
+    restart_policy = spec.get("restartPolicy") or "Always"
+    if restart_policy not in RESTART_POLICIES:
+        raise InvalidManifest(f"{where}.spec.restartPolicy", f"expected one of {', '.join(RESTART_POLICIES)}, got {restart_policy!r}")
     if not isinstance(priority, int) or isinstance(priority, bool):
         raise InvalidManifest(f"{where}.spec.priority", f"expected an integer, got {priority!r}")
 
@@ -403,6 +414,7 @@ def _parse_pod(doc: Mapping[str, Any], where: str) -> Pod:
         scored=scored.cpu_memory(),
         created_at=_timestamp(meta.get("creationTimestamp"), f"{where}.metadata.creationTimestamp"),
         terminating=bool(meta.get("deletionTimestamp")),
+        restart_policy=restart_policy,
         priority=priority,
         phase=phase,
         node_name=str(spec.get("nodeName") or ""),

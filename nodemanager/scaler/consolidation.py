@@ -62,6 +62,7 @@ class Planner:
         price_factor: Callable[[Sequence[Node]], float] = lambda _nodes: 1.0,
         floors: Callable[[ClusterSnapshot, set[str], Sequence[Pod]], Mapping[str, int]] = lambda _snapshot, _names, _pods: {},
         cheapest: Callable[[Sequence[Pod], Mapping[str, int], tuple[int, int]], float] = lambda _pods, _floors, _holding: 0.0,
+        worth: Callable[[ClusterSnapshot, Command], str] = lambda _snapshot, _command: "",
     ) -> None:
         self.compute = compute  # the scaler's compute at this instant
         self.price_of = price_of
@@ -72,6 +73,7 @@ class Planner:
         self.price_factor = price_factor  # a replacement may cost at most this share of what it replaces
         self.floors = floors  # per pool, the vCPU a new node of it for these pods surely has, without these nodes (the scaler's sure_floors)
         self.cheapest = cheapest  # the least price of an offering some of these pods may use, of at least those vCPU, holding this much
+        self.worth = worth  # why a consolidation found is not worth its evictions ("" if it is)
         self.evaluations = 0
         # The last snapshot's room, kept with it: an id could be reused once a snapshot is freed.
         self._room: _Room | None = None
@@ -161,8 +163,8 @@ class Planner:
 
     def consolidate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Command | None, str]:
         """The consolidation of ``nodes``: their pods elsewhere plus at most one node that
-        costs strictly less (and at most ``price_factor`` of them), never of their type; or
-        None and why not."""
+        costs strictly less (and at most ``price_factor`` of them), never of their type, and
+        ``worth`` its evictions; or None and why not."""
         if self._hopeless(snapshot, nodes):
             return None, "its pods fit neither on the other nodes nor with them on a cheaper node"
         moved, why = self.relocate(snapshot, nodes, one_new_node=True)
@@ -187,7 +189,8 @@ class Planner:
             spot = replacement.capacity_type is CapacityType.SPOT
             if spot and len(nodes) == 1 and nodes[0].is_spot and self.spot_choices(nodes[0]) < SPOT_TO_SPOT_CHOICES:
                 return None, f"spot to spot needs {SPOT_TO_SPOT_CHOICES} cheaper spot types (has {self.spot_choices(nodes[0])})"
-        return moved, ""
+        why = self.worth(snapshot, moved) if moved.savings > 0 else ""
+        return (None, why) if why else (moved, "")
 
     def best(
         self, snapshot: ClusterSnapshot, candidates: Sequence[Node], single_tries: int, together: int | None = None

@@ -22,6 +22,7 @@ Names (a stable contract, documented in docs/operations/status.md); base units t
     nodemanager_api_errors_total{method,code}         counter failed Kubernetes API requests
     nodemanager_leader                                gauge   1 while this replica acts
     nodemanager_disruption_held_nodes                 gauge   expired or drifted nodes not replaced yet
+    nodemanager_consolidation_rejected_total{reason}  counter consolidations turned down: payback, balanced, cooldown
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ class Metrics:
         self.interruptions = made(Counter, "nodemanager_interruptions_total", "The cloud's warnings about our instances, by kind.", ("kind",))
         self.disruption_candidates = made(Gauge, "nodemanager_disruption_candidates", "Nodes consolidation may disrupt now.")
         self.disruption_held = made(Gauge, "nodemanager_disruption_held_nodes", "Expired or drifted nodes that a budget, a PDB or do-not-disrupt keeps.")
+        self.consolidation_rejected = made(
+            Counter, "nodemanager_consolidation_rejected_total", "Consolidations not worth their evictions, or of pods moved lately, by reason.", ("reason",)
+        )
         self.loop_duration = made(
             Histogram, "nodemanager_loop_duration_seconds", "Time one loop body took.", ("loop",), buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10)
         )
