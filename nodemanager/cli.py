@@ -268,7 +268,7 @@ def _print_report(r: dict) -> None:  # type: ignore[type-arg]
         print(f"running:     {pods['running']} pod(s) still running at the end (no duration, or cut by --until); the cost covers the time until then")
     for item in pods["unfinished"]:
         print(f"unfinished:  {item['pod']}: {item['reason']}")
-    print(f"ended:       {r['ended']}")
+    print(f"ended:       {r['ended']}" + (f" ({r['unsettled']})" if r["ended"] == "unsettled" else ""))
 
 
 def _logging_arguments(command: argparse.ArgumentParser, default: str) -> None:

@@ -50,6 +50,12 @@ from nodemanager.wiring import simulated_cloud, simulated_cluster
 STALL_SECONDS = 3600.0
 
 
+# After the workload settles, the fleet has this long to come to rest (every idle node
+# stopped, no consolidation under way or waiting out a cooldown); past it the run stops and
+# the report says why it did not.
+REST_LIMIT = 24 * 3600.0
+
+
 STABLE_STATES = frozenset({NodeState.AVAILABLE, NodeState.CLAIMED, NodeState.TERMINATED})  # nothing under way
 
 
@@ -124,7 +130,8 @@ class Simulation:
         self._waiting_as_of: tuple[int, Decision | None, tuple[PodKey, ...]] | None = None
         views = pool_views(list(config.pools), catalog, config.nodes.volume_size, daemon_sets=objects.daemon_sets if objects else ())
         self.bound = CostBound(views, (a.pod for a in workload))
-        self.ended = "until"  # why the last run stopped: settled, until or stalled
+        self.ended = "until"  # why the last run stopped: settled, until, stalled or unsettled
+        self.unsettled = ""  # why the fleet did not come to rest, when it did not
         # What --plot draws (``timeline``): sampled only when asked for, as the bound's rate
         # for the pods running is a pass over every pod at each decision.
         self.timeline: Timeline | None = Timeline(config.loops.pool) if timeline else None
@@ -210,6 +217,17 @@ class Simulation:
         nodes = self.controller.state.nodes.values()
         return self._pods_will_finish() or self.controller.disruption.busy or any(n.state not in STABLE_STATES for n in nodes)
 
+    def restless(self) -> str:
+        """Why the fleet may still change with no new arrival ("" when it will not)."""
+        c, disruption = self.controller.state, self.controller.disruption
+        if c.unneeded_since:
+            return f"{len(c.unneeded_since)} idle node(s) wait to be stopped (nodes.idleGrace, the Empty budgets)"
+        if disruption.busy or c.marked:
+            return "a disruption is under way"
+        if disruption.cooling:
+            return "a consolidation waits out consolidationCooldown"
+        return ""
+
     def _settled(self) -> bool:
         """Every pod has arrived, and each has finished, is bound for good (no duration) or
         can never run; and the fleet is stable (nothing booting or stopping)."""
@@ -241,6 +259,7 @@ class Simulation:
         loops = self.config.loops  # after settling: time for idle nodes to be stopped and reaped
         drain = self.config.nodes.idle_grace + 2 * max(loops.pool, loops.heartbeat, loops.reaper) + loops.pool
         settled_at: float | None = None
+        resting_since: float | None = None  # at rest (see ``restless``) since, once settled
         horizon = until if until is not None else math.inf
         last = 0.0
         mark, changed_at = self._progress_mark(), 0.0
@@ -263,9 +282,16 @@ class Simulation:
             if until is None:
                 if settled_at is None and self._settled():
                     settled_at = now
-                if settled_at is not None and now >= settled_at + drain:
-                    self.ended = "settled"
-                    break
+                if settled_at is not None:
+                    why = "" if self._settled() else "pods are waiting or running again"
+                    why = why or self.restless()
+                    resting_since = None if why else (resting_since if resting_since is not None else now)
+                    if resting_since is not None and now >= max(resting_since, settled_at) + drain:
+                        self.ended = "settled"
+                        break
+                    if now >= settled_at + REST_LIMIT:
+                        self.ended, self.unsettled = "unsettled", why
+                        break
                 if settled_at is None and now - changed_at >= STALL_SECONDS and not self.cluster.arrivals_left() and not self._pods_will_finish():
                     # Nothing waits: only nodes never settle (say, standby that cannot boot).
                     self.ended = "stalled" if self._waiting() else "settled"
@@ -328,6 +354,7 @@ class Simulation:
         return {
             "simulated_seconds": round(end, 3),
             "ended": self.ended,
+            **({"unsettled": self.unsettled} if self.ended == "unsettled" else {}),
             "pods": {
                 "total": self.total_pods,
                 "bound": len(self.cluster.first_bound),

@@ -210,7 +210,13 @@ def test_pods_are_priced_only_at_offerings_they_may_use() -> None:
     config, catalog = parse_config(TWO_POOLS % {"boot": "30s", "boots": 10}, "provider.yaml", Path("."))
     allowed = catalog.matching(**config.pools[0].type_query())
     general = [(t, catalog.hourly(t.name, OD, z)) for t in catalog if t.name in allowed for z in t.zones]
-    shapes = [Shape(t.name, t.allocatable_for(config.nodes.volume_size).cpu, t.allocatable_for(config.nodes.volume_size).memory, p) for t, p in general]
+    # each type counted for what 1-CPU/2Gi pods could use of it (see test_cost_bound)
+    allocatable = {t.name: t.allocatable_for(config.nodes.volume_size) for t, _ in general}
+    shapes = [
+        Shape(t.name, min(a.cpu, a.memory * 1000 // 2**31, a.pods * 1000), min(a.memory, a.cpu * 2**31 // 1000, a.pods * 2**31), p)
+        for t, p in general
+        if (a := allocatable[t.name]).cpu >= 1000 and a.memory >= 2**31
+    ]
     on_demand = DualSolver(shapes).solve(2 * 1000 * 3600, 2 * 2 * 2**30 * 3600).bound / 3600
     cell = min(catalog.hourly(name, SPOT, z) for name in ("c5.large", "c5.xlarge", "m5.large") for z in catalog[name].zones) / 2  # half an hour
     assert report["cost"]["lower_bound_usd"] == pytest.approx(on_demand + cell, abs=1e-4)

@@ -108,6 +108,7 @@ class DisruptionController:
         self.blocked: dict[NodeName, str] = {}  # candidates not consolidated, and why
         self.held: dict[NodeName, str] = {}  # expired or drifted nodes not replaced yet, and why
         self.candidates = 0
+        self.cooling = False  # the last pass kept a candidate for consolidationCooldown
         self._fruitless: tuple | None = None  # the inputs of the last pass that found nothing
         self.actions: deque[dict[str, object]] = deque(maxlen=ACTIONS_KEPT)
         self.totals: Counter[str] = Counter()  # nodes, pods, savings by reason (simulation report)
@@ -324,6 +325,7 @@ class DisruptionController:
         operator_held = c.operator_held
         blocked: dict[NodeName, str] = {}
         found: list[tuple[float, float, str, Node, Pool]] = []
+        self.cooling = False
         for node in snapshot.nodes:
             if node.state not in SETTLED:
                 continue
@@ -343,12 +345,10 @@ class DisruptionController:
             keep = next(filter(_DO_NOT_DISRUPT, by_node.held(node.name)), None)  # (told in C: every pass asks it of every node)
             if keep is not None or registered.do_not_disrupt:
                 blocked[node.name] = f"{DO_NOT_DISRUPT_ANNOTATION} on {'pod ' + keep.key if keep else 'the node'}"
-            elif why := (
-                operator_held.get(node.name)
-                or _keeps_pods(snapshot, node.name, pool)
-                or self.worth.cooling(by_node.held(node.name), pool.disruption.consolidation_cooldown, now)
-            ):
+            elif why := operator_held.get(node.name) or _keeps_pods(snapshot, node.name, pool):
                 blocked[node.name] = why
+            elif why := self.worth.cooling(by_node.held(node.name), pool.disruption.consolidation_cooldown, now):
+                blocked[node.name], self.cooling = why, True
             else:
                 price = c.price_of(node)
                 found.append((held.work(now) / price if price > 0 else math.inf, -price, node.name, node, pool))

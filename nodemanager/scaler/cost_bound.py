@@ -10,8 +10,17 @@ components share no node and no pod, so the bound is the sum of theirs:
   the cheapest offering it may use that holds it, for as long as it runs;
 * **otherwise**: the LP bound of the component's total CPU- and memory-seconds over its
   offerings (at every instant the fleet holds the running pods, and the LP bound is convex
-  in the demand, so one dual price for the whole run is a bound for the integral), and at
-  least the cheapest GPU-hour on sale in the component for each GPU-hour asked; the larger.
+  and positively homogeneous in the demand, so the bound of the integral is at most the
+  integral of the bounds); and the three-resource LP of the GPU pods' CPU-, memory- and
+  GPU-seconds over the component's GPU offerings (a GPU pod runs only where GPUs are, and
+  an instance's CPU and memory come with its GPUs); the larger.
+
+Each offering counts in the LPs only for what the component's pods could use of it: none
+of it if no pod of theirs fits it, and no more CPU than its memory brings at the most CPU
+per byte any of them that fit asks (nor more memory than its CPU brings), nor more than
+its pod slots times the most any of them asks. A fleet's node never holds more of the
+pods' requests than that, so the bound stays a bound; without it a t3.nano, which holds
+none of them, sold its two vCPU at a tenth of any usable price.
 
 Pricing every pod at the cheapest offering of any pool (spot prices of a batch pool for
 pods that may run only on-demand) made the bound a fraction of what any fleet could pay.
@@ -19,13 +28,14 @@ pods that may run only on-demand) made the bound a fraction of what any fleet co
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nodemanager.model import Pod, PodKey, Resources
 from nodemanager.model.resources import GPU_RESOURCES
-from nodemanager.scaler.binpack import cheapest_per_type, shape_of
-from nodemanager.scaler.lp import DualSolver
+from nodemanager.scaler.binpack import cheapest_per_type
+from nodemanager.scaler.lp import DualSolver, DualSolver3, Shape, Shape3
 from nodemanager.scaler.pools import Candidate, PoolView
 from nodemanager.scaler.usable import UsableOfferings, placement_key
 
@@ -34,11 +44,14 @@ def _gpus(requests: Resources) -> int:
     return sum(requests.get(name) for name in GPU_RESOURCES)
 
 
+GIB = float(2**30)
+
+
 @dataclass
 class _Component:
     cell: bool
     solver: DualSolver
-    gpu_price: float  # the cheapest GPU-hour on sale in it (0: none)
+    gpu_solver: DualSolver3  # its GPU offerings, for its GPU pods
 
 
 class CostBound:
@@ -65,8 +78,12 @@ class CostBound:
         members: dict[str, list[Candidate]] = {}
         for view in views:
             members.setdefault(root(view.name), []).extend(view.candidates)
+        kinds: dict[str, set[Resources]] = {}  # component -> the requests of its pods
+        for pod, key in self._pods.values():
+            if found := self._usable.found.get(key):
+                kinds.setdefault(root(found[0][0]), set()).add(pod.requests)
         self._components = {
-            name: _Component(all(cells[p] for p in parent if root(p) == name), _solver(cands), _gpu_price(cands)) for name, cands in members.items()
+            name: _Component(all(cells[p] for p in parent if root(p) == name), *_solvers(cands, kinds.get(name, set()))) for name, cands in members.items()
         }
         self._component_of = {key: root(found[0][0]) for key, found in self._usable.found.items() if found}
         self._cheapest: dict[tuple[tuple, Resources], float] = {}
@@ -91,25 +108,53 @@ class CostBound:
             if self._components[component].cell:
                 cell_usd += self._node_price(pod, placement) * seconds / 3600.0
                 continue
-            total = totals.setdefault(component, [0.0, 0.0, 0.0])
+            total = totals.setdefault(component, [0.0, 0.0, 0.0, 0.0, 0.0])
             total[0] += pod.requests.cpu * seconds
             total[1] += pod.requests.memory * seconds
-            total[2] += _gpus(pod.requests) * seconds
-        return cell_usd + sum(self._lp(self._components[c], *total) for c, total in totals.items()) / 3600.0
+            if gpus := _gpus(pod.requests):  # what must be on GPU offerings
+                total[2] += gpus * seconds
+                total[3] += pod.requests.cpu * seconds
+                total[4] += pod.requests.memory * seconds
+        return cell_usd + sum(self._lp(self._components[c], total) for c, total in totals.items()) / 3600.0
 
     def rate(self, running: Iterable[Pod]) -> float:
         """Per hour: the bound for these pods running now."""
         return self.usd({p.key: 3600.0 for p in running if p.key in self._pods})
 
     @staticmethod
-    def _lp(component: _Component, cpu: float, memory: float, gpu: float) -> float:
-        return max(component.solver.solve(round(cpu), round(memory)).bound, component.gpu_price * gpu)
+    def _lp(component: _Component, total: list[float]) -> float:
+        """The bound for a component's CPU-, memory- and GPU-seconds, and its GPU pods' CPU- and memory-seconds."""
+        cpu, memory, gpu, gpu_cpu, gpu_memory = total
+        bound = component.solver.solve(round(cpu), round(memory)).bound
+        return max(bound, component.gpu_solver.solve(gpu_cpu / 1000.0, gpu_memory / GIB, gpu)) if gpu else bound
 
 
-def _solver(candidates: list[Candidate]) -> DualSolver:
-    """The LP over the component's types, each at its cheapest offering in the component."""
-    return DualSolver([shape_of(c) for c in cheapest_per_type(candidates)])
+def _solvers(candidates: list[Candidate], kinds: set[Resources]) -> tuple[DualSolver, DualSolver3]:
+    """The LPs over the component's types, each at its cheapest offering in the component and
+    counted for what the pods could use of it: all its pods on every type, its GPU pods on
+    its GPU types."""
+    cheapest = cheapest_per_type(candidates)
+    gpu_kinds = [k for k in kinds if _gpus(k)]
+    shapes = [shape for c in cheapest if (shape := usable_shape(c, kinds)) is not None]
+    gpu_shapes = [
+        Shape3(shape.cpu / 1000.0, shape.memory / GIB, float(c.itype.gpu_count), shape.price)
+        for c in cheapest
+        if c.itype.gpu_count and (shape := usable_shape(c, gpu_kinds)) is not None
+    ]
+    return DualSolver(shapes), DualSolver3(gpu_shapes)
 
 
-def _gpu_price(candidates: list[Candidate]) -> float:
-    return min((c.price / c.itype.gpu_count for c in candidates if c.itype.gpu_count), default=0.0)
+def usable_shape(candidate: Candidate, kinds: Iterable[Resources]) -> Shape | None:
+    """What pods of these requests could use of the offering at most (None: none fits it)."""
+    alloc = candidate.allocatable
+    fit = [k for k in kinds if k.fits(alloc)]
+    if not fit:
+        return None
+    cpu, memory = alloc.cpu, alloc.memory
+    if all(k.memory > 0 for k in fit):
+        cpu = min(cpu, math.ceil(memory * max(k.cpu / k.memory for k in fit)))
+    if all(k.cpu > 0 for k in fit):
+        memory = min(memory, math.ceil(alloc.cpu * max(k.memory / k.cpu for k in fit)))
+    if (slots := alloc.pods) > 0:
+        cpu, memory = min(cpu, slots * max(k.cpu for k in fit)), min(memory, slots * max(k.memory for k in fit))
+    return Shape(candidate.offering.instance_type, cpu, memory, candidate.price)

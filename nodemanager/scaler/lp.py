@@ -73,3 +73,57 @@ class DualSolver:
             return Duals(0.0, 0.0, 0.0)
         best = max((lc * cpu + lm * memory, lc, lm) for lc, lm in self.vertices)
         return Duals(best[1], best[2], best[0])
+
+
+@dataclass(frozen=True, slots=True)
+class Shape3:
+    """An offering as the three-resource LP sees it: vCPU, GiB and GPUs (scaled so the
+    three are of one order), and its price."""
+
+    cpu: float
+    memory: float
+    gpus: float
+    price: float
+
+
+class DualSolver3:
+    """The covering LP over CPU, memory and GPUs together, for a few types (a component's
+    GPU types): its dual optimum is a vertex where three of the planes ``λ·a_t = p_t`` and
+    ``λ_i = 0`` meet, so every triple is tried once and each ``solve`` is a scan of the
+    feasible ones."""
+
+    def __init__(self, shapes: Sequence[Shape3]) -> None:
+        rows = [((s.cpu, s.memory, s.gpus), s.price) for s in shapes if s.price > 0]
+        planes = [*rows, ((1.0, 0.0, 0.0), 0.0), ((0.0, 1.0, 0.0), 0.0), ((0.0, 0.0, 1.0), 0.0)]
+
+        def feasible(lam: tuple[float, float, float]) -> bool:
+            return min(lam) >= -1e-12 and all(a[0] * lam[0] + a[1] * lam[1] + a[2] * lam[2] <= p * (1 + 1e-9) + 1e-12 for a, p in rows)
+
+        self.vertices: list[tuple[float, float, float]] = []
+        for i, (a, p) in enumerate(planes):
+            for j in range(i + 1, len(planes)):
+                for k in range(j + 1, len(planes)):
+                    lam = _solve3((a, planes[j][0], planes[k][0]), (p, planes[j][1], planes[k][1]))
+                    if lam is not None and feasible(lam):
+                        self.vertices.append(lam)
+
+    def solve(self, cpu: float, memory: float, gpus: float) -> float:
+        """The LP lower bound for covering this much of each (0: no type, or no demand)."""
+        return max((lam[0] * cpu + lam[1] * memory + lam[2] * gpus for lam in self.vertices), default=0.0)
+
+
+def _solve3(a: tuple[tuple[float, float, float], ...], b: tuple[float, float, float]) -> tuple[float, float, float] | None:
+    """The solution of ``a · λ = b`` by Cramer's rule; None where ``a`` is singular."""
+
+    def det(m: tuple[tuple[float, float, float], ...]) -> float:
+        (a0, a1, a2), (b0, b1, b2), (c0, c1, c2) = m
+        return a0 * (b1 * c2 - b2 * c1) - a1 * (b0 * c2 - b2 * c0) + a2 * (b0 * c1 - b1 * c0)
+
+    d = det(a)
+    if abs(d) < 1e-12:
+        return None
+    out = []
+    for col in range(3):
+        m = tuple(tuple(b[r] if c == col else a[r][c] for c in range(3)) for r in range(3))
+        out.append(det(m) / d)  # type: ignore[arg-type]
+    return (out[0], out[1], out[2])
