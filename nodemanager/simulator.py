@@ -218,15 +218,14 @@ class Simulation:
         return self._pods_will_finish() or self.controller.disruption.busy or any(n.state not in STABLE_STATES for n in nodes)
 
     def restless(self) -> str:
-        """Why the fleet may still change with no new arrival ("" when it will not)."""
+        """Why the fleet may still change with no new arrival ("" when it will not, but for a
+        consolidation a cooldown holds back: that may come hours later, and is not waited for)."""
         c, disruption = self.controller.state, self.controller.disruption
         if c.unneeded_since:
             return f"{len(c.unneeded_since)} idle node(s) wait to be stopped (nodes.idleGrace, the Empty budgets)"
         if disruption.busy or c.marked:
             return "a disruption is under way"
-        if disruption.cooling:
-            return "a consolidation waits out consolidationCooldown"
-        return ""
+        return ""  # (a consolidation consolidationCooldown holds back is not waited for)
 
     def _settled(self) -> bool:
         """Every pod has arrived, and each has finished, is bound for good (no duration) or

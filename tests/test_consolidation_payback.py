@@ -5,6 +5,7 @@ seeded batch workload (a pod moved 14 times and 14% of the work done again befor
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from nodemanager.config.schema import ConsolidationPayback, Disruption
 from nodemanager.controller.run_lengths import KEPT, RunLengths
 from nodemanager.errors import ConfigError
 from nodemanager.model.pod import OwnerRef
-from nodemanager.scaler.payback import Evicted, Payback, balanced_verdict, eviction_cost, node_disruption
+from nodemanager.scaler.payback import Destination, Evicted, Payback, balanced_verdict, eviction_cost, node_disruption
 from nodemanager.simulator import Simulation
 
 corpus = load_benchmark("corpus")
@@ -28,32 +29,48 @@ RULE = Payback(horizon=3600.0, startup=30.0)
 # -- the payback rule (pure) ----------------------------------------------------------------
 
 
+STAYS = Destination(price=0.4, until=math.inf)  # a node its own services keep
+NEW = Destination(price=0.1, until=0.0)  # a replacement nothing else keeps
+
+
+def _job(ran: float, left: float | None, to: str = "stays") -> Evicted:
+    return Evicted(ran=ran, left=left, share=0.05, to=to)
+
+
 @pytest.mark.parametrize(
-    ("savings", "evicted", "pays"),
+    ("removed", "destinations", "pays"),
     [
-        # a service's pods lose only their start-up: a saving of a cent an hour pays for it
-        (0.01, [Evicted(ran=7200, left=None, share=0.05, node_price=0.2)], True),
-        # a Job's pod expected to end now: the node would be empty soon anyway
-        (0.2, [Evicted(ran=60, left=0.0, share=0.05, node_price=0.2)], False),
-        # young Job pods with half an hour to go: moving them loses two minutes' work
-        (0.2, [Evicted(ran=120, left=1800.0, share=0.05, node_price=0.2)] * 3, True),
-        # an old Job pod: its redone hour may hold a whole node, more than 40 minutes saved
-        (0.2, [Evicted(ran=3600, left=2400.0, share=0.05, node_price=0.2)], False),
-        # the same pod, the saving counted at most for the horizon
-        (1.0, [Evicted(ran=3600, left=36000.0, share=0.05, node_price=0.2)], True),
+        # a service moves into the room of a node that stays anyway: only its start-up
+        ([(0.2, [_job(7200, None)])], {"stays": STAYS}, True),
+        # a Job's pod expected to end now: its node would be empty soon anyway
+        ([(0.2, [_job(60, 0.0)])], {"stays": STAYS}, False),
+        # young Job pods with half an hour to go, into a node that stays: the node's half hour saved
+        ([(0.2, [_job(120, 1800.0)] * 3)], {"stays": STAYS}, True),
+        # the same pods onto a new node of half the price: it runs their half hour and the two minutes again
+        ([(0.2, [_job(120, 1800.0, "new")] * 3)], {"new": NEW}, True),
+        # an old Job pod restarted on a new node: the new node runs its hour again, more than the half hour saved
+        ([(0.2, [_job(3600, 1800.0, "new")])], {"new": NEW}, False),
+        # a Job's pod onto a node whose own Job ends in ten minutes: that node stays its whole run longer
+        ([(0.2, [_job(600, 1800.0, "ending")])], {"ending": Destination(0.4, 600.0)}, False),
+        # a service onto such a node keeps it the whole horizon
+        ([(0.2, [_job(600, None, "ending")])], {"ending": Destination(0.4, 600.0)}, False),
     ],
 )
-def test_a_move_pays_when_its_saving_until_the_pods_end_outweighs_their_lost_work(savings: float, evicted: list, pays: bool) -> None:
-    gained, lost = RULE.weigh(savings, evicted)
-    assert (gained >= lost) is pays
-    assert (RULE.verdict(savings, evicted) == "") is pays
+def test_a_move_pays_when_the_fleet_costs_less_with_it_until_its_pods_end(removed: list, destinations: dict, pays: bool) -> None:
+    without, with_move = RULE.weigh(removed, destinations)
+    assert (with_move <= without) is pays
+    assert (RULE.verdict(removed, destinations) == "") is pays
 
 
-def test_the_saving_is_counted_until_the_last_pod_would_end_and_never_past_the_horizon() -> None:
-    short, long_ = Evicted(0, 600.0, 0.0, 0.0), Evicted(0, 1200.0, 0.0, 0.0)
-    assert RULE.weigh(0.36, [short, long_])[0] == pytest.approx(0.36 * 1200 / 3600)
-    assert RULE.weigh(0.36, [Evicted(0, 10 * 3600.0, 0.0, 0.0)])[0] == pytest.approx(0.36)
-    assert RULE.weigh(0.36, [Evicted(0, None, 0.0, 0.0)])[0] == pytest.approx(0.36)
+def test_what_the_move_saves_is_counted_until_the_last_pod_would_end_and_never_past_the_horizon() -> None:
+    assert RULE.weigh([(0.36, [_job(0, 600.0), _job(0, 1200.0)])], {"stays": STAYS})[0] == pytest.approx(0.36 * 1200 / 3600)
+    assert RULE.weigh([(0.36, [_job(0, 10 * 3600.0)])], {"stays": STAYS})[0] == pytest.approx(0.36)
+    assert RULE.weigh([(0.36, [_job(0, None)])], {"stays": STAYS})[0] == pytest.approx(0.36)
+    # a new node is charged from now until its last pod ends, its redone work included, at most the
+    # horizon; and the pod its share for its start-up and the work it does again
+    assert RULE.weigh([(0.36, [_job(600, 1200.0, "new")])], {"new": NEW})[1] == pytest.approx((0.1 * 1800 + 0.05 * 630) / 3600)
+    assert RULE.weigh([(0.36, [_job(3000, 1200.0, "new")])], {"new": NEW})[1] == pytest.approx((0.1 * 3600 + 0.05 * 3030) / 3600)
+    assert RULE.weigh([(0.36, [_job(3000, None, "stays")])], {"stays": STAYS})[1] == pytest.approx(0.05 * 30 / 3600)  # a service loses no work
 
 
 # -- run lengths ------------------------------------------------------------------------------
@@ -193,7 +210,7 @@ def test_a_job_pod_whose_end_is_not_known_is_not_moved_for_a_saving_that_depends
     assert "Underutilized" not in kept.controller.disruption.summary()
     assert kept.cluster.evictions == {}
     assert kept.controller.disruption.worth.rejected["payback"] >= 1
-    assert any("its evictions cost" in why for why in kept.controller.disruption.blocked.values())
+    assert any("with the move against" in why for why in kept.controller.disruption.blocked.values())
     moved = _old_job_beside_room(payback=False)  # Karpenter's WhenEmptyOrUnderutilized: any saving
     assert moved.controller.disruption.summary()["Underutilized"]["nodes"] >= 1
     assert moved.cluster.work_redone > 0
@@ -210,7 +227,7 @@ def test_a_pod_consolidation_moved_keeps_its_new_node_for_the_cooldown() -> None
     moved = {key for key, n in h.cluster.evictions.items() if n}
     assert moved
     assert h.controller.disruption.worth.rejected["cooldown"] >= 1
-    held_for = {node: why for node, why in h.controller.disruption.blocked.items() if "moved by consolidation" in why}
+    held_for = {node: why for node, why in h.controller.disruption.blocked.items() if "was moved" in why}
     assert held_for
     assert set(held_for) <= set(h.bound().values())
 

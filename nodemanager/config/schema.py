@@ -189,16 +189,15 @@ class ConsolidationPolicy(StrEnum):
 
 
 class ConsolidationPayback(Model):
-    """A consolidation goes ahead only when what it saves, until the pods it moves would have
-    ended, outweighs what moving them costs: each pod's share of its node's price for its
-    start-up and, for a pod that runs to completion (a Job's), for the work it had done and
-    does again."""
+    """A consolidation goes ahead only when the fleet would cost less with it than without it until the pods it moves would have ended: the nodes
+    they go to kept longer for them, each pod's share of its node's price for its start-up and, for a pod that runs to completion (a Job's), the
+    work it does again."""
 
     enabled: bool = True
     """`false`: every move that saves anything goes ahead (Karpenter's `WhenEmptyOrUnderutilized`)."""
     horizon: Duration = Field(default=3600.0, gt=0)
-    """The longest a saving is counted for: a pod that runs for good counts this long, one that runs to completion the time it has run so far, at
-    most this long."""
+    """The longest any time is counted for: a pod that runs for good counts this long, one that runs to completion what it is expected to run
+    still (learnt from those that ended), at most this long."""
     pod_startup: Duration = Field(default=30.0, ge=0)
     """How long an evicted pod takes to run again, counted for every pod a move evicts."""
 
@@ -240,8 +239,8 @@ class Disruption(Model):
     consolidation_payback: ConsolidationPayback = Field(default_factory=ConsolidationPayback)
     """Every consolidation of nodes that hold pods must pay for its evictions (see its fields)."""
     consolidation_cooldown: Duration = Field(default=1800.0, ge=0)
-    """A node holding a pod that consolidation moved less than this long ago is not consolidated (expiry, drift and interruptions still take it);
-    `0` turns it off."""
+    """A node holding a pod that a disruption moved less than this long ago is not consolidated (expiry, drift and interruptions still take it); each
+    earlier move of the pod within a day makes the wait four times as long. `0` turns it off."""
     consolidate_after: Duration = Field(default=0.0, ge=0)
     """A node is a consolidation candidate once its pods have not changed for this long."""
     consolidation_price_improvement_factor: float = Field(default=0.7, ge=0.0, le=1.0)

@@ -108,7 +108,6 @@ class DisruptionController:
         self.blocked: dict[NodeName, str] = {}  # candidates not consolidated, and why
         self.held: dict[NodeName, str] = {}  # expired or drifted nodes not replaced yet, and why
         self.candidates = 0
-        self.cooling = False  # the last pass kept a candidate for consolidationCooldown
         self._fruitless: tuple | None = None  # the inputs of the last pass that found nothing
         self.actions: deque[dict[str, object]] = deque(maxlen=ACTIONS_KEPT)
         self.totals: Counter[str] = Counter()  # nodes, pods, savings by reason (simulation report)
@@ -162,7 +161,7 @@ class DisruptionController:
     def run(self, now: float) -> None:
         c = self.state
         self.worth.saw(self.tenure.track(now))
-        self.worth.forget_before(now - max((p.disruption.consolidation_cooldown for p in c.config.pools), default=0.0))
+        self.worth.forget(now, max((p.disruption.consolidation_cooldown for p in c.config.pools), default=0.0))
         if self.replacing is not None:
             self._advance(now)
             return
@@ -325,7 +324,6 @@ class DisruptionController:
         operator_held = c.operator_held
         blocked: dict[NodeName, str] = {}
         found: list[tuple[float, float, str, Node, Pool]] = []
-        self.cooling = False
         for node in snapshot.nodes:
             if node.state not in SETTLED:
                 continue
@@ -345,10 +343,12 @@ class DisruptionController:
             keep = next(filter(_DO_NOT_DISRUPT, by_node.held(node.name)), None)  # (told in C: every pass asks it of every node)
             if keep is not None or registered.do_not_disrupt:
                 blocked[node.name] = f"{DO_NOT_DISRUPT_ANNOTATION} on {'pod ' + keep.key if keep else 'the node'}"
-            elif why := operator_held.get(node.name) or _keeps_pods(snapshot, node.name, pool):
+            elif why := (
+                operator_held.get(node.name)
+                or _keeps_pods(snapshot, node.name, pool)
+                or self.worth.cooling(by_node.held(node.name), pool.disruption.consolidation_cooldown, now)
+            ):
                 blocked[node.name] = why
-            elif why := self.worth.cooling(by_node.held(node.name), pool.disruption.consolidation_cooldown, now):
-                blocked[node.name], self.cooling = why, True
             else:
                 price = c.price_of(node)
                 found.append((held.work(now) / price if price > 0 else math.inf, -price, node.name, node, pool))

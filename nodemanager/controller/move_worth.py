@@ -11,14 +11,16 @@ are taken to be the moved ones.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from nodemanager.config.schema import ConsolidationPolicy
 from nodemanager.controller.run_lengths import RunLengths, controller_of
 from nodemanager.model import LIVE_STATES, Node, NodeName, Pod, PodKey
-from nodemanager.scaler.payback import Evicted, Payback, balanced_verdict, node_disruption, share_of
+from nodemanager.scaler.payback import Destination, Evicted, Payback, balanced_verdict, node_disruption, share_of
 
 if TYPE_CHECKING:
     from nodemanager.controller.state import ClusterState
@@ -30,7 +32,17 @@ if TYPE_CHECKING:
 PAYBACK = "payback"
 BALANCED = "balanced"
 COOLDOWN = "cooldown"
+REMEMBERED = 86400.0  # a pod's moves count toward its cooldown for a day
 MOVED_KEPT = 65536  # controllers with moved pods not yet seen again (a bound on memory: the oldest go first)
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    at: float  # when the pod was evicted
+    count: int  # its moves lately, this one included
+
+    def window(self, cooldown: float) -> float:
+        return cooldown * 4 ** (self.count - 1)
 
 
 class RunTimes(Protocol):
@@ -45,27 +57,28 @@ class MoveWorth:
         self.metrics = metrics
         self.run_times = run_times
         self.rejected: Counter[str] = Counter()  # moves turned down, by reason (the simulation report)
-        self._owed: dict[str, deque[float]] = {}  # controller -> when each of its pods moved, not yet seen bound again
-        self._gone: dict[PodKey, float] = {}  # pods evicted, not yet seen bound again -> when
-        self._cooled: set[tuple[PodKey, float]] = set()  # (pod, when it moved) the cooldown kept a node for: counted once
-        self._moved: dict[PodKey, float] = {}  # pod -> when consolidation moved it (as its controller's pod)
+        self._owed: dict[str, deque[Move]] = {}  # controller -> its pods' moves, not yet seen bound again
+        self._gone: dict[PodKey, Move] = {}  # pods evicted, not yet seen bound again -> their move
+        self._cooled: set[tuple[PodKey, Move]] = set()  # the moves the cooldown kept a node for: counted once
+        self._moved: dict[PodKey, Move] = {}  # pod -> its last move (as its controller's pod)
         self._completing: dict[PodKey, str] = {}  # pods placed that run to completion -> their controller
         self.run_lengths = RunLengths()
         self.time_dependent = False  # a move was turned down by a rule that may pass later, with nothing else changed
 
     # -- the cooldown ----------------------------------------------------------------------
     def moved(self, pods: Iterable[Pod], now: float) -> None:
-        """Consolidation evicts ``pods`` now."""
+        """A disruption evicts ``pods`` now."""
         for pod in pods:
+            move = Move(now, (self._moved[pod.key].count if pod.key in self._moved else 0) + 1)
             if len(self._gone) >= MOVED_KEPT:
                 del self._gone[next(iter(self._gone))]
-            self._gone[pod.key] = now
+            self._gone[pod.key] = move
             owed = self._owed.get(controller := controller_of(pod))
             if owed is None:
                 if len(self._owed) >= MOVED_KEPT:
                     del self._owed[next(iter(self._owed))]
                 owed = self._owed[controller] = deque()
-            owed.append(now)
+            owed.append(move)
 
     def arrived(self, pod: Pod) -> None:
         """``pod`` is first seen on a node: a pod moved (the same pod, or the next of its
@@ -74,16 +87,16 @@ class MoveWorth:
         if pod.completes:
             self._completing[pod.key] = controller
         owed = self._owed.get(controller)
-        at = self._gone.pop(pod.key, None)
+        move = self._gone.pop(pod.key, None)
         if owed:
-            if at is None:
-                at = owed.popleft()
-            elif at in owed:
-                owed.remove(at)
+            if move is None:
+                move = owed.popleft()
+            elif move in owed:
+                owed.remove(move)
             if not owed:
                 del self._owed[controller]
-        if at is not None:
-            self._moved[pod.key] = at
+        if move is not None:
+            self._moved[pod.key] = move
 
     def departed(self, key: PodKey, ran: float, finished: bool) -> None:
         """``key`` left its node after ``ran`` seconds there; ``finished``: it ran to its end."""
@@ -99,27 +112,33 @@ class MoveWorth:
             self.departed(key, ran, finished)
 
     def cooling(self, held: Iterable[Pod], cooldown: float, now: float) -> str:
-        """Why a node holding ``held`` is not consolidated now ("" if it may be)."""
+        """Why a node holding ``held`` is not consolidated now ("" if it may be): a pod moved
+        ``n`` times within a day waits ``cooldown`` × 4^(n-1) after its last move."""
         if cooldown <= 0 or not self._moved:
             return ""
         for pod in held:
-            at = self._moved.get(pod.key)
-            if at is not None and now - at < cooldown:
-                if (pod.key, at) not in self._cooled:
-                    self._cooled.add((pod.key, at))
+            move = self._moved.get(pod.key)
+            if move is not None and now - move.at < move.window(cooldown):
+                if (pod.key, move) not in self._cooled:
+                    self._cooled.add((pod.key, move))
                     self.rejected[COOLDOWN] += 1
                     self.metrics.consolidation_rejected.labels(COOLDOWN).inc()
-                return f"pod {pod.key} was moved by consolidation {(now - at) / 60:.0f} min ago (consolidationCooldown {cooldown / 60:g} min)"
+                return (
+                    f"pod {pod.key} was moved {(now - move.at) / 60:.0f} min ago, its move {move.count} lately "
+                    f"(consolidationCooldown {cooldown / 60:g} min, four times as long for each move before it within a day)"
+                )
         return ""
 
-    def forget_before(self, when: float) -> None:
-        """Moves before ``when`` no longer hold anything."""
+    def forget(self, now: float, cooldown: float) -> None:
+        """A move is remembered for a day, or its cooldown if longer: a pod moved again
+        meanwhile waits four times as long; one left alone that long starts its count again."""
         if not self._moved and not self._owed and not self._gone:
             return
-        self._moved = {k: at for k, at in self._moved.items() if at >= when}
-        self._gone = {k: at for k, at in self._gone.items() if at >= when}
-        self._cooled = {(k, at) for k, at in self._cooled if at >= when}
-        for controller in [c for c, owed in self._owed.items() if owed[-1] < when]:
+        keep = lambda m: now - m.at < max(REMEMBERED, m.window(cooldown))  # noqa: E731
+        self._moved = {k: m for k, m in self._moved.items() if keep(m)}
+        self._gone = {k: m for k, m in self._gone.items() if keep(m)}
+        self._cooled = {(k, m) for k, m in self._cooled if now - m.at < m.window(cooldown)}
+        for controller in [c for c, owed in self._owed.items() if not keep(owed[-1])]:
             del self._owed[controller]
 
     # -- the rules -------------------------------------------------------------------------
@@ -133,8 +152,9 @@ class MoveWorth:
         payback = [p.disruption.consolidation_payback for p in pools.values() if p.disruption.consolidation_payback.enabled]
         if payback:
             rule = Payback(min(p.horizon for p in payback), max(p.pod_startup for p in payback))
-            evicted = [self._evicted(n, pod, now) for n in nodes for pod in held[n.name]]
-            why, reason = rule.verdict(command.savings, evicted), PAYBACK
+            to = command.destinations
+            removed = [(c.price_of(n), [self._evicted(n, pod, to.get(pod.key, ""), now) for pod in held[n.name]]) for n in nodes]
+            why, reason = rule.verdict(removed, self._destinations(snapshot, command, now)), PAYBACK
         balanced = [p for p in pools.values() if p.disruption.consolidation_policy is ConsolidationPolicy.BALANCED]
         if not why and balanced:
             cost, disruption = self._totals(snapshot, {p.name for p in balanced})
@@ -146,11 +166,29 @@ class MoveWorth:
             self.time_dependent = True  # pods run on, and the pools change: it may pass later
         return why
 
-    def _evicted(self, node: Node, pod: Pod, now: float) -> Evicted:
-        price = self.state.price_of(node)
-        ran = self.run_times.ran(node.name, pod.key, now)
-        left = self.run_lengths.left(controller_of(pod), ran) if pod.completes else None
-        return Evicted(ran, left, share_of(pod, node.allocatable.cpu, node.allocatable.memory, price), price)
+    def _left(self, node: str, pod: Pod, now: float) -> tuple[float, float | None]:
+        """Seconds ``pod`` has run on ``node``, and how long it is expected to run still (None: for good)."""
+        ran = self.run_times.ran(node, pod.key, now)
+        return ran, self.run_lengths.left(controller_of(pod), ran) if pod.completes else None
+
+    def _evicted(self, node: Node, pod: Pod, to: str, now: float) -> Evicted:
+        ran, left = self._left(node.name, pod, now)
+        return Evicted(ran, left, share_of(pod, node.allocatable.cpu, node.allocatable.memory, self.state.price_of(node)), to)
+
+    def _destinations(self, snapshot: ClusterSnapshot, command: Command, now: float) -> dict[str, Destination]:
+        """The nodes ``command``'s pods would go to: a new one kept by nothing else, an
+        existing one for as long as its own pods keep it."""
+        out = {spec.name: Destination(spec.price, 0.0) for spec in command.replacements}
+        for name in set(command.destinations.values()) - out.keys():
+            node = self.state.nodes.get(name)
+            if node is None:
+                continue
+            until = 0.0
+            for pod in snapshot.by_node.held(name):
+                left = self._left(name, pod, now)[1]
+                until = max(until, math.inf if left is None else left)
+            out[name] = Destination(self.state.price_of(node), until)
+        return out
 
     def _totals(self, snapshot: ClusterSnapshot, pools: set[str]) -> tuple[float, float]:
         """The live nodes of these pools: their price, and their disruption, summed."""

@@ -12,7 +12,7 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from nodemanager.model import LIVE_STATES, CapacityType, Node, NodeName, NodeState, Pod, PodPhase
+from nodemanager.model import LIVE_STATES, CapacityType, Node, NodeName, NodeState, Pod, PodKey, PodPhase
 from nodemanager.model.by_node import PodsByNode
 from nodemanager.scaler.by_identity import ByIdentity
 from nodemanager.scaler.decision import Decision, NodeSpec
@@ -37,6 +37,7 @@ class Command:
     replacements: tuple[NodeSpec, ...]
     price: float  # what the nodes cost, per hour
     pods: int  # pods that move
+    destinations: Mapping[PodKey, NodeName] = dataclasses.field(default_factory=dict, compare=False)  # where each would go (a new node by its name)
 
     @property
     def savings(self) -> float:
@@ -256,7 +257,8 @@ def relocate(
         return None, f"{len(missing)} pod(s) would not fit elsewhere ({why})"
     # The cluster is settled (nothing to boot without the change): whatever the what-if
     # boots, it boots for this change, standby made up for included.
-    return Command(tuple(sorted(names)), tuple(decision.start), sum(price_of(n) for n in nodes), len(moving)), ""
+    destinations = {p.key: decision.bindings[p.key] for p in moving}
+    return Command(tuple(sorted(names)), tuple(decision.start), sum(price_of(n) for n in nodes), len(moving), destinations), ""
 
 
 def waiting_again(pod: Pod) -> Pod:

@@ -1,13 +1,17 @@
 """Whether a consolidation is worth its evictions.
 
-**Payback** (nodemanager's rule, on by default): a move saves its price difference for as
-long as the nodes it removes would otherwise run, which is until the last of their pods
-ends, at most the horizon. Its evictions cost each pod its share of its node's price for
-the time it needs to be back where it was: its start-up, plus, for a pod that runs to
-completion (a Job's), the work it had done, which it does again. How long such a pod
-still has is estimated from the pods that ran to completion before it
-(``controller/run_lengths.py``); a pod that runs for good (a Deployment's) counts the
-horizon and loses only its start-up.
+**Payback** (nodemanager's rule, on by default): a move goes ahead when the fleet costs less
+with it than without it, until the pods it moves would have ended (at most the horizon).
+Without it, each node it removes runs until the last of its pods ends. With it, each node
+the pods go to runs until the last of them ends there, counted from now and including the
+work a pod that runs to completion (a Job's) does again; an existing node is charged only
+for the time past when its own pods would have let it go (none if one of them runs for
+good); and every moved pod costs its share of its node's price for its start-up and the
+work it does again (room that other pods could have used). How long
+a pod that runs to completion still has is estimated from the pods that ran to completion
+before it (``controller/run_lengths.py``); a pod that runs for good (a Deployment's) counts
+the horizon. So a young pod moves into the room of a node that stays anyway, and a Job's
+pod that has run long is not restarted on a node it would then hold alone.
 
 **Balanced** (Karpenter's ``consolidationPolicy: Balanced``, v1.14): a move goes ahead
 when its share of the pool's cost saved is at least ``1/k`` of its share of the pool's
@@ -17,7 +21,7 @@ pod of higher priority, never below 0 nor above 10).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nodemanager.model import Pod
@@ -32,26 +36,49 @@ class Evicted:
     ran: float  # seconds it has run on its node
     left: float | None  # seconds it is expected to run still; None: for good (it does not run to completion)
     share: float  # $/h: its share of its node's price (the larger of its CPU and memory shares)
-    node_price: float  # $/h: its node's price
+    to: str  # the node it would go to (a new node by its name)
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """A node moved pods would go to."""
+
+    price: float  # $/h
+    until: float  # seconds its own pods keep it anyway (inf: for good; 0: a new node)
 
 
 @dataclass(frozen=True, slots=True)
 class Payback:
-    horizon: float  # seconds: the most a saving is counted for
+    horizon: float  # seconds: the most any time is counted for
     startup: float  # seconds each evicted pod takes to run again
 
-    def weigh(self, savings: float, evicted: Sequence[Evicted]) -> tuple[float, float]:
-        """What a move saving ``savings`` $/h gains in dollars, and what its evictions cost."""
-        lasts = min(max((self.horizon if e.left is None else e.left for e in evicted), default=self.horizon), self.horizon)
-        lost = sum(e.share * self.startup + (0.0 if e.left is None else e.node_price * e.ran) for e in evicted)
-        return savings * lasts / 3600.0, lost / 3600.0
+    def _end(self, e: Evicted, again: bool) -> float:
+        """When ``e`` would end, from now: where it is, or started ``again``."""
+        if e.left is None:
+            return self.horizon
+        return min(e.left + (e.ran if again else 0.0), self.horizon)
 
-    def verdict(self, savings: float, evicted: Sequence[Evicted]) -> str:
+    def weigh(self, removed: Sequence[tuple[float, Sequence[Evicted]]], destinations: Mapping[str, Destination]) -> tuple[float, float]:
+        """What the nodes ``removed`` (price, their pods) and the ``destinations`` cost until
+        the moved pods end, in dollars: without the move, and with it."""
+        without = sum(price * max((self._end(e, False) for e in pods), default=0.0) for price, pods in removed)
+        moved = [e for _, pods in removed for e in pods]
+        ends: dict[str, float] = {}
+        for e in moved:
+            ends[e.to] = max(ends.get(e.to, 0.0), self._end(e, True))
+        held = sum(d.price * max(0.0, ends[name] - min(d.until, self.horizon)) for name, d in destinations.items() if name in ends)
+        again = sum(e.share * (self.startup + (e.ran if e.left is not None else 0.0)) for e in moved)  # the room its start-up and redone work take
+        return without / 3600.0, (held + again) / 3600.0
+
+    def verdict(self, removed: Sequence[tuple[float, Sequence[Evicted]]], destinations: Mapping[str, Destination]) -> str:
         """Why the move does not pay ("" when it does)."""
-        gained, lost = self.weigh(savings, evicted)
-        if gained >= lost:
+        without, with_move = self.weigh(removed, destinations)
+        if with_move <= without:
             return ""
-        return f"saves ${gained:.4f} before its pods would end, its evictions cost ${lost:.4f} (work done again and start-up)"
+        return (
+            f"the fleet would cost ${with_move:.4f} with the move against ${without:.4f} without it until its pods end "
+            "(work done again, start-up, nodes kept for the moved pods)"
+        )
 
 
 def share_of(pod: Pod, cpu: int, memory: int, price: float) -> float:
