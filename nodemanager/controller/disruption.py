@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("nodemanager.disruption")
 
 VALIDATION_DELAY = 15.0  # a proposal waits this long, then must still hold (Karpenter's)
+PAYBACK_RETRY = 120.0  # a pass that found only moves not worth their evictions is tried again after this long, if nothing changed
 SINGLE_NODE_TRIES = 10  # single candidates evaluated per pass: each is one computation
 ACTIONS_KEPT = 100  # recent actions in /status
 SETTLED = (NodeState.AVAILABLE, NodeState.CLAIMED)
@@ -109,6 +110,7 @@ class DisruptionController:
         self.held: dict[NodeName, str] = {}  # expired or drifted nodes not replaced yet, and why
         self.candidates = 0
         self._fruitless: tuple | None = None  # the inputs of the last pass that found nothing
+        self._fruitless_until = math.inf  # ... and until when that holds (a move not worth it now may be later)
         self.actions: deque[dict[str, object]] = deque(maxlen=ACTIONS_KEPT)
         self.totals: Counter[str] = Counter()  # nodes, pods, savings by reason (simulation report)
         prices = ConsolidationPrices(state)
@@ -124,6 +126,7 @@ class DisruptionController:
             floors=prices.sure_floors,
             cheapest=prices.cheapest,
             worth=lambda snapshot, command: self.worth.verdict(snapshot, command, state.clock.now()),
+            promising=lambda snapshot, nodes: self.worth.unpromising(snapshot, nodes, state.clock.now()),
         )
         self._drift: dict[str, tuple[Node, Pool, Catalog, str | None, str]] = {}  # node -> (its record, pool, catalog, image, why drifted) as last found
 
@@ -178,6 +181,7 @@ class DisruptionController:
         self.metrics.disruption_held.set(len(self.held))
         if renewed:
             return
+        self.worth.time_dependent = False
         candidates, together, blocked = self._candidates(snapshot, now)
         self.metrics.disruption_candidates.set(len(candidates))
         if self.proposal is not None:
@@ -197,14 +201,15 @@ class DisruptionController:
             self._act(again, DisruptionReason.UNDERUTILIZED, now)
             return
         inputs = (c.cache.generation, c.nodes.stamp, frozenset(n.name for n in candidates), frozenset(c.unneeded_since), together)
-        if inputs == self._fruitless:
+        if inputs == self._fruitless and now < self._fruitless_until:
             return  # nothing changed since the last pass found nothing (but the candidates' order, as their pods age)
-        self.worth.time_dependent = False
         found, why = self.planner.best(snapshot, candidates, SINGLE_NODE_TRIES, together)
         self.blocked = {**blocked, **why}
         if found is None:
-            # (a move turned down as not worth it now may be worth it later, nothing else changed)
-            self._fruitless = None if self.worth.time_dependent else inputs
+            # (a move turned down as not worth it now may be worth it later, as its pods run on:
+            # asked again after a while, not at every pass)
+            self._fruitless = inputs
+            self._fruitless_until = now + PAYBACK_RETRY if self.worth.time_dependent else math.inf
             self.progress = f"nothing to consolidate among {len(candidates)} candidate(s)"
             return
         self.proposal = _Proposal(found, now)

@@ -3,17 +3,17 @@ Balanced score, and the cooldown of pods moved lately (``scaler/payback.py`` has
 
 Each move the planner finds is weighed here before it is proposed and again when it is
 validated; one turned down is counted by reason (``/metrics``, the simulation report) and
-the planner tries the next. A pod that a consolidation evicted is made again by its
-controller, often under another name (a Job's or a ReplicaSet's pod), so the pods moved
-lately are known by their controller: the next pods of that controller bound after the move
-are taken to be the moved ones.
+the planner tries the next. A pod that a disruption evicted is made again by its
+controller, often under another name (a Job's or a ReplicaSet's pod): the same pod seen
+bound again, or else the next pod of that controller bound after the move, is taken to be
+the one moved.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -33,6 +33,7 @@ PAYBACK = "payback"
 BALANCED = "balanced"
 COOLDOWN = "cooldown"
 REMEMBERED = 86400.0  # a pod's moves count toward its cooldown for a day
+FORGET_EVERY = 600.0  # moves are looked through for those to forget at most this often
 MOVED_KEPT = 65536  # controllers with moved pods not yet seen again (a bound on memory: the oldest go first)
 
 
@@ -63,6 +64,7 @@ class MoveWorth:
         self._moved: dict[PodKey, Move] = {}  # pod -> its last move (as its controller's pod)
         self._completing: dict[PodKey, str] = {}  # pods placed that run to completion -> their controller
         self.run_lengths = RunLengths()
+        self._next_forget = 0.0  # when moves are next looked through for those to forget
         self.time_dependent = False  # a move was turned down by a rule that may pass later, with nothing else changed
 
     # -- the cooldown ----------------------------------------------------------------------
@@ -132,8 +134,9 @@ class MoveWorth:
     def forget(self, now: float, cooldown: float) -> None:
         """A move is remembered for a day, or its cooldown if longer: a pod moved again
         meanwhile waits four times as long; one left alone that long starts its count again."""
-        if not self._moved and not self._owed and not self._gone:
+        if now < self._next_forget or not (self._moved or self._owed or self._gone):
             return
+        self._next_forget = now + FORGET_EVERY
         keep = lambda m: now - m.at < max(REMEMBERED, m.window(cooldown))  # noqa: E731
         self._moved = {k: m for k, m in self._moved.items() if keep(m)}
         self._gone = {k: m for k, m in self._gone.items() if keep(m)}
@@ -142,6 +145,32 @@ class MoveWorth:
             del self._owed[controller]
 
     # -- the rules -------------------------------------------------------------------------
+    def _rule(self, nodes: Sequence[Node]) -> Payback | None:
+        """The payback rule of these nodes' pools (the strictest of each setting), or None if none asks for it."""
+        pools = [p for n in nodes if (p := self.state.pool_config(n.pool)) is not None and p.disruption.consolidation_payback.enabled]
+        if not pools:
+            return None
+        return Payback(min(p.disruption.consolidation_payback.horizon for p in pools), max(p.disruption.consolidation_payback.pod_startup for p in pools))
+
+    def unpromising(self, snapshot: ClusterSnapshot, nodes: Sequence[Node], now: float) -> str:
+        """Why no move of ``nodes`` can pay, before the what-if is asked ("" if one may): even
+        with their pods in room kept anyway, what they save until their pods end is less
+        than the pods' start-up and redone work take. Counted when it cannot."""
+        rule = self._rule(nodes)
+        if rule is None:
+            return ""
+        removed = [(self.state.price_of(n), [self._evicted(n, pod, "", now) for pod in snapshot.by_node.held(n.name)]) for n in nodes]
+        without, with_move = rule.weigh(removed, {})
+        if with_move <= without:
+            return ""
+        self._count(PAYBACK)
+        return f"no move of it can pay: it saves ${without:.4f} until its pods end, their start-up and redone work take ${with_move:.4f}"
+
+    def _count(self, reason: str) -> None:
+        self.rejected[reason] += 1
+        self.metrics.consolidation_rejected.labels(reason).inc()
+        self.time_dependent = True  # pods run on, and the pools change: it may pass later
+
     def verdict(self, snapshot: ClusterSnapshot, command: Command, now: float) -> str:
         """Why ``command`` is not worth its evictions ("" if it is); counted when it is not."""
         c = self.state
@@ -149,9 +178,8 @@ class MoveWorth:
         pools = {p.name: p for n in nodes if (p := c.pool_config(n.pool)) is not None}
         why, reason = "", ""
         held = {n.name: snapshot.by_node.held(n.name) for n in nodes}
-        payback = [p.disruption.consolidation_payback for p in pools.values() if p.disruption.consolidation_payback.enabled]
-        if payback:
-            rule = Payback(min(p.horizon for p in payback), max(p.pod_startup for p in payback))
+        rule = self._rule(nodes)
+        if rule is not None:
             to = command.destinations
             removed = [(c.price_of(n), [self._evicted(n, pod, to.get(pod.key, ""), now) for pod in held[n.name]]) for n in nodes]
             why, reason = rule.verdict(removed, self._destinations(snapshot, command, now)), PAYBACK
@@ -161,9 +189,7 @@ class MoveWorth:
             move = sum(node_disruption(held[n.name]) for n in nodes)
             why, reason = balanced_verdict(command.savings, move, cost, disruption, min(p.disruption.threshold for p in balanced)), BALANCED
         if why:
-            self.rejected[reason] += 1
-            self.metrics.consolidation_rejected.labels(reason).inc()
-            self.time_dependent = True  # pods run on, and the pools change: it may pass later
+            self._count(reason)
         return why
 
     def _left(self, node: str, pod: Pod, now: float) -> tuple[float, float | None]:

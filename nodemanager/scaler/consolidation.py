@@ -64,6 +64,7 @@ class Planner:
         floors: Callable[[ClusterSnapshot, set[str], Sequence[Pod]], Mapping[str, int]] = lambda _snapshot, _names, _pods: {},
         cheapest: Callable[[Sequence[Pod], Mapping[str, int], tuple[int, int]], float] = lambda _pods, _floors, _holding: 0.0,
         worth: Callable[[ClusterSnapshot, Command], str] = lambda _snapshot, _command: "",
+        promising: Callable[[ClusterSnapshot, Sequence[Node]], str] = lambda _snapshot, _nodes: "",
     ) -> None:
         self.compute = compute  # the scaler's compute at this instant
         self.price_of = price_of
@@ -75,6 +76,7 @@ class Planner:
         self.floors = floors  # per pool, the vCPU a new node of it for these pods surely has, without these nodes (the scaler's sure_floors)
         self.cheapest = cheapest  # the least price of an offering some of these pods may use, of at least those vCPU, holding this much
         self.worth = worth  # why a consolidation found is not worth its evictions ("" if it is)
+        self.promising = promising  # why no consolidation of these nodes can be worth it, before the what-if ("" if one may)
         self.evaluations = 0
         # The last snapshot's room, kept with it: an id could be reused once a snapshot is freed.
         self._room: _Room | None = None
@@ -168,6 +170,8 @@ class Planner:
         ``worth`` its evictions; or None and why not."""
         if self._hopeless(snapshot, nodes):
             return None, "its pods fit neither on the other nodes nor with them on a cheaper node"
+        if why := self.promising(snapshot, nodes):
+            return None, why
         moved, why = self.relocate(snapshot, nodes, one_new_node=True)
         if moved is None:
             return None, why

@@ -93,7 +93,14 @@ class DualSolver3:
     feasible ones."""
 
     def __init__(self, shapes: Sequence[Shape3]) -> None:
-        rows = [((s.cpu, s.memory, s.gpus), s.price) for s in shapes if s.price > 0]
+        per_dollar = [(s.cpu / s.price, s.memory / s.price, s.gpus / s.price, s) for s in shapes if s.price > 0]
+        # A type another gives at least as much of everything per dollar adds no constraint.
+        kept = [
+            a[3]
+            for i, a in enumerate(per_dollar)
+            if not any(b[0] >= a[0] and b[1] >= a[1] and b[2] >= a[2] and (b[:3] != a[:3] or j < i) for j, b in enumerate(per_dollar) if j != i)
+        ]
+        rows = [((s.cpu, s.memory, s.gpus), s.price) for s in kept]
         planes = [*rows, ((1.0, 0.0, 0.0), 0.0), ((0.0, 1.0, 0.0), 0.0), ((0.0, 0.0, 1.0), 0.0)]
 
         def feasible(lam: tuple[float, float, float]) -> bool:
