@@ -17,7 +17,6 @@ from nodemanager.cluster.workload import WorkloadError, parse_workload
 from nodemanager.config import parse_config
 from nodemanager.config.schema import ConsolidationPayback, Disruption
 from nodemanager.controller.run_lengths import KEPT, RunLengths
-from nodemanager.errors import ConfigError
 from nodemanager.model.pod import OwnerRef
 from nodemanager.scaler.payback import Destination, Evicted, Payback, balanced_verdict, eviction_cost, node_disruption
 from nodemanager.simulator import Simulation
@@ -128,23 +127,6 @@ def test_a_pods_eviction_cost_grows_with_its_priority_within_0_and_10() -> None:
 
 
 # -- configuration ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("block", "needle"),
-    [
-        ("{consolidationThreshold: 2}", "consolidationThreshold goes with consolidationPolicy: Balanced"),
-        ("{consolidationPolicy: Balanced, consolidationThreshold: 4}", "pools[0].disruption.consolidationThreshold"),
-        ("{consolidationPayback: {horizon: 0s}}", "pools[0].disruption.consolidationPayback.horizon"),
-        ("{consolidationPayback: {podStartup: -1s}}", "pools[0].disruption.consolidationPayback.podStartup"),
-        ("{consolidationPayback: {enable: false}}", "pools[0].disruption.consolidationPayback.enable"),
-        ("{consolidationCooldown: -5m}", "pools[0].disruption.consolidationCooldown"),
-    ],
-)
-def test_a_bad_consolidation_setting_names_its_field(block: str, needle: str) -> None:
-    with pytest.raises(ConfigError) as caught:
-        parse_config(f"pools: [{{name: a, disruption: {block}}}]\n", "provider.yaml", Path("."))
-    assert needle in str(caught.value)
 
 
 def test_the_defaults_pay_back_cool_down_and_balanced_defaults_to_karpenters_k() -> None:

@@ -75,6 +75,12 @@ def test_the_most_restrictive_active_budget_for_the_reason_wins() -> None:
         ("{consolidationPriceImprovementFactor: 1.5}", "pools[0].disruption.consolidationPriceImprovementFactor"),
         ("{consolidationPriceImprovementFactor: -0.1}", "pools[0].disruption.consolidationPriceImprovementFactor"),
         ("{consolidationPriceImprovementFactor: .nan}", "pools[0].disruption.consolidationPriceImprovementFactor"),
+        ("{consolidationThreshold: 2}", "consolidationThreshold goes with consolidationPolicy: Balanced"),
+        ("{consolidationPolicy: Balanced, consolidationThreshold: 4}", "pools[0].disruption.consolidationThreshold"),
+        ("{consolidationPayback: {horizon: 0s}}", "pools[0].disruption.consolidationPayback.horizon"),
+        ("{consolidationPayback: {podStartup: -1s}}", "pools[0].disruption.consolidationPayback.podStartup"),
+        ("{consolidationPayback: {enable: false}}", "pools[0].disruption.consolidationPayback.enable"),
+        ("{consolidationCooldown: -5m}", "pools[0].disruption.consolidationCooldown"),
     ],
 )
 def test_a_bad_disruption_block_names_its_field(block: str, needle: str) -> None:

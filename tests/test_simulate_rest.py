@@ -8,22 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench_modules import load_benchmark
+
 from nodemanager.cluster.workload import parse_workload
 from nodemanager.config import parse_config
 from nodemanager.simulator import REST_LIMIT, Simulation
 
-AGENT = {
-    "apiVersion": "apps/v1",
-    "kind": "DaemonSet",
-    "metadata": {"name": "agent", "namespace": "kube-system"},
-    "spec": {
-        "selector": {"matchLabels": {"app": "agent"}},
-        "template": {
-            "metadata": {"labels": {"app": "agent"}},
-            "spec": {"tolerations": [{"operator": "Exists"}], "containers": [{"name": "a", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]},
-        },
-    },
-}
+AGENT = load_benchmark("corpus").AGENT  # a node agent on every node
 APART_TERM = {"labelSelector": {"matchLabels": {"app": "big"}}, "topologyKey": "kubernetes.io/hostname"}
 APART = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [APART_TERM]}}
 
