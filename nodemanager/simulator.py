@@ -51,8 +51,7 @@ STALL_SECONDS = 3600.0
 
 
 # After the workload settles, the fleet has this long to come to rest (every idle node
-# stopped, no consolidation under way or waiting out a cooldown); past it the run stops and
-# the report says why it did not.
+# stopped, no disruption under way); past it the run stops and the report says why not.
 REST_LIMIT = 24 * 3600.0
 
 
