@@ -34,16 +34,17 @@ import math
 import random
 import sys
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from simulate import verify as cluster_checks  # the simulation benchmark's independent checks
 
 from nodemanager.cluster.workload import parse_workload
 from nodemanager.config import parse_config
-from nodemanager.model import Resources
 from nodemanager.simulator import Simulation
 
 GENERAL = """
@@ -198,14 +199,8 @@ def workload(name: str, seed: int) -> tuple[dict, str]:
 def verify(sim: Simulation, report: dict) -> list[str]:
     """What is wrong with a played workload, from the simulated cluster itself."""
     problems = []
-    load: dict[str, Resources] = defaultdict(Resources)
-    for state in sim.cluster.pods.values():
-        if state.pod.node_name:
-            load[state.pod.node_name] = load[state.pod.node_name] + state.pod.requests
-    allocatable = {name: node.allocatable for name, node in sim.controller.state.nodes.items()}
-    over = [name for name, used in load.items() if name in allocatable and not used.fits(allocatable[name])]
-    if over:
-        problems.append(f"nodes over allocatable: {over[:3]}")
+    if over := cluster_checks(sim)["overfull_nodes"]:
+        problems.append(f"{over} node(s) over allocatable")
     pods = report["pods"]
     if pods["bound"] + pods["unschedulable"] < pods["total"]:
         problems.append(f"{pods['total'] - pods['bound'] - pods['unschedulable']} pod(s) neither bound nor reported")

@@ -219,11 +219,13 @@ class Simulation:
     def restless(self) -> str:
         """Why the fleet may still change with no new arrival ("" when it will not, but for a
         consolidation a cooldown holds back: that may come hours later, and is not waited for)."""
-        c, disruption = self.controller.state, self.controller.disruption
+        c = self.controller.state
+        if not self._settled():  # (a replacement under way counts here: ``_in_flight``)
+            return "pods are waiting or running, or nodes are booting or stopping"
         if c.unneeded_since:
             return f"{len(c.unneeded_since)} idle node(s) wait to be stopped (nodes.idleGrace, the Empty budgets)"
-        if disruption.busy or c.marked:
-            return "a disruption is under way"
+        if c.marked:  # (a drain a PodDisruptionBudget holds keeps its node's state)
+            return "nodes are being drained"
         return ""  # (a consolidation consolidationCooldown holds back is not waited for)
 
     def _settled(self) -> bool:
@@ -281,8 +283,7 @@ class Simulation:
                 if settled_at is None and self._settled():
                     settled_at = now
                 if settled_at is not None:
-                    why = "" if self._settled() else "pods are waiting or running again"
-                    why = why or self.restless()
+                    why = self.restless()
                     resting_since = None if why else (resting_since if resting_since is not None else now)
                     if resting_since is not None and now >= max(resting_since, settled_at) + drain:
                         self.ended = "settled"

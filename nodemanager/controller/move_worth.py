@@ -123,8 +123,7 @@ class MoveWorth:
             if move is not None and now - move.at < move.window(cooldown):
                 if (pod.key, move) not in self._cooled:
                     self._cooled.add((pod.key, move))
-                    self.rejected[COOLDOWN] += 1
-                    self.metrics.consolidation_rejected.labels(COOLDOWN).inc()
+                    self._count(COOLDOWN)
                 return (
                     f"pod {pod.key} was moved {(now - move.at) / 60:.0f} min ago, its move {move.count} lately "
                     f"(consolidationCooldown {cooldown / 60:g} min, four times as long for each move before it within a day)"
@@ -159,17 +158,20 @@ class MoveWorth:
         rule = self._rule(nodes)
         if rule is None:
             return ""
-        removed = [(self.state.price_of(n), [self._evicted(n, pod, "", now) for pod in snapshot.by_node.held(n.name)]) for n in nodes]
-        without, with_move = rule.weigh(removed, {})
+        without, with_move = rule.weigh(self._removed(snapshot, nodes, {}, now), {})
         if with_move <= without:
             return ""
         self._count(PAYBACK)
+        self.time_dependent = True  # its pods run on: it may pay later
         return f"no move of it can pay: it saves ${without:.4f} until its pods end, their start-up and redone work take ${with_move:.4f}"
 
     def _count(self, reason: str) -> None:
         self.rejected[reason] += 1
         self.metrics.consolidation_rejected.labels(reason).inc()
-        self.time_dependent = True  # pods run on, and the pools change: it may pass later
+
+    def _removed(self, snapshot: ClusterSnapshot, nodes: Sequence[Node], to: Mapping[PodKey, NodeName], now: float) -> list[tuple[float, list[Evicted]]]:
+        """Each of ``nodes``' price, and what payback knows of its pods (going ``to`` those nodes)."""
+        return [(self.state.price_of(n), [self._evicted(n, pod, to.get(pod.key, ""), now) for pod in snapshot.by_node.held(n.name)]) for n in nodes]
 
     def verdict(self, snapshot: ClusterSnapshot, command: Command, now: float) -> str:
         """Why ``command`` is not worth its evictions ("" if it is); counted when it is not."""
@@ -177,19 +179,18 @@ class MoveWorth:
         nodes = [n for name in command.nodes if (n := c.nodes.get(name)) is not None]
         pools = {p.name: p for n in nodes if (p := c.pool_config(n.pool)) is not None}
         why, reason = "", ""
-        held = {n.name: snapshot.by_node.held(n.name) for n in nodes}
         rule = self._rule(nodes)
         if rule is not None:
-            to = command.destinations
-            removed = [(c.price_of(n), [self._evicted(n, pod, to.get(pod.key, ""), now) for pod in held[n.name]]) for n in nodes]
+            removed = self._removed(snapshot, nodes, command.destinations, now)
             why, reason = rule.verdict(removed, self._destinations(snapshot, command, now)), PAYBACK
         balanced = [p for p in pools.values() if p.disruption.consolidation_policy is ConsolidationPolicy.BALANCED]
         if not why and balanced:
             cost, disruption = self._totals(snapshot, {p.name for p in balanced})
-            move = sum(node_disruption(held[n.name]) for n in nodes)
+            move = sum(node_disruption(snapshot.by_node.held(n.name)) for n in nodes)
             why, reason = balanced_verdict(command.savings, move, cost, disruption, min(p.disruption.threshold for p in balanced)), BALANCED
         if why:
             self._count(reason)
+            self.time_dependent = True  # pods run on, and the pools change: it may pass later
         return why
 
     def _left(self, node: str, pod: Pod, now: float) -> tuple[float, float | None]:
