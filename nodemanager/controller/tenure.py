@@ -9,12 +9,15 @@ from the first pass.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from nodemanager.model import Pod, PodKey
 from nodemanager.model.journal import Mark, changed_since
+
+_KEY = operator.attrgetter("key")
 
 if TYPE_CHECKING:
     from nodemanager.controller.state import ClusterState
@@ -75,6 +78,8 @@ class Tenure:
                 for key in before.keys() - held:  # ended, or moved (its node drained or lost)
                     pod = c.cache.pod(key)
                     out.left.append((key, now - before[key], name not in c.marked and (pod is None or pod.is_terminal)))
+        out.arrived.sort(key=_KEY)  # (in a set's order they would vary from run to run: who is taken for a moved pod with them)
+        out.left.sort()
         return out
 
     def ran(self, node: str, pod: PodKey, now: float) -> float:
