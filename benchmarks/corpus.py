@@ -22,8 +22,10 @@ Classes (shapes from published descriptions, not from what the scaler does well)
 Every class runs a DaemonSet (a node agent, 100m/128Mi) on every node. Each workload is
 checked independently of the scaler, from the simulated cluster itself: every pod bound
 or reported unschedulable, no node holding more than its allocatable, the cost at least the
-bound. The summary: the geometric mean and the largest cost ÷ bound, the most evictions of
-one pod, work redone as a share of the work asked, and wall time.
+bound, and the cost's parts (``cost_breakdown``) adding up to it to the cent, none below
+zero. The summary: the geometric mean and the largest cost ÷ bound, the most evictions of
+one pod, work redone as a share of the work asked, each part's share of the whole corpus's
+cost, and wall time.
 """
 
 from __future__ import annotations
@@ -204,8 +206,13 @@ def verify(sim: Simulation, report: dict) -> list[str]:
     pods = report["pods"]
     if pods["bound"] + pods["unschedulable"] < pods["total"]:
         problems.append(f"{pods['total'] - pods['bound'] - pods['unschedulable']} pod(s) neither bound nor reported")
-    if report["cost"]["usd"] < report["cost"]["lower_bound_usd"]:
+    cost = report["cost"]
+    if cost["usd"] < cost["lower_bound_usd"]:
         problems.append("cost below its bound")
+    if abs(math.fsum(cost["breakdown"].values()) - cost["usd"]) >= 0.005:
+        problems.append(f"the cost's parts add up to {math.fsum(cost['breakdown'].values()):.4f}, not {cost['usd']:.4f}")
+    if below := [part for part, usd in cost["breakdown"].items() if usd < -0.005 and part != "refunded"]:
+        problems.append(f"cost parts below zero: {', '.join(below)}")
     return problems
 
 
@@ -226,6 +233,7 @@ def play(name: str, seed: int) -> dict:
         "cost_usd": cost["usd"],
         "bound_usd": cost["lower_bound_usd"],
         "ratio": round(cost["usd"] / cost["lower_bound_usd"], 4) if cost["lower_bound_usd"] else None,
+        "cost_breakdown": cost["breakdown"],
         "p95_wait_s": report["pods"]["pending_seconds"]["p95"],
         "evictions": evicted["count"],
         "max_evictions_per_pod": evicted["max_per_pod"],
@@ -244,6 +252,13 @@ def _asked(doc: dict) -> float:
     return sum(g["count"] * float(g["duration"].rstrip("s")) for g in jobs) / 3600
 
 
+def _shares(rows: list[dict]) -> dict[str, float]:
+    """Each part's share of the whole corpus's cost."""
+    total = sum(r["cost_usd"] for r in rows)
+    parts = {part for r in rows for part in r["cost_breakdown"]}
+    return {part: round(sum(r["cost_breakdown"].get(part, 0.0) for r in rows) / total, 4) for part in sorted(parts)} if total else {}
+
+
 def summary(rows: list[dict]) -> dict:
     ratios = [r["ratio"] for r in rows if r["ratio"]]
     asked = sum(r["work_asked_hours"] for r in rows)
@@ -254,6 +269,7 @@ def summary(rows: list[dict]) -> dict:
         "max_evictions_per_pod": max((r["max_evictions_per_pod"] for r in rows), default=0),
         "work_redone_share": round(sum(r["work_redone_hours"] for r in rows) / asked, 4) if asked else 0.0,
         "longest_simulated_hours": max((r["simulated_hours"] for r in rows), default=0.0),
+        "cost_shares": _shares(rows),
         "problems": sum(len(r["problems"]) for r in rows),
         "wall_s": round(sum(r["wall_s"] for r in rows), 1),
     }

@@ -132,6 +132,7 @@ def main() -> int:
         "nodes_peak": report["nodes"]["peak"],
         "cost_usd": report["cost"]["usd"],
         "lower_bound_usd": report["cost"]["lower_bound_usd"],
+        "cost_breakdown": report["cost"]["breakdown"],
         "utilization": report["utilization"],
         "evicted": report["pods"]["evicted"],
         "decisions": report["decisions"],

@@ -56,6 +56,14 @@ class _Record:
 
 
 @dataclass(frozen=True)
+class BilledSpan:
+    instance: Instance
+    running: float  # when it was (or will be) running: its billing starts
+    until: float  # when it was terminated (now, if it lives); ``running`` if it never ran
+    seconds: float  # what EC2 bills: (until - running), a minute at least; 0 if free
+
+
+@dataclass(frozen=True)
 class CloudEvent:
     at: float
     kind: str  # "launched" | "terminated" | "died" | "spot-warning" | "spot-interrupted"
@@ -169,11 +177,15 @@ class SimulatedCloud:
         return [(self._view(r), r.terminated_at) for r in self._records.values()]
 
     def billed(self) -> list[tuple[Instance, float]]:
-        """Every instance ever launched, with the seconds EC2 bills for it until now: each
-        second from when it is ``running`` until it is terminated (``shutting-down``), at
-        least a minute once it ran; nothing while it is ``pending`` (the EC2 user guide's
-        "Instance lifecycle"); nothing for a spot instance EC2 interrupted in its first hour
-        ("Billing for interrupted Spot Instances")."""
+        """Every instance ever launched, with the seconds EC2 bills for it until now (``spans``)."""
+        return [(span.instance, span.seconds) for span in self.spans()]
+
+    def spans(self) -> list[BilledSpan]:
+        """Every instance ever launched, with when it ran and what EC2 bills for it until
+        now: each second from when it is ``running`` until it is terminated
+        (``shutting-down``), at least a minute once it ran; nothing while it is ``pending``
+        (the EC2 user guide's "Instance lifecycle"); nothing for a spot instance EC2
+        interrupted in its first hour ("Billing for interrupted Spot Instances")."""
         now = self.clock.now()
         out = []
         for r in self._records.values():
@@ -181,7 +193,7 @@ class SimulatedCloud:
             until = now if r.terminated_at is None else r.terminated_at
             ran = until - running
             free = ran < 0 or (r.reason == "spot-interrupted" and ran < FREE_IF_RECLAIMED_WITHIN)
-            out.append((self._view(r), 0.0 if free else max(ran, MINIMUM_BILLED)))
+            out.append(BilledSpan(self._view(r), running, max(until, running), 0.0 if free else max(ran, MINIMUM_BILLED)))
         return out
 
     def running(self) -> list[Instance]:

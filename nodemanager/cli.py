@@ -21,6 +21,7 @@ from nodemanager.cluster.workload import DEFAULT_MAX_PODS
 from nodemanager.config import EMBEDDED_DEFAULT, embedded_default_path, load_config
 from nodemanager.config.cloud_schema import SimulatedCloud
 from nodemanager.config.schema import ProviderConfig
+from nodemanager.cost_breakdown import LABELS
 from nodemanager.errors import ConfigError, InvalidInput, NodeManagerError
 from nodemanager.logs import setup_logging, simulated_time
 from nodemanager.model import CapacityType, Resources
@@ -189,7 +190,8 @@ def _simulate_command(args: argparse.Namespace) -> int:
                 plot_compare(runs, Path(args.plot), f"{Path(args.workload).name} on {len(runs)} configurations")
             else:
                 assert simulation.timeline is not None  # asked for with --plot
-                plot(simulation.timeline, loaded[0][1], Path(args.plot), f"{Path(args.workload).name} on {Path(args.config).name}")
+                breakdown = reports[0][1]["cost"]["breakdown"]  # type: ignore[index]
+                plot(simulation.timeline, loaded[0][1], Path(args.plot), f"{Path(args.workload).name} on {Path(args.config).name}", breakdown)
         except PlotUnavailable as exc:
             raise InvalidInput(str(exc)) from None
         except OSError as exc:
@@ -245,6 +247,11 @@ def _print_report(r: dict) -> None:  # type: ignore[type-arg]
     print(f"cost:        ${cost['usd']:.4f} (LP lower bound ${cost['lower_bound_usd']:.4f}), ${cost['per_hour']:.4f}/h on average")
     for pool, c in cost["by_pool"].items():
         print(f"             ${c['usd']:.4f} in pool {pool}, ${c['per_hour']:.4f}/h")
+    print("where it went:")
+    for part, usd in cost["breakdown"].items():
+        if usd or part != "refunded":
+            share = f"{usd / cost['usd']:6.1%}" if cost["usd"] else "     -"
+            print(f"             {f'${usd:.4f}':>11} {share}  {LABELS[part]}")
     prices = r["prices"]
     print(f"prices:      {prices['catalog']}; spot {prices['spot']}; {prices['spot_interruptions_per_hour']:g} spot interruptions/hour")
     print(f"utilization: cpu {util['cpu']:.1%}, memory {util['memory']:.1%} (requested / allocatable)")

@@ -2,7 +2,7 @@
 dependency: ``pip install 'nodemanager[plot]'``).
 
 One run: live nodes by instance type, live nodes by pool against each pool's node limit,
-pods waiting, and the fleet's cost rate against the LP bound's rate. Several (``--compare``):
+pods waiting, the fleet's cost rate against the LP bound's rate, and where the cost went. Several (``--compare``):
 one line per configuration in each panel (all nodes, pods waiting, cost rate), the bound's
 rate once."""
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nodemanager.config.schema import ProviderConfig
+from nodemanager.cost_breakdown import LABELS
 from nodemanager.timeline import Timeline
 
 TOP_TYPES = 8  # instance types drawn on their own; the rest are "other"
@@ -33,7 +34,7 @@ def _pyplot() -> Any:
     return plt
 
 
-def plot(timeline: Timeline, config: ProviderConfig, path: Path, title: str) -> None:
+def plot(timeline: Timeline, config: ProviderConfig, path: Path, title: str, breakdown: dict[str, float]) -> None:
     plt = _pyplot()
     samples = timeline.samples
     hours = [s.at / 3600 for s in samples]
@@ -45,7 +46,10 @@ def plot(timeline: Timeline, config: ProviderConfig, path: Path, title: str) -> 
     other = [sum(n for t, n in s.nodes.items() if t not in top) for s in samples]
     if any(other):
         series["other"] = other
-    figure, (nodes, pools, waiting, cost) = plt.subplots(4, 1, sharex=True, figsize=(11, 11), constrained_layout=True)
+    figure = plt.figure(figsize=(11, 13), constrained_layout=True)
+    grid = figure.add_gridspec(5, 1, height_ratios=[3, 3, 3, 3, 2])
+    nodes = figure.add_subplot(grid[0])
+    pools, waiting, cost = (figure.add_subplot(grid[i], sharex=nodes) for i in (1, 2, 3))
     figure.suptitle(title)
     if series:
         nodes.stackplot(hours, list(series.values()), labels=list(series), step="post")
@@ -64,8 +68,22 @@ def plot(timeline: Timeline, config: ProviderConfig, path: Path, title: str) -> 
     cost.set_ylabel("$ per hour")
     cost.set_xlabel("simulated hours")
     cost.legend(loc="upper left", fontsize="small")
+    _where_it_went(figure.add_subplot(grid[4]), breakdown)
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+def _where_it_went(axes: Any, breakdown: dict[str, float]) -> None:
+    """The cost's parts as one bar (a refund, below zero, is left out of it and named)."""
+    left = 0.0
+    for part, usd in breakdown.items():
+        if usd > 0:
+            axes.barh(0, usd, left=left, label=f"${usd:,.2f} {LABELS[part]}")
+            left += usd
+    refunded = -breakdown.get("refunded", 0.0)
+    axes.set_yticks([])
+    axes.set_xlabel("where the cost went, $" + (f" (less ${refunded:,.2f} refunded)" if refunded > 0 else ""))
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.45), fontsize="small", ncol=2)
 
 
 def plot_compare(runs: list[tuple[str, Timeline]], path: Path, title: str) -> None:

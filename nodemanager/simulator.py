@@ -8,7 +8,8 @@ The report (``--json``; its fields are a documented contract):
     pods         {total, bound, unschedulable, running, unfinished [{pod, reason}], pending_seconds {p50, p95, max},
                   evicted {count, pods, max_per_pod, work_redone_hours, pending_seconds {p50, p95, max}}}
     nodes        {booted, terminated, peak, by_instance_type}
-    cost         {usd, lower_bound_usd}   usd: each instance billed as EC2 bills it (from running, a minute at least)
+    cost         {usd, lower_bound_usd, per_hour, by_pool, breakdown}   usd: each instance billed as EC2 bills it (from running,
+                 a minute at least); breakdown: its parts, which add up to it (``cost_breakdown.py``)
     prices       {catalog, region, spot, spot_interruptions_per_hour}   where the prices come from, what spot is assumed to cost
     utilization  {cpu, memory}       requested / allocatable of Ready nodes, time-weighted
     decisions    {count, compute_ms {p50, p99, max}}
@@ -23,7 +24,7 @@ import gc
 import math
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from cloud.base import InstanceState
 from cloud.catalog import Catalog
@@ -33,6 +34,7 @@ from nodemanager.config.schema import ProviderConfig
 from nodemanager.controller.executor import InlineExecutor
 from nodemanager.controller.node_controller import NodeController
 from nodemanager.controller.virtual import VirtualDriver
+from nodemanager.cost_breakdown import Billed, Breakdown, OccupancyMeter, breakdown
 from nodemanager.dra.context import DeviceContext
 from nodemanager.model import NodeState, PodKey
 from nodemanager.model.journal import Mark, changed_since
@@ -75,23 +77,6 @@ class _Tracker:
     memory_requested: float = 0.0  # byte-seconds
     memory_allocatable: float = 0.0
     peak: int = 0
-    elapsed: float = 0.0  # seconds integrated so far
-    ended: dict[PodKey, float] = field(default_factory=dict)  # seconds each pod without a duration ran, to its last stop
-    running: dict[PodKey, float] = field(default_factory=dict)  # such pods running now: since what ``elapsed``
-
-    def forever_running(self, keys: set[PodKey]) -> None:
-        """The pods without a duration running from now on."""
-        for key in self.running.keys() - keys:
-            self.ended[key] = self.ended.get(key, 0.0) + self.elapsed - self.running.pop(key)
-        for key in keys - self.running.keys():
-            self.running[key] = self.elapsed
-
-    def forever(self) -> dict[PodKey, float]:
-        """Seconds each pod without a duration has run so far."""
-        ran = dict(self.ended)
-        for key, since in self.running.items():
-            ran[key] = ran.get(key, 0.0) + self.elapsed - since
-        return ran
 
 
 class Simulation:
@@ -135,6 +120,8 @@ class Simulation:
         # for the pods running is a pass over every pod at each decision.
         self.timeline: Timeline | None = Timeline(config.loops.pool) if timeline else None
         self.waits = WaitCauses()
+        self.occupancy = OccupancyMeter()  # each node's time empty or holding pods (the cost breakdown)
+        self._occupancy_marks: tuple[Mark, ...] | None = None
 
     def _on_decision(self, decision: Decision, now: float) -> None:
         self.unschedulable.update(decision.unschedulable)
@@ -146,12 +133,12 @@ class Simulation:
         whenever and however often it ran, so a configuration that placed it later or moved
         it gets the same bound; only pods without one (or cut by --until) count the time
         they actually ran."""
-        end = self.clock.now()
-        ran = self.tracker.forever()
-        for key in self.cluster.first_bound:
-            if key in self._finite:  # its work once, however often it was evicted and ran again
-                ran[key] = min(self._finite[key][1], max(end - self._arrived_at[key], 0.0))
-        return self.bound.usd(ran)
+        return self.bound.usd(self._counted(self.cluster.ran()))
+
+    def _counted(self, ran: dict[PodKey, float]) -> dict[PodKey, float]:
+        """The seconds the bound counts for each pod, from the seconds each was bound."""
+        end, finite = self.clock.now(), self._finite  # a pod with a duration: its work once, however often it was evicted and ran again
+        return {key: min(finite[key][1], max(end - self._arrived_at[key], 0.0)) if key in finite else seconds for key, seconds in ran.items()}
 
     def _integrate(self, dt: float) -> None:
         if dt <= 0:
@@ -165,15 +152,11 @@ class Simulation:
         t.memory_requested += memory * dt
         t.cpu_allocatable += alloc_cpu * dt
         t.memory_allocatable += alloc_memory * dt
-        t.elapsed += dt
         t.peak = max(t.peak, self.cloud.live_count())
 
     def _load_now(self) -> tuple[int, int, int, int]:
-        """The running pods' CPU and memory requests and the registered nodes' allocatable;
-        the pods without a duration running from now on go to the tracker."""
-        cpu, memory = self.cluster.bound_requests
-        self.tracker.forever_running(self.cluster.bound_forever)
-        return cpu, memory, *self._allocatable_now()
+        """The running pods' CPU and memory requests and the registered nodes' allocatable."""
+        return *self.cluster.bound_requests, *self._allocatable_now()
 
     def _allocatable_now(self) -> tuple[int, int]:
         """The registered nodes' CPU and memory allocatable, summed again only for the nodes
@@ -193,6 +176,29 @@ class Simulation:
                 cpu, memory = cpu + added[0], memory + added[1]
         self._allocatable = (cpu, memory)
         return self._allocatable
+
+    def _observe_occupancy(self, now: float) -> None:
+        """The occupancy meter told of the nodes that registered, left, or whose workload
+        pods changed in the last step (all of them, when the journals cannot say)."""
+        changed, self._occupancy_marks = changed_since((self.cluster.registrations, self.cluster.occupancy), self._occupancy_marks)
+        if changed is None:
+            changed = self.occupancy.nodes() | self.cluster.nodes.keys()
+        for name in changed:
+            registered = name in self.cluster.nodes
+            pods = self.cluster.workload_on(name) if registered else []
+            holder = self.bound.holder_price(pods) if pods else None
+            self.occupancy.set(name, now, registered, (math.inf if holder is None else holder) if pods else None)
+
+    def breakdown(self) -> Breakdown:
+        """Where the cost went (``cost_breakdown.py``)."""
+        now = self.clock.now()
+        instances = []
+        for span in self.cloud.spans():
+            i = span.instance
+            billed = Billed(i.node_name, self.catalog.hourly(i.instance_type, i.capacity_type, i.zone), span.running, span.until, span.seconds)
+            instances.append((billed, self.occupancy.spans(i.node_name, now)))
+        ran = self.cluster.ran()
+        return breakdown(instances, self.bound.usd(self._counted(ran)), self.bound.usd(ran))
 
     def _sample(self, now: float, timeline: Timeline) -> None:
         live = [n for n in self.controller.state.nodes.values() if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED)]
@@ -273,6 +279,7 @@ class Simulation:
                     break
             self._integrate(now - last)
             last = driver.step()
+            self._observe_occupancy(last)
             if self.timeline is not None and self.timeline.due(last):
                 self._sample(last, self.timeline)
             if progress is not None:
@@ -370,6 +377,7 @@ class Simulation:
                 "lower_bound_usd": math.floor(self.lower_bound_usd() * 10**4) / 10**4,
                 "per_hour": round(cost / hours, 4),  # the run's mean rate
                 "by_pool": {pool: {"usd": round(usd, 4), "per_hour": round(usd / hours, 4)} for pool, usd in sorted(by_pool.items())},
+                "breakdown": self.breakdown().rounded(),
             },
             "utilization": {
                 "cpu": round(t.cpu_requested / t.cpu_allocatable, 4) if t.cpu_allocatable else 0.0,

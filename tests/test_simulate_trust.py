@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 from nodemanager.cli import main
 from nodemanager.cluster.workload import parse_workload
 from nodemanager.config import parse_config
-from nodemanager.model import PodKey
-from nodemanager.simulator import Simulation, _Tracker
+from nodemanager.simulator import Simulation
 
 PROVIDER = """
 controllerId: trust
@@ -244,21 +243,6 @@ def test_a_cloud_that_never_has_capacity_ends_the_run_stalled(tmp_path: Path, ca
     assert report["ended"] == "stalled"
     assert report["simulated_seconds"] < 2 * 3600
     assert len(report["pods"]["unfinished"]) == 2
-
-
-def test_the_tracker_counts_the_time_each_pod_without_a_duration_ran() -> None:
-    """The simulation tells the tracker only when the running set changes, not at every step."""
-    t = _Tracker()
-    a, b = PodKey("default/a"), PodKey("default/b")
-    t.forever_running({a})
-    t.elapsed += 10
-    t.forever_running({a, b})
-    t.elapsed += 5
-    t.forever_running({b})  # a evicted
-    t.elapsed += 20
-    t.forever_running({a, b})  # a runs again
-    t.elapsed += 1
-    assert t.forever() == {a: 16.0, b: 26.0}
 
 
 def test_a_run_freezes_what_exists_for_the_collector_and_thaws_it_after() -> None:

@@ -338,35 +338,40 @@ def test_a_removed_node_sends_back_its_own_pods_only_in_the_order_they_came() ->
     assert [e.pod.key for e in cluster.poll() if isinstance(e, PodEvent) and not e.pod.node_name] == ["default/a", "default/b"]
 
 
-def counted(cluster: SimulatedCluster) -> tuple[tuple[int, int], set[str]]:
-    """The bound workload pods' requests and those without a duration, counted afresh."""
+def counted(cluster: SimulatedCluster) -> tuple[int, int]:
+    """The bound workload pods' requests, counted afresh."""
     bound = [s for s in cluster.pods.values() if s.pod.node_name and not s.pod.of_node]
-    return (sum(s.pod.requests.cpu for s in bound), sum(s.pod.requests.memory for s in bound)), {s.pod.key for s in bound if s.duration is None}
+    return sum(s.pod.requests.cpu for s in bound), sum(s.pod.requests.memory for s in bound)
 
 
-def test_the_bound_pods_totals_follow_binds_finishes_and_removed_nodes() -> None:
+def test_the_bound_pods_totals_and_run_times_follow_binds_finishes_and_removed_nodes() -> None:
+    """A pod's time bound counts each of its runs; a finished pod's ends when its work did,
+    not when the next poll saw it."""
     workload = [arrival("a", cpu="1"), arrival("b", cpu="500m"), arrival("c", cpu="2", duration=20), arrival("d", cpu="250m", duration=90)]
     clock, cloud, cluster = cluster_with(workload, register_delay=0)
     cloud.boot(req("n1"))
     cloud.boot(req("n2"))
     clock.advance(30)
     cluster.poll()
-    seen = [(cluster.bound_requests, set(cluster.bound_forever))]
+    seen = [cluster.bound_requests]
     for pod, node in [("default/a", "n1"), ("default/b", "n2"), ("default/c", "n1"), ("default/d", "n2")]:
         cluster.bind(pod, node)
-        seen.append((cluster.bound_requests, set(cluster.bound_forever)))
+        seen.append(cluster.bound_requests)
         assert seen[-1] == counted(cluster)
-    clock.advance(20)
-    cluster.poll()  # c finished
-    assert (cluster.bound_requests, cluster.bound_forever) == counted(cluster) == ((1750, cluster.bound_requests[1]), {"default/a", "default/b"})
+    clock.advance(25)
+    cluster.poll()  # c finished (after 20 s)
+    assert cluster.bound_requests == counted(cluster) == (1750, cluster.bound_requests[1])
+    assert [p.name for p in cluster.workload_on("n1")] == ["a"]
     cluster.remove_node("n2")  # b and d wait again
-    assert (cluster.bound_requests, cluster.bound_forever) == counted(cluster) == ((1000, cluster.bound_requests[1]), {"default/a"})
+    assert cluster.bound_requests == counted(cluster) == (1000, cluster.bound_requests[1])
+    assert cluster.ran() == {"default/a": 25, "default/b": 25, "default/c": 20, "default/d": 25}
     cluster.bind("default/d", "n1")
     clock.advance(90)
-    cluster.poll()  # d finished
-    assert (cluster.bound_requests, cluster.bound_forever) == counted(cluster)
-    assert seen[0] == ((0, 0), set())
-    assert [cpu for (cpu, _), _ in seen] == [0, 1000, 1500, 3500, 3750]
+    cluster.poll()  # d finished: its work again, from the start (90 s)
+    assert cluster.bound_requests == counted(cluster)
+    assert cluster.ran() == {"default/a": 115, "default/b": 25, "default/c": 20, "default/d": 115}
+    assert seen[0] == (0, 0)
+    assert [cpu for cpu, _ in seen] == [0, 1000, 1500, 3500, 3750]
 
 
 # -- workload files ------------------------------------------------------------------------

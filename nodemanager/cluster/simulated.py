@@ -11,9 +11,7 @@
   untaint, cordon and uncordon nodes at their time.
 * The DaemonSet controller starts a pod of every matching DaemonSet on every node (and
   starts more when a node's labels change); they go with their node.
-* The volume controller provisions claims: an ``Immediate`` class's at once (in the first
-  zone its ``allowedTopologies`` name, else anywhere), a ``WaitForFirstConsumer`` class's in
-  the zone of the node their first pod is bound to.
+* The volume controller (``volume_controller.py``) provisions the pods' claims.
 
 It works with any ``CloudClient``, so ``cloud: aws`` with ``cluster: simulated`` runs
 against a real (or moto) EC2 endpoint.
@@ -32,14 +30,14 @@ from cloud.errors import CloudError
 from nodemanager.clock import Clock
 from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, ClusterObject, DrainStatus, EventType, Heartbeats, NodeEvent, ObjectEvent, PodEvent
 from nodemanager.cluster.kubelets import KUBELET_HEARTBEAT, KubeletBeats
+from nodemanager.cluster.volume_controller import VolumeController
 from nodemanager.cluster.workload import Arrival, ClusterObjects, NodeAction, UsageProfile
 from nodemanager.dra.context import DeviceContext
 from nodemanager.dra.model import AllocationResult, ResourceClaim, allocation_document, parse_allocation
-from nodemanager.model import Operator, Pod, PodKey, PodPhase, Requirement, SelectorTerm
+from nodemanager.model import Pod, PodKey, PodPhase
 from nodemanager.model.journal import Journal
 from nodemanager.model.labels import ZONE
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
-from nodemanager.model.volumes import BindingMode, PersistentVolume, PersistentVolumeClaim
 from nodemanager.noderesource.model import NodeMetric, PodUsage
 
 STARTUP_DELAY = 5.0  # seconds from registration until a node's agents remove its startup taints
@@ -81,9 +79,7 @@ class SimulatedCluster:
         self.pdbs = objects.pdbs
         self._actions = sorted(objects.node_actions, key=lambda a: a.at)
         self._next_action = 0
-        self.claims: dict[str, PersistentVolumeClaim] = {c.key: c for c in objects.claims}
-        self.volumes: dict[str, PersistentVolume] = {v.name: v for v in objects.volumes}
-        self.classes = {c.name: c for c in objects.classes}
+        self.storage = VolumeController(objects.claims, objects.volumes, objects.classes)
         self.startup_delay = startup_delay
         self._startup: dict[str, tuple[float, tuple]] = {}  # node -> (when its startup taints go, them)
         self._zones: dict[str, str] = {}  # node -> its instance's zone
@@ -99,10 +95,11 @@ class SimulatedCluster:
         self.pods: dict[PodKey, _SimPod] = {}
         self._on_node: dict[str, set[PodKey]] = {}  # node -> the pods bound to it (a removed node's are found at once)
         # The workload pods bound now (DaemonSet pods are their nodes'): their CPU and memory
-        # requests, and those without a duration; kept as pods are bound, orphaned and finish,
-        # so a simulation integrating them does not walk every pod at every step.
+        # requests, kept as pods are bound, orphaned and finish, so a simulation integrating
+        # them does not walk every pod at every step.
         self.bound_requests = (0, 0)
-        self.bound_forever: set[PodKey] = set()
+        self.occupancy = Journal()  # the nodes whose workload pods changed (one bound, gone or finished)
+        self._ran: Counter[PodKey] = Counter()  # seconds each workload pod was bound, to its last unbinding
         self._added = itertools.count()  # seq of the next pod added to ``pods``
         self.nodes: dict[str, ClusterNode] = {}
         self._finishing: list[tuple[float, PodKey]] = []  # heap of (finish time, pod)
@@ -131,7 +128,8 @@ class SimulatedCluster:
         if not self._listed_objects:
             self._listed_objects = True
             self._events += self._object_events()
-            self._provision_immediate()
+            for event in self.storage.provision_immediate():
+                self._emit(event)
         self._sync_nodes(now)
         self._act_on_nodes(now)
         self._run_daemons()
@@ -147,8 +145,7 @@ class SimulatedCluster:
 
     def _object_events(self) -> list[ClusterEvent]:
         objects: list[tuple[str, ClusterObject]] = [(d.key, d) for d in self.daemon_sets]
-        objects += [(k, c) for k, c in sorted(self.claims.items())] + [(k, v) for k, v in sorted(self.volumes.items())]
-        objects += sorted(self.classes.items())
+        objects += self.storage.objects()
         objects += [(n.key, n) for n in self.namespaces] + [(o.key, o) for o in self.pod_selecting] + [(b.key, b) for b in self.pdbs]
         return [ObjectEvent(EventType.ADDED, key, obj) for key, obj in objects]
 
@@ -162,7 +159,8 @@ class SimulatedCluster:
         if target is None or not target.ready:
             raise BindError(pod, node, "node is not registered and Ready")
         now = self.clock.now()
-        self._provision_for(sim.pod, node)
+        for event in self.storage.provision_for(sim.pod, self.nodes[node].labels.get(ZONE) or self._zones.get(node, "")):
+            self._emit(event)
         sim.pod = sim.pod.living(node_name=node, phase=PodPhase.RUNNING)
         self._on_node.setdefault(node, set()).add(pod)
         self._count_bound(sim, 1)
@@ -254,36 +252,23 @@ class SimulatedCluster:
         """Clock time of the next arrival, if any."""
         return self.origin + self._arrivals[self._next_arrival].at if self._next_arrival < len(self._arrivals) else None
 
+    def ran(self) -> Counter[PodKey]:
+        """Seconds each workload pod ever bound has been bound until now, all its runs together."""
+        now, ran = self.clock.now(), self._ran.copy()
+        for key, sim in self.pods.items():
+            if sim.bound_at is not None and not sim.pod.of_node:
+                ran[key] += now - sim.bound_at
+        return ran
+
+    def workload_on(self, node: str) -> list[Pod]:
+        """The workload pods bound to ``node`` now (its DaemonSet pods aside)."""
+        return [pod for key in self._on_node.get(node, ()) if not (pod := self.pods[key].pod).of_node]
+
     def unfinished(self) -> list[Pod]:
         """Pods with a duration that have not finished (waiting or running)."""
         return [s.pod for s in self.pods.values() if s.duration is not None]
 
-    # -- the volume controller, the DaemonSet controller, operators --------------------------
-    def _provision(self, claim: PersistentVolumeClaim, zone: str) -> None:
-        affinity = (SelectorTerm((Requirement(ZONE, Operator.IN, (zone,)),)),) if zone else ()
-        sc = self.classes.get(claim.storage_class)
-        volume = PersistentVolume(f"pvc-{claim.namespace}-{claim.name}", affinity, sc.provisioner if sc else "")
-        bound = replace(claim, volume_name=volume.name)
-        self.volumes[volume.name] = volume
-        self.claims[claim.key] = bound
-        self._emit(ObjectEvent(EventType.ADDED, volume.name, volume))
-        self._emit(ObjectEvent(EventType.MODIFIED, bound.key, bound))
-
-    def _provision_immediate(self) -> None:
-        for claim in list(self.claims.values()):
-            sc = self.classes.get(claim.storage_class)
-            if not claim.volume_name and sc is not None and sc.binding_mode is BindingMode.IMMEDIATE:
-                first = next((r.values[0] for term in sc.allowed_topologies for r in term.requirements if r.key == ZONE), "")
-                self._provision(claim, first)
-
-    def _provision_for(self, pod: Pod, node: str) -> None:
-        """WaitForFirstConsumer: the claims of the first pod bound are provisioned where it runs."""
-        zone = self.nodes[node].labels.get(ZONE) or self._zones.get(node, "")
-        for key in pod.volume_claims:
-            claim = self.claims.get(key)
-            if claim is not None and not claim.volume_name:
-                self._provision(claim, zone)
-
+    # -- the DaemonSet controller, operators ---------------------------------------------------
     def _set_node(self, node: ClusterNode) -> None:
         node = self.nodes[node.name] = self._stamped(node)
         self._emit(NodeEvent(EventType.MODIFIED, node))
@@ -381,13 +366,15 @@ class SimulatedCluster:
         if names:
             self._emit(Heartbeats(now, tuple(names)))
 
-    def _count_bound(self, sim: _SimPod, sign: int) -> None:
+    def _count_bound(self, sim: _SimPod, sign: int, until: float | None = None) -> None:
+        """``sim`` bound (1) or no longer (-1: at ``until``, by default now)."""
         if sim.pod.of_node:
             return
+        self.occupancy.add(sim.pod.node_name)
+        if sign < 0 and sim.bound_at is not None:
+            self._ran[sim.pod.key] += (self.clock.now() if until is None else until) - sim.bound_at
         cpu, memory = sim.pod.requests.cpu_memory()
         self.bound_requests = (self.bound_requests[0] + sign * cpu, self.bound_requests[1] + sign * memory)
-        if sim.duration is None:
-            (self.bound_forever.add if sign > 0 else self.bound_forever.discard)(sim.pod.key)
 
     def _orphan_pods(self, node: str) -> None:
         for key in sorted(self._on_node.pop(node, ()), key=lambda k: self.pods[k].seq):
@@ -434,7 +421,7 @@ class SimulatedCluster:
                 continue  # restarted elsewhere since: its new finish time is queued
             done = sim.pod.living(phase=PodPhase.SUCCEEDED)
             del self.pods[key]
-            self._count_bound(sim, -1)
+            self._count_bound(sim, -1, until=sim.bound_at + sim.duration)  # (its work ended then; this poll saw it)
             self._on_node[done.node_name].discard(key)
             for claim in sim.pod.claims:  # claims made for the pod go with it
                 if claim.startswith(f"{done.namespace}/{done.name}-"):

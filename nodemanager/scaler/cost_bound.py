@@ -87,6 +87,7 @@ class CostBound:
         }
         self._component_of = {key: root(found[0][0]) for key, found in self._usable.found.items() if found}
         self._cheapest: dict[tuple[tuple, Resources], float] = {}
+        self._holders: dict[tuple[frozenset[tuple], Resources, int], float | None] = {}
 
     def _node_price(self, pod: Pod, placement: tuple) -> float:
         """The cheapest hourly price of an offering the pod may use that holds it (0: none)."""
@@ -95,6 +96,27 @@ class CostBound:
         if price is None:
             price = self._cheapest[key] = min((c.price for _, c in self._usable.found[placement] if pod.requests.fits(c.allocatable)), default=0.0)
         return price
+
+    def holder_price(self, pods: Sequence[Pod]) -> float | None:
+        """The cheapest hourly price of an offering every one of ``pods`` may use whose node
+        would hold them all together (None: none would, or one is not of the workload)."""
+        placements = []
+        for pod in pods:
+            found = self._pods.get(pod.key)
+            if found is None:
+                return None
+            placements.append(found[1])
+        total = Resources.total(p.requests for p in pods)
+        key = (frozenset(placements), total, len(pods))
+        if key not in self._holders:
+            self._holders[key] = self._cheapest_holder(key[0], total, len(pods))
+        return self._holders[key]
+
+    def _cheapest_holder(self, placements: frozenset[tuple], total: Resources, count: int) -> float | None:
+        offers = [self._usable.found.get(p, []) for p in placements]
+        allowed = set.intersection(*({(pool, id(c)) for pool, c in found} for found in offers))
+        fits = (c.price for pool, c in offers[0] if (pool, id(c)) in allowed and total.fits(c.allocatable) and not 0 < c.allocatable.pods < count)
+        return min(fits, default=None)
 
     def usd(self, ran: Mapping[PodKey, float]) -> float:
         """The bound for pods that ran this many seconds each (pods of the workload only)."""
