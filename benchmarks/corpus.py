@@ -23,8 +23,11 @@ Every class runs a DaemonSet (a node agent, 100m/128Mi) on every node. Each work
 checked independently of the scaler, from the simulated cluster itself: every pod bound
 or reported unschedulable, no node holding more than its allocatable, the cost at least the
 bound, and the cost's parts (``cost_breakdown``) adding up to it to the cent, none below
-zero. The summary: the geometric mean and the largest cost ÷ bound, the most evictions of
-one pod, work redone as a share of the work asked, each part's share of the whole corpus's
+zero. Beside the bound, each row has the clairvoyant packer's cost (a real fleet
+that knew the workload in advance) and the two ratios it separates: cost ÷ clairvoyant (what
+being online costs) and clairvoyant ÷ bound (how loose the bound is). The summary: the
+geometric mean and the largest cost ÷ bound, the largest cost ÷ clairvoyant, the geometric
+mean of clairvoyant ÷ bound, the most evictions of one pod, work redone as a share of the work asked, each part's share of the whole corpus's
 cost, and wall time.
 """
 
@@ -209,6 +212,8 @@ def verify(sim: Simulation, report: dict) -> list[str]:
     cost = report["cost"]
     if cost["usd"] < cost["lower_bound_usd"]:
         problems.append("cost below its bound")
+    if cost["clairvoyant_usd"] < cost["lower_bound_usd"]:
+        problems.append("the clairvoyant fleet's cost below the bound")
     if abs(math.fsum(cost["breakdown"].values()) - cost["usd"]) >= 0.005:
         problems.append(f"the cost's parts add up to {math.fsum(cost['breakdown'].values()):.4f}, not {cost['usd']:.4f}")
     if below := [part for part, usd in cost["breakdown"].items() if usd < -0.005 and part != "refunded"]:
@@ -233,6 +238,9 @@ def play(name: str, seed: int) -> dict:
         "cost_usd": cost["usd"],
         "bound_usd": cost["lower_bound_usd"],
         "ratio": round(cost["usd"] / cost["lower_bound_usd"], 4) if cost["lower_bound_usd"] else None,
+        "clairvoyant_usd": cost["clairvoyant_usd"],
+        "vs_clairvoyant": round(cost["usd"] / cost["clairvoyant_usd"], 4) if cost["clairvoyant_usd"] else None,
+        "clairvoyant_vs_bound": round(cost["clairvoyant_usd"] / cost["lower_bound_usd"], 4) if cost["lower_bound_usd"] else None,
         "cost_breakdown": cost["breakdown"],
         "p95_wait_s": report["pods"]["pending_seconds"]["p95"],
         "evictions": evicted["count"],
@@ -252,6 +260,10 @@ def _asked(doc: dict) -> float:
     return sum(g["count"] * float(g["duration"].rstrip("s")) for g in jobs) / 3600
 
 
+def _geomean(values: list[float]) -> float | None:
+    return round(math.exp(sum(map(math.log, values)) / len(values)), 4) if values else None
+
+
 def _shares(rows: list[dict]) -> dict[str, float]:
     """Each part's share of the whole corpus's cost."""
     total = sum(r["cost_usd"] for r in rows)
@@ -264,8 +276,10 @@ def summary(rows: list[dict]) -> dict:
     asked = sum(r["work_asked_hours"] for r in rows)
     return {
         "workloads": len(rows),
-        "geomean_ratio": round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 4) if ratios else None,
+        "geomean_ratio": _geomean(ratios),
         "max_ratio": max(ratios, default=None),
+        "max_vs_clairvoyant": max((r["vs_clairvoyant"] for r in rows if r["vs_clairvoyant"]), default=None),
+        "geomean_clairvoyant_vs_bound": _geomean([r["clairvoyant_vs_bound"] for r in rows if r["clairvoyant_vs_bound"]]),
         "max_evictions_per_pod": max((r["max_evictions_per_pod"] for r in rows), default=0),
         "work_redone_share": round(sum(r["work_redone_hours"] for r in rows) / asked, 4) if asked else 0.0,
         "longest_simulated_hours": max((r["simulated_hours"] for r in rows), default=0.0),

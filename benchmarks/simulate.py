@@ -118,10 +118,13 @@ def main() -> int:
     args = parser.parse_args()
     config, catalog = parse_config(SNAPSHOT_CONFIG if args.snapshot else CONFIG, "benchmark", Path("."))
     text = snapshot(args.snapshot, args.seed) if args.snapshot else workload(args.arrivals, args.hours, args.seed)
-    sim = Simulation(config, catalog, parse_workload(text, "benchmark"))
+    sim = Simulation(config, catalog, parse_workload(text, "benchmark"), clairvoyant=False)
     started = time.perf_counter()
     report = sim.run()
     seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    clairvoyant = sim.clairvoyant_usd()
+    packing = time.perf_counter() - started
     result = {
         **({"snapshot_pods": args.snapshot, **verify(sim)} if args.snapshot else {"arrivals": args.arrivals}),
         "simulated_hours": round(report["simulated_seconds"] / 3600, 2),
@@ -132,6 +135,8 @@ def main() -> int:
         "nodes_peak": report["nodes"]["peak"],
         "cost_usd": report["cost"]["usd"],
         "lower_bound_usd": report["cost"]["lower_bound_usd"],
+        "clairvoyant_usd": round(clairvoyant, 4),
+        "clairvoyant_seconds": round(packing, 2),
         "cost_breakdown": report["cost"]["breakdown"],
         "utilization": report["utilization"],
         "evicted": report["pods"]["evicted"],

@@ -8,7 +8,7 @@ The report (``--json``; its fields are a documented contract):
     pods         {total, bound, unschedulable, running, unfinished [{pod, reason}], pending_seconds {p50, p95, max},
                   evicted {count, pods, max_per_pod, work_redone_hours, pending_seconds {p50, p95, max}}}
     nodes        {booted, terminated, peak, by_instance_type}
-    cost         {usd, lower_bound_usd, per_hour, by_pool, breakdown}   usd: each instance billed as EC2 bills it (from running,
+    cost         {usd, lower_bound_usd, clairvoyant_usd, per_hour, by_pool, breakdown}   usd: each instance billed as EC2 bills it (from running,
                  a minute at least); breakdown: its parts, which add up to it (``cost_breakdown.py``)
     prices       {catalog, region, spot, spot_interruptions_per_hour}   where the prices come from, what spot is assumed to cost
     utilization  {cpu, memory}       requested / allocatable of Ready nodes, time-weighted
@@ -39,6 +39,7 @@ from nodemanager.dra.context import DeviceContext
 from nodemanager.model import NodeState, PodKey
 from nodemanager.model.journal import Mark, changed_since
 from nodemanager.scaler import Decision
+from nodemanager.scaler.clairvoyant import ClairvoyantPacker, Run
 from nodemanager.scaler.cost_bound import CostBound
 from nodemanager.scaler.pools import pool_views
 from nodemanager.status.metrics import Metrics
@@ -89,6 +90,7 @@ class Simulation:
         objects: ClusterObjects | None = None,
         *,
         timeline: bool = False,
+        clairvoyant: bool = True,
     ) -> None:
         self.config = config
         self.catalog = catalog
@@ -101,6 +103,7 @@ class Simulation:
         self.total_pods = len(workload)
         self._arrived_at = {a.pod.key: a.at for a in workload}
         self._finite = {a.pod.key: (a.pod.requests, a.duration) for a in workload if a.duration is not None}
+        self._workload = workload
         self._batch_pods = {a.pod.key for a in workload if a.pod.batch}
         self.unschedulable: dict[PodKey, str] = {}
         self.tracker = _Tracker()
@@ -114,6 +117,8 @@ class Simulation:
         self._waiting_as_of: tuple[int, Decision | None, tuple[PodKey, ...]] | None = None
         views = pool_views(list(config.pools), catalog, config.nodes.volume_size, daemon_sets=objects.daemon_sets if objects else ())
         self.bound = CostBound(views, (a.pod for a in workload))
+        self._views = views
+        self.clairvoyant = clairvoyant  # whether the report prices the clairvoyant fleet (a few seconds per 10,000 pods)
         self.ended = "until"  # why the last run stopped: settled, until, stalled or unsettled
         self.unsettled = ""  # why the fleet did not come to rest, when it did not
         # What --plot draws (``timeline``): sampled only when asked for, as the bound's rate
@@ -176,6 +181,14 @@ class Simulation:
                 cpu, memory = cpu + added[0], memory + added[1]
         self._allocatable = (cpu, memory)
         return self._allocatable
+
+    def clairvoyant_usd(self) -> float:
+        """What a fleet that knew every arrival and duration, booted at once and kept no idle
+        node would have paid for the pods that ran (``scaler/clairvoyant.py``): each from its
+        arrival for its duration (or until now)."""
+        end, bound = self.clock.now(), self.cluster.first_bound
+        runs = [Run(a.pod, a.at, min(end, a.at + a.duration) if a.duration is not None else end) for a in self._workload if a.pod.key in bound]
+        return ClairvoyantPacker(self._views).plan(runs).usd()
 
     def _observe_occupancy(self, now: float) -> None:
         """The occupancy meter told of the nodes that registered, left, or whose workload
@@ -375,6 +388,7 @@ class Simulation:
             "cost": {
                 "usd": round(cost, 4),
                 "lower_bound_usd": math.floor(self.lower_bound_usd() * 10**4) / 10**4,
+                "clairvoyant_usd": round(self.clairvoyant_usd(), 4) if self.clairvoyant else None,
                 "per_hour": round(cost / hours, 4),  # the run's mean rate
                 "by_pool": {pool: {"usd": round(usd, 4), "per_hour": round(usd / hours, 4)} for pool, usd in sorted(by_pool.items())},
                 "breakdown": self.breakdown().rounded(),

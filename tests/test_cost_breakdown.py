@@ -139,5 +139,6 @@ def test_the_parts_add_up_to_the_cost_on_random_workloads(name: str, seed: int) 
     assert parts["lower_bound"] == pytest.approx(report["cost"]["lower_bound_usd"], abs=1e-4)
     assert min(parts["unused_room"], parts["empty_nodes"], parts["booting_and_stopping"], parts["premium"], parts["work_redone"]) >= -0.005
     assert parts["refunded"] <= 0.0
+    assert report["cost"]["clairvoyant_usd"] >= report["cost"]["lower_bound_usd"]  # (a real fleet's cost)
     if parts["work_redone"] > 0:  # (redone work the bound prices at nothing, where GPU offerings set it, shows as unused room)
         assert report["pods"]["evicted"]["work_redone_hours"] > 0
