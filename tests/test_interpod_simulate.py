@@ -96,3 +96,25 @@ def test_simulate_honours_spread_anti_affinity_affinity_and_cluster_defaults(tmp
     assert len({zone_of[n] for n in placed["cache"]}) == 1  # kept in one zone
     api = collections.Counter(zone_of[n] for n in placed["api"])
     assert sorted(api.values()) == [2, 2, 2], api  # spread by the default constraint alone
+
+
+def test_pods_that_keep_apart_get_the_cheaper_capacity_type_they_allow() -> None:
+    """Three replicas that keep apart by zone, in a pool offering on-demand and spot: each new
+    node is spot, the cheaper, not on-demand because its name sorts first."""
+    config, catalog = parse_config(
+        """
+cloud: {provider: simulated}
+cluster: {source: simulated, simulated: {registerDelay: 10s}}
+pools: [{name: general, instanceTypes: ["m5.*"], capacityTypes: [on-demand, spot], zones: [us-east-1a, us-east-1b, us-east-1c]}]
+""",
+        "provider.yaml",
+        Path("."),
+    )
+    term = {"topologyKey": ZONE, "labelSelector": {"matchLabels": {"app": "svc"}}}
+    apart = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    spec = {"affinity": apart, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+    doc = {"pods": [{"name": "svc", "count": 3, "pod": {"metadata": {"labels": {"app": "svc"}}, "spec": spec}}]}
+    sim = Simulation(config, catalog, parse_workload(json.dumps(doc), "workload.json"), clairvoyant=False)
+    sim.run(until=600)
+    booted = [(i.capacity_type.value, i.zone) for i, _ in sim.cloud.all_instances()]
+    assert sorted(booted) == [("spot", "us-east-1a"), ("spot", "us-east-1b"), ("spot", "us-east-1c")]

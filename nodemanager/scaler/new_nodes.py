@@ -226,7 +226,8 @@ def _new_node_for(run: Run, pod: Pod, kin: int, reasons: list[tuple[str, bool]],
     constraints accept. The constraints are tested once per zone and capacity type (what
     a new node's domain is, with the value of any other label its constraints are on), on a
     node with a fresh hostname; among the groups that pass,
-    the zone with the fewest nodes so far (any pool); the type is the packer's choice
+    the zone with the fewest nodes so far (any pool), and there the group with the cheapest
+    offering that holds the pod (a capacity type); the type is the packer's choice
     for the ``kin`` pods of its class that may share the node (one if they keep apart by
     hostname). Only offerings that meet ``steer`` are tried."""
     if not existing.fill_class(run, [pod], None, steer):
@@ -261,7 +262,8 @@ def _new_node_for(run: Run, pod: Pod, kin: int, reasons: list[tuple[str, bool]],
         if not passing:
             reasons.append((f"pool {view.name}: {refusal}", False))
             continue
-        chosen = min(passing, key=lambda g: (run.zone_load[g[0]], g))
+        # the emptiest zone (the first by name of equals), then its cheapest group (spot where the pod allows it)
+        chosen = min(passing, key=lambda g: (run.zone_load[g[0]], g[0], min(c.price for c in groups[g]), g))
         one_each = view.cell or bool(pod.host_ports)
         fills, _, _ = binpack.pack([pod.requests], [1 if one_each else shares], groups[chosen], run.budget(view), per_node=1 if one_each else None)
         if not fills:
