@@ -191,11 +191,11 @@ def test_filter_stops_at_first_failure_and_unschedulable_excludes_only_that_node
 
 
 def test_the_default_filters_run_in_kube_schedulers_order_so_a_node_is_reported_by_the_first_that_fails() -> None:
-    """kube-scheduler's default plugins (default_plugins.go) filter NodeUnschedulable,
+    """kube-scheduler's default plugins (default_plugins.go) filter NodeUnschedulable, NodeName,
     TaintToleration, NodeAffinity, NodePorts, then NodeResourcesFit, and a node is reported
     by the first that refuses it: a tainted node too small for the pod had an untolerated
     taint, an unlabelled one did not match the node selector, before either lacked CPU."""
-    assert DEFAULT_PROFILE.filter[:5] == ("NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit")
+    assert DEFAULT_PROFILE.filter[:6] == ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit")
     big = pod("p", cpu="8", selector={"disk": "ssd"})
     small = Resources({"cpu": 2000, "memory": 8 * 2**30, "pods": 10})
     taint = Taint("dedicated", TaintEffect.NO_SCHEDULE, "db")

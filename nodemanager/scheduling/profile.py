@@ -26,11 +26,12 @@ class Profile:
         "Zone",
     )
     # kube-scheduler's order where the plugins are the same ones (its default_plugins.go:
-    # NodeUnschedulable, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, ...,
+    # NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, ...,
     # NodeVolumeLimits, VolumeBinding, ...): a node that fails several is reported by the
     # first, and the cheap label and taint checks leave the rest fewer nodes to look at.
     filter: tuple[str, ...] = (
         "NodeUnschedulable",
+        "NodeName",
         "TaintToleration",
         "NodeAffinity",
         "NodePorts",

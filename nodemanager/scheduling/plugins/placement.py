@@ -182,6 +182,23 @@ class NodeUnschedulable(FilterPlugin):
         return [n for n in nodes if not n.unschedulable or self.filter(state, pod, n) is None]
 
 
+class NodeName(SkipsUnasked, FilterPlugin):
+    """A pod that names its node (``spec.nodeName``) fits only there. The scaler never plans a
+    pod that names one (it is bound already, or the API server will never schedule it), so
+    this runs only where a pod is tested against a given node with its name kept."""
+
+    name = "NodeName"
+    keeps_nothing = True
+
+    def asks(self, pod: Pod) -> bool:
+        return bool(pod.node_name)
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        if pod.node_name and pod.node_name != node.name:
+            return unresolvable("node(s) didn't match the requested node name", self.name)
+        return None
+
+
 class NodePorts(SkipsUnasked, FilterPlugin):
     """Host ports: a pod's hostPorts must not conflict with those of the node's pods."""
 
