@@ -39,4 +39,3 @@ def test_node_name_as_kube_decides(case: tuple) -> None:
         assert verdict is not None, name
         assert (verdict.code, verdict.message) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "node(s) didn't match the requested node name"), name
     assert (plugin.pre_filter(CycleState(), pod) is None) == bool(pod.node_name)  # (nothing to check for a pod that names no node)
-
