@@ -9,6 +9,7 @@ from cloud.catalog import Catalog
 from nodemanager.config.schema import Disruption, Limits, NodeSizeFloor, Pool, Standby
 from nodemanager.model import CapacityPolicy, Gpu, InstanceType, Node, NodeName, NodeState, PodPhase, Resources, Taint, TaintEffect, Toleration
 from nodemanager.model.instance_type import DEFAULT_VOLUME_BYTES
+from nodemanager.model.ports import HostPort
 from nodemanager.scaler import ClusterSnapshot
 from nodemanager.scaler.decision import SizeFloor
 from nodemanager.scaler.pools import pool_views
@@ -387,6 +388,27 @@ def test_gang_failing_in_its_turn_does_not_cost_others_and_is_tried_again_last()
     }
     assert d.waiting == {}
     assert d.unschedulable == {}
+
+
+def test_a_gang_planned_again_puts_its_largest_member_first_so_it_fits_under_the_limit():
+    """Found by the property test (a decision applied, the next one bound the gang). Three
+    nodes at most; two host-port pods take two of them. The gang's port member, first in
+    queue order, took the third (the cheapest for it alone) and the 3-CPU member met the
+    limit, so the gang failed, in its turn and again last. Planned again largest first, the
+    3-CPU member takes an m.4xlarge and the others join it there."""
+    ported = {"host_ports": (HostPort(8080),)}
+    pool = binpack_pool(instance_types=["b.large", "m.4xlarge"], limits=Limits(nodes=3))
+    pods = [
+        dataclasses.replace(pod("q0", group="g1", min_member=3), **ported),
+        dataclasses.replace(pod("q7", created=1.0), **ported),
+        pod("q8", group="g1", min_member=3, created=2.0),
+        pod("q9", cpu="3", group="g1", min_member=3, created=3.0),
+        dataclasses.replace(pod("q10", created=4.0), **ported),
+    ]
+    d = compute(scaler(pool), pods)
+    assert sorted(d.bindings) == ["default/q0", "default/q10", "default/q7", "default/q8", "default/q9"]
+    assert len(d.start) == 3
+    assert d.bindings["default/q0"] == d.bindings["default/q9"]
 
 
 # -- determinism and naming -----------------------------------------------------------------

@@ -56,7 +56,7 @@ def _plan(run: Run) -> list[NewNode]:
     unbound = existing.rebuild(run)
     run.open.smallest = smallest_request(unbound)
     classes = _classes(run.fw.sort_pods([p for p in unbound if p.key not in run.last]), run.key)
-    then = _classes(run.fw.sort_pods([p for p in unbound if p.key in run.last]), run.key)
+    then = _classes(_largest_first(run.fw.sort_pods([p for p in unbound if p.key in run.last])), run.key)
     # Pods come before standby on existing nodes; deferred gangs take what the rest left.
     existing.place_on_existing(run, classes)
     existing.place_on_existing(run, then)
@@ -205,6 +205,17 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def _largest_first(pods: list[Pod]) -> list[Pod]:
+    """Gangs planned again after they failed: each gang's members bind together at Permit,
+    so their order among themselves decides no one's turn; the largest first (first fit
+    decreasing) leaves the small ones the room beside them, where in queue order a small
+    member could take a node of its own and leave a large one over the pool's limit."""
+    turn: dict[tuple[str, str], int] = {}
+    for i, pod in enumerate(pods):  # the gangs keep the queue's order among them
+        turn.setdefault((pod.namespace, pod.pod_group), i)
+    return sorted(pods, key=lambda p: (turn[(p.namespace, p.pod_group)], -p.requests.cpu, -p.requests.memory))
 
 
 def _classes(pods: list[Pod], key_of: Callable[[Pod], tuple]) -> list[PodClass]:
