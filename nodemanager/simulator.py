@@ -202,16 +202,15 @@ class Simulation:
             holder = self.bound.holder_price(pods) if pods else None
             self.occupancy.set(name, now, registered, (math.inf if holder is None else holder) if pods else None)
 
-    def breakdown(self) -> Breakdown:
-        """Where the cost went (``cost_breakdown.py``)."""
+    def breakdown(self, lower_bound: float) -> Breakdown:
+        """Where the cost went (``cost_breakdown.py``), given ``lower_bound_usd()``."""
         now = self.clock.now()
         instances = []
         for span in self.cloud.spans():
             i = span.instance
             billed = Billed(i.node_name, self.catalog.hourly(i.instance_type, i.capacity_type, i.zone), span.running, span.until, span.seconds)
             instances.append((billed, self.occupancy.spans(i.node_name, now)))
-        ran = self.cluster.ran()
-        return breakdown(instances, self.bound.usd(self._counted(ran)), self.bound.usd(ran))
+        return breakdown(instances, lower_bound, self.bound.usd(self.cluster.ran()))
 
     def _sample(self, now: float, timeline: Timeline) -> None:
         live = [n for n in self.controller.state.nodes.values() if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED)]
@@ -361,6 +360,7 @@ class Simulation:
     def report(self) -> dict[str, object]:
         end = self.clock.now()
         cost, launched, terminated, by_pool = self.fleet()
+        lower_bound = self.lower_bound_usd()
         hours = end / 3600 if end > 0 else 1.0
         waits = [bound - self._arrived_at.get(key, 0.0) for key, bound in self.cluster.first_bound.items()]
         still_unschedulable = {k: r for k, r in self.unschedulable.items() if k not in self.cluster.first_bound}
@@ -387,11 +387,11 @@ class Simulation:
             "nodes": {"booted": sum(launched.values()), "terminated": terminated, "peak": t.peak, "by_instance_type": dict(sorted(launched.items()))},
             "cost": {
                 "usd": round(cost, 4),
-                "lower_bound_usd": math.floor(self.lower_bound_usd() * 10**4) / 10**4,
+                "lower_bound_usd": math.floor(lower_bound * 10**4) / 10**4,
                 "clairvoyant_usd": round(self.clairvoyant_usd(), 4) if self.clairvoyant else None,
                 "per_hour": round(cost / hours, 4),  # the run's mean rate
                 "by_pool": {pool: {"usd": round(usd, 4), "per_hour": round(usd / hours, 4)} for pool, usd in sorted(by_pool.items())},
-                "breakdown": self.breakdown().rounded(),
+                "breakdown": self.breakdown(lower_bound).rounded(),
             },
             "utilization": {
                 "cpu": round(t.cpu_requested / t.cpu_allocatable, 4) if t.cpu_allocatable else 0.0,

@@ -345,11 +345,7 @@ class CheaperSizes:
         if entry is None:
             if len(self._kinds) >= SIZES_KEPT:
                 self._kinds.clear()
-            shared: set[int] | None = None  # the ids of the offerings every kind may use (None: no pods, every offering)
-            for pod in each.values():
-                ids = {id(c) for _, c in self.usable.of(pod)}
-                shared = ids if shared is None else shared & ids
-            offers = sorted((c.price, c.allocatable.cpu, c.allocatable.memory) for _, c, _ in self.usable.offers if shared is None or id(c) in shared)
+            offers = sorted((c.price, c.allocatable.cpu, c.allocatable.memory) for _, c in self.usable.shared(each.values()))
             entry = self._kinds[kind] = (offers, {})
         offers, found = entry
         at = bisect.bisect_left(offers, (price,))

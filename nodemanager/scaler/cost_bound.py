@@ -106,17 +106,12 @@ class CostBound:
             if found is None:
                 return None
             placements.append(found[1])
-        total = Resources.total(p.requests for p in pods)
-        key = (frozenset(placements), total, len(pods))
+        total, count = Resources.total(p.requests for p in pods), len(pods)
+        key = (frozenset(placements), total, count)
         if key not in self._holders:
-            self._holders[key] = self._cheapest_holder(key[0], total, len(pods))
+            fits = (c.price for _, c in self._usable.shared(pods) if total.fits(c.allocatable) and not 0 < c.allocatable.pods < count)
+            self._holders[key] = min(fits, default=None)
         return self._holders[key]
-
-    def _cheapest_holder(self, placements: frozenset[tuple], total: Resources, count: int) -> float | None:
-        offers = [self._usable.found.get(p, []) for p in placements]
-        allowed = set.intersection(*({(pool, id(c)) for pool, c in found} for found in offers))
-        fits = (c.price for pool, c in offers[0] if (pool, id(c)) in allowed and total.fits(c.allocatable) and not 0 < c.allocatable.pods < count)
-        return min(fits, default=None)
 
     def usd(self, ran: Mapping[PodKey, float]) -> float:
         """The bound for pods that ran this many seconds each (pods of the workload only)."""

@@ -7,7 +7,7 @@ consolidation's quick test looks for one cheaper node that all the pods it moves
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from nodemanager.model import CapacityPolicy, Pod
 from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info
@@ -42,6 +42,15 @@ class UsableOfferings:
                 self.found.clear()  # a long-lived owner meets ever new placements (pods pinned to one host)
             found = self.found[key] = _usable(pod, self.offers)
         return found
+
+    def shared(self, pods: Iterable[Pod]) -> list[tuple[str, Candidate]]:
+        """The (pool, offering)s every one of ``pods`` may use, in the pools' order (all of
+        them for no pods)."""
+        found = [self.of(p) for p in pods]
+        if not found:
+            return [(pool, cand) for pool, cand, _ in self.offers]
+        common = set.intersection(*({id(c) for _, c in each} for each in found))
+        return [(pool, cand) for pool, cand in found[0] if id(cand) in common]
 
 
 def _usable(pod: Pod, offers: Sequence[tuple[str, Candidate, NodeInfo]]) -> list[tuple[str, Candidate]]:
