@@ -433,7 +433,7 @@ def test_json_workload():
             ["pods[0].pod.spec.containers[0].resources.requests.memory: expected a quantity such as 500m, 2Gi or 1.5, got 'lots'"],
         ),
         ("pods: 3", ["expected a mapping with a 'pods' list, a Kubernetes List, or one Pod, Deployment"]),
-        ("pods: [{name: a, pod: {containers: [{name: c}]}}", ["line 1, column"]),
+        ("pods: [{name: a, pod: {containers: [{name: c}]}}", ["line 2, column"]),
     ],
 )
 def test_workload_errors_name_entry_and_field(text, problems):

@@ -41,29 +41,55 @@ def _fields(model: str) -> dict[str, str]:
 def unknown_fields(doc: Any, kind: str, where: str) -> list[str]:
     """The fields of ``doc`` (an object of ``kind``: Pod, PodSpec or a pod maker) that its
     schema does not have, each as ``path: unknown field``."""
+    if isinstance(doc, dict) and _known(doc, MODELS[kind]):  # (the common case, without a path made for every field)
+        return []
     problems: list[str] = []
     _walk(doc, MODELS[kind], where, problems)
     return problems[:MAX_PROBLEMS]
 
 
+@cache
+def _shape(type_name: str) -> tuple[str, Any]:
+    """What a value of the schema's type ``type_name`` is: ("list", item type), ("dict",
+    value type), ("model", its fields) or ("leaf", None), a list or dict of leaves a leaf
+    itself (nothing in it can be an unknown field)."""
+    if match := _LIST.match(type_name) or _DICT.match(type_name):
+        inner = match[match.lastindex or 1]
+        return ("leaf", None) if _shape(inner)[0] == "leaf" else ("list" if type_name.lower().startswith("list") else "dict", inner)
+    if hasattr(models, type_name):
+        return "model", _fields(type_name)
+    return "leaf", None
+
+
+def _known(value: Any, type_name: str) -> bool:
+    """Whether every field in ``value`` is one its schema has (a document's mappings are
+    dicts: anything else is looked at by ``_walk``)."""
+    shape, of = _shape(type_name)
+    if shape == "leaf":
+        return True
+    if shape == "model":
+        return not isinstance(value, dict) or all(key in of and _known(item, of[key]) for key, item in value.items())
+    if shape == "list":
+        return not isinstance(value, list) or all(_known(item, of) for item in value)
+    return not isinstance(value, dict) or all(_known(item, of) for item in value.values())
+
+
 def _walk(value: Any, type_name: str, where: str, problems: list[str]) -> None:
     if len(problems) >= MAX_PROBLEMS:
         return
-    if match := _LIST.match(type_name):
-        if isinstance(value, list):
-            for i, item in enumerate(value):
-                _walk(item, match[1], f"{where}[{i}]", problems)
-    elif match := _DICT.match(type_name):
-        if isinstance(value, Mapping):
-            for key, item in value.items():
-                _walk(item, match[2], f"{where}.{key}", problems)
-    elif isinstance(value, Mapping) and hasattr(models, type_name):
-        fields = _fields(type_name)
+    shape, of = _shape(type_name)
+    if shape == "list" and isinstance(value, list):
+        for i, item in enumerate(value):
+            _walk(item, of, f"{where}[{i}]", problems)
+    elif shape == "dict" and isinstance(value, Mapping):
         for key, item in value.items():
-            if key not in fields:
+            _walk(item, of, f"{where}.{key}", problems)
+    elif shape == "model" and isinstance(value, Mapping):
+        for key, item in value.items():
+            if key not in of:
                 problems.append(f"{where}.{key}: unknown field")
             else:
-                _walk(item, fields[key], f"{where}.{key}", problems)
+                _walk(item, of[key], f"{where}.{key}", problems)
 
 
 def expand(doc: Mapping[str, Any], where: str) -> tuple[list[dict[str, Any]], list[str]]:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +50,9 @@ from nodemanager.model import Pod, PodPhase, Taint, TaintEffect
 from nodemanager.model import volumes as kv
 from nodemanager.model.daemonset import DaemonSet
 from nodemanager.model.pdb import PodDisruptionBudget
-from nodemanager.model.pod import OwnerRef
+from nodemanager.model.pod import OwnerRef, PodKey
 from nodemanager.model.pod_owners import Namespace, PodSelecting, ReplicaSet, ReplicationController, Service, StatefulSet
+from nodemanager.model.slot_copy import copied
 from nodemanager.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 
 _ENTRY_KEYS = {"name", "count", "at", "duration", "pod", "usage", "bare"}
@@ -131,7 +132,8 @@ def parse_workload(text: str, source: str = "workload", max_pods: int = DEFAULT_
     return _arrivals(_document(text, source), source, max_pods)
 
 
-def _arrivals(doc: Any, source: str, max_pods: int) -> list[Arrival]:
+def _arrivals(doc: Any, source: str, max_pods: int, label: Callable[[int], str] = "pods[{}]".format) -> list[Arrival]:
+    """The pods a workload document makes; ``label`` names its i-th ``pods`` entry in a problem."""
     if isinstance(doc, Mapping) and doc.get("kind") == "List":
         return _from_list(doc, source, max_pods)
     if isinstance(doc, Mapping) and (doc.get("kind") == "Pod" or doc.get("kind") in POD_MAKERS):
@@ -147,11 +149,12 @@ def _arrivals(doc: Any, source: str, max_pods: int) -> list[Arrival]:
             problems.append(f"resourceClaimTemplates[{i}].metadata.name: required")
             continue
         templates[str(name)] = template
+    if (too_many := _past_limit(doc["pods"], max_pods, label)) is not None:
+        raise WorkloadError(source, [too_many])  # before a single pod is made
     seen: dict[str, int] = {}
     made: dict[str, int] = {}  # pod key -> the entry that makes it
-    total = 0
     for i, entry in enumerate(doc["pods"]):
-        where = f"pods[{i}]"
+        where = label(i)
         if not isinstance(entry, Mapping):
             problems.append(f"{where}: expected a mapping, got {type(entry).__name__}")
             continue
@@ -164,17 +167,13 @@ def _arrivals(doc: Any, source: str, max_pods: int) -> list[Arrival]:
             problems.append(f"{where}.name: {name!r} is not a valid pod name (lowercase letters, digits, '-' and '.', at most 240 characters)")
             continue
         if name in seen:
-            problems.append(f"{where}.name: duplicate name {name!r} (also pods[{seen[name]}])")
+            problems.append(f"{where}.name: duplicate name {name!r} (also {label(seen[name])})")
             continue
         seen[name] = i
         count = entry.get("count", 1)
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             problems.append(f"{where}.count: must be an integer >= 1, got {count!r}")
             continue
-        if total + count > max_pods:
-            problems.append(f"{where}.count: {count:,} more pods make more than {max_pods:,} in the workload (simulate --max-pods raises the limit)")
-            break
-        total += count
         times: dict[str, float | None] = {"at": 0.0, "duration": None}
         bad_time = False
         for key in times:
@@ -219,29 +218,50 @@ def _arrivals(doc: Any, source: str, max_pods: int) -> list[Arrival]:
         if not isinstance(containers, list) or not containers:
             problems.append(f"{where}.pod.spec.containers: at least one container is required")
             continue
+        # A pod whose manifest names nothing after the pod (claims, volumes, a uid) is read
+        # once per entry: the rest of its count are copies under their own names.
+        alike = not (manifest.get("metadata") or {}).get("uid")
+        first: Pod | None = None
         for n in range(count):
             pod_name = name if count == 1 else f"{name}-{n}"
-            doc_n = {**manifest, "metadata": {**dict(manifest.get("metadata") or {}), "name": pod_name}}
-            try:
-                pod = Pod.from_manifest(doc_n, f"{where}.pod")
-            except InvalidInput as exc:
-                problems.append(str(exc))
-                break
-            if pod.owner is None and not bare:
-                pod = replace(pod, owner=workload_owner(name, duration))
+            if first is not None:
+                pod, claims = _renamed(first, pod_name), ()
+            else:
+                doc_n = {**manifest, "metadata": {**dict(manifest.get("metadata") or {}), "name": pod_name}}
+                try:
+                    pod = Pod.from_manifest(doc_n, f"{where}.pod")
+                    if pod.owner is None and not bare:
+                        pod = copied(pod, {"owner": workload_owner(name, duration)})  # (nothing of the pod is made from its owner)
+                    claims = _template_claims(doc_n, pod, templates, f"{where}.pod")
+                except InvalidInput as exc:
+                    problems.append(str(exc))
+                    break
+                if alike and not (pod.claims or pod.volume_claims):
+                    first = pod
             if made.setdefault(pod.key, i) != i:
-                problems.append(f"{where}.name: makes pod {pod.key}, which pods[{made[pod.key]}] makes too")
-                break
-            try:
-                claims = _template_claims(doc_n, pod, templates, f"{where}.pod")
-            except InvalidInput as exc:
-                problems.append(str(exc))
+                problems.append(f"{where}.name: makes pod {pod.key}, which {label(made[pod.key])} makes too")
                 break
             arrivals.append(Arrival(at, duration, _created(pod, at), usage, claims))
     if problems:
         raise WorkloadError(source, problems)
     arrivals.sort(key=lambda a: (a.at, a.pod.key))
     return arrivals
+
+
+def _past_limit(entries: list[Any], max_pods: int, label: Callable[[int], str]) -> str | None:
+    """Why the entries make too many pods: the entry whose ``count`` takes them past ``max_pods``."""
+    total = 0
+    for i, entry in enumerate(entries):
+        total += _pods_in(entry)
+        if total > max_pods:
+            return f"{label(i)}.count: {_pods_in(entry):,} more pods make more than {max_pods:,} in the workload (simulate --max-pods raises the limit)"
+    return None
+
+
+def _pods_in(entry: Any) -> int:
+    """The pods an entry makes (0 for a count that is no whole number: the entry's own check says so)."""
+    count = entry.get("count", 1) if isinstance(entry, Mapping) else 0
+    return count if isinstance(count, int) and not isinstance(count, bool) and count >= 1 else 0
 
 
 def _usage(value: Any, where: str) -> tuple[UsageProfile | None, list[str]]:
@@ -400,6 +420,11 @@ def _node_action(value: Any, where: str) -> NodeAction:
     return action
 
 
+def _renamed(pod: Pod, name: str) -> Pod:
+    """``pod`` under another name (its manifest names nothing else after the pod)."""
+    return copied(pod, {"name": name, "uid": f"{pod.namespace}/{name}", "key": PodKey(f"{pod.namespace}/{name}")})
+
+
 def _created(pod: Pod, at: float) -> Pod:
     return pod.living(created_at=at)
 
@@ -493,5 +518,39 @@ class WorkloadFile:
 
 def load_workload_file(path: str | Path, max_pods: int = DEFAULT_MAX_PODS) -> WorkloadFile:
     source = str(path)
+    if Path(path).suffix in JSON_LINES:
+        return WorkloadFile(_from_lines(path, max_pods), DeviceContext(), ClusterObjects())
     doc = _document(_read(path), source)
     return WorkloadFile(_arrivals(doc, source, max_pods), _devices(doc, source), _cluster_objects(doc, source))
+
+
+JSON_LINES = (".jsonl", ".ndjson")  # a workload file with these endings holds one ``pods`` entry per line
+
+
+def _from_lines(path: str | Path, max_pods: int) -> list[Arrival]:
+    """A JSON Lines workload: each line not blank is one entry of ``pods`` (named by its line
+    in problems). Pods are counted as lines are read: past ``max_pods`` the reading stops."""
+    source = str(path)
+    entries: list[Any] = []
+    lines: list[int] = []
+    total = 0
+
+    def label(i: int) -> str:
+        return f"[line {lines[i]}]"
+
+    try:
+        for number, text in documents.read_lines(path, documents.WORKLOAD_BYTES):
+            if not text.strip():
+                continue
+            try:
+                entry = documents.parse_json(text)
+            except documents.DocumentProblem as exc:
+                raise WorkloadError(source, [f"line {number}, {exc}"]) from None
+            entries.append(entry)
+            lines.append(number)
+            total += _pods_in(entry)
+            if total > max_pods and (too_many := _past_limit(entries, max_pods, label)):
+                raise WorkloadError(source, [too_many])
+    except documents.DocumentProblem as exc:
+        raise WorkloadError(source, [str(exc)]) from None
+    return _arrivals({"pods": entries}, source, max_pods, label)

@@ -82,7 +82,25 @@ def resource_amount(name: str, value: object, field: str | None = None) -> int:
     Negative and overflowing amounts are refused, as are fractional counts of
     resources that Kubernetes only accepts whole (extended resources, ``pods``).
     """
-    field = field or name
+    if not isinstance(value, (str, int, float)):  # (refused below: a list is no key either)
+        return _amount(name, value, field or name)
+    key = (name, type(value), value)  # (the type too: 1 == 1.0 == True, and a bool is refused)
+    known = _AMOUNTS.get(key)
+    if known is not None:
+        return known
+    amount = _amount(name, value, field or name)
+    if len(_AMOUNTS) >= _AMOUNTS_KEPT:
+        _AMOUNTS.clear()
+    _AMOUNTS[key] = amount
+    return amount
+
+
+# Amounts already worked out: a workload of a million pods spells a few dozen quantities.
+_AMOUNTS: dict[tuple[str, type, object], int] = {}
+_AMOUNTS_KEPT = 4096
+
+
+def _amount(name: str, value: object, field: str) -> int:
     number = parse_quantity(value, field)
     if number < 0:
         raise InvalidQuantity(field, value, "a non-negative amount")
