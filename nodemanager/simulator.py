@@ -38,6 +38,7 @@ from nodemanager.cost_breakdown import Billed, Breakdown, OccupancyMeter, breakd
 from nodemanager.dra.context import DeviceContext
 from nodemanager.model import NodeState, PodKey
 from nodemanager.model.journal import Mark, changed_since
+from nodemanager.quiet_time import QuietTime
 from nodemanager.scaler import Decision
 from nodemanager.scaler.clairvoyant import ClairvoyantPacker, Run
 from nodemanager.scaler.cost_bound import CostBound
@@ -91,6 +92,7 @@ class Simulation:
         *,
         timeline: bool = False,
         clairvoyant: bool = True,
+        skip_quiet: bool = True,
     ) -> None:
         self.config = config
         self.catalog = catalog
@@ -126,6 +128,8 @@ class Simulation:
         self.timeline: Timeline | None = Timeline(config.loops.pool) if timeline else None
         self.waits = WaitCauses()
         self.occupancy = OccupancyMeter()  # each node's time empty or holding pods (the cost breakdown)
+        # Quiet stretches skipped (the same report: see ``quiet_time``); not while a timeline is drawn.
+        self.quiet = QuietTime(config, self.controller, self.cluster) if skip_quiet and not timeline and not any(a.usage for a in workload) else None
         self._occupancy_marks: tuple[Mark, ...] | None = None
 
     def _on_decision(self, decision: Decision, now: float) -> None:
@@ -298,6 +302,8 @@ class Simulation:
                 progress(now, horizon)
             if (current := self._progress_mark()) != mark:
                 mark, changed_at = current, now
+            if self.quiet is not None:
+                self._skip_quiet(driver, last, horizon, settled_at is None)
             if until is None:
                 if settled_at is None and self._settled():
                     settled_at = now
@@ -318,6 +324,17 @@ class Simulation:
             self._integrate(horizon - last)
             self.clock.advance_to(horizon)
         return self.report()
+
+    def _skip_quiet(self, driver: VirtualDriver, now: float, horizon: float, unsettled: bool) -> None:
+        """Skip a quiet stretch from ``now`` if one starts here; never one in which a run
+        with no ``until`` would end (settled, or stalled with nothing left to come)."""
+        assert self.quiet is not None
+        self.quiet.saw(now)
+        if math.isinf(horizon) and not (unsettled and (self.cluster.arrivals_left() or self._pods_will_finish())):
+            return
+        if (target := self.quiet.until(now, horizon)) is not None:
+            before = driver.next_due()
+            self.quiet.skipped += driver.jump_to(target) - before
 
     def fleet(self) -> tuple[float, Counter[str], int, dict[str, float]]:
         """The fleet's cost so far (every instance's price × the seconds EC2 bills for it:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -251,6 +252,18 @@ class SimulatedCluster:
     def next_arrival(self) -> float | None:
         """Clock time of the next arrival, if any."""
         return self.origin + self._arrivals[self._next_arrival].at if self._next_arrival < len(self._arrivals) else None
+
+    def next_own_change(self) -> float | None:
+        """When the cluster itself next changes something with no one acting (an arrival, a
+        pod's finish, an operator's node action, a startup taint's removal); None when a
+        kubelet is silenced or a pod's usage varies (the next change cannot be told)."""
+        if self.kubelets.silenced or any(s.usage is not None for s in self.pods.values()):
+            return None
+        times = [t for t in (self.next_arrival(), self._finishing[0][0] if self._finishing else None) if t is not None]
+        times += [when for when, _ in self._startup.values()]
+        if self._next_action < len(self._actions):
+            times.append(self.origin + self._actions[self._next_action].at)
+        return min(times, default=math.inf)
 
     def ran(self) -> Counter[PodKey]:
         """Seconds each workload pod ever bound has been bound until now, all its runs together."""

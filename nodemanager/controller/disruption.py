@@ -163,8 +163,8 @@ class DisruptionController:
     # -- the loop ------------------------------------------------------------------------
     def run(self, now: float) -> None:
         c = self.state
+        self.worth.forget(now, max((p.disruption.consolidation_cooldown for p in c.config.pools), default=0.0))  # (first: see forget)
         self.worth.saw(self.tenure.track(now))
-        self.worth.forget(now, max((p.disruption.consolidation_cooldown for p in c.config.pools), default=0.0))
         if self.replacing is not None:
             self._advance(now)
             return
@@ -463,6 +463,12 @@ class DisruptionController:
     def busy(self) -> bool:
         """A consolidation is proposed, or replacements are under way."""
         return self.proposal is not None or self.replacing is not None
+
+    def quiet_until(self, now: float) -> float | None:
+        """While nothing changes, until when its passes do nothing: the retry of the last pass,
+        which found nothing (never, when its verdict did not depend on time); None when it
+        has something under way or has not yet come to such a verdict."""
+        return None if self.busy or self._fruitless is None else min(self._fruitless_until, self.worth.next_change(now))
 
     def summary(self) -> dict[str, dict[str, float]]:
         """Nodes disrupted, pods moved and $/h saved (when acted), by reason."""

@@ -33,7 +33,6 @@ PAYBACK = "payback"
 BALANCED = "balanced"
 COOLDOWN = "cooldown"
 REMEMBERED = 86400.0  # a pod's moves count toward its cooldown for a day
-FORGET_EVERY = 600.0  # moves are looked through for those to forget at most this often
 MOVED_KEPT = 65536  # controllers with moved pods not yet seen again (a bound on memory: the oldest go first)
 
 
@@ -64,7 +63,8 @@ class MoveWorth:
         self._moved: dict[PodKey, Move] = {}  # pod -> its last move (as its controller's pod)
         self._completing: dict[PodKey, str] = {}  # pods placed that run to completion -> their controller
         self.run_lengths = RunLengths()
-        self._next_forget = 0.0  # when moves are next looked through for those to forget
+        self._next_forget = math.inf  # when the first move remembered is forgotten (moves are then looked through)
+        self._cooldown = 0.0  # the longest consolidationCooldown, as ``forget`` was last told
         self.time_dependent = False  # a move was turned down by a rule that may pass later, with nothing else changed
 
     # -- the cooldown ----------------------------------------------------------------------
@@ -72,6 +72,7 @@ class MoveWorth:
         """A disruption evicts ``pods`` now."""
         for pod in pods:
             move = Move(now, (self._moved[pod.key].count if pod.key in self._moved else 0) + 1)
+            self._next_forget = min(self._next_forget, now + self._kept(move))
             if len(self._gone) >= MOVED_KEPT:
                 del self._gone[next(iter(self._gone))]
             self._gone[pod.key] = move
@@ -132,16 +133,29 @@ class MoveWorth:
 
     def forget(self, now: float, cooldown: float) -> None:
         """A move is remembered for a day, or its cooldown if longer: a pod moved again
-        meanwhile waits four times as long; one left alone that long starts its count again."""
-        if now < self._next_forget or not (self._moved or self._owed or self._gone):
+        meanwhile waits four times as long; one left alone that long starts its count again.
+        Moves are looked through when the first of them is due to go, so what is
+        remembered at any time does not depend on when passes ran (a simulation skips quiet
+        stretches without a pass)."""
+        self._cooldown = cooldown
+        if now < self._next_forget:
             return
-        self._next_forget = now + FORGET_EVERY
-        keep = lambda m: now - m.at < max(REMEMBERED, m.window(cooldown))  # noqa: E731
+        keep = lambda m: now - m.at < self._kept(m)  # noqa: E731
         self._moved = {k: m for k, m in self._moved.items() if keep(m)}
         self._gone = {k: m for k, m in self._gone.items() if keep(m)}
         self._cooled = {(k, m) for k, m in self._cooled if now - m.at < m.window(cooldown)}
         for controller in [c for c, owed in self._owed.items() if not keep(owed[-1])]:
             del self._owed[controller]
+        remembered = [*self._moved.values(), *self._gone.values(), *(owed[-1] for owed in self._owed.values())]
+        self._next_forget = min((m.at + self._kept(m) for m in remembered), default=math.inf)
+
+    def _kept(self, move: Move) -> float:
+        return max(REMEMBERED, move.window(self._cooldown))
+
+    def next_change(self, now: float) -> float:
+        """When, with nothing else changing, a pod's cooldown next ends or a move is forgotten."""
+        ends = (m.at + w for m in self._moved.values() if now < m.at + (w := m.window(self._cooldown)))
+        return min(self._next_forget, min(ends, default=math.inf))
 
     # -- the rules -------------------------------------------------------------------------
     def _rule(self, nodes: Sequence[Node]) -> Payback | None:

@@ -1,0 +1,77 @@
+"""Quiet stretches of a simulation, skipped: a trace of months where a few pods run for days
+would otherwise cost a run of every loop at its period, all doing nothing.
+
+A stretch is quiet when nothing can happen in it but what the cluster does on its own at a
+known time (the next arrival, finish, operator's node action or startup taint's removal):
+no pod waits, no node is booting, stopping, idle or marked, consolidation's last pass found
+nothing and nothing has changed since for longer than any of its windows (consolidateAfter,
+the cooldown), so no node can become a candidate by time alone. The loops are then not run
+until that time; each runs next at the instant of its own beat it would have run at, so the
+report is the same as without the skip (a test plays workloads both ways). A skip ends
+early at consolidation's retry of a move that was not yet worth it and at the first node's
+expireAfter. Anything whose next change cannot be told turns skipping off: injected
+failures and interruptions, scheduled disruption budgets, batch overcommit, pods whose
+usage varies, kubelets made to hang, and a timeline being drawn.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from nodemanager.model import NodeState
+
+if TYPE_CHECKING:
+    from nodemanager.cluster.simulated import SimulatedCluster
+    from nodemanager.config.schema import ProviderConfig
+    from nodemanager.controller.node_controller import NodeController
+
+SETTLED = frozenset({NodeState.AVAILABLE, NodeState.CLAIMED, NodeState.TERMINATED})
+SHORTEST = 2.0  # loop periods: a stretch shorter than this many pool periods is simply played
+
+
+class QuietTime:
+    def __init__(self, config: ProviderConfig, controller: NodeController, cluster: SimulatedCluster) -> None:
+        self.controller = controller
+        self.cluster = cluster
+        intervals = config.loops.intervals()
+        self.pool_period = intervals["pool"]
+        pools = config.pools
+        # How long nothing must have changed before a stretch may be skipped: past every
+        # window that starts at a change, and two runs of every loop (but the price loop's:
+        # a simulated cloud has no prices but the catalog's).
+        loops = [seconds for name, seconds in intervals.items() if name != "prices"]
+        windows = [max(p.disruption.consolidate_after, p.disruption.consolidation_cooldown) for p in pools]
+        self.settle = max(windows, default=0.0) + 2 * max(loops)
+        self.expire_after = {p.name: p.disruption.expire_after for p in pools}
+        sim = config.cloud.simulated
+        faults = sim is not None and (sim.throttle_rate or sim.instance_death_per_hour or sim.spot_interruption_per_hour)
+        scheduled = any(b.schedule for p in pools for b in p.disruption.budgets)
+        self.possible = not (faults or scheduled or config.colocation_anywhere)
+        self.skipped = 0.0  # simulated seconds skipped, all stretches together
+        self._seen: tuple | None = None
+        self._since = 0.0  # when ``_seen`` last changed
+
+    def saw(self, now: float) -> None:
+        """Note what the cluster and the controller look like after the loops ran at ``now``."""
+        c = self.controller.state
+        seen = (self.cluster.version, c.nodes.stamp, len(c.marked), len(c.unneeded_since), self.controller.disruption.busy)
+        if seen != self._seen:
+            self._seen, self._since = seen, now
+
+    def until(self, now: float, horizon: float) -> float | None:
+        """The time to skip to from ``now`` (at most ``horizon``), or None to play on."""
+        if not self.possible or now - self._since < self.settle:
+            return None
+        c = self.controller.state
+        if c.marked or c.unneeded_since or c.cache.waiting_count() or any(n.state not in SETTLED for n in c.nodes.values()):
+            return None
+        consolidation = self.controller.disruption.quiet_until(now)
+        own = self.cluster.next_own_change()
+        if consolidation is None or own is None:
+            return None
+        expiring = (n.created_at + e for n in c.nodes.values() if n.state is not NodeState.TERMINATED and (e := self.expire_after.get(n.pool)) is not None)
+        target = min(own, consolidation, min(expiring, default=math.inf), horizon)
+        if target - now < SHORTEST * self.pool_period or math.isinf(target):
+            return None
+        return target

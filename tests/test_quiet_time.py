@@ -1,0 +1,121 @@
+"""Quiet stretches of a simulation skipped: the same report as playing every loop through
+them, far fewer loop runs, and skipping off where the next change cannot be told."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from bench_modules import load_benchmark
+
+from nodemanager.cluster.workload import parse_workload
+from nodemanager.config import parse_config
+from nodemanager.controller.virtual import VirtualDriver
+from nodemanager.simulator import Simulation
+
+DAY = 86400
+CONFIG = """
+controllerId: quiet
+cloud: {provider: simulated, simulated: {bootDelay: 40s, seed: 1%s}}
+cluster: {source: simulated, simulated: {registerDelay: 20s}}
+pools:
+  - name: general
+    instanceTypes: ["m5.*", "c5.*"]
+    capacityTypes: [on-demand, spot]
+"""
+POD = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}}]}
+# A few pods alive for days, arriving and ending far apart: quiet most of the time.
+LONG = {"pods": [{"name": f"q{i}", "at": round(i * 0.4 * DAY), "duration": round((1 + i % 3) * 0.3 * DAY), "pod": POD} for i in range(5)]}
+
+
+def play(doc: dict, skip: bool, faults: str = "") -> tuple[dict, Simulation]:
+    config, catalog = parse_config(CONFIG % faults, "quiet", Path("."))
+    sim = Simulation(config, catalog, parse_workload(json.dumps(doc), "quiet"), clairvoyant=False, skip_quiet=skip)
+    report = sim.run()
+    report.pop("decisions")  # (the scaler's own timings: never the same twice)
+    return report, sim
+
+
+def test_a_few_pods_over_days_report_the_same_with_most_of_the_time_skipped() -> None:
+    skipped, sim = play(LONG, skip=True)
+    played, _ = play(LONG, skip=False)
+    assert skipped == played
+    assert sim.quiet is not None
+    assert sim.quiet.skipped > 0.8 * skipped["simulated_seconds"]
+    assert skipped["cost"]["usd"] > 0
+
+
+@pytest.mark.heavy
+def test_a_corpus_workload_with_payback_retries_and_cooldowns_reports_the_same() -> None:
+    """``jobs`` seed 1 skips stretches that end at consolidation's payback retry and at
+    pods' cooldowns: a skip that ran past either missed passes the played run made."""
+    corpus = load_benchmark("corpus")
+    doc, text = corpus.workload("jobs", 1)
+    reports = []
+    for skip in (True, False):
+        config, catalog = parse_config(text, "jobs", Path("."))
+        sim = Simulation(config, catalog, parse_workload(json.dumps(doc), "jobs"), clairvoyant=False, skip_quiet=skip)
+        report = sim.run()
+        report.pop("decisions")
+        reports.append(report)
+        if skip:
+            assert sim.quiet is not None
+            assert sim.quiet.skipped > 3600
+    assert reports[0] == reports[1]
+
+
+def test_injected_failures_turn_skipping_off() -> None:
+    report, sim = play(LONG, skip=True, faults=", spotInterruptionPerHour: 0.01")
+    assert sim.quiet is not None
+    assert not sim.quiet.possible
+    assert sim.quiet.skipped == 0
+    assert report["pods"]["bound"] == 5
+
+
+def test_a_timeline_being_drawn_turns_skipping_off() -> None:
+    config, catalog = parse_config(CONFIG % "", "quiet", Path("."))
+    assert Simulation(config, catalog, parse_workload(json.dumps(LONG), "quiet"), timeline=True).quiet is None
+
+
+class _Loops:
+    """A controller whose loops only note when they ran."""
+
+    def __init__(self) -> None:
+        self.ran: list[tuple[str, float]] = []
+        self.clock = None
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        loop = name.removesuffix("_loop")
+        return lambda: self.ran.append((loop, self.clock.now()))  # type: ignore[union-attr]
+
+
+def test_after_a_jump_every_loop_runs_at_the_very_instant_of_its_own_beat() -> None:
+    from nodemanager.clock import VirtualClock
+
+    intervals = {
+        "pool": 5.0,
+        "heartbeat": 7.0,
+        "reaper": 0.3,
+        "orphan_gc": 60.0,
+        "prices": 43200.0,
+        "colocation": 30.0,
+        "disruption": 10.0,
+        "interruption": 2.0,
+    }
+    runs = []
+    for jump in (True, False):
+        clock, loops = VirtualClock(0.0), _Loops()
+        loops.clock = clock
+        driver = VirtualDriver(loops, clock, intervals)  # type: ignore[arg-type]
+        driver.step()
+        if jump:
+            driver.jump_to(1000.0)
+        else:
+            while driver.next_due() < 1000.0:
+                driver.step()
+        loops.ran.clear()
+        driver.run_until(1100.0)
+        runs.append(loops.ran)
+    assert runs[0][0] == ("pool", 1000.0)
+    assert runs[0] == runs[1]  # (floats added up as stepping adds them: equal to the last bit)
