@@ -3,13 +3,13 @@ would otherwise cost a run of every loop at its period, all doing nothing.
 
 A stretch is quiet when nothing can happen in it but what the cluster does on its own at a
 known time (the next arrival, finish, operator's node action or startup taint's removal):
-no pod waits, no node is booting, stopping, idle or marked, consolidation's last pass found
-nothing and nothing has changed since for longer than any of its windows (consolidateAfter,
-the cooldown), so no node can become a candidate by time alone. The loops are then not run
-until that time; each runs next at the instant of its own beat it would have run at, so the
-report is the same as without the skip (a test plays workloads both ways). A skip ends
-early at consolidation's retry of a move that was not yet worth it and at the first node's
-expireAfter. Anything whose next change cannot be told turns skipping off: injected
+no pod waits, no node is booting, stopping, idle or marked, every loop has run since the last
+change, and consolidation's last pass found nothing. The loops are then not run until that
+time; each runs next at the instant of its own beat it would have run at, so the report is
+the same as without the skip (a test plays workloads both ways). A skip ends early where
+time alone may change consolidation's verdict: its retry of a move that was not yet worth
+it, a node's pods reaching consolidateAfter, a pod's cooldown ending, a move being
+forgotten, and the first node's expireAfter. Anything whose next change cannot be told turns skipping off: injected
 failures and interruptions, scheduled disruption budgets, batch overcommit, pods whose
 usage varies, kubelets made to hang, and a timeline being drawn.
 """
@@ -37,12 +37,10 @@ class QuietTime:
         intervals = config.loops.intervals()
         self.pool_period = intervals["pool"]
         pools = config.pools
-        # How long nothing must have changed before a stretch may be skipped: past every
-        # window that starts at a change, and two runs of every loop (but the price loop's:
-        # a simulated cloud has no prices but the catalog's).
-        loops = [seconds for name, seconds in intervals.items() if name != "prices"]
-        windows = [max(p.disruption.consolidate_after, p.disruption.consolidation_cooldown) for p in pools]
-        self.settle = max(windows, default=0.0) + 2 * max(loops)
+        # How long nothing must have changed before a stretch may be skipped: two runs of
+        # every loop (but the price loop's: a simulated cloud has no prices but the
+        # catalog's; and colocation's, off when skipping), so each has seen what is now.
+        self.settle = 2 * max(seconds for name, seconds in intervals.items() if name not in ("prices", "colocation"))
         self.expire_after = {p.name: p.disruption.expire_after for p in pools}
         sim = config.cloud.simulated
         faults = sim is not None and (sim.throttle_rate or sim.instance_death_per_hour or sim.spot_interruption_per_hour)

@@ -119,3 +119,36 @@ def test_after_a_jump_every_loop_runs_at_the_very_instant_of_its_own_beat() -> N
         runs.append(loops.ran)
     assert runs[0][0] == ("pool", 1000.0)
     assert runs[0] == runs[1]  # (floats added up as stepping adds them: equal to the last bit)
+
+
+def _worth():  # type: ignore[no-untyped-def]
+    from nodemanager.controller.move_worth import MoveWorth
+    from nodemanager.status.metrics import Metrics
+
+    return MoveWorth(None, Metrics(scraped=False), None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("passes", [(), (600.0,), (86000.0, 86300.0), tuple(float(t) for t in range(0, 86340, 600))])
+def test_what_a_move_counts_for_does_not_depend_on_when_passes_forget(passes: tuple[float, ...]) -> None:
+    """A pod moved at 0 and again a day and a minute later starts its count again, and one
+    moved again within the day counts two, however many forgetting passes ran before
+    (a skipped quiet stretch has none)."""
+    from nodemanager.controller.move_worth import REMEMBERED
+    from nodemanager.model import Pod, Resources
+
+    pods = [Pod("default", name, f"default/{name}", Resources()) for name in ("late", "soon")]
+    worth = _worth()
+    worth.forget(0.0, 1800.0)
+    worth.moved(pods, 0.0)
+    for pod in pods:
+        worth.arrived(pod, 100.0)
+    for t in passes:
+        worth.forget(t, 1800.0)
+    worth.moved(pods[:1], REMEMBERED + 60)
+    worth.moved(pods[1:], REMEMBERED - 60)
+    for pod in pods:
+        worth.arrived(pod, REMEMBERED + 100)
+    assert worth._moved[pods[0].key].count == 1
+    assert worth._moved[pods[1].key].count == 2
+    assert worth.next_change(REMEMBERED + 100) == REMEMBERED + 60 + 1800  # ("late": one move, one cooldown)
+    assert worth.next_change(REMEMBERED + 60 + 1800) == REMEMBERED - 60 + 1800 * 4  # ("soon": its second move, four)

@@ -163,8 +163,8 @@ class DisruptionController:
     # -- the loop ------------------------------------------------------------------------
     def run(self, now: float) -> None:
         c = self.state
-        self.worth.forget(now, max((p.disruption.consolidation_cooldown for p in c.config.pools), default=0.0))  # (first: see forget)
-        self.worth.saw(self.tenure.track(now))
+        self.worth.saw(self.tenure.track(now), now)
+        self.worth.forget(now, max((p.disruption.consolidation_cooldown for p in c.config.pools), default=0.0))
         if self.replacing is not None:
             self._advance(now)
             return
@@ -466,9 +466,21 @@ class DisruptionController:
 
     def quiet_until(self, now: float) -> float | None:
         """While nothing changes, until when its passes do nothing: the retry of the last pass,
-        which found nothing (never, when its verdict did not depend on time); None when it
-        has something under way or has not yet come to such a verdict."""
-        return None if self.busy or self._fruitless is None else min(self._fruitless_until, self.worth.next_change(now))
+        which found nothing (never, when its verdict did not depend on time), or the first
+        time a node may become a candidate by time alone (its pods' ``consolidateAfter``, a
+        pod's cooldown); None when it has something under way or has not yet come to such
+        a verdict."""
+        if self.busy or self._fruitless is None:
+            return None
+        c = self.state
+        eligible = (
+            at
+            for name, held in self.tenure.pods_since.items()
+            if (node := c.nodes.get(name)) is not None
+            and (pool := c.pool_config(node.pool)) is not None
+            and now < (at := held.since + pool.disruption.consolidate_after)
+        )
+        return min(self._fruitless_until, self.worth.next_change(now), min(eligible, default=math.inf))
 
     def summary(self) -> dict[str, dict[str, float]]:
         """Nodes disrupted, pods moved and $/h saved (when acted), by reason."""

@@ -33,6 +33,7 @@ PAYBACK = "payback"
 BALANCED = "balanced"
 COOLDOWN = "cooldown"
 REMEMBERED = 86400.0  # a pod's moves count toward its cooldown for a day
+FORGET_EVERY = 600.0  # moves are looked through for those to forget at most this often
 MOVED_KEPT = 65536  # controllers with moved pods not yet seen again (a bound on memory: the oldest go first)
 
 
@@ -63,7 +64,7 @@ class MoveWorth:
         self._moved: dict[PodKey, Move] = {}  # pod -> its last move (as its controller's pod)
         self._completing: dict[PodKey, str] = {}  # pods placed that run to completion -> their controller
         self.run_lengths = RunLengths()
-        self._next_forget = math.inf  # when the first move remembered is forgotten (moves are then looked through)
+        self._next_forget = 0.0  # when moves are next looked through for those to forget
         self._cooldown = 0.0  # the longest consolidationCooldown, as ``forget`` was last told
         self.time_dependent = False  # a move was turned down by a rule that may pass later, with nothing else changed
 
@@ -71,8 +72,8 @@ class MoveWorth:
     def moved(self, pods: Iterable[Pod], now: float) -> None:
         """A disruption evicts ``pods`` now."""
         for pod in pods:
-            move = Move(now, (self._moved[pod.key].count if pod.key in self._moved else 0) + 1)
-            self._next_forget = min(self._next_forget, now + self._kept(move))
+            prior = self._remembered(self._moved.get(pod.key), now)
+            move = Move(now, (prior.count if prior is not None else 0) + 1)
             if len(self._gone) >= MOVED_KEPT:
                 del self._gone[next(iter(self._gone))]
             self._gone[pod.key] = move
@@ -83,14 +84,17 @@ class MoveWorth:
                 owed = self._owed[controller] = deque()
             owed.append(move)
 
-    def arrived(self, pod: Pod) -> None:
+    def arrived(self, pod: Pod, now: float) -> None:
         """``pod`` is first seen on a node: a pod moved (the same pod, or the next of its
         controller's, when its controller made it again under another name)."""
         controller = controller_of(pod)
         if pod.completes:
             self._completing[pod.key] = controller
         owed = self._owed.get(controller)
-        move = self._gone.pop(pod.key, None)
+        if owed and self._remembered(owed[-1], now) is None:
+            del self._owed[controller]
+            owed = None
+        move = self._remembered(self._gone.pop(pod.key, None), now)
         if owed:
             if move is None:
                 move = owed.popleft()
@@ -107,10 +111,10 @@ class MoveWorth:
         if controller is not None and finished:
             self.run_lengths.finished(controller, ran)
 
-    def saw(self, changes: Changes) -> None:
+    def saw(self, changes: Changes, now: float) -> None:
         """What a pass found of pods arriving on nodes and leaving them."""
         for pod in changes.arrived:
-            self.arrived(pod)
+            self.arrived(pod, now)
         for key, ran, finished in changes.left:
             self.departed(key, ran, finished)
 
@@ -134,28 +138,26 @@ class MoveWorth:
     def forget(self, now: float, cooldown: float) -> None:
         """A move is remembered for a day, or its cooldown if longer: a pod moved again
         meanwhile waits four times as long; one left alone that long starts its count again.
-        Moves are looked through when the first of them is due to go, so what is
-        remembered at any time does not depend on when passes ran (a simulation skips quiet
-        stretches without a pass)."""
+        Forgetting only frees memory: every use asks whether a move is still remembered at
+        its own time, so what is remembered does not depend on when passes ran (a
+        simulation skips quiet stretches without a pass)."""
         self._cooldown = cooldown
-        if now < self._next_forget:
+        if now < self._next_forget or not (self._moved or self._owed or self._gone):
             return
-        keep = lambda m: now - m.at < self._kept(m)  # noqa: E731
+        self._next_forget = now + FORGET_EVERY
+        keep = lambda m: self._remembered(m, now) is not None  # noqa: E731
         self._moved = {k: m for k, m in self._moved.items() if keep(m)}
         self._gone = {k: m for k, m in self._gone.items() if keep(m)}
         self._cooled = {(k, m) for k, m in self._cooled if now - m.at < m.window(cooldown)}
         for controller in [c for c, owed in self._owed.items() if not keep(owed[-1])]:
             del self._owed[controller]
-        remembered = [*self._moved.values(), *self._gone.values(), *(owed[-1] for owed in self._owed.values())]
-        self._next_forget = min((m.at + self._kept(m) for m in remembered), default=math.inf)
 
-    def _kept(self, move: Move) -> float:
-        return max(REMEMBERED, move.window(self._cooldown))
+    def _remembered(self, move: Move | None, now: float) -> Move | None:
+        return move if move is not None and now - move.at < max(REMEMBERED, move.window(self._cooldown)) else None
 
     def next_change(self, now: float) -> float:
-        """When, with nothing else changing, a pod's cooldown next ends or a move is forgotten."""
-        ends = (m.at + w for m in self._moved.values() if now < m.at + (w := m.window(self._cooldown)))
-        return min(self._next_forget, min(ends, default=math.inf))
+        """When, with nothing else changing, a pod's cooldown next ends."""
+        return min((m.at + w for m in self._moved.values() if now < m.at + (w := m.window(self._cooldown))), default=math.inf)
 
     # -- the rules -------------------------------------------------------------------------
     def _rule(self, nodes: Sequence[Node]) -> Payback | None:
