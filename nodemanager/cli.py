@@ -112,8 +112,8 @@ def _run_command(args: argparse.Namespace) -> int:
 
 
 def _progress(simulation: Simulation, span: float, stream: TextIO) -> tuple[Callable[[float, float], None], Callable[[], None]]:
-    """A progress bar (tqdm) over simulated time up to ``span``, with the pods bound and the
-    fleet's cost so far; refreshed at most twice a second of wall time. Returns the
+    """A progress bar (tqdm) over simulated time up to ``span``, with the pods bound, the
+    instances alive and the fleet's cost so far; refreshed at most twice a second of wall time. Returns the
     callback for ``Simulation.run`` and the function that closes the bar."""
     bar = tqdm(total=max(round(span), 1), file=stream, unit="s", desc="simulated", leave=False, dynamic_ncols=True)
     total_pods = simulation.total_pods
@@ -124,7 +124,8 @@ def _progress(simulation: Simulation, span: float, stream: TextIO) -> tuple[Call
             return
         shown[0] = time.monotonic()
         bar.n = min(round(now), bar.total)
-        bar.set_postfix_str(f"{len(simulation.cluster.first_bound)}/{total_pods} pods bound, ${simulation.fleet()[0]:.2f}")
+        bound, alive = len(simulation.cluster.first_bound), simulation.cloud.live_count()
+        bar.set_postfix_str(f"{bound:,}/{total_pods:,} pods bound, {alive:,} instances, ${simulation.fleet()[0]:,.2f}")
 
     return show, bar.close
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -350,7 +351,7 @@ def test_simulate_compare_plays_one_workload_against_several_configs(tmp_path, c
     assert "--config or --compare, not both" in capsys.readouterr().err
 
 
-def test_the_progress_bar_shows_simulated_time_pods_bound_and_cost():
+def test_the_progress_bar_shows_simulated_time_pods_bound_instances_and_cost():
     import io
 
     from nodemanager.cli import _progress
@@ -368,7 +369,7 @@ def test_the_progress_bar_shows_simulated_time_pods_bound_and_cost():
     close()
     shown = stream.getvalue()
     assert "simulated" in shown
-    assert f"/{len(workload)} pods bound, $" in shown
+    assert re.search(rf"/{len(workload):,} pods bound, \d+ instances, \$", shown)
 
 
 @pytest.fixture
