@@ -2,10 +2,12 @@
 
     python benchmarks/simulate.py [--arrivals 10000] [--hours 24] [--json]
     python benchmarks/simulate.py --snapshot 9061 [--json]
+    python benchmarks/simulate.py --arrivals 30000 --cell [--json]
 
 Arrivals follow a day-shaped rate (quiet nights, a midday peak); each pod runs for an
 exponentially distributed time (mean 20 minutes) and asks for one of the ``mixed``
-scaler benchmark's shapes; a tenth are spot-tolerant batch jobs in a cell pool. The
+scaler benchmark's shapes; a tenth (``--cell``: all) are spot-tolerant batch jobs in a cell
+pool, where each pod takes a node of its own. The
 target is the whole day in under a minute of wall time.
 
 ``--snapshot N``: N pods present at time 0, as a snapshot of a GPU cluster is (35% ask for
@@ -61,7 +63,7 @@ pools:
 SHAPES = [("250m", "512Mi"), ("500m", "1Gi"), ("1", "2Gi"), ("2", "4Gi"), ("1", "8Gi"), ("4", "8Gi")]
 
 
-def workload(arrivals: int, hours: float, seed: int) -> str:
+def workload(arrivals: int, hours: float, seed: int, cell: bool = False) -> str:
     rng = random.Random(seed)
     span = hours * 3600
     entries = []
@@ -73,7 +75,7 @@ def workload(arrivals: int, hours: float, seed: int) -> str:
         t = min(t, span)
         cpu, memory = rng.choice(SHAPES)
         duration = max(30, int(rng.expovariate(1 / 1200)))
-        batch = rng.random() < 0.1
+        batch = cell or rng.random() < 0.1
         spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
         if batch:
             spec |= {"nodeSelector": {"workload": "batch"}, "tolerations": [{"key": "workload", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}]}
@@ -113,11 +115,12 @@ def main() -> int:
     parser.add_argument("--arrivals", type=int, default=10_000)
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--cell", action="store_true", help="every pod a batch job in the cell pool (a node of its own)")
     parser.add_argument("--snapshot", type=int, metavar="N", help="N pods present at time 0 (GPU-heavy), default configuration")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     config, catalog = parse_config(SNAPSHOT_CONFIG if args.snapshot else CONFIG, "benchmark", Path("."))
-    text = snapshot(args.snapshot, args.seed) if args.snapshot else workload(args.arrivals, args.hours, args.seed)
+    text = snapshot(args.snapshot, args.seed) if args.snapshot else workload(args.arrivals, args.hours, args.seed, args.cell)
     sim = Simulation(config, catalog, parse_workload(text, "benchmark"), clairvoyant=False)
     started = time.perf_counter()
     report = sim.run()

@@ -30,9 +30,10 @@ def _pod(i: int, cpu: int, memory: int, policy: CapacityPolicy = CapacityPolicy.
     return Pod("default", f"p{i}", f"u{i}", Resources({"cpu": cpu, "memory": memory}), capacity_policy=policy)
 
 
-def check(plan: Plan, runs: list[Run]) -> list[str]:
-    """What is wrong with ``plan`` for ``runs``, worked out without the packer's code."""
-    problems = []
+def check(plan: Plan, runs: list[Run], cells: frozenset[str] = frozenset()) -> list[str]:
+    """What is wrong with ``plan`` for ``runs`` (``cells``: the pools whose nodes hold one
+    pod), worked out without the packer's code."""
+    problems = [f"node of cell pool {n.pool} holds {len(n.pods)} pods" for n in plan.nodes if n.pool in cells and len(n.pods) > 1]
     by_key = {r.pod.key: r for r in runs}
     placed = Counter(key for node in plan.nodes for key in node.pods)
     problems += [f"{key} placed {n} times" for key, n in placed.items() if n > 1]
@@ -91,6 +92,18 @@ def test_a_pod_no_offering_holds_is_reported() -> None:
     plan = ClairvoyantPacker(views).plan(runs)
     assert plan.unplaced == ["default/p0"]
     assert check(plan, runs) == []
+
+
+def test_a_cell_pools_nodes_each_hold_one_pod_and_cost_at_least_the_bound() -> None:
+    """Pods that could share a node, in a pool that gives each its own: as many nodes as
+    pods (a fleet sharing them would cost less than the bound, which counts a node a pod)."""
+    views = _views("[{name: c, packing: cell, instanceTypes: [m5.large, m5.xlarge], capacityTypes: [on-demand]}]")
+    runs = [Run(_pod(i, 900, GIB), 0.0, HOUR) for i in range(4)] + [Run(_pod(9, 900, GIB), 10.0, 2 * HOUR)]
+    plan = ClairvoyantPacker(views).plan(runs)
+    assert check(plan, runs, frozenset({"c"})) == []
+    assert len(plan.nodes) == 5
+    bound = CostBound(views, [r.pod for r in runs]).usd({r.pod.key: r.end - r.start for r in runs})
+    assert plan.usd() >= bound - 1e-9
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -3,7 +3,8 @@ duration in advance, booted instantly and kept no idle node would pay.
 
 The bound (``cost_bound.py``) may be out of any fleet's reach; this is a real fleet's cost:
 every pod runs on one node from its arrival to its end, on an offering it may use, and no
-node ever holds more than its allocatable. So "cost ÷ clairvoyant" is what being online
+node ever holds more than its allocatable (nor more than the one pod a ``packing: cell``
+pool's node holds). So "cost ÷ clairvoyant" is what being online
 costs (not knowing what comes, boot times, idle grace, consolidation), and "clairvoyant ÷
 bound" is how loose the bound is. It leaves out what the bound leaves out (inter-pod
 constraints, ports, volumes), so on workloads with those it is a little optimistic.
@@ -162,6 +163,7 @@ def _undominated(offers: list[tuple[str, Candidate]]) -> list[tuple[str, Candida
 class ClairvoyantPacker:
     def __init__(self, views: Sequence[PoolView]) -> None:
         self._usable = UsableOfferings(views)
+        self._cells = {v.name for v in views if v.cell}  # pools whose nodes hold one pod, for its run only
         self._allowed: dict[tuple[int, Resources], tuple[list[tuple[str, Candidate]], set[tuple[str, int]]]] = {}
         self._values: list[float] = []  # $/h: each pod's work at the best price per share any offering it may use gives it
 
@@ -206,7 +208,10 @@ class ClairvoyantPacker:
             else:
                 fleet.remove(chosen)
             chosen.take(run, i)
-            fleet.add(chosen)
+            if chosen.pool in self._cells:
+                fleet.closed.append(chosen)  # (its one pod's: never shared)
+            else:
+                fleet.add(chosen)
         return Plan(fleet.closed + fleet.nodes, unplaced)
 
     def _open(self, i: int, order: Sequence[Run], options: Sequence[tuple[list, set]], holding: list[tuple[str, Candidate]], lookahead: float) -> PlannedNode:
@@ -228,7 +233,7 @@ class ClairvoyantPacker:
         for pool, cand in holding:
             used, count, end, work = run.pod.requests, 1, run.end, self._values[i] * duration
             slots = cand.allocatable.pods
-            for other, allowed, other_value in soon:
+            for other, allowed, other_value in soon if pool not in self._cells else ():
                 if (pool, id(cand)) in allowed and other.pod.requests.fits_within(cand.allocatable, used) and not 0 < slots <= count:
                     used, count, end = used + other.pod.requests, count + 1, max(end, other.end)
                     work += other_value * (other.end - other.start)
