@@ -64,6 +64,7 @@ def test_durations_dump_readably():
     assert [format_duration(s) for s in (90, 300, 3600, 0.5)] == ["90s", "5m", "1h", "0.5s"]
 
 
+HOSTNAME_LABEL_ADVICE = "kubernetes.io/hostname label: shorten the pool's name or nodes.nameTag"
 INVALID = [
     pytest.param("pools: [{name: a}, {name: b, standby: [{count: -2}]}]", ["pools[1].standby[0].count: must be >= 0, got -2"], id="negative-standby"),
     pytest.param("pools: [{name: a, bogus: 1}]", ["pools[0].bogus: unknown key"], id="unknown-pool-key"),
@@ -196,6 +197,11 @@ INVALID = [
     ),
     pytest.param("- just\n- a list\n", ["the document must be a mapping of settings, got list"], id="not-a-mapping"),
     pytest.param("pools: [{name: a}\n", ["line 2, column 1: not valid YAML: did not find expected ',' or ']'"], id="broken-yaml"),
+    pytest.param(
+        "nodes: {nameTag: nm}\npools: [{name: " + "p" * 48 + "}]\n",
+        [f"pools[0].name: node names would be 64 characters ('nm-{'p' * 48}-' and 12 hex digits), past the 63 of a " + HOSTNAME_LABEL_ADVICE],
+        id="node-name-past-hostname-label",
+    ),
 ]
 
 

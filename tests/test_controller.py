@@ -113,9 +113,10 @@ def test_throttled_boot_is_retried_with_the_same_token():
 
 
 def test_boot_token_is_stable_and_distinct():
-    assert boot_token("c", "n1") == boot_token("c", "n1")
-    assert boot_token("c", "n1") != boot_token("c", "n2") != boot_token("d", "n1")
-    assert len(boot_token("c", "n1")) <= 64  # EC2's ClientToken limit
+    assert boot_token("c", "n1", 5.0) == boot_token("c", "n1", 5.0)
+    assert boot_token("c", "n1", 5.0) != boot_token("c", "n2", 5.0) != boot_token("d", "n1", 5.0)
+    assert boot_token("c", "n1", 5.0) != boot_token("c", "n1", 86405.0)  # a name used again later: another boot
+    assert len(boot_token("c", "n1", 5.0)) <= 64  # EC2's ClientToken limit
 
 
 def test_boot_cap_holds_per_loop():

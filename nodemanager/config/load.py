@@ -24,7 +24,7 @@ from cloud.catalog import Catalog
 from nodemanager import documents
 from nodemanager.config.cloud_schema import CloudProvider
 from nodemanager.config.files import load_token, status_tls
-from nodemanager.config.schema import Packing, ProviderConfig, Scheduling, parse_listen
+from nodemanager.config.schema import HOSTNAME_MAX, NODE_NAME_DIGITS, Packing, ProviderConfig, Scheduling, parse_listen
 from nodemanager.errors import ConfigError
 from nodemanager.model import CapacityType
 from nodemanager.noderesource import BatchResource
@@ -240,6 +240,11 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
         if pool.name in seen:
             problems.append(f"{where}.name: duplicate pool name {pool.name!r} (also pools[{seen[pool.name]}])")
         seen.setdefault(pool.name, i)
+        if (length := len(config.nodes.name_tag) + len(pool.name) + NODE_NAME_DIGITS + 2) > HOSTNAME_MAX:
+            problems.append(
+                f"{where}.name: node names would be {length} characters ('{config.nodes.name_tag}-{pool.name}-' and {NODE_NAME_DIGITS} hex digits),"
+                f" past the {HOSTNAME_MAX} of a kubernetes.io/hostname label: shorten the pool's name or nodes.nameTag"
+            )
         for j, pattern in enumerate(pool.instance_types):
             if not catalog.matching([pattern]):
                 problems.append(f"{where}.instanceTypes[{j}]: {pattern!r} matches no instance type in the {catalog.region} catalog")

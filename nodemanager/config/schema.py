@@ -75,6 +75,10 @@ class BootBrake(Model):
     said in each waiting pod's reason) until older launches leave the window."""
 
 
+NODE_NAME_DIGITS = 12  # hex digits after "<nameTag>-<pool>-" in a node's name
+HOSTNAME_MAX = 63  # a node's name is its kubernetes.io/hostname label's value
+
+
 class NodeDefaults(Model):
     default_instance_type: str = "t3.medium"
     """The type of standby entries that name none."""
@@ -84,7 +88,8 @@ class NodeDefaults(Model):
     """Which image nodes boot: `imageIDs`, or `owners` + `filters` (the newest match), or `launchTemplate`. A node launched from another image than the one
     this resolves to now is drifted."""
     name_tag: str = Field(default="nodemanager", max_length=34, pattern=DNS_LABEL)
-    """Prefix of instance Name tags and node names (a DNS label, at most 34 characters)."""
+    """Prefix of instance Name tags and node names (a DNS label, at most 34 characters). A node is named `<nameTag>-<pool>-<12 hex digits>`, which
+    must fit the 63 characters of its `kubernetes.io/hostname` label."""
     boot_timeout: Duration = Field(default=300.0, ge=MIN_BOOT_TIMEOUT)
     """An instance that is not a Ready node by then is terminated and its pods placed again. At least 30 s."""
     healthy_timeout: Duration = 90.0

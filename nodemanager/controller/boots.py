@@ -1,8 +1,10 @@
 """``Boots``: a node's record made and its instance launched, outside the lock, through the
 executor; what each boot's outcome means for the node, the offering and the pool.
 
-A boot's idempotency token derives from its node's name (``boot_token``), so a retried
-boot never launches a second instance. A refused offering is marked unavailable (the
+A boot's idempotency token derives from its node's name and the time its record was made
+(``boot_token``), so a retried boot never launches a second instance, and a node given the
+name of one long gone is not answered with that one's instance (EC2 returns the instance a
+token first launched, terminated or not). A refused offering is marked unavailable (the
 scaler skips it for the next cheapest); a pool whose boots keep failing for other reasons
 backs off.
 """
@@ -26,9 +28,9 @@ from nodemanager.status.metrics import Metrics
 log = logging.getLogger("nodemanager.controller")
 
 
-def boot_token(controller_id: str, node_name: str) -> str:
-    """The idempotency token of a node's boot: stable across retries and restarts."""
-    return hashlib.sha256(f"{controller_id}/{node_name}".encode()).hexdigest()[:32]
+def boot_token(controller_id: str, node_name: str, created_at: float) -> str:
+    """The idempotency token of a node's boot: stable across its retries."""
+    return hashlib.sha256(f"{controller_id}/{node_name}/{created_at!r}".encode()).hexdigest()[:32]
 
 
 class Boots:
@@ -89,7 +91,7 @@ class Boots:
             instance_type=node.instance_type,
             capacity_type=node.capacity_type,
             zone=node.zone,
-            token=boot_token(self.cloud.controller_id, name),
+            token=boot_token(self.cloud.controller_id, name, node.created_at),
             volume_bytes=self.state.config.nodes.volume_size,
             labels=dict(node.labels),
             taints=node.taints,

@@ -465,22 +465,14 @@ class DisruptionController:
         return self.proposal is not None or self.replacing is not None
 
     def quiet_until(self, now: float) -> float | None:
-        """While nothing changes, until when its passes do nothing: the retry of the last pass,
-        which found nothing (never, when its verdict did not depend on time), or the first
-        time a node may become a candidate by time alone (its pods' ``consolidateAfter``, a
-        pod's cooldown); None when it has something under way or has not yet come to such
-        a verdict."""
+        """While nothing changes, until when its passes do nothing (None: something is under
+        way, or no pass has found nothing yet): the retry of a move not yet worth it, a
+        node's pods reaching consolidateAfter, a pod's cooldown ending."""
         if self.busy or self._fruitless is None:
             return None
         c = self.state
-        eligible = (
-            at
-            for name, held in self.tenure.pods_since.items()
-            if (node := c.nodes.get(name)) is not None
-            and (pool := c.pool_config(node.pool)) is not None
-            and now < (at := held.since + pool.disruption.consolidate_after)
-        )
-        return min(self._fruitless_until, self.worth.next_change(now), min(eligible, default=math.inf))
+        after = lambda name: (p := c.pool_config(c.nodes[name].pool)) and p.disruption.consolidate_after if name in c.nodes else None  # noqa: E731
+        return min(self._fruitless_until, self.worth.next_change(now), self.tenure.first_past(now, after))
 
     def summary(self) -> dict[str, dict[str, float]]:
         """Nodes disrupted, pods moved and $/h saved (when acted), by reason."""

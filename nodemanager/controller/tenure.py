@@ -9,8 +9,9 @@ from the first pass.
 
 from __future__ import annotations
 
+import math
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -81,6 +82,11 @@ class Tenure:
         out.arrived.sort(key=_KEY)  # (in a set's order they would vary from run to run: who is taken for a moved pod with them)
         out.left.sort()
         return out
+
+    def first_past(self, now: float, after: Callable[[str], float | None]) -> float:
+        """The first time past ``now`` that a node's pods will have been on it ``after(node)``
+        seconds (``after`` None for a node: never asked)."""
+        return min((at for name, held in self.pods_since.items() if (delay := after(name)) is not None and now < (at := held.since + delay)), default=math.inf)
 
     def ran(self, node: str, pod: PodKey, now: float) -> float:
         """Seconds ``pod`` has run on ``node`` (as first seen there)."""
