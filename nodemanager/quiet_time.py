@@ -8,8 +8,8 @@ change, and consolidation's last pass found nothing. The loops are then not run 
 time; each runs next at the instant of its own beat it would have run at, so the report is
 the same as without the skip (a test plays workloads both ways). A skip ends early where
 time alone may change consolidation's verdict: its retry of a move that was not yet worth
-it, a node's pods reaching consolidateAfter, a pod's cooldown ending, a move being
-forgotten, and the first node's expireAfter. Anything whose next change cannot be told turns skipping off: injected
+it, a node's pods reaching consolidateAfter, a pod's cooldown ending, and the first node's
+expireAfter. Anything whose next change cannot be told turns skipping off: injected
 failures and interruptions, scheduled disruption budgets, batch overcommit, pods whose
 usage varies, kubelets made to hang, and a timeline being drawn.
 """
@@ -19,14 +19,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from nodemanager.model import NodeState
+from nodemanager.model import STABLE_STATES, NodeState
 
 if TYPE_CHECKING:
     from nodemanager.cluster.simulated import SimulatedCluster
     from nodemanager.config.schema import ProviderConfig
     from nodemanager.controller.node_controller import NodeController
 
-SETTLED = frozenset({NodeState.AVAILABLE, NodeState.CLAIMED, NodeState.TERMINATED})
 SHORTEST = 2.0  # loop periods: a stretch shorter than this many pool periods is simply played
 
 
@@ -62,7 +61,7 @@ class QuietTime:
         if not self.possible or now - self._since < self.settle:
             return None
         c = self.controller.state
-        if c.marked or c.unneeded_since or c.cache.waiting_count() or any(n.state not in SETTLED for n in c.nodes.values()):
+        if c.marked or c.unneeded_since or c.cache.waiting_count() or any(n.state not in STABLE_STATES for n in c.nodes.values()):
             return None
         consolidation = self.controller.disruption.quiet_until(now)
         own = self.cluster.next_own_change()

@@ -36,7 +36,7 @@ from nodemanager.controller.node_controller import NodeController
 from nodemanager.controller.virtual import VirtualDriver
 from nodemanager.cost_breakdown import Billed, Breakdown, OccupancyMeter, breakdown
 from nodemanager.dra.context import DeviceContext
-from nodemanager.model import NodeState, PodKey
+from nodemanager.model import STABLE_STATES, NodeState, PodKey
 from nodemanager.model.journal import Mark, changed_since
 from nodemanager.quiet_time import QuietTime
 from nodemanager.scaler import Decision
@@ -57,9 +57,6 @@ STALL_SECONDS = 3600.0
 # After the workload settles, the fleet has this long to come to rest (every idle node
 # stopped, no disruption under way); past it the run stops and the report says why not.
 REST_LIMIT = 24 * 3600.0
-
-
-STABLE_STATES = frozenset({NodeState.AVAILABLE, NodeState.CLAIMED, NodeState.TERMINATED})  # nothing under way
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -129,7 +126,7 @@ class Simulation:
         self.waits = WaitCauses()
         self.occupancy = OccupancyMeter()  # each node's time empty or holding pods (the cost breakdown)
         # Quiet stretches skipped (the same report: see ``quiet_time``); not while a timeline is drawn.
-        self.quiet = QuietTime(config, self.controller, self.cluster) if skip_quiet and not timeline and not any(a.usage for a in workload) else None
+        self.quiet = QuietTime(config, self.controller, self.cluster) if skip_quiet and not timeline and not self.cluster.usage_varies else None
         self._occupancy_marks: tuple[Mark, ...] | None = None
 
     def _on_decision(self, decision: Decision, now: float) -> None:
@@ -330,11 +327,12 @@ class Simulation:
         with no ``until`` would end (settled, or stalled with nothing left to come)."""
         assert self.quiet is not None
         self.quiet.saw(now)
+        if (target := self.quiet.until(now, horizon)) is None:  # (first: it is cheap while things change)
+            return
         if math.isinf(horizon) and not (unsettled and (self.cluster.arrivals_left() or self._pods_will_finish())):
             return
-        if (target := self.quiet.until(now, horizon)) is not None:
-            before = driver.next_due()
-            self.quiet.skipped += driver.jump_to(target) - before
+        before = driver.next_due()
+        self.quiet.skipped += driver.jump_to(target) - before
 
     def fleet(self) -> tuple[float, Counter[str], int, dict[str, float]]:
         """The fleet's cost so far (every instance's price × the seconds EC2 bills for it:

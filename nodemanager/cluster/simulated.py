@@ -92,6 +92,7 @@ class SimulatedCluster:
         self.register_delay = register_delay
         self.origin = clock.now()  # workload times are relative to when the cluster started
         self._arrivals = sorted(workload, key=lambda a: (a.at, a.pod.key))
+        self.usage_varies = any(a.usage is not None for a in workload)  # what metrics report changes with time alone
         self._next_arrival = 0
         self.pods: dict[PodKey, _SimPod] = {}
         self._on_node: dict[str, set[PodKey]] = {}  # node -> the pods bound to it (a removed node's are found at once)
@@ -257,7 +258,7 @@ class SimulatedCluster:
         """When the cluster itself next changes something with no one acting (an arrival, a
         pod's finish, an operator's node action, a startup taint's removal); None when a
         kubelet is silenced or a pod's usage varies (the next change cannot be told)."""
-        if self.kubelets.silenced or any(s.usage is not None for s in self.pods.values()):
+        if self.kubelets.silenced or self.usage_varies:
             return None
         times = [t for t in (self.next_arrival(), self._finishing[0][0] if self._finishing else None) if t is not None]
         times += [when for when, _ in self._startup.values()]

@@ -4,6 +4,7 @@ from nodemanager.model.instance_type import Gpu, InstanceType, Offering
 from nodemanager.model.node import (
     BINDABLE_STATES,
     LIVE_STATES,
+    STABLE_STATES,
     TRANSITIONS,
     CapacityType,
     InstanceId,
@@ -20,6 +21,7 @@ from nodemanager.model.selectors import Operator, Requirement, SelectorTerm, Tai
 __all__ = [
     "BINDABLE_STATES",
     "LIVE_STATES",
+    "STABLE_STATES",
     "TRANSITIONS",
     "ZERO",
     "CapacityPolicy",

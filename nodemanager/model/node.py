@@ -92,6 +92,8 @@ def can_transition(current: NodeState, target: NodeState) -> bool:
 
 #: States in which a node is still on its way to serving pods, or serving them.
 LIVE_STATES = frozenset(s for s in NodeState if s not in (S.TERMINATING, S.TERMINATED))
+#: States with nothing under way: serving pods, or gone.
+STABLE_STATES = frozenset({S.AVAILABLE, S.CLAIMED, S.TERMINATED})
 #: States whose node the scaler may still match waiting pods to.
 BINDABLE_STATES = frozenset({S.CREATING, S.CREATED, S.AVAILABLE})
 
