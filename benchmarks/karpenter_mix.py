@@ -57,7 +57,8 @@ def _value(rng: random.Random) -> str:
     return rng.choice("abcdefg")
 
 
-def _manifest(name: str, labels: dict[str, str], cpu_m: int, memory_mi: int, constraints: dict) -> dict:
+def manifest(name: str, labels: dict[str, str], cpu_m: int, memory_mi: int, constraints: dict) -> dict:
+    """A Pod manifest in namespace ``bench`` with one container asking for ``cpu_m`` and ``memory_mi``."""
     container = {"name": "app", "image": "app:1", "resources": {"requests": {"cpu": f"{cpu_m}m", "memory": f"{memory_mi}Mi"}}}
     return {
         "apiVersion": "v1",
@@ -94,7 +95,7 @@ def _pod(kind: str, name: str, rng: random.Random) -> Spec:
         term = {"labelSelector": {"matchLabels": dict(labels)}, "topologyKey": HOSTNAME}
         constraints["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
     cpu_m, memory_mi = rng.choice(CPUS_M), rng.choice(MEMORY_MI)
-    return Spec(name, labels, cpu_m, memory_mi, spread, affinity, anti, _manifest(name, labels, cpu_m, memory_mi, constraints))
+    return Spec(name, labels, cpu_m, memory_mi, spread, affinity, anti, manifest(name, labels, cpu_m, memory_mi, constraints))
 
 
 def diverse_pods(n: int, rng: random.Random) -> list[Spec]:

@@ -123,11 +123,16 @@ def lp_lower_bound(types: list[InstanceType], cpu: int, memory: int, overhead: t
     """Every node pays its DaemonSets' ``overhead`` (CPU, memory) before any pod; there are
     at least ``min_nodes`` nodes (fractionally)."""
     types = [t for t in types if t.allocatable.cpu > overhead[0] and t.allocatable.memory > overhead[1]]
-    prices = [t.on_demand_price for t in types]
-    a_ub = -np.array(
-        [[t.allocatable.cpu - overhead[0] for t in types], [(t.allocatable.memory - overhead[1]) / GI for t in types], [1.0 for _ in types]], dtype=float
-    )
-    result = linprog(prices, A_ub=a_ub, b_ub=[-cpu, -memory / GI, -min_nodes], bounds=(0, None), method="highs")
+    columns = [(t.allocatable.cpu - overhead[0], t.allocatable.memory - overhead[1], 1) for t in types]
+    return cheapest_cover([t.on_demand_price for t in types], columns, (cpu, memory, min_nodes))
+
+
+def cheapest_cover(prices: list[float], columns: list[tuple[int, ...]], demand: tuple[int, ...]) -> float:
+    """The cheapest fractional count of each column (a node type's price and what it offers:
+    CPU, memory bytes, and any further amounts) whose sum covers ``demand``; scipy's HiGHS."""
+    scale = [GI if i == 1 else 1 for i in range(len(demand))]  # memory in GiB keeps the LP well conditioned
+    a_ub = -np.array([[c[i] / scale[i] for c in columns] for i in range(len(demand))], dtype=float)
+    result = linprog(prices, A_ub=a_ub, b_ub=[-d / s for d, s in zip(demand, scale, strict=True)], bounds=(0, None), method="highs")
     if not result.success:
         raise RuntimeError(f"LP failed: {result.message}")
     return float(result.fun)

@@ -30,8 +30,9 @@ START_TIMEOUT = 60.0  # seconds each process has to answer
 
 
 def binaries() -> dict[str, Path]:
-    """Build (once; cached) and find every binary: ``etcd``, ``kwok``, ``helm``, and ``<tool>-<minor>``
-    for each Kubernetes version."""
+    """Build (once; cached) and find every binary: ``etcd``, ``kwok``, ``helm``, ``karpenter`` (the
+    side-by-side benchmark's driver of Karpenter's scheduler), and ``<tool>-<minor>`` for each
+    Kubernetes version."""
     built = subprocess.run(["bash", str(BUILD)], capture_output=True, text=True, check=False)  # (its progress is for people: `make controlplane`)
     if built.returncode != 0:
         raise RuntimeError(f"building the control plane failed ({BUILD}):\n{built.stderr[-4000:]}")
@@ -44,7 +45,7 @@ def binaries() -> dict[str, Path]:
         for binary in folder.iterdir():
             if binary.name.startswith("."):
                 continue
-            key = binary.name if name in ("etcd", "kwok", "helm") else f"{binary.name}-{name.removeprefix('k8s-')}"
+            key = binary.name if name in ("etcd", "kwok", "helm", "karpenter") else f"{binary.name}-{name.removeprefix('k8s-')}"
             found[key] = binary
     return found
 

@@ -1,0 +1,254 @@
+// Command karpenter-driver runs Karpenter's provisioning scheduler on one JSON problem and
+// writes the NodeClaims it would create, as Karpenter's own scheduling benchmark
+// (pkg/controllers/provisioning/scheduling/scheduling_benchmark_test.go) drives it: a fake
+// cloud provider holding the given instance types, a controller-runtime fake client, an empty
+// cluster state, one NodePool, Solve timed on its own.
+//
+//	karpenter-driver < problem.json > plan.json
+//	karpenter-driver --echo < problem.json    # the problem as Karpenter's types hold it, for tests
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	fakecr "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "sigs.k8s.io/karpenter/pkg/apis/v1"
+	"sigs.k8s.io/karpenter/pkg/cloudprovider"
+	"sigs.k8s.io/karpenter/pkg/cloudprovider/fake"
+	"sigs.k8s.io/karpenter/pkg/controllers/provisioning/scheduling"
+	"sigs.k8s.io/karpenter/pkg/controllers/state"
+	"sigs.k8s.io/karpenter/pkg/events"
+	"sigs.k8s.io/karpenter/pkg/operator/injection"
+	"sigs.k8s.io/karpenter/pkg/operator/logging"
+	"sigs.k8s.io/karpenter/pkg/operator/options"
+	karpscheduling "sigs.k8s.io/karpenter/pkg/scheduling"
+	"sigs.k8s.io/karpenter/pkg/test"
+)
+
+// Version is the Karpenter release this driver is built against (go.mod pins it).
+const Version = "v1.14.0"
+
+// Offering is one place and way an instance type can be bought.
+type Offering struct {
+	Zone         string  `json:"zone"`
+	CapacityType string  `json:"capacityType"`
+	Price        float64 `json:"price"`
+	Available    bool    `json:"available"`
+}
+
+// InstanceType is given with the allocatable the node will have: Karpenter sees it as its
+// capacity, with no further overhead subtracted.
+type InstanceType struct {
+	Name         string     `json:"name"`
+	Architecture string     `json:"architecture"`
+	CPUMillis    int64      `json:"cpuMillis"`
+	MemoryBytes  int64      `json:"memoryBytes"`
+	Pods         int64      `json:"pods"`
+	Offerings    []Offering `json:"offerings"`
+}
+
+// Problem is the driver's input.
+type Problem struct {
+	NodePool      string         `json:"nodePool"`
+	InstanceTypes []InstanceType `json:"instanceTypes"`
+	Pods          []*corev1.Pod  `json:"pods"`
+	DaemonSetPods []*corev1.Pod  `json:"daemonSetPods"`
+}
+
+// Launch is the offering the cloud provider would launch for a NodeClaim: the cheapest
+// available offering of its instance type options that meets its requirements, as
+// CreateFleet's lowest-price strategy picks for on-demand.
+type Launch struct {
+	InstanceType string  `json:"instanceType"`
+	Zone         string  `json:"zone"`
+	CapacityType string  `json:"capacityType"`
+	Price        float64 `json:"price"`
+}
+
+// NodeClaim is one node Karpenter would create and the pods it planned for it.
+type NodeClaim struct {
+	InstanceTypeOptions int      `json:"instanceTypeOptions"`
+	Zones               []string `json:"zones"` // the zones its requirements allow
+	Launch              *Launch  `json:"launch"`
+	Pods                []string `json:"pods"`
+}
+
+// Plan is the driver's output.
+type Plan struct {
+	Karpenter    string            `json:"karpenter"`
+	SetupSeconds float64           `json:"setupSeconds"`
+	SolveSeconds float64           `json:"solveSeconds"`
+	NodeClaims   []NodeClaim       `json:"nodeClaims"`
+	PodErrors    map[string]string `json:"podErrors"`
+}
+
+func instanceType(it InstanceType) *cloudprovider.InstanceType {
+	offerings := make(cloudprovider.Offerings, 0, len(it.Offerings))
+	zones, capacityTypes := map[string]bool{}, map[string]bool{}
+	for _, o := range it.Offerings {
+		offerings = append(offerings, &cloudprovider.Offering{
+			Available: o.Available,
+			Price:     o.Price,
+			Requirements: karpscheduling.NewLabelRequirements(map[string]string{
+				v1.CapacityTypeLabelKey:  o.CapacityType,
+				corev1.LabelTopologyZone: o.Zone,
+			}),
+		})
+		if o.Available {
+			zones[o.Zone], capacityTypes[o.CapacityType] = true, true
+		}
+	}
+	return &cloudprovider.InstanceType{
+		Name: it.Name,
+		Requirements: karpscheduling.NewRequirements(
+			karpscheduling.NewRequirement(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, it.Name),
+			karpscheduling.NewRequirement(corev1.LabelArchStable, corev1.NodeSelectorOpIn, it.Architecture),
+			karpscheduling.NewRequirement(corev1.LabelOSStable, corev1.NodeSelectorOpIn, string(corev1.Linux)),
+			karpscheduling.NewRequirement(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn, keys(zones)...),
+			karpscheduling.NewRequirement(v1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, keys(capacityTypes)...),
+		),
+		Offerings: offerings,
+		Capacity: corev1.ResourceList{
+			corev1.ResourceCPU:    *resource.NewMilliQuantity(it.CPUMillis, resource.DecimalSI),
+			corev1.ResourceMemory: *resource.NewQuantity(it.MemoryBytes, resource.BinarySI),
+			corev1.ResourcePods:   *resource.NewQuantity(it.Pods, resource.DecimalSI),
+		},
+		Overhead: &cloudprovider.InstanceTypeOverhead{},
+	}
+}
+
+func keys(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func launch(nc *scheduling.NodeClaim) *Launch {
+	var best *Launch
+	for _, it := range nc.InstanceTypeOptions {
+		o := it.Offerings.Available().Compatible(nc.Requirements).Cheapest()
+		if o != nil && (best == nil || o.Price < best.Price) {
+			best = &Launch{it.Name, o.Requirements.Get(corev1.LabelTopologyZone).Any(), o.Requirements.Get(v1.CapacityTypeLabelKey).Any(), o.Price}
+		}
+	}
+	return best
+}
+
+// echo is the problem as the driver built it for Karpenter: each instance type's
+// allocatable and offerings read back from Karpenter's own structures, and the pods decoded.
+func echo(problem Problem) any {
+	types := make([]InstanceType, 0, len(problem.InstanceTypes))
+	for _, given := range problem.InstanceTypes {
+		it := instanceType(given)
+		allocatable := it.Allocatable()
+		back := InstanceType{
+			Name:         it.Name,
+			Architecture: it.Requirements.Get(corev1.LabelArchStable).Any(),
+			CPUMillis:    allocatable.Cpu().MilliValue(),
+			MemoryBytes:  allocatable.Memory().Value(),
+			Pods:         allocatable.Pods().Value(),
+			Offerings:    []Offering{},
+		}
+		for _, o := range it.Offerings {
+			back.Offerings = append(back.Offerings, Offering{o.Requirements.Get(corev1.LabelTopologyZone).Any(), o.Requirements.Get(v1.CapacityTypeLabelKey).Any(), o.Price, o.Available})
+		}
+		types = append(types, back)
+	}
+	return map[string]any{"instanceTypes": types, "pods": problem.Pods, "daemonSetPods": problem.DaemonSetPods}
+}
+
+func key(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
+
+func solve(problem Problem) (Plan, error) {
+	ctx := options.ToContext(injection.WithControllerName(context.Background(), "provisioner"), test.Options())
+	opts := []scheduling.Options{scheduling.NumConcurrentReconciles(5)}
+	started := time.Now()
+	nodePool := test.NodePool(v1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: problem.NodePool},
+		Spec: v1.NodePoolSpec{Limits: v1.Limits{
+			corev1.ResourceCPU:    resource.MustParse("10000000"),
+			corev1.ResourceMemory: resource.MustParse("10000000Gi"),
+		}},
+	})
+	types := make([]*cloudprovider.InstanceType, 0, len(problem.InstanceTypes))
+	for _, it := range problem.InstanceTypes {
+		types = append(types, instanceType(it))
+	}
+	provider := fake.NewCloudProvider()
+	provider.InstanceTypes = types
+	client := fakecr.NewFakeClient()
+	clk := &clock.RealClock{}
+	cluster := state.NewCluster(clk, client, provider)
+	byPool := map[string][]*cloudprovider.InstanceType{nodePool.Name: types}
+	topology, err := scheduling.NewTopology(ctx, client, cluster, nil, []*v1.NodePool{nodePool}, byPool, problem.Pods, opts...)
+	if err != nil {
+		return Plan{}, fmt.Errorf("creating topology: %w", err)
+	}
+	scheduler := scheduling.NewScheduler(ctx, client, []*v1.NodePool{nodePool}, cluster, nil, topology, byPool,
+		problem.DaemonSetPods, events.NewRecorder(&record.FakeRecorder{}), clk, nil, nil, opts...)
+	setup := time.Since(started)
+	started = time.Now()
+	results, err := scheduler.Solve(ctx, problem.Pods)
+	solved := time.Since(started)
+	if err != nil {
+		return Plan{}, fmt.Errorf("solving: %w", err)
+	}
+	plan := Plan{Karpenter: Version, SetupSeconds: setup.Seconds(), SolveSeconds: solved.Seconds(), NodeClaims: []NodeClaim{}, PodErrors: map[string]string{}}
+	for _, nc := range results.NewNodeClaims {
+		zones := nc.Requirements.Get(corev1.LabelTopologyZone).Values()
+		sort.Strings(zones)
+		claim := NodeClaim{InstanceTypeOptions: len(nc.InstanceTypeOptions), Zones: zones, Launch: launch(nc), Pods: make([]string, 0, len(nc.Pods))}
+		for _, p := range nc.Pods {
+			claim.Pods = append(claim.Pods, key(p))
+		}
+		plan.NodeClaims = append(plan.NodeClaims, claim)
+	}
+	for p, e := range results.PodErrors {
+		plan.PodErrors[key(p)] = e.Error()
+	}
+	return plan, nil
+}
+
+func main() {
+	log.SetLogger(logging.NopLogger)
+	data, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "karpenter-driver: reading stdin:", err)
+		os.Exit(2)
+	}
+	var problem Problem
+	if err := json.Unmarshal(data, &problem); err != nil {
+		fmt.Fprintln(os.Stderr, "karpenter-driver: the problem is not valid JSON:", err)
+		os.Exit(2)
+	}
+	if problem.NodePool == "" {
+		problem.NodePool = "default"
+	}
+	var out any
+	if len(os.Args) > 1 && os.Args[1] == "--echo" {
+		out = echo(problem)
+	} else if out, err = solve(problem); err != nil {
+		fmt.Fprintln(os.Stderr, "karpenter-driver:", err)
+		os.Exit(1)
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
+		fmt.Fprintln(os.Stderr, "karpenter-driver: writing the plan:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,292 @@
+"""nodemanager's scaler and Karpenter's scheduler side by side, on identical inputs, in one run.
+
+    python benchmarks/side_by_side.py [--runs 3] [--cases all|quick|NAME...] [--json FILE]
+
+Each case is one problem, written once as JSON: pods (Kubernetes manifests), the instance
+types a pool may use (from nodemanager's bundled us-east-1 catalog: each type's allocatable,
+max pods and on-demand offering in every zone it is sold in) and the DaemonSet pods every node
+runs. Every run reads it in a fresh process, the two schedulers interleaved:
+
+* nodemanager: ``BindingNodeScaler.compute`` on the pods with no nodes, timed whole;
+* Karpenter: its provisioning scheduler through ``benchmarks/peers/karpenter`` (Karpenter
+  v1.14.0, built by ``make controlplane``), driven as its own scheduling benchmark drives it,
+  ``Solve`` timed as that benchmark times it (building its topology is reported apart).
+  Each NodeClaim is launched at the cheapest available offering of its instance type options
+  that meets its requirements, as EC2 Fleet's lowest-price strategy picks for on-demand.
+
+Both see the same allocatable: Karpenter's AWS provider models a node's overhead as
+nodemanager does (kube-reserved CPU tiers, 11 MiB per pod + 255 MiB, a 100 MiB eviction
+threshold, 7.5% of memory for the VM), and the driver's fake provider is given each type's
+allocatable as its capacity with no overhead of its own.
+
+Every plan goes through ``plan_check`` (neither scheduler's code): every pod placed or reported,
+no node over allocatable or max pods, every offering real, every selector, node affinity,
+taint, topology spread and pod (anti-)affinity held. The bound is the cheapest fractional mix of
+the allowed types that covers the pods' CPU, memory and count with every node's DaemonSet pods
+paid first, and at least one node per pod of the largest group that repels itself by hostname.
+
+Cases: ``mixed`` (the scaler benchmark's web/app/memory/CPU shapes) and ``karpenter-mix``
+(Karpenter's own benchmark pods: generic, zonal and hostname spread, zonal affinity, hostname
+anti-affinity) at 1k, 5k and 20k pods with 11 types, 101 types (ten m/c/r families) and every
+x86 type that is not burstable (919); and the 5k/101 cases with EKS's usual DaemonSets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import karpenter_mix
+import plan_check
+from scaler import EKS_DAEMONSETS, FAMILIES10, MI, cheapest_cover, mixed_pods
+
+from cloud.catalog import Catalog
+from nodemanager.config.blocks import MAX_BOOTS
+from nodemanager.config.schema import NodeDefaults, Pool
+from nodemanager.model import CapacityType, Pod
+from nodemanager.model.daemonset import DaemonSet
+from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, ScalerSettings
+
+FEW = ("m5.large", "m5.xlarge", "m5.2xlarge", "m5.4xlarge", "c5.large", "c5.xlarge", "c5.2xlarge", "c5.4xlarge", "r5.large", "r5.xlarge", "r5.2xlarge")
+TYPES = {"11": (list(FEW), []), "101": ([f"{f}.*" for f in FAMILIES10], []), "all": (["*"], ["t*"])}
+ARCH = {"x86_64": "amd64", "arm64": "arm64"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    workload: str  # mixed or karpenter-mix
+    pods: int
+    types: str  # a key of TYPES
+    daemonsets: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.workload}-{self.pods // 1000}k-{self.types}" + ("-ds" if self.daemonsets else "")
+
+
+CASES = [Case(w, n, t) for w in ("mixed", "karpenter-mix") for n in (1000, 5000, 20_000) for t in TYPES] + [
+    Case("mixed", 5000, "101", daemonsets=True),
+    Case("karpenter-mix", 5000, "101", daemonsets=True),
+]
+QUICK = ("mixed-1k-11", "karpenter-mix-1k-101", "mixed-1k-101-ds")
+
+
+def daemon_pod(namespace: str, name: str, cpu: int, memory: int, tolerate_all: bool) -> dict:
+    requests = {"cpu": f"{cpu}m", **({"memory": str(memory)} if memory else {})}
+    spec: dict = {"containers": [{"name": name, "image": f"{name}:1", "resources": {"requests": requests}}]}
+    if tolerate_all:
+        spec["tolerations"] = [{"operator": "Exists"}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "uid": f"ds-{name}"}, "spec": spec}
+
+
+def problem(case: Case, seed: int = 42) -> dict:
+    """The case as the JSON both schedulers read (the driver ignores ``pool``, which says how
+    nodemanager's pool selects the same types)."""
+    catalog = Catalog.bundled()
+    patterns, exclude = TYPES[case.types]
+    names = sorted(catalog.matching(patterns, ["x86_64"], exclude))
+    types = []
+    for name in names:
+        t = catalog[name]
+        offerings = [
+            {"zone": o.zone, "capacityType": "on-demand", "price": o.price, "available": True} for o in t.offerings if o.capacity_type is CapacityType.ON_DEMAND
+        ]
+        a = t.allocatable
+        types.append(
+            {"name": name, "architecture": ARCH[t.architectures[0]], "cpuMillis": a.cpu, "memoryBytes": a.memory, "pods": a.get("pods"), "offerings": offerings}
+        )
+    rng = random.Random(seed)
+    if case.workload == "karpenter-mix":
+        pods = [s.manifest for s in karpenter_mix.diverse_pods(case.pods, rng)]
+    else:
+        pods = [karpenter_mix.manifest(f"p{i}", {}, c, m // MI, {}) for i, (c, m) in enumerate(mixed_pods(case.pods, rng))]
+    return {
+        "case": case.name,
+        "nodePool": "bench",
+        "pool": {"instanceTypes": patterns, "exclude": exclude, "architectures": ["x86_64"]},
+        "instanceTypes": types,
+        "pods": pods,
+        "daemonSetPods": [daemon_pod(*d) for d in EKS_DAEMONSETS] if case.daemonsets else [],
+        "labels": {},
+        "taints": [],
+    }
+
+
+# -- nodemanager, in a process of its own -----------------------------------------------------
+def solve_nodemanager(prob: dict) -> dict:
+    catalog = Catalog.bundled()
+    p = prob["pool"]
+    pool = Pool(
+        name=prob["nodePool"],
+        instance_types=p["instanceTypes"],
+        exclude_instance_types=p["exclude"],
+        architectures=p["architectures"],
+        capacity_types=[CapacityType.ON_DEMAND],
+    )
+    given = {t["name"]: t for t in prob["instanceTypes"]}
+    if set(catalog.matching(pool.instance_types, pool.architectures, pool.exclude_instance_types)) != set(given):
+        raise SystemExit("side_by_side: the pool's types are not the problem's")
+    for name, t in given.items():
+        a = catalog[name].allocatable
+        if (a.cpu, a.memory, a.get("pods")) != (t["cpuMillis"], t["memoryBytes"], t["pods"]):
+            raise SystemExit(f"side_by_side: {name}'s allocatable differs from the problem's")
+    pods = [dataclasses.replace(Pod.from_manifest(m), created_at=float(i)) for i, m in enumerate(prob["pods"])]
+    daemons = tuple(
+        DaemonSet.from_manifest({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": d["metadata"], "spec": {"template": {"spec": d["spec"]}}})
+        for d in prob["daemonSetPods"]
+    )
+    scaler = BindingNodeScaler(ScalerSettings((pool,), NodeDefaults(default_instance_type=next(iter(given)), max_boots_per_loop=MAX_BOOTS)), catalog)
+    snapshot = ClusterSnapshot(tuple(pods), (), daemon_sets=daemons)
+    started = time.perf_counter()
+    decision = scaler.compute(snapshot, 0.0)
+    seconds = time.perf_counter() - started
+    nodes = [{"name": s.name, "instanceType": s.instance_type, "zone": s.zone, "capacityType": s.capacity_type.value} for s in decision.start]
+    return {"seconds": seconds, "nodes": nodes, "bindings": dict(decision.bindings), "unplaced": {**decision.unschedulable, **decision.waiting}}
+
+
+# -- Karpenter, through its driver ------------------------------------------------------------
+def driver() -> Path:
+    """The driver ``tests/e2e/controlplane/build.sh`` built (``make controlplane``)."""
+    cache = Path(os.environ.get("NODEMANAGER_CACHE", Path.home() / ".cache" / "nodemanager")) / "controlplane"
+    built = sorted(f / "karpenter" for f in cache.glob("karpenter-*") if (f / ".complete").exists())
+    if not built:
+        raise SystemExit(f"side_by_side: no Karpenter driver in {cache}; build it with `make controlplane`")
+    return built[-1]
+
+
+def karpenter_plan(out: dict) -> dict:
+    """The driver's NodeClaims as a plan: one node per claim (``claim-N``), at its launch offering."""
+    nodes, bindings, unplaced = [], {}, dict(out["podErrors"])
+    for i, claim in enumerate(out["nodeClaims"]):
+        launch = claim["launch"]
+        if launch is None:
+            unplaced.update(dict.fromkeys(claim["pods"], "no available offering"))
+            continue
+        name = f"claim-{i}"
+        nodes.append({"name": name, "instanceType": launch["instanceType"], "zone": launch["zone"], "capacityType": launch["capacityType"]})
+        bindings.update(dict.fromkeys(claim["pods"], name))
+    return {"seconds": out["solveSeconds"], "setup_seconds": out["setupSeconds"], "nodes": nodes, "bindings": bindings, "unplaced": unplaced}
+
+
+def run_one(scheduler: str, path: Path) -> dict:
+    if scheduler == "nodemanager":
+        done = subprocess.run([sys.executable, __file__, "--solve", str(path)], capture_output=True, text=True, check=False)
+    else:
+        with path.open() as stdin:
+            done = subprocess.run([str(driver())], stdin=stdin, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{scheduler} failed on {path.name}:\n{done.stderr[-3000:]}")
+    plan = json.loads(done.stdout)
+    return plan if scheduler == "nodemanager" else karpenter_plan(plan)
+
+
+# -- the bound --------------------------------------------------------------------------------
+def lower_bound(prob: dict) -> float:
+    """What no plan can undercut (see the module's docstring)."""
+    ds = [plan_check.requests(d) for d in prob["daemonSetPods"]]
+    ds_cpu, ds_memory, ds_pods = sum(c for c, _ in ds), sum(m for _, m in ds), len(ds)
+    prices, columns = [], []
+    for t in prob["instanceTypes"]:
+        if t["cpuMillis"] > ds_cpu and t["memoryBytes"] > ds_memory and t["pods"] > ds_pods:
+            prices.append(min(o["price"] for o in t["offerings"] if o["available"]))
+            columns.append((t["cpuMillis"] - ds_cpu, t["memoryBytes"] - ds_memory, t["pods"] - ds_pods, 1))
+    asks = [plan_check.requests(m) for m in prob["pods"]]
+    repelling: Counter[str] = Counter()
+    for m in prob["pods"]:
+        own = m["metadata"].get("labels") or {}
+        for term in ((m["spec"].get("affinity") or {}).get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []:
+            if term["topologyKey"] == plan_check.HOSTNAME and plan_check.selects(term.get("labelSelector"), own):
+                repelling[json.dumps(term["labelSelector"], sort_keys=True)] += 1
+    demand = (sum(c for c, _ in asks), sum(m for _, m in asks), len(asks), max(repelling.values(), default=0))
+    return cheapest_cover(prices, columns, demand)
+
+
+# -- the comparison ---------------------------------------------------------------------------
+def compare(case: Case, runs: int, workdir: Path) -> dict:
+    prob = problem(case)
+    path = workdir / f"{case.name}.json"
+    path.write_text(json.dumps(prob))
+    bound = lower_bound(prob)
+    result: dict = {"case": case.name, "pods": case.pods, "instance_types": len(prob["instanceTypes"]), "lower_bound_per_hour": round(bound, 4)}
+    plans: dict[str, list[dict]] = {"nodemanager": [], "karpenter": []}
+    for _ in range(runs):
+        for scheduler, done in plans.items():
+            done.append(run_one(scheduler, path))
+    for scheduler, done in plans.items():
+        reports = [plan_check.check(prob, plan) for plan in done]
+        seconds = [plan["seconds"] for plan in done]
+        costs = [r.cost_per_hour for r in reports]
+        worst = max(reports, key=lambda r: (r.total_violations + r.unaccounted, r.unplaced))
+        result[scheduler] = {
+            "seconds_min": round(min(seconds), 3),
+            "seconds_median": round(statistics.median(seconds), 3),
+            "pods_per_second": round(case.pods / statistics.median(seconds), 1),
+            "cost_per_hour": round(statistics.median(costs), 4),
+            "cost_per_hour_range": [round(min(costs), 4), round(max(costs), 4)],
+            "cost_ratio": round(statistics.median(costs) / bound, 4) if bound else None,
+            **{k: v for k, v in worst.summary().items() if k not in ("pods", "cost_per_hour")},
+        }
+        if scheduler == "karpenter":
+            result[scheduler]["setup_seconds_median"] = round(statistics.median(p["setup_seconds"] for p in done), 3)
+    result["speedup"] = round(result["karpenter"]["seconds_median"] / result["nodemanager"]["seconds_median"], 2)
+    return result
+
+
+HEADER = (
+    "| case | pods | types | nodemanager s (min/med) | Karpenter s (min/med) | speed × "
+    "| nodemanager $/h (÷ bound) | Karpenter $/h (÷ bound) | unplaced nm/K | violations nm/K |"
+)
+
+
+def row(r: dict) -> str:
+    nm, k = r["nodemanager"], r["karpenter"]
+    violations = (sum(nm["violations"].values()) + nm["unaccounted"], sum(k["violations"].values()) + k["unaccounted"])
+    return (
+        f"| {r['case']} | {r['pods']:,} | {r['instance_types']} | {nm['seconds_min']:.2f} / {nm['seconds_median']:.2f}"
+        f" | {k['seconds_min']:.2f} / {k['seconds_median']:.2f}"
+        f" | {r['speedup']:.1f} | {nm['cost_per_hour']:.2f} ({nm['cost_ratio']:.3f}) | {k['cost_per_hour']:.2f} ({k['cost_ratio']:.3f})"
+        f" | {nm['unplaced']} / {k['unplaced']} | {violations[0]} / {violations[1]} |"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3, help="runs of each scheduler per case, interleaved")
+    parser.add_argument("--cases", nargs="+", default=["all"], help="all, quick, or case names (mixed-5k-101, karpenter-mix-20k-all, mixed-5k-101-ds, ...)")
+    parser.add_argument("--json", type=Path, help="also write every figure to this file")
+    parser.add_argument("--solve", type=Path, help=argparse.SUPPRESS)  # a nodemanager run, in its own process
+    args = parser.parse_args()
+    if args.solve:
+        print(json.dumps(solve_nodemanager(json.loads(args.solve.read_text()))))
+        return 0
+    by_name = {c.name: c for c in CASES}
+    wanted = [c.name for c in CASES] if args.cases == ["all"] else list(QUICK) if args.cases == ["quick"] else args.cases
+    unknown = [n for n in wanted if n not in by_name]
+    if unknown:
+        parser.error(f"unknown case {unknown[0]!r}; the cases are: {', '.join(by_name)}")
+    print(f"Karpenter driver: {driver()}\n{HEADER}\n|{'---|' * 10}", flush=True)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="side-by-side-") as workdir:
+        for name in wanted:
+            results.append(compare(by_name[name], args.runs, Path(workdir)))
+            print(row(results[-1]), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
