@@ -62,7 +62,6 @@ from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, ScalerSetting
 
 FEW = ("m5.large", "m5.xlarge", "m5.2xlarge", "m5.4xlarge", "c5.large", "c5.xlarge", "c5.2xlarge", "c5.4xlarge", "r5.large", "r5.xlarge", "r5.2xlarge")
 TYPES = {"11": (list(FEW), []), "101": ([f"{f}.*" for f in FAMILIES10], []), "all": (["*"], ["t*"])}
-ARCH = {"x86_64": "amd64", "arm64": "arm64"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +96,7 @@ def problem(case: Case, seed: int = 42) -> dict:
     nodemanager's pool selects the same types)."""
     catalog = Catalog.bundled()
     patterns, exclude = TYPES[case.types]
-    names = sorted(catalog.matching(patterns, ["x86_64"], exclude))
+    names = sorted(catalog.matching(patterns, ["x86_64"], exclude))  # Kubernetes calls x86_64 amd64
     types = []
     for name in names:
         t = catalog[name]
@@ -106,7 +105,7 @@ def problem(case: Case, seed: int = 42) -> dict:
         ]
         a = t.allocatable
         types.append(
-            {"name": name, "architecture": ARCH[t.architectures[0]], "cpuMillis": a.cpu, "memoryBytes": a.memory, "pods": a.get("pods"), "offerings": offerings}
+            {"name": name, "architecture": "amd64", "cpuMillis": a.cpu, "memoryBytes": a.memory, "pods": a.get("pods"), "offerings": offerings}
         )
     rng = random.Random(seed)
     if case.workload == "karpenter-mix":
