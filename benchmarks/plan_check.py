@@ -165,8 +165,10 @@ def _key(manifest: Mapping) -> str:
 
 
 def check(problem: Mapping, plan: Mapping) -> Report:
-    """Check ``plan`` (``nodes``: name, instanceType, zone, capacityType; ``bindings``: pod key
-    to node name; ``unplaced``: pod key to reason) against ``problem``."""
+    """Check ``plan`` (``nodes``: the nodes it starts, each with name, instanceType, zone,
+    capacityType; ``bindings``: pod key to node name, a new node or one of the problem's
+    ``existingNodes``; ``unplaced``: pod key to reason) against ``problem``, whose
+    ``runningPods`` already run on its existing nodes."""
     report = Report(pods=len(problem["pods"]))
     types = {t["name"]: t for t in problem["instanceTypes"]}
     placement = _Placement(problem)
@@ -179,28 +181,37 @@ def check(problem: Mapping, plan: Mapping) -> Report:
             report.violations["offering"].append(node["name"])
             continue
         report.cost_per_hour += offering["price"]
-        placement.labels_of[node["name"]] = {
-            **(problem.get("labels") or {}),
-            "node.kubernetes.io/instance-type": itype["name"],
-            ZONE: node["zone"],
-            "kubernetes.io/arch": {"x86_64": "amd64"}.get(itype["architecture"], itype["architecture"]),
-            "kubernetes.io/os": "linux",
-            CAPACITY_TYPE: node["capacityType"],
-            HOSTNAME: node["name"],
-        }
+        placement.labels_of[node["name"]] = _labels(problem, itype, node)
         placement.allocatable[node["name"]] = (itype["cpuMillis"], itype["memoryBytes"], itype["pods"])
     report.nodes = len(placement.labels_of)
+    for node in problem.get("existingNodes") or []:  # already running: no offering to check, no cost to the plan
+        itype = types[node["instanceType"]]
+        placement.labels_of[node["name"]] = _labels(problem, itype, node)
+        placement.allocatable[node["name"]] = (itype["cpuMillis"], itype["memoryBytes"], itype["pods"])
 
     bindings: dict[str, str] = dict(plan["bindings"])
     unplaced = set(plan.get("unplaced") or ())
-    by_key = placement.by_key
-    report.unplaced = len(unplaced & (by_key.keys() - bindings.keys()))
-    report.unaccounted = sum(1 for k in by_key if k not in bindings and k not in unplaced) + sum(1 for n in bindings.values() if n not in placement.labels_of)
-    placement.bound = {k: n for k, n in bindings.items() if n in placement.labels_of and k in by_key}
-    report.placed = len(placement.bound)
+    pending = {_key(m) for m in problem["pods"]}
+    report.unplaced = len(unplaced & (pending - bindings.keys()))
+    report.unaccounted = sum(1 for k in pending if k not in bindings and k not in unplaced) + sum(1 for n in bindings.values() if n not in placement.labels_of)
+    running = {_key(m): m["spec"]["nodeName"] for m in problem.get("runningPods") or []}
+    placement.bound = running | {k: n for k, n in bindings.items() if n in placement.labels_of and k in pending}
+    report.placed = len(placement.bound) - len(running)
     placement.check_nodes(report)
     placement.check_topology(report)
     return report
+
+
+def _labels(problem: Mapping, itype: Mapping, node: Mapping) -> dict[str, str]:
+    return {
+        **(problem.get("labels") or {}),
+        "node.kubernetes.io/instance-type": itype["name"],
+        ZONE: node["zone"],
+        "kubernetes.io/arch": {"x86_64": "amd64"}.get(itype["architecture"], itype["architecture"]),
+        "kubernetes.io/os": "linux",
+        CAPACITY_TYPE: node["capacityType"],
+        HOSTNAME: node["name"],
+    }
 
 
 @dataclass
@@ -221,7 +232,7 @@ class _Placement:
 
     def __init__(self, problem: Mapping) -> None:
         self.problem = problem
-        self.by_key = {_key(m): m for m in problem["pods"]}
+        self.by_key = {_key(m): m for m in [*problem["pods"], *(problem.get("runningPods") or [])]}
         self.labels_of: dict[str, dict[str, str]] = {}
         self.allocatable: dict[str, tuple[int, int, int]] = {}
         self.bound: dict[str, str] = {}

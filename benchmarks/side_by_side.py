@@ -23,7 +23,8 @@ Every plan goes through ``plan_check`` (neither scheduler's code): every pod pla
 no node over allocatable or max pods, every offering real, every selector, node affinity,
 taint, topology spread and pod (anti-)affinity held. The bound is the cheapest fractional mix of
 the allowed types that covers the pods' CPU, memory and count with every node's DaemonSet pods
-paid first, and at least one node per pod of the largest group that repels itself by hostname.
+paid first, and at least one node per pod of the largest group that repels itself by hostname;
+the room left on nodes already running is free and comes off first.
 
 Cases: ``mixed`` (the scaler benchmark's web/app/memory/CPU shapes) and ``karpenter-mix``
 (Karpenter's own benchmark pods: generic, zonal and hostname spread, zonal affinity, hostname
@@ -56,10 +57,11 @@ from scaler import EKS_DAEMONSETS, FAMILIES10, MI, cheapest_cover, mixed_pods
 from cloud.catalog import Catalog
 from nodemanager.config.blocks import MAX_BOOTS
 from nodemanager.config.schema import NodeDefaults, Pool
-from nodemanager.model import CapacityType, Pod
+from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod
 from nodemanager.model.daemonset import DaemonSet
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, ScalerSettings
 
+HOSTNAME, ZONE, INSTANCE_TYPE = "kubernetes.io/hostname", "topology.kubernetes.io/zone", "node.kubernetes.io/instance-type"
 FEW = ("m5.large", "m5.xlarge", "m5.2xlarge", "m5.4xlarge", "c5.large", "c5.xlarge", "c5.2xlarge", "c5.4xlarge", "r5.large", "r5.xlarge", "r5.2xlarge")
 TYPES = {"11": (list(FEW), []), "101": ([f"{f}.*" for f in FAMILIES10], []), "all": (["*"], ["t*"])}
 
@@ -70,17 +72,21 @@ class Case:
     pods: int
     types: str  # a key of TYPES
     daemonsets: bool = False
+    busy: bool = False  # the pods come to a cluster already running BUSY_NODES nodes, two thirds full
 
     @property
     def name(self) -> str:
-        return f"{self.workload}-{self.pods // 1000}k-{self.types}" + ("-ds" if self.daemonsets else "")
+        return f"{self.workload}-{self.pods // 1000}k-{self.types}" + ("-ds" if self.daemonsets else "") + ("-busy" if self.busy else "")
 
 
 CASES = [Case(w, n, t) for w in ("mixed", "karpenter-mix") for n in (1000, 5000, 20_000) for t in TYPES] + [
     Case("mixed", 5000, "101", daemonsets=True),
     Case("karpenter-mix", 5000, "101", daemonsets=True),
+    Case("karpenter-mix", 5000, "101", busy=True),
 ]
 QUICK = ("mixed-1k-11", "karpenter-mix-1k-101", "mixed-1k-101-ds")
+BUSY_NODES, BUSY_TYPE, BUSY_CPU = 300, "m6i.2xlarge", 5000  # nodes already running, their type, the milli-CPU their pods ask on each
+RUNNING = [(200, 512), (300, 1024), (100, 256)]  # the running pods' shapes (milli-CPU, MiB), in turn
 
 
 def daemon_pod(namespace: str, name: str, cpu: int, memory: int, tolerate_all: bool) -> dict:
@@ -104,17 +110,18 @@ def problem(case: Case, seed: int = 42) -> dict:
             {"zone": o.zone, "capacityType": "on-demand", "price": o.price, "available": True} for o in t.offerings if o.capacity_type is CapacityType.ON_DEMAND
         ]
         a = t.allocatable
-        types.append(
-            {"name": name, "architecture": "amd64", "cpuMillis": a.cpu, "memoryBytes": a.memory, "pods": a.get("pods"), "offerings": offerings}
-        )
+        types.append({"name": name, "architecture": "amd64", "cpuMillis": a.cpu, "memoryBytes": a.memory, "pods": a.get("pods"), "offerings": offerings})
     rng = random.Random(seed)
     if case.workload == "karpenter-mix":
         pods = [s.manifest for s in karpenter_mix.diverse_pods(case.pods, rng)]
     else:
         pods = [karpenter_mix.manifest(f"p{i}", {}, c, m // MI, {}) for i, (c, m) in enumerate(mixed_pods(case.pods, rng))]
+    existing, running = busy_cluster(catalog) if case.busy else ([], [])
     return {
         "case": case.name,
         "nodePool": "bench",
+        "existingNodes": existing,
+        "runningPods": running,
         "pool": {"instanceTypes": patterns, "exclude": exclude, "architectures": ["x86_64"]},
         "instanceTypes": types,
         "pods": pods,
@@ -122,6 +129,23 @@ def problem(case: Case, seed: int = 42) -> dict:
         "labels": {},
         "taints": [],
     }
+
+
+def busy_cluster(catalog: Catalog) -> tuple[list[dict], list[dict]]:
+    """BUSY_NODES Ready nodes of BUSY_TYPE, zone by zone in turn, each running pods of the
+    RUNNING shapes up to BUSY_CPU."""
+    zones = sorted(catalog[BUSY_TYPE].zones)
+    nodes, pods = [], []
+    for i in range(BUSY_NODES):
+        name = f"existing-{i:03d}"
+        nodes.append({"name": name, "instanceType": BUSY_TYPE, "zone": zones[i % len(zones)], "capacityType": "on-demand"})
+        used = 0
+        while used < BUSY_CPU:
+            cpu, memory_mi = RUNNING[len(pods) % len(RUNNING)]
+            running = karpenter_mix.manifest(f"running-{len(pods)}", {"app": "running"}, cpu, memory_mi, {"nodeName": name})
+            pods.append({**running, "status": {"phase": "Running"}})
+            used += cpu
+    return nodes, pods
 
 
 # -- nodemanager, in a process of its own -----------------------------------------------------
@@ -142,18 +166,31 @@ def solve_nodemanager(prob: dict) -> dict:
         a = catalog[name].allocatable
         if (a.cpu, a.memory, a.get("pods")) != (t["cpuMillis"], t["memoryBytes"], t["pods"]):
             raise SystemExit(f"side_by_side: {name}'s allocatable differs from the problem's")
-    pods = [dataclasses.replace(Pod.from_manifest(m), created_at=float(i)) for i, m in enumerate(prob["pods"])]
+    pods = [dataclasses.replace(Pod.from_manifest(m), created_at=float(i)) for i, m in enumerate(prob["runningPods"] + prob["pods"])]
+    nodes = tuple(
+        Node(
+            NodeName(n["name"]),
+            "existing",
+            n["instanceType"],
+            CapacityType(n["capacityType"]),
+            n["zone"],
+            allocatable=catalog[n["instanceType"]].allocatable,
+            state=NodeState.AVAILABLE,
+            labels={HOSTNAME: n["name"], ZONE: n["zone"], INSTANCE_TYPE: n["instanceType"], "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"},
+        )
+        for n in prob["existingNodes"]
+    )
     daemons = tuple(
         DaemonSet.from_manifest({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": d["metadata"], "spec": {"template": {"spec": d["spec"]}}})
         for d in prob["daemonSetPods"]
     )
     scaler = BindingNodeScaler(ScalerSettings((pool,), NodeDefaults(default_instance_type=next(iter(given)), max_boots_per_loop=MAX_BOOTS)), catalog)
-    snapshot = ClusterSnapshot(tuple(pods), (), daemon_sets=daemons)
+    snapshot = ClusterSnapshot(tuple(pods), nodes, daemon_sets=daemons)
     started = time.perf_counter()
     decision = scaler.compute(snapshot, 0.0)
     seconds = time.perf_counter() - started
-    nodes = [{"name": s.name, "instanceType": s.instance_type, "zone": s.zone, "capacityType": s.capacity_type.value} for s in decision.start]
-    return {"seconds": seconds, "nodes": nodes, "bindings": dict(decision.bindings), "unplaced": {**decision.unschedulable, **decision.waiting}}
+    started_nodes = [{"name": s.name, "instanceType": s.instance_type, "zone": s.zone, "capacityType": s.capacity_type.value} for s in decision.start]
+    return {"seconds": seconds, "nodes": started_nodes, "bindings": dict(decision.bindings), "unplaced": {**decision.unschedulable, **decision.waiting}}
 
 
 # -- Karpenter, through its driver ------------------------------------------------------------
@@ -168,7 +205,8 @@ def driver() -> Path:
 
 def karpenter_plan(out: dict) -> dict:
     """The driver's NodeClaims as a plan: one node per claim (``claim-N``), at its launch offering."""
-    nodes, bindings, unplaced = [], {}, dict(out["podErrors"])
+    nodes, unplaced = [], dict(out["podErrors"])
+    bindings = {pod: node for node, pods in out["existingNodes"].items() for pod in pods}
     for i, claim in enumerate(out["nodeClaims"]):
         launch = claim["launch"]
         if launch is None:
@@ -194,7 +232,7 @@ def run_one(scheduler: str, path: Path) -> dict:
 
 # -- the bound --------------------------------------------------------------------------------
 def lower_bound(prob: dict) -> float:
-    """What no plan can undercut (see the module's docstring)."""
+    """What no plan can undercut (see the module's docstring), in $/h of new nodes."""
     ds = [plan_check.requests(d) for d in prob["daemonSetPods"]]
     ds_cpu, ds_memory, ds_pods = sum(c for c, _ in ds), sum(m for _, m in ds), len(ds)
     prices, columns = [], []
@@ -209,7 +247,17 @@ def lower_bound(prob: dict) -> float:
         for term in ((m["spec"].get("affinity") or {}).get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []:
             if term["topologyKey"] == plan_check.HOSTNAME and plan_check.selects(term.get("labelSelector"), own):
                 repelling[json.dumps(term["labelSelector"], sort_keys=True)] += 1
-    demand = (sum(c for c, _ in asks), sum(m for _, m in asks), len(asks), max(repelling.values(), default=0))
+    # the room left on nodes already running is free: it comes off what new nodes must hold
+    types = {t["name"]: t for t in prob["instanceTypes"]}
+    free = [0, 0, 0]
+    for node in prob.get("existingNodes") or []:
+        t = types[node["instanceType"]]
+        on = [plan_check.requests(m) for m in prob.get("runningPods") or [] if m["spec"]["nodeName"] == node["name"]]
+        free[0] += max(0, t["cpuMillis"] - ds_cpu - sum(c for c, _ in on))
+        free[1] += max(0, t["memoryBytes"] - ds_memory - sum(m for _, m in on))
+        free[2] += max(0, t["pods"] - ds_pods - len(on))
+    wanted = (sum(c for c, _ in asks), sum(m for _, m in asks), len(asks))
+    demand = (*(max(0, w - f) for w, f in zip(wanted, free, strict=True)), max(0, max(repelling.values(), default=0) - len(prob.get("existingNodes") or [])))
     return cheapest_cover(prices, columns, demand)
 
 

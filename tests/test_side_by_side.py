@@ -195,10 +195,42 @@ def test_the_karpenter_plan_reading_puts_each_claim_on_a_node_and_reports_what_i
             {"launch": {"instanceType": "small", "zone": "a", "capacityType": "on-demand", "price": 0.1}, "pods": ["ns/p0", "ns/p1"]},
             {"launch": None, "pods": ["ns/p2"]},
         ],
+        "existingNodes": {"old": ["ns/p4"]},
         "podErrors": {"ns/p3": "incompatible"},
     }
     the_plan = side.karpenter_plan(out)
-    assert the_plan["bindings"] == {"ns/p0": "claim-0", "ns/p1": "claim-0"}
+    assert the_plan["bindings"] == {"ns/p4": "old", "ns/p0": "claim-0", "ns/p1": "claim-0"}
     assert set(the_plan["unplaced"]) == {"ns/p2", "ns/p3"}
-    report = check_mod.check(problem([pod(f"p{i}", cpu="100m", memory="1Mi") for i in range(4)]), the_plan)
-    assert (report.placed, report.unplaced, report.unaccounted, report.total_violations) == (2, 2, 0, 0)
+    prob = problem(
+        [pod(f"p{i}", cpu="100m", memory="1Mi") for i in range(5)],
+        existingNodes=[{"name": "old", "instanceType": "small", "zone": "b", "capacityType": "on-demand"}],
+    )
+    report = check_mod.check(prob, the_plan)
+    assert (report.placed, report.unplaced, report.unaccounted, report.total_violations) == (3, 2, 0, 0)
+
+
+def test_pods_already_running_on_an_existing_node_count_against_its_room() -> None:
+    running = {**pod("r0", cpu="1800m"), "status": {"phase": "Running"}}
+    running["spec"]["nodeName"] = "old"
+    prob = problem(
+        [pod("p0", cpu="500m")], existingNodes=[{"name": "old", "instanceType": "small", "zone": "a", "capacityType": "on-demand"}], runningPods=[running]
+    )
+    report = check_mod.check(prob, plan({}, {"p0": "old"}))
+    assert report.violations["overfull"] == ["old"]
+    assert (report.placed, report.cost_per_hour) == (1, 0)  # the existing node costs the plan nothing
+    assert faults(prob, plan({"n1": ("small", "a")}, {"p0": "n1"})) == {}
+
+
+def test_the_bound_takes_the_room_left_on_existing_nodes_as_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(side, "BUSY_NODES", 12)
+    case = side.Case("karpenter-mix", 300, "101", busy=True)
+    prob = side.problem(case)
+    assert len(prob["existingNodes"]) == 12
+    assert len(prob["runningPods"]) > 12 * 10
+    empty = side.lower_bound({**prob, "existingNodes": [], "runningPods": []})
+    assert 0 < side.lower_bound(prob) < empty
+    the_plan = side.solve_nodemanager(copy.deepcopy(prob))
+    report = check_mod.check(prob, the_plan)
+    assert (report.total_violations, report.unaccounted, report.unplaced) == (0, 0, 0)
+    assert any(node.startswith("existing-") for node in the_plan["bindings"].values())
+    assert report.cost_per_hour >= side.lower_bound(prob)

@@ -65,3 +65,14 @@ def test_a_problem_that_is_not_json_is_refused(driver: str) -> None:
     done = subprocess.run([driver], input="{not json", capture_output=True, text=True, check=False, timeout=60)
     assert done.returncode == 2
     assert "not valid JSON" in done.stderr
+
+
+def test_karpenter_plans_onto_nodes_already_running(driver: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(side, "BUSY_NODES", 12)
+    problem = side.problem(side.Case("karpenter-mix", 200, "101", busy=True))
+    out = run(driver, problem)
+    assert set(out["existingNodes"]) <= {n["name"] for n in problem["existingNodes"]}
+    assert sum(len(pods) for pods in out["existingNodes"].values()) > 0
+    report = check_mod.check(problem, side.karpenter_plan(out))
+    assert (report.unaccounted, report.violations["overfull"]) == (0, [])
+    assert report.placed + report.unplaced == 200

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 	fakecr "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -60,12 +62,24 @@ type InstanceType struct {
 	Offerings    []Offering `json:"offerings"`
 }
 
-// Problem is the driver's input.
+// Node is a node already in the cluster: a Ready node of one of the instance types, not
+// managed by the NodePool (as nodes another pool or a node group made).
+type Node struct {
+	Name         string `json:"name"`
+	InstanceType string `json:"instanceType"`
+	Zone         string `json:"zone"`
+	CapacityType string `json:"capacityType"`
+}
+
+// Problem is the driver's input: the pods to place (Pods), and a cluster that may already run
+// nodes (ExistingNodes) with pods bound to them (RunningPods, spec.nodeName set).
 type Problem struct {
 	NodePool      string         `json:"nodePool"`
 	InstanceTypes []InstanceType `json:"instanceTypes"`
 	Pods          []*corev1.Pod  `json:"pods"`
 	DaemonSetPods []*corev1.Pod  `json:"daemonSetPods"`
+	ExistingNodes []Node         `json:"existingNodes"`
+	RunningPods   []*corev1.Pod  `json:"runningPods"`
 }
 
 // Launch is the offering the cloud provider would launch for a NodeClaim: the cheapest
@@ -88,11 +102,12 @@ type NodeClaim struct {
 
 // Plan is the driver's output.
 type Plan struct {
-	Karpenter    string            `json:"karpenter"`
-	SetupSeconds float64           `json:"setupSeconds"`
-	SolveSeconds float64           `json:"solveSeconds"`
-	NodeClaims   []NodeClaim       `json:"nodeClaims"`
-	PodErrors    map[string]string `json:"podErrors"`
+	Karpenter     string              `json:"karpenter"`
+	SetupSeconds  float64             `json:"setupSeconds"`
+	SolveSeconds  float64             `json:"solveSeconds"`
+	NodeClaims    []NodeClaim         `json:"nodeClaims"`
+	ExistingNodes map[string][]string `json:"existingNodes"` // node name -> the pods planned onto it
+	PodErrors     map[string]string   `json:"podErrors"`
 }
 
 func instanceType(it InstanceType) *cloudprovider.InstanceType {
@@ -173,6 +188,52 @@ func echo(problem Problem) any {
 	return map[string]any{"instanceTypes": types, "pods": problem.Pods, "daemonSetPods": problem.DaemonSetPods}
 }
 
+// existing puts the problem's nodes and running pods into the API (a fake client) and
+// Karpenter's cluster state, and returns the state's nodes, as the provisioner reads them.
+func existing(ctx context.Context, client crclient.Client, cluster *state.Cluster, problem Problem) ([]*state.StateNode, error) {
+	given := map[string]InstanceType{}
+	for _, it := range problem.InstanceTypes {
+		given[it.Name] = it
+	}
+	for _, n := range problem.ExistingNodes {
+		it, ok := given[n.InstanceType]
+		if !ok {
+			return nil, fmt.Errorf("existing node %s: instance type %q is not among the problem's", n.Name, n.InstanceType)
+		}
+		resources := instanceType(it).Capacity
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{
+				corev1.LabelInstanceTypeStable: n.InstanceType,
+				corev1.LabelTopologyZone:       n.Zone,
+				corev1.LabelArchStable:         it.Architecture,
+				corev1.LabelOSStable:           string(corev1.Linux),
+				corev1.LabelHostname:           n.Name,
+				v1.CapacityTypeLabelKey:        n.CapacityType,
+			}},
+			Spec: corev1.NodeSpec{ProviderID: "fake:///" + n.Name},
+			Status: corev1.NodeStatus{
+				Capacity: resources, Allocatable: resources,
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+			},
+		}
+		if err := client.Create(ctx, node); err != nil {
+			return nil, fmt.Errorf("existing node %s: %w", n.Name, err)
+		}
+		if err := cluster.UpdateNode(ctx, node); err != nil {
+			return nil, fmt.Errorf("existing node %s: %w", n.Name, err)
+		}
+	}
+	for _, p := range problem.RunningPods {
+		if err := client.Create(ctx, p); err != nil {
+			return nil, fmt.Errorf("running pod %s: %w", key(p), err)
+		}
+		if err := cluster.UpdatePod(ctx, p); err != nil {
+			return nil, fmt.Errorf("running pod %s: %w", key(p), err)
+		}
+	}
+	return slices.Collect(cluster.Nodes()), nil
+}
+
 func key(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
 
 func solve(problem Problem) (Plan, error) {
@@ -193,15 +254,23 @@ func solve(problem Problem) (Plan, error) {
 	}
 	provider := fake.NewCloudProvider()
 	provider.InstanceTypes = types
-	client := fakecr.NewFakeClient()
+	// the field indexes Karpenter's operator registers, which its cluster state lists by
+	client := fakecr.NewClientBuilder().
+		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o crclient.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
+		WithIndex(&corev1.Node{}, "spec.providerID", func(o crclient.Object) []string { return []string{o.(*corev1.Node).Spec.ProviderID} }).
+		Build()
 	clk := &clock.RealClock{}
 	cluster := state.NewCluster(clk, client, provider)
+	stateNodes, err := existing(ctx, client, cluster, problem)
+	if err != nil {
+		return Plan{}, err
+	}
 	byPool := map[string][]*cloudprovider.InstanceType{nodePool.Name: types}
-	topology, err := scheduling.NewTopology(ctx, client, cluster, nil, []*v1.NodePool{nodePool}, byPool, problem.Pods, opts...)
+	topology, err := scheduling.NewTopology(ctx, client, cluster, stateNodes, []*v1.NodePool{nodePool}, byPool, problem.Pods, opts...)
 	if err != nil {
 		return Plan{}, fmt.Errorf("creating topology: %w", err)
 	}
-	scheduler := scheduling.NewScheduler(ctx, client, []*v1.NodePool{nodePool}, cluster, nil, topology, byPool,
+	scheduler := scheduling.NewScheduler(ctx, client, []*v1.NodePool{nodePool}, cluster, stateNodes, topology, byPool,
 		problem.DaemonSetPods, events.NewRecorder(&record.FakeRecorder{}), clk, nil, nil, opts...)
 	setup := time.Since(started)
 	started = time.Now()
@@ -210,7 +279,12 @@ func solve(problem Problem) (Plan, error) {
 	if err != nil {
 		return Plan{}, fmt.Errorf("solving: %w", err)
 	}
-	plan := Plan{Karpenter: Version, SetupSeconds: setup.Seconds(), SolveSeconds: solved.Seconds(), NodeClaims: []NodeClaim{}, PodErrors: map[string]string{}}
+	plan := Plan{Karpenter: Version, SetupSeconds: setup.Seconds(), SolveSeconds: solved.Seconds(), NodeClaims: []NodeClaim{}, ExistingNodes: map[string][]string{}, PodErrors: map[string]string{}}
+	for _, node := range results.ExistingNodes {
+		for _, p := range node.Pods {
+			plan.ExistingNodes[node.Name()] = append(plan.ExistingNodes[node.Name()], key(p))
+		}
+	}
 	for _, nc := range results.NewNodeClaims {
 		zones := nc.Requirements.Get(corev1.LabelTopologyZone).Values()
 		sort.Strings(zones)
