@@ -30,7 +30,7 @@ import heapq
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
@@ -148,15 +148,8 @@ class Report:
         return sum(len(v) for v in self.violations.values())
 
     def summary(self) -> dict[str, object]:
-        return {
-            "pods": self.pods,
-            "placed": self.placed,
-            "unplaced": self.unplaced,
-            "unaccounted": self.unaccounted,
-            "nodes": self.nodes,
-            "cost_per_hour": round(self.cost_per_hour, 4),
-            "violations": {k: len(v) for k, v in self.violations.items()},
-        }
+        """The figures, each kind of violation counted."""
+        return {**asdict(self), "cost_per_hour": round(self.cost_per_hour, 4), "violations": {k: len(v) for k, v in self.violations.items()}}
 
 
 def _key(manifest: Mapping) -> str:

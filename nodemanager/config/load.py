@@ -24,6 +24,7 @@ from cloud.catalog import Catalog
 from nodemanager import documents
 from nodemanager.config.cloud_schema import CloudProvider
 from nodemanager.config.files import load_token, status_tls
+from nodemanager.config.prices import overridden, rule_prices
 from nodemanager.config.schema import HOSTNAME_MAX, NODE_NAME_DIGITS, Packing, ProviderConfig, Scheduling, parse_listen
 from nodemanager.errors import ConfigError
 from nodemanager.model import CapacityType
@@ -141,8 +142,10 @@ def _problems_beyond_schema(raw: dict[str, Any], errors: Sequence[Mapping[str, A
 def _catalog_for(config: ProviderConfig) -> Catalog:
     settings = config.catalog
     if settings.file:
-        return Catalog.from_file(Path(settings.file), settings.spot_price_fraction)
-    return Catalog.bundled(settings.region, settings.spot_price_fraction)
+        listed = Catalog.from_file(Path(settings.file), settings.spot_price_fraction)
+    else:
+        listed = Catalog.bundled(settings.region, settings.spot_price_fraction)
+    return overridden(listed, settings.price_overrides)
 
 
 def _resolve_paths(raw: dict[str, Any], base_dir: Path) -> None:
@@ -229,9 +232,30 @@ def format_validation_errors(errors: Iterable[Mapping[str, Any]]) -> list[str]:
 # --- checks against the catalog ---------------------------------------------------------
 
 
+def _price_override_problems(config: ProviderConfig, catalog: Catalog) -> list[str]:
+    """Each rule's globs and zones must name something the catalog has, and the rule must
+    price some offering: a rule that prices nothing is a mistake, not a no-op."""
+    problems = []
+    for i, rule in enumerate(config.catalog.price_overrides):
+        where = f"catalog.priceOverrides[{i}]"
+        bad = [
+            f"{where}.instanceTypes[{j}]: {p!r} matches no instance type in the {catalog.region} catalog"
+            for j, p in enumerate(rule.instance_types)
+            if not catalog.matching([p])
+        ]
+        bad += [
+            f"{where}.zones[{j}]: unknown zone {z!r}; {catalog.region} has {list(catalog.zones)}" for j, z in enumerate(rule.zones) if z not in catalog.zones
+        ]
+        names = catalog.matching(rule.instance_types)
+        if not bad and not any(rule_prices(rule, names, o) for t in catalog for o in t.offerings):
+            bad.append(f"{where}: prices no offering (no type it names is sold as {[c.value for c in rule.capacity_types]} in {rule.zones})")
+        problems += bad
+    return problems
+
+
 def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]:
     """Problems that need the catalog (unknown types and zones) or span several keys."""
-    problems: list[str] = []
+    problems = _price_override_problems(config, catalog)
     if config.nodes.default_instance_type not in catalog:
         problems.append(f"nodes.defaultInstanceType: unknown instance type {config.nodes.default_instance_type!r} (catalog {catalog.region})")
     seen: dict[str, int] = {}

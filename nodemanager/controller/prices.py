@@ -1,7 +1,8 @@
 """The price controller (``loops.prices``, 12 h, as Karpenter's): fresher prices from the
 cloud, where it has them (the AWS Pricing API and spot price history); the last good ones
-otherwise. The cloud is called outside the controller's lock; the new catalog is handed to
-provisioning under it, which decides again with it."""
+otherwise, with the configured price overrides applied again. The cloud is called outside
+the controller's lock; the new catalog is handed to provisioning under it, which decides
+again with it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from cloud.errors import CloudError
+from nodemanager.config.prices import overridden
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,5 +39,6 @@ class PriceRefresher:
             return
         stamp = c.clock.now()
         with c.lock:
-            self.reprice(c.catalog.with_prices(update.on_demand, update.spot, f"{c.catalog.region} prices refreshed at {stamp:.0f}"))
+            fresh = c.catalog.with_prices(update.on_demand, update.spot, f"{c.catalog.region} prices refreshed at {stamp:.0f}")
+            self.reprice(overridden(fresh, c.config.catalog.price_overrides))  # list prices in, what this account pays out
         log.info("prices refreshed: %d on-demand, %d spot (per zone)", len(update.on_demand), len(update.spot))
