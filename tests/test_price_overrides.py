@@ -120,7 +120,7 @@ def test_check_config_shows_each_rule_and_what_it_matches(tmp_path: Path, capsys
         ("{instanceTypes: ['r5.*']}", "catalog.priceOverrides[0]: give multiplier or price (one of them)"),
         ("{instanceTypes: ['r5.*'], multiplier: 0.5, price: 1}", "catalog.priceOverrides[0]: give multiplier or price (one of them)"),
         ("{instanceTypes: ['r5.*'], multiplier: 0}", "catalog.priceOverrides[0].multiplier: must be > 0"),
-        ("{instanceTypes: ['r5.*'], price: -1}", "catalog.priceOverrides[0].price: must be >= 0"),
+        ("{instanceTypes: ['r5.*'], price: 0}", "catalog.priceOverrides[0].price: must be > 0"),
         ("{instanceTypes: ['zz*'], multiplier: 2}", "catalog.priceOverrides[0].instanceTypes[0]: 'zz*' matches no instance type in the us-east-1 catalog"),
         ("{instanceTypes: ['r5.*'], zones: [mars-1a], multiplier: 2}", "catalog.priceOverrides[0].zones[0]: unknown zone 'mars-1a'"),
         ("{instanceTypes: ['p4d.24xlarge'], capacityTypes: [spot], zones: [us-east-1e], multiplier: 2}", "catalog.priceOverrides[0]: prices no offering"),

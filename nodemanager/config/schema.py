@@ -465,8 +465,9 @@ class PriceOverride(Model):
     """The zones it prices; empty: every one."""
     multiplier: float | None = Field(default=None, gt=0, le=100)
     """The list price times this (0.72 for a 28% discount, 1.1 for a 10% surcharge)."""
-    price: float | None = Field(default=None, ge=0, le=100_000)
-    """A fixed price in dollars an hour instead."""
+    price: float | None = Field(default=None, gt=0, le=100_000)
+    """A fixed price in dollars an hour instead (more than 0: for capacity already paid for, a
+    token price such as 0.0001 makes it the first choice)."""
     reason: str = Field(default="", max_length=200)
     """Why (shown by `check-config`)."""
 
