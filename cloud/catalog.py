@@ -45,9 +45,10 @@ HOURLY_KEPT = 4096  # offerings whose prices ``hourly`` keeps
 class Catalog:
     """An immutable set of instance types with lookups by name and glob."""
 
-    def __init__(self, instance_types: Iterable[InstanceType], region: str = DEFAULT_REGION, source: str = "") -> None:
+    def __init__(self, instance_types: Iterable[InstanceType], region: str = DEFAULT_REGION, source: str = "", listed: Catalog | None = None) -> None:
         self.region = region
         self.source = source
+        self.listed = listed or self  # the same types at list prices, when these are what an account pays (price overrides)
         self._types = {t.name: t for t in sorted(instance_types, key=lambda t: t.name)}
         ranked = [(o, t) for t in self._types.values() for o in t.offerings]
         ranked.sort(key=lambda pair: _sort_key(*pair))
@@ -82,8 +83,9 @@ class Catalog:
         return cls.from_file(path, spot_price_fraction)
 
     def with_prices(self, on_demand: Mapping[str, float], spot: Mapping[tuple[str, str], float], source: str) -> Catalog:
-        """A copy with fresher prices: on-demand per type, spot per (type, zone). What a
-        source does not mention keeps its current price."""
+        """A copy with fresher list prices: on-demand per type, spot per (type, zone). What a
+        source does not mention keeps its current price. (On a catalog of overridden prices,
+        ask its ``listed`` one: the overrides go on top.)"""
         types = []
         for t in self._types.values():
             od = on_demand.get(t.name, t.on_demand_price)

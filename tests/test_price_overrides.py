@@ -143,3 +143,17 @@ def test_refreshed_list_prices_are_overridden_again() -> None:
     assert fresh["r5.large"].price(OD, "us-east-1a") == pytest.approx(0.1)  # the new list price, halved
     assert fresh["m5.large"].price(OD, "us-east-1a") == pytest.approx(0.1)
     assert "price override" in fresh.source
+
+
+def test_a_refresh_that_leaves_a_type_out_does_not_apply_its_override_twice() -> None:
+    config, catalog = load(POOL + R5_HALF)
+    state = SimpleNamespace(catalog=catalog, config=config, clock=SimpleNamespace(now=lambda: 100.0), lock=threading.Lock())
+    cloud = SimpleNamespace(fetch_prices=lambda: PriceUpdate(on_demand={"m5.large": 0.1}, spot={}))
+
+    def reprice(fresh):  # type: ignore[no-untyped-def]
+        state.catalog = fresh
+
+    refresher = PriceRefresher(state, cloud, reprice)  # type: ignore[arg-type]
+    for _ in range(3):
+        refresher.run()
+        assert state.catalog["r5.large"].price(OD, "us-east-1a") == pytest.approx(0.063)  # $0.126 listed, halved once

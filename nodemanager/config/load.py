@@ -248,7 +248,8 @@ def _price_override_problems(config: ProviderConfig, catalog: Catalog) -> list[s
         ]
         names = catalog.matching(rule.instance_types)
         if not bad and not any(rule_prices(rule, names, o) for t in catalog for o in t.offerings):
-            bad.append(f"{where}: prices no offering (no type it names is sold as {[c.value for c in rule.capacity_types]} in {rule.zones})")
+            sold = "/".join(c.value for c in rule.capacity_types) or "any capacity type"
+            bad.append(f"{where}: prices no offering (no type it names is sold as {sold} in {', '.join(rule.zones) or 'any zone'})")
         problems += bad
     return problems
 

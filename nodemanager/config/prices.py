@@ -13,7 +13,10 @@ from nodemanager.model import CapacityType, Offering
 
 
 def overridden(catalog: Catalog, rules: Sequence[PriceOverride]) -> Catalog:
-    """``catalog`` with ``rules`` applied (itself when there are none)."""
+    """``catalog``'s list prices with ``rules`` applied (itself when there are none); the
+    result keeps the list-priced catalog as ``listed``, so overriding again (after a price
+    refresh) starts from list prices."""
+    catalog = catalog.listed
     if not rules:
         return catalog
     names = [catalog.matching(rule.instance_types) for rule in rules]
@@ -32,7 +35,7 @@ def overridden(catalog: Catalog, rules: Sequence[PriceOverride]) -> Catalog:
                 spot_price=itype.spot_price if spot is None else spot,
             )
         )
-    return Catalog(types, catalog.region, f"{catalog.source}, {len(rules)} price override(s)")
+    return Catalog(types, catalog.region, f"{catalog.source}, {len(rules)} price override(s)", listed=catalog.listed)
 
 
 def rule_prices(rule: PriceOverride, names: frozenset[str], offering: Offering) -> bool:

@@ -39,6 +39,6 @@ class PriceRefresher:
             return
         stamp = c.clock.now()
         with c.lock:
-            fresh = c.catalog.with_prices(update.on_demand, update.spot, f"{c.catalog.region} prices refreshed at {stamp:.0f}")
+            fresh = c.catalog.listed.with_prices(update.on_demand, update.spot, f"{c.catalog.region} prices refreshed at {stamp:.0f}")
             self.reprice(overridden(fresh, c.config.catalog.price_overrides))  # list prices in, what this account pays out
         log.info("prices refreshed: %d on-demand, %d spot (per zone)", len(update.on_demand), len(update.spot))
