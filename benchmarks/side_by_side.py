@@ -29,7 +29,10 @@ the room left on nodes already running is free and comes off first.
 Cases: ``mixed`` (the scaler benchmark's web/app/memory/CPU shapes) and ``karpenter-mix``
 (Karpenter's own benchmark pods: generic, zonal and hostname spread, zonal affinity, hostname
 anti-affinity) at 1k, 5k and 20k pods with 11 types, 101 types (ten m/c/r families) and every
-x86 type that is not burstable (919); and the 5k/101 cases with EKS's usual DaemonSets.
+x86 type that is not burstable (919); the 5k/101 cases with EKS's usual DaemonSets; and
+``karpenter-mix-5k-101-busy``, whose pods come to 300 running m6i.2xlarge nodes two thirds full.
+The problem's ``labels`` and ``taints`` (a pool's) are read by the check only; every case
+leaves them empty.
 """
 
 from __future__ import annotations
