@@ -157,3 +157,10 @@ def test_a_refresh_that_leaves_a_type_out_does_not_apply_its_override_twice() ->
     for _ in range(3):
         refresher.run()
         assert state.catalog["r5.large"].price(OD, "us-east-1a") == pytest.approx(0.063)  # $0.126 listed, halved once
+
+
+def test_check_config_exits_2_naming_the_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "provider.yaml"
+    path.write_text(POOL + "catalog: {priceOverrides: [{instanceTypes: ['r5.*'], multiplier: 0.5}, {instanceTypes: ['nope.*'], price: 1}]}\n")
+    assert main(["check-config", str(path)]) == 2
+    assert "catalog.priceOverrides[1].instanceTypes[0]: 'nope.*' matches no instance type" in capsys.readouterr().err
