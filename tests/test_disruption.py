@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from builders import CATALOG, OD, SPOT, pod
@@ -168,6 +169,33 @@ def test_spot_is_replaced_by_spot_only_with_many_cheaper_spot_types() -> None:
     assert "spot to spot" in why
     many, _ = _planner(Decision(start=(_spec("a.large", 0.05, SPOT),)), spot_choices=SPOT_TO_SPOT_CHOICES).consolidate(snapshot, [spot_node])
     assert many is not None
+
+
+def test_the_pools_spot_to_spot_minimum_decides_on_both_sides_of_it() -> None:
+    spot_node = _node("n1", capacity=SPOT)
+    snapshot = ClusterSnapshot((), (spot_node,))
+
+    def planner(have: int, need: int) -> Planner:
+        plan = _planner(Decision(start=(_spec("a.large", 0.05, SPOT),)), spot_choices=have)
+        plan.spot_minimum = lambda _node: need
+        return plan
+
+    refused, why = planner(2, 3).consolidate(snapshot, [spot_node])
+    assert refused is None
+    assert why == "spot to spot needs 3 cheaper spot types (has 2)"
+    assert planner(3, 3).consolidate(snapshot, [spot_node])[0] is not None
+
+
+def test_consolidation_reads_the_spot_to_spot_minimum_from_the_nodes_pool() -> None:
+    from nodemanager.controller.consolidation_prices import ConsolidationPrices
+
+    pools = {"few": Pool(name="few", disruption={"spotToSpotMinTypes": 4}), "default": Pool(name="default")}
+    prices = ConsolidationPrices(SimpleNamespace(pool_config=pools.get))  # type: ignore[arg-type]
+    assert prices.spot_minimum(dataclasses.replace(_node("n1", capacity=SPOT), pool="few")) == 4
+    assert prices.spot_minimum(dataclasses.replace(_node("n2", capacity=SPOT), pool="default")) == SPOT_TO_SPOT_CHOICES == 15
+    assert prices.spot_minimum(dataclasses.replace(_node("n3", capacity=SPOT), pool="gone")) == SPOT_TO_SPOT_CHOICES
+    with pytest.raises(ValueError, match="spotToSpotMinTypes"):
+        Pool(name="bad", disruption={"spotToSpotMinTypes": 0})
 
 
 def test_nodes_that_hold_one_pod_are_left_out_of_multi_node_consolidation() -> None:

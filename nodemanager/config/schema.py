@@ -252,6 +252,10 @@ class Disruption(Model):
     """0–1: a consolidation replaces nodes only with one costing at most this share of them (`0.7`: at least 30% saved, which cuts
     the churn of replacements for marginal savings; `1.0`: any saving, Karpenter's behaviour; `0`: never replace, only delete).
     Nodes of several pools: the smallest factor. Deletions are not held back."""
+    spot_to_spot_min_types: int = Field(default=15, ge=1, le=1000)
+    """A spot node is replaced by a cheaper spot node only when its pool offers at least this many spot types cheaper than it
+    (15, Karpenter's rule: with fewer, the replacement would chase the cheapest spot pool, which is the most often interrupted).
+    Deleting a spot node, or replacing it with on-demand, is not held back."""
     expire_after: Annotated[Duration | None, BeforeValidator(lambda v: None if v == "Never" else v)] = Field(default=720 * 3600.0, gt=0)
     """Nodes older than this are replaced (Karpenter's default: 30 days); `Never` keeps them."""
     budgets: list[DisruptionBudget] = Field(default_factory=lambda: [DisruptionBudget()], max_length=50)

@@ -1,7 +1,7 @@
 """What consolidation's planner asks about prices and sizes (``scaler/consolidation.py``'s
 ``Planner`` hooks): the cheaper sizes a pool offers for pods, the floors a what-if surely
 keeps, each pool's price improvement factor, whether a node may take more pods, and how
-many cheaper spot types a node's pool has. Answered from the scaler's current offerings."""
+many cheaper spot types a node's pool has and needs. Answered from the scaler's current offerings."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from nodemanager.config.schema import Packing
 from nodemanager.model import CapacityType, Node, Pod
 from nodemanager.scaler import ClusterSnapshot
-from nodemanager.scaler.consolidation import CheaperSizes
+from nodemanager.scaler.consolidation import SPOT_TO_SPOT_CHOICES, CheaperSizes
 
 if TYPE_CHECKING:
     from nodemanager.controller.state import ClusterState
@@ -49,6 +49,11 @@ class ConsolidationPrices:
         """Whether the node may hold another pod: a cell pool's never does."""
         pool = self.state.pool_config(node.pool)
         return pool is None or pool.packing is not Packing.CELL
+
+    def spot_minimum(self, node: Node) -> int:
+        """Cheaper spot types the node's pool needs before a spot-to-spot replacement."""
+        pool = self.state.pool_config(node.pool)
+        return pool.disruption.spot_to_spot_min_types if pool is not None else SPOT_TO_SPOT_CHOICES
 
     def spot_choices(self, node: Node) -> int:
         """Spot instance types the node's pool may buy for less than the node costs."""

@@ -119,6 +119,7 @@ class DisruptionController:
             state.what_if,
             state.price_of,
             prices.spot_choices,
+            spot_minimum=prices.spot_minimum,
             sizes_below=prices.sizes_below,
             takes_more=prices.takes_more,
             own_nodes=prices.own_nodes,

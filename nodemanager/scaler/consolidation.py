@@ -20,7 +20,7 @@ from nodemanager.scaler.pools import PoolView
 from nodemanager.scaler.snapshot import ClusterSnapshot
 from nodemanager.scaler.usable import UsableOfferings, placement_key
 
-SPOT_TO_SPOT_CHOICES = 15  # cheaper spot types needed before a spot node is replaced by spot (Karpenter's)
+SPOT_TO_SPOT_CHOICES = 15  # cheaper spot types needed before a spot node is replaced by spot (Karpenter's; the default of spotToSpotMinTypes)
 MULTI_NODE_MAX = 100  # candidates multi-node consolidation considers at once (Karpenter's)
 SIZES_KEPT = 256  # kinds of moving pods (and placements) whose cheaper offerings the quick test keeps
 PODS_KEPT = 65536  # placed pods whose moving copies the what-ifs keep
@@ -57,6 +57,7 @@ class Planner:
         price_of: Callable[[Node], float],
         spot_choices: Callable[[Node], int],
         *,
+        spot_minimum: Callable[[Node], int] = lambda _node: SPOT_TO_SPOT_CHOICES,
         sizes_below: Callable[[float, Sequence[Pod]], Sequence[tuple[int, int]]] = lambda _price, _pods: (),
         takes_more: Callable[[Node], bool] = lambda _node: True,
         own_nodes: Callable[[tuple[Pod, ...]], Sequence[bool]] = lambda pods: (False,) * len(pods),
@@ -69,6 +70,7 @@ class Planner:
         self.compute = compute  # the scaler's compute at this instant
         self.price_of = price_of
         self.spot_choices = spot_choices  # spot types of the node's pool cheaper than it
+        self.spot_minimum = spot_minimum  # how many of them a spot-to-spot replacement needs (the pool's spotToSpotMinTypes)
         self.sizes_below = sizes_below  # the (CPU, memory) of offerings under a price that all these pods may use, none larger in both
         self.takes_more = takes_more  # False for a node that never holds a second pod (a cell pool's): fixed for a node
         self.own_nodes = own_nodes  # for a node's pods, whether each may go only to such nodes (a new node holds it alone)
@@ -192,8 +194,8 @@ class Planner:
             if same:
                 return None, f"the replacement would be the same type as {same[0].name} ({replacement.instance_type})"
             spot = replacement.capacity_type is CapacityType.SPOT
-            if spot and len(nodes) == 1 and nodes[0].is_spot and self.spot_choices(nodes[0]) < SPOT_TO_SPOT_CHOICES:
-                return None, f"spot to spot needs {SPOT_TO_SPOT_CHOICES} cheaper spot types (has {self.spot_choices(nodes[0])})"
+            if spot and len(nodes) == 1 and nodes[0].is_spot and (have := self.spot_choices(nodes[0])) < (need := self.spot_minimum(nodes[0])):
+                return None, f"spot to spot needs {need} cheaper spot types (has {have})"
         why = self.worth(snapshot, moved) if moved.savings > 0 else ""
         return (None, why) if why else (moved, "")
 
