@@ -1,8 +1,9 @@
 // Command karpenter-driver runs Karpenter's provisioning scheduler on one JSON problem and
 // writes the NodeClaims it would create, as Karpenter's own scheduling benchmark
 // (pkg/controllers/provisioning/scheduling/scheduling_benchmark_test.go) drives it: a fake
-// cloud provider holding the given instance types, a controller-runtime fake client, an empty
-// cluster state, one NodePool, Solve timed on its own.
+// cloud provider holding the given instance types, a controller-runtime fake client, the
+// cluster state (empty, or holding the problem's existing nodes and running pods), one
+// NodePool, Solve timed on its own.
 //
 //	karpenter-driver < problem.json > plan.json
 //	karpenter-driver --echo < problem.json    # the problem as Karpenter's types hold it, for tests
