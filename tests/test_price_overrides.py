@@ -15,8 +15,8 @@ import pytest
 from cloud.base import PriceUpdate
 from nodemanager.cli import main
 from nodemanager.config import parse_config
+from nodemanager.config.catalog_schema import PriceOverride
 from nodemanager.config.prices import overridden
-from nodemanager.config.schema import PriceOverride
 from nodemanager.controller.prices import PriceRefresher
 from nodemanager.errors import ConfigError
 from nodemanager.model import CapacityType, Pod, Resources

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from cloud.catalog import Catalog
-from nodemanager.config.schema import PriceOverride
+from nodemanager.config.catalog_schema import PriceOverride
 from nodemanager.model import CapacityType, Offering
 
 

@@ -27,6 +27,7 @@ from nodemanager.config.blocks import (
     Model,
     check_label,
 )
+from nodemanager.config.catalog_schema import CatalogSettings
 from nodemanager.config.cloud_schema import Cloud, CloudProvider
 from nodemanager.config.cluster_schema import Cluster
 from nodemanager.config.durations import Duration
@@ -453,45 +454,6 @@ class Status(Model):
         if not 1 <= port <= 65535:
             raise ValueError(f"port must be 1-65535, got {port}")
         return value
-
-
-class PriceOverride(Model):
-    """What this account pays for some offerings, instead of the list price (a Savings Plan,
-    an enterprise discount, a licence surcharge): a multiplier or a fixed price. It changes
-    every choice made by price (the type booted, consolidation's savings, the `catalog`
-    command, the simulator's cost and bound)."""
-
-    instance_types: list[str] = Field(default_factory=lambda: ["*"], min_length=1, max_length=MAX_PATTERNS)
-    """Names or globs of the types it prices (a family: `r5.*`); each must match a type of the catalog."""
-    capacity_types: list[CapacityType] = Field(default_factory=list)
-    """The capacity types it prices; empty: every one."""
-    zones: list[str] = Field(default_factory=list, max_length=100)
-    """The zones it prices; empty: every one."""
-    multiplier: float | None = Field(default=None, gt=0, le=100)
-    """The list price times this (0.72 for a 28% discount, 1.1 for a 10% surcharge)."""
-    price: float | None = Field(default=None, gt=0, le=100_000)
-    """A fixed price in dollars an hour instead (more than 0: for capacity already paid for, a
-    token price such as 0.0001 makes it the first choice)."""
-    reason: str = Field(default="", max_length=200)
-    """Why (shown by `check-config`)."""
-
-    @model_validator(mode="after")
-    def _one_way(self) -> PriceOverride:
-        if (self.multiplier is None) == (self.price is None):
-            raise ValueError("give multiplier or price (one of them)")
-        return self
-
-
-class CatalogSettings(Model):
-    region: str = "us-east-1"
-    """Which bundled catalog of instance types and prices."""
-    file: str | None = None
-    """A catalog JSON made by `python -m cloud.catalog_gen`, instead of the bundled one."""
-    spot_price_fraction: float = Field(default=0.4, gt=0, le=1)
-    """Spot price as a fraction of on-demand, until real spot prices are fetched."""
-    price_overrides: list[PriceOverride] = Field(default_factory=list, max_length=100)
-    """Prices this account pays instead of the list's, in order: the first rule that matches
-    an offering (type, capacity type, zone) prices it. They apply to refreshed prices too."""
 
 
 class ScorePluginRef(Model):
