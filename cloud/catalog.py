@@ -48,7 +48,7 @@ class Catalog:
     def __init__(self, instance_types: Iterable[InstanceType], region: str = DEFAULT_REGION, source: str = "", listed: Catalog | None = None) -> None:
         self.region = region
         self.source = source
-        self.listed = listed or self  # the same types at list prices, when these are what an account pays (price overrides)
+        self.listed = listed if listed is not None else self  # the same types at list prices, when these are what an account pays (price overrides)
         self._types = {t.name: t for t in sorted(instance_types, key=lambda t: t.name)}
         ranked = [(o, t) for t in self._types.values() for o in t.offerings]
         ranked.sort(key=lambda pair: _sort_key(*pair))

@@ -20,7 +20,7 @@ from nodemanager import __version__
 from nodemanager.cluster.workload import DEFAULT_MAX_PODS
 from nodemanager.config import EMBEDDED_DEFAULT, embedded_default_path, load_config
 from nodemanager.config.cloud_schema import SimulatedCloud
-from nodemanager.config.prices import rule_prices
+from nodemanager.config.prices import priced_offerings
 from nodemanager.config.schema import ProviderConfig
 from nodemanager.cost_breakdown import LABELS
 from nodemanager.errors import ConfigError, InvalidInput, NodeManagerError
@@ -101,8 +101,7 @@ def _check_config_command(args: argparse.Namespace) -> int:
     summary = f"cloud {config.cloud.provider.value}, cluster {config.cluster.source.value}"
     print(f"OK: {args.path}: {len(config.pools)} pool(s), {summary}, catalog {catalog.region} ({len(catalog)} instance types)")
     for i, rule in enumerate(config.catalog.price_overrides):
-        names = catalog.matching(rule.instance_types)
-        priced = sum(1 for t in catalog for o in t.offerings if rule_prices(rule, names, o))
+        priced = priced_offerings(catalog, rule)
         how = f"x {rule.multiplier:g}" if rule.multiplier is not None else f"${rule.price:g}/h"
         where = f"{'/'.join(c.value for c in rule.capacity_types) or 'every capacity type'}, {', '.join(rule.zones) or 'every zone'}"
         print(

@@ -24,7 +24,7 @@ from cloud.catalog import Catalog
 from nodemanager import documents
 from nodemanager.config.cloud_schema import CloudProvider
 from nodemanager.config.files import load_token, status_tls
-from nodemanager.config.prices import overridden, rule_prices
+from nodemanager.config.prices import overridden, priced_offerings
 from nodemanager.config.schema import HOSTNAME_MAX, NODE_NAME_DIGITS, Packing, ProviderConfig, Scheduling, parse_listen
 from nodemanager.errors import ConfigError
 from nodemanager.model import CapacityType
@@ -232,22 +232,26 @@ def format_validation_errors(errors: Iterable[Mapping[str, Any]]) -> list[str]:
 # --- checks against the catalog ---------------------------------------------------------
 
 
+def _unknown_types(where: str, patterns: Sequence[str], catalog: Catalog) -> list[str]:
+    return [
+        f"{where}.instanceTypes[{j}]: {p!r} matches no instance type in the {catalog.region} catalog"
+        for j, p in enumerate(patterns)
+        if not catalog.matching([p])
+    ]
+
+
+def _unknown_zones(where: str, zones: Sequence[str], catalog: Catalog) -> list[str]:
+    return [f"{where}.zones[{j}]: unknown zone {z!r}; {catalog.region} has {list(catalog.zones)}" for j, z in enumerate(zones) if z not in catalog.zones]
+
+
 def _price_override_problems(config: ProviderConfig, catalog: Catalog) -> list[str]:
     """Each rule's globs and zones must name something the catalog has, and the rule must
     price some offering: a rule that prices nothing is a mistake, not a no-op."""
     problems = []
     for i, rule in enumerate(config.catalog.price_overrides):
         where = f"catalog.priceOverrides[{i}]"
-        bad = [
-            f"{where}.instanceTypes[{j}]: {p!r} matches no instance type in the {catalog.region} catalog"
-            for j, p in enumerate(rule.instance_types)
-            if not catalog.matching([p])
-        ]
-        bad += [
-            f"{where}.zones[{j}]: unknown zone {z!r}; {catalog.region} has {list(catalog.zones)}" for j, z in enumerate(rule.zones) if z not in catalog.zones
-        ]
-        names = catalog.matching(rule.instance_types)
-        if not bad and not any(rule_prices(rule, names, o) for t in catalog for o in t.offerings):
+        bad = _unknown_types(where, rule.instance_types, catalog) + _unknown_zones(where, rule.zones, catalog)
+        if not bad and not priced_offerings(catalog, rule):
             sold = "/".join(c.value for c in rule.capacity_types) or "any capacity type"
             bad.append(f"{where}: prices no offering (no type it names is sold as {sold} in {', '.join(rule.zones) or 'any zone'})")
         problems += bad
@@ -270,9 +274,7 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
                 f"{where}.name: node names would be {length} characters ('{config.nodes.name_tag}-{pool.name}-' and {NODE_NAME_DIGITS} hex digits),"
                 f" past the {HOSTNAME_MAX} of a kubernetes.io/hostname label: shorten the pool's name or nodes.nameTag"
             )
-        for j, pattern in enumerate(pool.instance_types):
-            if not catalog.matching([pattern]):
-                problems.append(f"{where}.instanceTypes[{j}]: {pattern!r} matches no instance type in the {catalog.region} catalog")
+        problems += _unknown_types(where, pool.instance_types, catalog)
         allowed = catalog.matching(**pool.type_query())
         if catalog.matching(pool.instance_types) and not allowed:
             note = "" if pool.packing is Packing.CELL else " (burstable types a glob sweeps in are left out of bin-pack pools: name them)"
@@ -280,9 +282,7 @@ def check_against_catalog(config: ProviderConfig, catalog: Catalog) -> list[str]
                 f"{where}: no instance type is left after instanceTypes, excludeInstanceTypes, architectures {pool.architectures} "
                 f"and instanceGeneration {pool.instance_generation.value}{note}"
             )
-        for j, zone in enumerate(pool.zones):
-            if zone not in catalog.zones:
-                problems.append(f"{where}.zones[{j}]: unknown zone {zone!r}; {catalog.region} has {list(catalog.zones)}")
+        problems += _unknown_zones(where, pool.zones, catalog)
         for j, standby in enumerate(pool.standby):
             spath = f"{where}.standby[{j}]"
             itype = standby.instance_type or config.nodes.default_instance_type

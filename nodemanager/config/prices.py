@@ -38,7 +38,13 @@ def overridden(catalog: Catalog, rules: Sequence[PriceOverride]) -> Catalog:
     return Catalog(types, catalog.region, f"{catalog.source}, {len(rules)} price override(s)", listed=catalog.listed)
 
 
-def rule_prices(rule: PriceOverride, names: frozenset[str], offering: Offering) -> bool:
+def priced_offerings(catalog: Catalog, rule: PriceOverride) -> int:
+    """How many of ``catalog``'s offerings ``rule`` matches."""
+    names = catalog.matching(rule.instance_types)
+    return sum(1 for t in catalog for o in t.offerings if _matches(rule, names, o))
+
+
+def _matches(rule: PriceOverride, names: frozenset[str], offering: Offering) -> bool:
     """Whether ``rule`` (whose globs match ``names``) prices ``offering``."""
     return (
         offering.instance_type in names
@@ -49,7 +55,7 @@ def rule_prices(rule: PriceOverride, names: frozenset[str], offering: Offering) 
 
 def _priced(offering: Offering, rules: Sequence[PriceOverride], names: Sequence[frozenset[str]]) -> Offering:
     for rule, matched in zip(rules, names, strict=True):
-        if rule_prices(rule, matched, offering):
+        if _matches(rule, matched, offering):
             price = rule.price if rule.price is not None else offering.price * (rule.multiplier or 1.0)
             return replace(offering, price=round(price, 6))
     return offering
