@@ -71,13 +71,23 @@ EKS_DAEMONSETS = [
 ]
 
 
-def daemon_set(namespace: str, name: str, cpu: int, memory: int, tolerate_all: bool) -> DaemonSet:
+def daemon_pod(namespace: str, name: str, cpu: int, memory: int, tolerate_all: bool) -> dict:
+    """The pod manifest a DaemonSet of these requests runs on each node."""
     requests = {"cpu": f"{cpu}m", **({"memory": str(memory)} if memory else {})}
-    template = {"spec": {"containers": [{"name": name, "image": f"{name}:1", "resources": {"requests": requests}}]}}
+    spec: dict = {"containers": [{"name": name, "image": f"{name}:1", "resources": {"requests": requests}}]}
     if tolerate_all:
-        template["spec"]["tolerations"] = [{"operator": "Exists"}]
-    manifest = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": namespace}, "spec": {"template": template}}
-    return DaemonSet.from_manifest(manifest)
+        spec["tolerations"] = [{"operator": "Exists"}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "uid": f"ds-{name}"}, "spec": spec}
+
+
+def daemon_set_of(pod: dict) -> DaemonSet:
+    """The DaemonSet whose pod template is ``pod``."""
+    meta = {"name": pod["metadata"]["name"], "namespace": pod["metadata"]["namespace"]}
+    return DaemonSet.from_manifest({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": meta, "spec": {"template": {"spec": pod["spec"]}}})
+
+
+def daemon_set(namespace: str, name: str, cpu: int, memory: int, tolerate_all: bool) -> DaemonSet:
+    return daemon_set_of(daemon_pod(namespace, name, cpu, memory, tolerate_all))
 
 
 KARPENTER_ZONES = ("test-zone-1", "test-zone-2", "test-zone-3")  # Karpenter's fake offerings

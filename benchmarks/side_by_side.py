@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import random
 import statistics
 import subprocess
@@ -52,16 +51,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "e2e"))  # controlplane: the cache of built binaries
 
 import karpenter_mix
 import plan_check
-from scaler import EKS_DAEMONSETS, FAMILIES10, MI, cheapest_cover, mixed_pods
+from controlplane import binaries
+from scaler import EKS_DAEMONSETS, FAMILIES10, MI, cheapest_cover, daemon_pod, daemon_set_of, mixed_pods
 
 from cloud.catalog import Catalog
 from nodemanager.config.blocks import MAX_BOOTS
 from nodemanager.config.schema import NodeDefaults, Pool
 from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod
-from nodemanager.model.daemonset import DaemonSet
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, ScalerSettings
 
 HOSTNAME, ZONE, INSTANCE_TYPE = "kubernetes.io/hostname", "topology.kubernetes.io/zone", "node.kubernetes.io/instance-type"
@@ -90,14 +90,6 @@ CASES = [Case(w, n, t) for w in ("mixed", "karpenter-mix") for n in (1000, 5000,
 QUICK = ("mixed-1k-11", "karpenter-mix-1k-101", "mixed-1k-101-ds")
 BUSY_NODES, BUSY_TYPE, BUSY_CPU = 300, "m6i.2xlarge", 5000  # nodes already running, their type, the milli-CPU their pods ask on each
 RUNNING = [(200, 512), (300, 1024), (100, 256)]  # the running pods' shapes (milli-CPU, MiB), in turn
-
-
-def daemon_pod(namespace: str, name: str, cpu: int, memory: int, tolerate_all: bool) -> dict:
-    requests = {"cpu": f"{cpu}m", **({"memory": str(memory)} if memory else {})}
-    spec: dict = {"containers": [{"name": name, "image": f"{name}:1", "resources": {"requests": requests}}]}
-    if tolerate_all:
-        spec["tolerations"] = [{"operator": "Exists"}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "uid": f"ds-{name}"}, "spec": spec}
 
 
 def problem(case: Case, seed: int = 42) -> dict:
@@ -183,10 +175,7 @@ def solve_nodemanager(prob: dict) -> dict:
         )
         for n in prob["existingNodes"]
     )
-    daemons = tuple(
-        DaemonSet.from_manifest({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": d["metadata"], "spec": {"template": {"spec": d["spec"]}}})
-        for d in prob["daemonSetPods"]
-    )
+    daemons = tuple(daemon_set_of(d) for d in prob["daemonSetPods"])
     scaler = BindingNodeScaler(ScalerSettings((pool,), NodeDefaults(default_instance_type=next(iter(given)), max_boots_per_loop=MAX_BOOTS)), catalog)
     snapshot = ClusterSnapshot(tuple(pods), nodes, daemon_sets=daemons)
     started = time.perf_counter()
@@ -198,12 +187,8 @@ def solve_nodemanager(prob: dict) -> dict:
 
 # -- Karpenter, through its driver ------------------------------------------------------------
 def driver() -> Path:
-    """The driver ``tests/e2e/controlplane/build.sh`` built (``make controlplane``)."""
-    cache = Path(os.environ.get("NODEMANAGER_CACHE", Path.home() / ".cache" / "nodemanager")) / "controlplane"
-    built = sorted(f / "karpenter" for f in cache.glob("karpenter-*") if (f / ".complete").exists())
-    if not built:
-        raise SystemExit(f"side_by_side: no Karpenter driver in {cache}; build it with `make controlplane`")
-    return built[-1]
+    """The driver ``make controlplane`` builds (built now if it is not in the cache yet)."""
+    return binaries()["karpenter"]
 
 
 def karpenter_plan(out: dict) -> dict:
@@ -221,12 +206,12 @@ def karpenter_plan(out: dict) -> dict:
     return {"seconds": out["solveSeconds"], "setup_seconds": out["setupSeconds"], "nodes": nodes, "bindings": bindings, "unplaced": unplaced}
 
 
-def run_one(scheduler: str, path: Path) -> dict:
+def run_one(scheduler: str, path: Path, karpenter: Path) -> dict:
     if scheduler == "nodemanager":
         done = subprocess.run([sys.executable, __file__, "--solve", str(path)], capture_output=True, text=True, check=False)
     else:
         with path.open() as stdin:
-            done = subprocess.run([str(driver())], stdin=stdin, capture_output=True, text=True, check=False)
+            done = subprocess.run([str(karpenter)], stdin=stdin, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{scheduler} failed on {path.name}:\n{done.stderr[-3000:]}")
     plan = json.loads(done.stdout)
@@ -252,10 +237,13 @@ def lower_bound(prob: dict) -> float:
                 repelling[json.dumps(term["labelSelector"], sort_keys=True)] += 1
     # the room left on nodes already running is free: it comes off what new nodes must hold
     types = {t["name"]: t for t in prob["instanceTypes"]}
+    on_node: dict[str, list[tuple[int, int]]] = {}
+    for m in prob.get("runningPods") or []:
+        on_node.setdefault(m["spec"]["nodeName"], []).append(plan_check.requests(m))
     free = [0, 0, 0]
     for node in prob.get("existingNodes") or []:
         t = types[node["instanceType"]]
-        on = [plan_check.requests(m) for m in prob.get("runningPods") or [] if m["spec"]["nodeName"] == node["name"]]
+        on = on_node.get(node["name"], [])
         free[0] += max(0, t["cpuMillis"] - ds_cpu - sum(c for c, _ in on))
         free[1] += max(0, t["memoryBytes"] - ds_memory - sum(m for _, m in on))
         free[2] += max(0, t["pods"] - ds_pods - len(on))
@@ -265,7 +253,7 @@ def lower_bound(prob: dict) -> float:
 
 
 # -- the comparison ---------------------------------------------------------------------------
-def compare(case: Case, runs: int, workdir: Path) -> dict:
+def compare(case: Case, runs: int, workdir: Path, karpenter: Path) -> dict:
     prob = problem(case)
     path = workdir / f"{case.name}.json"
     path.write_text(json.dumps(prob))
@@ -274,7 +262,7 @@ def compare(case: Case, runs: int, workdir: Path) -> dict:
     plans: dict[str, list[dict]] = {"nodemanager": [], "karpenter": []}
     for _ in range(runs):
         for scheduler, done in plans.items():
-            done.append(run_one(scheduler, path))
+            done.append(run_one(scheduler, path, karpenter))
     for scheduler, done in plans.items():
         reports = [plan_check.check(prob, plan) for plan in done]
         seconds = [plan["seconds"] for plan in done]
@@ -327,11 +315,12 @@ def main() -> int:
     unknown = [n for n in wanted if n not in by_name]
     if unknown:
         parser.error(f"unknown case {unknown[0]!r}; the cases are: {', '.join(by_name)}")
-    print(f"Karpenter driver: {driver()}\n{HEADER}\n|{'---|' * 10}", flush=True)
+    karpenter = driver()
+    print(f"Karpenter driver: {karpenter}\n{HEADER}\n|{'---|' * 10}", flush=True)
     results = []
     with tempfile.TemporaryDirectory(prefix="side-by-side-") as workdir:
         for name in wanted:
-            results.append(compare(by_name[name], args.runs, Path(workdir)))
+            results.append(compare(by_name[name], args.runs, Path(workdir), karpenter))
             print(row(results[-1]), flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
