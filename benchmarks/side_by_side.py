@@ -87,7 +87,7 @@ CASES = [Case(w, n, t) for w in ("mixed", "karpenter-mix") for n in (1000, 5000,
     Case("karpenter-mix", 5000, "101", daemonsets=True),
     Case("karpenter-mix", 5000, "101", busy=True),
 ]
-QUICK = ("mixed-1k-11", "karpenter-mix-1k-101", "mixed-1k-101-ds")
+QUICK = ("mixed-1k-11", "karpenter-mix-1k-101", "mixed-5k-101-ds")
 BUSY_NODES, BUSY_TYPE, BUSY_CPU = 300, "m6i.2xlarge", 5000  # nodes already running, their type, the milli-CPU their pods ask on each
 RUNNING = [(200, 512), (300, 1024), (100, 256)]  # the running pods' shapes (milli-CPU, MiB), in turn
 

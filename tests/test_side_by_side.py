@@ -234,3 +234,7 @@ def test_the_bound_takes_the_room_left_on_existing_nodes_as_free(monkeypatch: py
     assert (report.total_violations, report.unaccounted, report.unplaced) == (0, 0, 0)
     assert any(node.startswith("existing-") for node in the_plan["bindings"].values())
     assert report.cost_per_hour >= side.lower_bound(prob)
+
+
+def test_the_quick_cases_are_cases() -> None:
+    assert set(side.QUICK) <= {c.name for c in side.CASES}
