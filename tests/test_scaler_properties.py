@@ -9,6 +9,8 @@ from builders import CATALOG, OD, SPOT, ZONES, pod, scaler
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nodemanager.config.catalog_schema import PriceOverride
+from nodemanager.config.prices import overridden
 from nodemanager.config.schema import Limits, Packing, Pool, Standby
 from nodemanager.model import LIVE_STATES, CapacityPolicy, Node, NodeName, NodeState, PodPhase, Resources, Taint, TaintEffect, Toleration
 from nodemanager.model import labels as wk
@@ -153,13 +155,22 @@ def final_node_infos(the_pools, snap: ClusterSnapshot, d: Decision) -> dict[str,
 
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# What an account pays instead of the list price changes which types win, never the rules.
+PRICE_OVERRIDES = st.sampled_from(
+    [
+        (),
+        (PriceOverride(instance_types=["m.*"], multiplier=0.3),),
+        (PriceOverride(instance_types=["a.large"], capacity_types=[SPOT], price=5.0), PriceOverride(instance_types=["*"], multiplier=2)),
+        (PriceOverride(instance_types=["*"], zones=[ZONES[0]], multiplier=3),),
+    ]
+)
 
 
 @SETTINGS
-@given(scenarios(), st.sampled_from([0.0, 60.0]), st.sampled_from([2, 1000]))
-def test_decision_invariants(scenario, grace, cap):
+@given(scenarios(), st.sampled_from([0.0, 60.0]), st.sampled_from([2, 1000]), PRICE_OVERRIDES)
+def test_decision_invariants(scenario, grace, cap, overrides):
     the_pools, snap = scenario
-    s = scaler(*the_pools, idle_grace=grace, max_boots=cap)
+    s = scaler(*the_pools, idle_grace=grace, max_boots=cap, catalog=overridden(CATALOG, overrides))
     d = s.compute(snap, NOW)
 
     # deterministic
