@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from nodemanager.model import CapacityType, Taint, TaintEffect
+from cloud.errors import OfferingError
+from nodemanager.model import CapacityType, LaunchOption, Taint, TaintEffect
 from nodemanager.tally import ErrorTally
 
 CONTROLLER_TAG = "nodemanager.io/controller-id"
@@ -65,6 +66,15 @@ class BootRequest:
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     startup_taints: tuple[Taint, ...] = ()  # removed by the node's own agents once it is ready
+    # Other offerings (same capacity type) the launch may take: with any, one fleet launch
+    # offers them all and the instance it returns says which it took.
+    alternatives: tuple[LaunchOption, ...] = ()
+    on_demand_strategy: str = "lowest-price"  # a fleet's allocation strategies (EC2's names)
+    spot_strategy: str = "price-capacity-optimized"
+
+    def offerings(self) -> list[tuple[str, str]]:
+        """(instance type, zone) of every offering the launch may take, the planned one first."""
+        return [(self.instance_type, self.zone), *((o.instance_type, o.zone) for o in self.alternatives)]
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,7 @@ class Instance:
     launched_at: float
     tags: Mapping[str, str] = field(default_factory=dict)
     image_id: str = ""  # the machine image it was launched from ("" when unknown)
+    refused: tuple[OfferingError, ...] = ()  # offerings a fleet launch tried and could not launch before this one
 
     @property
     def alive(self) -> bool:

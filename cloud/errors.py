@@ -4,6 +4,7 @@ CloudError                       (a NodeManagerError)
 ├── InsufficientCapacity         this offering (type, capacity type, zone) is out: try another
 ├── Unsupported                  the offering does not exist there: never retry it there
 ├── QuotaExceeded                an account limit: nothing of this kind boots until it is raised
+├── LaunchRefused                a fleet launch could launch none of its offerings: each one's error
 ├── Throttled                    the API asked us to slow down or did not answer; retries were exhausted
 │   └── DeadlinePassed           the loop pass ran out of time before this call: made again next pass
 └── NotFound                     the instance is not (or no longer) there
@@ -49,6 +50,15 @@ class ZoneUnavailable(CloudError):
 
 class QuotaExceeded(CloudError):
     pass
+
+
+class LaunchRefused(CloudError):
+    """A fleet launch launched nothing: why each offering (or subnet, or quota) refused."""
+
+    def __init__(self, refusals: list[CloudError]) -> None:
+        self.refusals = tuple(refusals)
+        shown = "; ".join(str(r) for r in refusals[:3]) + (f"; and {len(refusals) - 3} more" if len(refusals) > 3 else "")
+        super().__init__(f"no offering of the fleet launch could be launched: {shown or 'no reason given'}")
 
 
 class Throttled(CloudError):

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from cloud.base import BootRequest, Instance, InstanceState, PriceUpdate, launch_tags
-from cloud.errors import InsufficientCapacity, NotFound, Throttled
+from cloud.errors import InsufficientCapacity, LaunchRefused, NotFound, OfferingError, Throttled
 from cloud.interruption import FREE_IF_RECLAIMED_WITHIN, SPOT_NOTICE, InterruptionKind, event_body
 from nodemanager.clock import Clock
 from nodemanager.model import CapacityType
@@ -121,15 +121,25 @@ class SimulatedCloud:
         known = self._by_token.get(request.token)
         if known is not None:
             return self._view(self._records[known])
-        limit = self._capacity_limit(request.instance_type, request.capacity_type, request.zone)
-        if limit is not None and self._live_count(request.instance_type, request.capacity_type, request.zone) >= limit:
-            self.errors.failed("RunInstances", "InsufficientInstanceCapacity")
-            raise InsufficientCapacity(request.instance_type, request.capacity_type, request.zone, "simulated capacity exhausted")
+        # A fleet launch (alternatives given) takes the planned offering while it has
+        # capacity, else the next of its offerings (cheapest first) that has.
+        call = "CreateFleet" if request.alternatives else "RunInstances"
+        refused: list[OfferingError] = []
+        for instance_type, zone in request.offerings():
+            limit = self._capacity_limit(instance_type, request.capacity_type, zone)
+            if limit is None or self._live_count(instance_type, request.capacity_type, zone) < limit:
+                break
+            self.errors.failed(call, "InsufficientInstanceCapacity")
+            refused.append(InsufficientCapacity(instance_type, request.capacity_type, zone, "simulated capacity exhausted"))
+        else:
+            if not request.alternatives:
+                raise refused[0]
+            raise LaunchRefused(list(refused))
         now = self.clock.now()
         instance_id = f"i-{next(self._ids):017x}"
         tags = launch_tags(request, self.controller_id)
-        offering = (request.instance_type, request.capacity_type, request.zone)
-        instance = Instance(instance_id, request.node_name, request.pool, *offering, InstanceState.PENDING, now, tags, self.image)
+        offering = (instance_type, request.capacity_type, zone)
+        instance = Instance(instance_id, request.node_name, request.pool, *offering, InstanceState.PENDING, now, tags, self.image, tuple(refused))
         self._records[instance_id] = self._live[instance_id] = _Record(instance)
         self._listed[instance_id] = instance
         heapq.heappush(self._due, (now + self.boot_delay, instance_id))

@@ -69,7 +69,8 @@ def test_used_cell_node_is_cleaned_and_terminated():
 
 
 def test_insufficient_capacity_falls_back_to_the_next_offering():
-    h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large", policy=CapacityPolicy.SPOT)], capacity={"a.large/spot/zone-1a": 0})
+    pool = cell_pool(launch={"method": "runInstances"})
+    h = Harness(pool, arrivals=[arrive("p1", itype="a.large", policy=CapacityPolicy.SPOT)], capacity={"a.large/spot/zone-1a": 0})
     h.run(1)
     unavailable = h.controller.state.keeper.dump(h.clock.now())
     assert [(u["instance_type"], u["capacity_type"], u["zone"]) for u in unavailable] == [("a.large", "spot", "zone-1a")]
@@ -79,6 +80,30 @@ def test_insufficient_capacity_falls_back_to_the_next_offering():
     [live] = [n for n in h.controller.state.nodes.values() if n.state is not S.TERMINATED]
     assert (live.instance_type, live.capacity_type, live.zone) == ("a.large", SPOT, "zone-1b")  # spot recorded as spot
     assert h.bound() == {"default/p1": live.name}
+
+
+def test_a_fleet_launch_falls_back_within_the_same_call_and_the_node_takes_what_it_got():
+    h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large", policy=CapacityPolicy.SPOT)], capacity={"a.large/spot/zone-1a": 0})
+    h.run(1)
+    [node] = h.controller.state.nodes.values()
+    assert node.state is S.CREATED  # no failed boot, no second decision
+    assert (node.instance_type, node.capacity_type, node.zone) == ("a.large", SPOT, "zone-1b")
+    assert node.labels["topology.kubernetes.io/zone"] == "zone-1b"
+    unavailable = h.controller.state.keeper.dump(h.clock.now())
+    assert [(u["instance_type"], u["capacity_type"], u["zone"]) for u in unavailable] == [("a.large", "spot", "zone-1a")]
+    assert h.controller.metrics.boot_failures.labels("insufficient_capacity")._value.get() == 0
+    h.run(50)
+    assert h.bound() == {"default/p1": node.name}
+
+
+def test_a_fleet_launch_that_launches_nothing_marks_every_offering_it_tried():
+    h = Harness(cell_pool(), arrivals=[arrive("p1", itype="a.large", policy=CapacityPolicy.SPOT)], capacity={"a.large/spot/*": 0})
+    h.run(1)
+    assert list(h.states().values()) == [S.TERMINATED]
+    unavailable = h.controller.state.keeper.dump(h.clock.now())
+    assert sorted(u["zone"] for u in unavailable) == ["zone-1a", "zone-1b"]
+    assert h.cloud.boot_calls == 1
+    assert h.controller.metrics.boot_failures.labels("insufficient_capacity")._value.get() == 1
 
 
 def test_offering_out_everywhere_makes_the_pod_wait_with_the_reason_then_recover():

@@ -31,6 +31,7 @@ from nodemanager.config.catalog_schema import CatalogSettings
 from nodemanager.config.cloud_schema import Cloud, CloudProvider
 from nodemanager.config.cluster_schema import Cluster
 from nodemanager.config.durations import Duration
+from nodemanager.config.launch_schema import Launch, launch_method_problems
 from nodemanager.model import CapacityType, TaintEffect
 from nodemanager.model.pdb import scaled
 from nodemanager.noderesource.strategy import ColocationStrategy
@@ -350,6 +351,9 @@ class Pool(Model):
     node_size_floor: NodeSizeFloor = Field(default_factory=NodeSizeFloor)
     """The smallest new node a bin-pack pool boots as its load grows: at least `share` of the CPU its pods request on its nodes now, at most `maxCPU`. Let
     go where no type that large holds the pods, where the limits leave room only for smaller nodes, and for pods asking for GPUs."""
+    launch: Launch = Field(default_factory=Launch)
+    """How the pool's nodes are launched: an EC2 Fleet call offering several types and zones, or `RunInstances` for one (see
+    [Launches](concepts/launches.md))."""
 
     @field_validator("labels")
     @classmethod
@@ -551,6 +555,16 @@ class ProviderConfig(Model):
         standby = sum(s.count for p in self.pools for s in p.standby)
         if standby > MAX_STANDBY:
             raise ValueError(f"pools[*].standby: {standby:,} standby nodes in all, more than the {MAX_STANDBY:,} allowed")
+        return self
+
+    @model_validator(mode="after")
+    def _launch_methods(self) -> ProviderConfig:
+        aws = self.cloud.aws if self.cloud.provider is CloudProvider.AWS else None
+        user_data = aws.user_data.get_secret_value() if aws is not None and aws.user_data is not None else ""
+        template = self.nodes.boot_image_spec.launch_template if aws is not None else None
+        problems = launch_method_problems([p.launch for p in self.pools], template, user_data)
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     def pool(self, name: str) -> Pool:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 
 from cloud.base import BootRequest, CloudClient, Instance
-from cloud.errors import InsufficientCapacity, OfferingError, QuotaExceeded, Throttled, ZoneUnavailable
+from cloud.errors import InsufficientCapacity, LaunchRefused, OfferingError, QuotaExceeded, Throttled, ZoneUnavailable
 from nodemanager.controller.state import ClusterState
 from nodemanager.errors import NodeManagerError
 from nodemanager.model import CapacityType, InstanceId, Node, NodeState
@@ -74,6 +74,7 @@ class Boots:
             taints=spec.taints,
             bound_pods=spec.pods,
             created_at=now,
+            alternatives=spec.alternatives,
         )
 
     def resume_boots(self) -> None:
@@ -85,6 +86,8 @@ class Boots:
 
     def submit_boot(self, name: str) -> None:
         node = self.state.nodes[name]
+        pool = self.state.pool_config(node.pool)
+        strategies = {"on_demand_strategy": pool.launch.on_demand_strategy.value, "spot_strategy": pool.launch.spot_strategy.value} if pool else {}
         request = BootRequest(
             node_name=name,
             pool=node.pool,
@@ -96,6 +99,8 @@ class Boots:
             labels=dict(node.labels),
             taints=node.taints,
             startup_taints=self.state.startup_taints(node.pool),
+            alternatives=node.alternatives,
+            **strategies,
         )
         self.state.booting.add(name)
         self.state.lock.after_release(self._start_boot, name, request)
@@ -118,36 +123,58 @@ class Boots:
                 log.warning("boot of %s throttled, retrying next loop: %s", name, exc)
                 self.metrics.boot_failures.labels("throttled").inc()
                 return
-            except OfferingError as exc:
-                key = (exc.instance_type, exc.capacity_type, exc.zone)
-                if self.state.keeper.mark(key, now, str(exc)):
-                    log.warning("offering %s/%s/%s marked unavailable for %ss: %s", *key, self.state.keeper.ttl, exc)
-                self._boot_failed(name, "insufficient_capacity" if isinstance(exc, InsufficientCapacity) else "unsupported", str(exc))
-                return
-            except ZoneUnavailable as exc:
-                for capacity in CapacityType:
-                    self.state.keeper.mark((ANY_TYPE, capacity, exc.zone), now, str(exc))
-                self._boot_failed(name, "zone_unavailable", str(exc))
-                return
-            except QuotaExceeded as exc:
-                self.state.keeper.mark((node.instance_type, node.capacity_type, node.zone), now, str(exc))
-                self._boot_failed(name, "quota", str(exc))
+            except LaunchRefused as exc:
+                labels = [self._refused(node, refusal, now) for refusal in exc.refusals]
+                self._boot_failed(name, labels[0] if labels else "cloud_error", str(exc))
                 return
             except NodeManagerError as exc:  # any other refusal: the node is gone, its pods move on
-                pause = self.state.backoff.failed(node.pool, now, str(exc))
-                log.warning("pool %s: %s", node.pool, pause.describe())
-                self._boot_failed(name, "cloud_error", str(exc))
+                self._boot_failed(name, self._refused(node, exc, now), str(exc))
                 return
+            for refusal in instance.refused:  # tried first by a fleet launch, which then fell back
+                self._refused(node, refusal, now)
             self.state.backoff.succeeded(node.pool)
             if node.state is not NodeState.CREATING:
                 return
-            self.state.update_node(name, instance_id=InstanceId(instance.instance_id), image_id=instance.image_id)
-            self.state.set_state(name, NodeState.CREATED)
+            self.state.update_node(name, instance_id=InstanceId(instance.instance_id), image_id=instance.image_id, **self._taken(node, instance))
+            node = self.state.set_state(name, NodeState.CREATED)
             self.metrics.boots.labels(node.pool, node.instance_type, node.capacity_type.value).inc()
             self.state.ledger.launched(node.pool, name, now)
             log.info("node %s: instance %s launched", name, instance.instance_id)
             if name in self.state.marked:  # stopped while its boot was in flight
                 self.reap(now)
+
+    def _refused(self, node: Node, exc: NodeManagerError, now: float) -> str:
+        """What a refused launch says about its offering, zone or pool, noted where the
+        scaler will see it; the failure's metric label."""
+        if isinstance(exc, OfferingError):
+            key = (exc.instance_type, exc.capacity_type, exc.zone)
+            if self.state.keeper.mark(key, now, str(exc)):
+                log.warning("offering %s/%s/%s marked unavailable for %ss: %s", *key, self.state.keeper.ttl, exc)
+            return "insufficient_capacity" if isinstance(exc, InsufficientCapacity) else "unsupported"
+        if isinstance(exc, ZoneUnavailable):
+            for capacity in CapacityType:
+                self.state.keeper.mark((ANY_TYPE, capacity, exc.zone), now, str(exc))
+            return "zone_unavailable"
+        if isinstance(exc, QuotaExceeded):
+            self.state.keeper.mark((node.instance_type, node.capacity_type, node.zone), now, str(exc))
+            return "quota"
+        pause = self.state.backoff.failed(node.pool, now, str(exc))
+        log.warning("pool %s: %s", node.pool, pause.describe())
+        return "cloud_error"
+
+    def _taken(self, node: Node, instance: Instance) -> dict[str, object]:
+        """The record's changes when a fleet launch took another of the node's offerings
+        than the planned one: every alternative holds what the node was planned for."""
+        if (instance.instance_type, instance.zone) == (node.instance_type, node.zone) or not instance.instance_type:
+            return {}
+        taken = next((o for o in node.alternatives if (o.instance_type, o.zone) == (instance.instance_type, instance.zone)), None)
+        if taken is None:
+            log.error("node %s: the cloud launched %s in %s, which its launch did not offer", node.name, instance.instance_type, instance.zone)
+            return {}
+        log.info("node %s: launched as %s in %s (planned %s in %s)", node.name, taken.instance_type, taken.zone, node.instance_type, node.zone)
+        choice = f"as {taken.instance_type} in {taken.zone}, the fleet's choice among {len(node.alternatives) + 1} offerings"
+        self.state.event("Node", node.name, "Launched", choice)
+        return {"instance_type": taken.instance_type, "zone": taken.zone, "allocatable": taken.allocatable, "labels": dict(taken.labels)}
 
     def _boot_failed(self, name: str, label: str, reason: str) -> None:
         log.warning("node %s: boot failed (%s); its pods will be placed again", name, reason)

@@ -99,6 +99,19 @@ BINDABLE_STATES = frozenset({S.CREATING, S.CREATED, S.AVAILABLE})
 
 
 @dataclass(frozen=True, slots=True)
+class LaunchOption:
+    """Another offering a node's launch may take (a fleet launch picks one of several): what
+    the node's record says once its instance turns out to be this one. The capacity type is
+    the node's own."""
+
+    instance_type: str
+    zone: str
+    price: float
+    allocatable: Resources
+    labels: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     name: NodeName
     pool: str
@@ -115,6 +128,7 @@ class Node:
     created_at: float = 0.0
     ready_at: float | None = None
     image_id: str = ""  # the machine image its instance was launched from ("" when unknown)
+    alternatives: tuple[LaunchOption, ...] = ()  # other offerings its launch may take (fleet launches)
 
     @property
     def is_spot(self) -> bool:

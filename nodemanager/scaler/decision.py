@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from nodemanager.dra.model import AllocationResult
-from nodemanager.model import CapacityType, NodeName, PodKey, Resources, Taint
+from nodemanager.model import CapacityType, LaunchOption, NodeName, PodKey, Resources, Taint
 
 _EMPTY: Mapping = MappingProxyType({})
 
@@ -41,6 +41,7 @@ class NodeSpec:
     pods: tuple[PodKey, ...] = ()  # bound from birth
     standby: bool = False
     size_floor: SizeFloor | None = None  # the pool's node size floor when it left smaller types out of this choice
+    alternatives: tuple[LaunchOption, ...] = ()  # other offerings its launch may take, cheapest first (fleet launches)
 
 
 @dataclass(frozen=True, slots=True)

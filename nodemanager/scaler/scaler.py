@@ -31,9 +31,9 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from cloud.catalog import Catalog
-from nodemanager.model import NodeName, Pod, PodKey, Resources
+from nodemanager.model import LaunchOption, NodeName, Pod, PodKey, Resources
 from nodemanager.model.resources import extended
-from nodemanager.scaler import binpack, boot_cap, existing, gangs, new_nodes, sizing, standby, stops
+from nodemanager.scaler import binpack, boot_cap, existing, gangs, launch_choices, new_nodes, sizing, standby, stops
 from nodemanager.scaler.by_identity import ByIdentity
 from nodemanager.scaler.decision import Decision, NodeSpec, SizeFloor
 from nodemanager.scaler.memory import Memory
@@ -179,7 +179,8 @@ class BindingNodeScaler:
             last = (last | failed.keys()) - excluded.keys()
         try:
             stopping, unneeded = stops.stops(run)
-            specs = tuple(_spec(n, run.floor_applied.get(n.view.name)) for n in started)
+            options = launch_choices.options_of(run, started)
+            specs = tuple(_spec(n, run.floor_applied.get(n.view.name), options[n.info.name]) for n in started)
             return Decision(
                 start=specs,
                 stop=tuple(stopping),
@@ -230,7 +231,7 @@ def _classes(pods: list[Pod], key_of: Callable[[Pod], tuple]) -> list[PodClass]:
     return list(classes.values())
 
 
-def _spec(node: NewNode, size_floor: SizeFloor | None) -> NodeSpec:
+def _spec(node: NewNode, size_floor: SizeFloor | None, alternatives: tuple[LaunchOption, ...]) -> NodeSpec:
     c = node.candidate
     return NodeSpec(
         name=NodeName(node.info.name),
@@ -245,4 +246,5 @@ def _spec(node: NewNode, size_floor: SizeFloor | None) -> NodeSpec:
         pods=tuple(sorted(node.info.pods)),
         standby=node.standby,
         size_floor=None if node.standby else size_floor,
+        alternatives=alternatives,
     )

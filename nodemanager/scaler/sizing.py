@@ -82,12 +82,7 @@ def right_size(run: Run) -> None:
         if any(not plan.plannable(p) for p in node.info.pods.values()):
             continue  # a constraint on its instance type or a pool label: its type is part of the plan
         pods = node.info.pods.values()
-        if node.view.batch is None:
-            need = node.info.requested  # each pod counted as its requests
-        else:
-            # Other pods use up the batch estimate only where batch pods share the node.
-            with_batch = any(p.batch for p in pods)
-            need = Resources.total(counted_requests(p.requests, with_batch) for p in pods)
+        need = node_need(node)
         o = node.candidate.offering
         # Offerings of the node's zone and capacity type with every extended resource it
         # needs (GPUs): a GPU node is not compared with every cheaper CPU type.
@@ -112,7 +107,7 @@ def right_size(run: Run) -> None:
                 sized[asked] = binpack.right_size(need, len(node.info.pods), accepted, node.candidate.price, lambda _: True)
             best = sized[asked]
         else:
-            best = binpack.right_size(need, len(node.info.pods), accepted, node.candidate.price, functools.partial(_accepts, run, node))
+            best = binpack.right_size(need, len(node.info.pods), accepted, node.candidate.price, functools.partial(accepts, run, node))
         if best is not None:
             budget = run.budget(node.view)
             budget.spend(node.candidate.itype, -1)
@@ -123,6 +118,16 @@ def right_size(run: Run) -> None:
                 fresh.add_pod(pod)
             node.candidate, node.info = best, fresh
             run.infos[fresh.name] = fresh
+
+
+def node_need(node: NewNode) -> Resources:
+    """What a new node's pods take from its allocatable."""
+    pods = node.info.pods.values()
+    if node.view.batch is None:
+        return node.info.requested  # each pod counted as its requests
+    # Other pods use up the batch estimate only where batch pods share the node.
+    with_batch = any(p.batch for p in pods)
+    return Resources.total(counted_requests(p.requests, with_batch) for p in pods)
 
 
 def merge_new_nodes(run: Run) -> None:
@@ -175,7 +180,7 @@ def _passes(run: Run, pod: Pod, trial: NodeInfo) -> bool:
     return True
 
 
-def _accepts(run: Run, node: NewNode, cand: Candidate) -> bool:
+def accepts(run: Run, node: NewNode, cand: Candidate) -> bool:
     """The node's pods, of more than one group, accept it as ``cand`` (their inter-pod
     constraints hold already: the node keeps its zone, capacity type and name)."""
     probe_info = offering_node_info(node.view, cand, NEW_HOST)
