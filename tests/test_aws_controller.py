@@ -25,7 +25,7 @@ def pool(**kw):
     )
 
 
-def harness(catalog, pods, **kw):
+def harness(catalog, pods, launch=None, **kw):
     clouds = []
 
     def factory(clock):
@@ -33,12 +33,29 @@ def harness(catalog, pods, **kw):
         clouds.append(cloud)
         return cloud
 
-    h = Harness(pool(), arrivals=pods, catalog=catalog, cloud=factory, register_delay=5, **kw)
+    h = Harness(pool(**({"launch": launch} if launch else {})), arrivals=pods, catalog=catalog, cloud=factory, register_delay=5, **kw)
     return h, clouds[0]
 
 
-def test_capacity_error_for_one_offering_moves_to_the_next_cheapest(aws, catalog):
+RUN_INSTANCES = {"method": "runInstances"}
+
+
+def test_a_node_is_launched_by_one_fleet_call_offering_its_equivalents(aws, catalog):
     h, cloud = harness(catalog, [arrive("p1", cpu="500m")])
+    calls = inject(cloud, "*", lambda p: None)
+    h.run(1)
+    [fleet] = [c for c in calls if c["operation"] == "CreateFleet"]
+    assert not [c for c in calls if c["operation"] == "RunInstances"]
+    offered = {(v, fleet[k.replace("InstanceType", "AvailabilityZone")]) for k, v in fleet.items() if k.endswith(".InstanceType")}
+    assert offered == {("m5.large", "us-east-1a"), ("m5.large", "us-east-1b")}  # m5.large is the one type within 10% of the cheapest
+    h.run(40)
+    [live] = h.controller.state.nodes.values()
+    assert (live.instance_type, live.zone, live.state) == ("m5.large", "us-east-1a", NodeState.CLAIMED)
+    assert h.bound() == {"default/p1": live.name}
+
+
+def test_capacity_error_for_one_offering_moves_to_the_next_cheapest(aws, catalog):
+    h, cloud = harness(catalog, [arrive("p1", cpu="500m")], launch=RUN_INSTANCES)
     run_calls = inject(
         cloud,
         "RunInstances",
@@ -54,7 +71,7 @@ def test_capacity_error_for_one_offering_moves_to_the_next_cheapest(aws, catalog
 
 
 def test_address_exhausted_subnet_falls_back_to_another_zone(aws, catalog):
-    h, cloud = harness(catalog, [arrive("p1", cpu="500m")])
+    h, cloud = harness(catalog, [arrive("p1", cpu="500m")], launch=RUN_INSTANCES)
     exhausted = default_subnets()["us-east-1a"]
     inject(cloud, "RunInstances", lambda p: error_reply("InsufficientFreeAddressesInSubnet") if p["SubnetId"] == exhausted else None)
     h.run(1)

@@ -12,6 +12,8 @@ REPO = Path(__file__).resolve().parent.parent
 # boto3 method -> IAM action
 _ACTIONS = {
     "run_instances": "ec2:RunInstances",
+    "create_fleet": "ec2:CreateFleet",
+    "create_launch_template": "ec2:CreateLaunchTemplate",
     "terminate_instances": "ec2:TerminateInstances",
     "describe_instances": "ec2:DescribeInstances",
     "describe_images": "ec2:DescribeImages",
@@ -51,6 +53,10 @@ def test_policy_allows_every_call_the_code_makes_and_nothing_else():
     assert allowed == needed
 
 
+def _resources(statement: dict) -> list[str]:
+    return statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+
+
 def test_destructive_actions_are_scoped_to_this_controllers_tag():
     policy = json.loads((REPO / "deploy" / "aws-iam-policy.json").read_text())
     for statement in policy["Statement"]:
@@ -58,5 +64,7 @@ def test_destructive_actions_are_scoped_to_this_controllers_tag():
         if "ec2:TerminateInstances" in actions:
             assert statement["Condition"]["StringEquals"] == {"aws:ResourceTag/nodemanager.io/controller-id": "CONTROLLER_ID"}
         if "ec2:CreateTags" in actions:
-            assert statement["Condition"]["StringEquals"] == {"ec2:CreateAction": "RunInstances"}
+            assert statement["Condition"]["StringEquals"] == {"ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"]}
+        if {"ec2:CreateFleet", "ec2:CreateLaunchTemplate"} & set(actions) and any(":instance/" in r or ":fleet/" in r for r in _resources(statement)):
+            assert statement["Condition"]["StringEquals"] == {"aws:RequestTag/nodemanager.io/controller-id": "CONTROLLER_ID"}
         assert "*" not in actions

@@ -30,6 +30,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, stop_when_event_set, wait_exponential_jitter
 
 from cloud.aws.errors import NOT_FOUND, STALE_VIEW, THROTTLING, SubnetExhausted, code_of, is_retryable, translate
+from cloud.aws.fleet import LaunchTemplates, fleet_params, offering_refusals, refusals, shared_request, template_data
 from cloud.aws.pacing import SharedPause
 from cloud.aws.pricing import PRICING_REGION, REGION_NAMES, on_demand_prices, spot_prices
 from cloud.aws.queue import SqsQueue
@@ -37,7 +38,7 @@ from cloud.aws.settings import AwsSettings, BootImage, ImageFamily
 from cloud.aws.userdata import NodeJoin
 from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState, PriceUpdate, launch_tags
 from cloud.catalog import Catalog
-from cloud.errors import CloudError, DeadlinePassed, NotFound, Unsupported, ZoneUnavailable
+from cloud.errors import CloudError, DeadlinePassed, LaunchRefused, NotFound, Unsupported, ZoneUnavailable
 from nodemanager.clock import Clock
 from nodemanager.deadline import remaining
 from nodemanager.model import CapacityType
@@ -101,6 +102,7 @@ class AwsCloud:
             if settings.interruption_queue
             else None
         )
+        self.templates = LaunchTemplates(controller_id, self._call)  # the launch templates of fleet launches
         self._images: dict[str, tuple[float, dict[str, Any]]] = {}
         self._subnets: tuple[float, dict[str, list[str]]] | None = None
         self._exhausted: dict[str, float] = {}
@@ -167,6 +169,8 @@ class AwsCloud:
         if existing is not None:
             log.info("node %s already has instance %s: not launching again", request.node_name, existing.instance_id)
             return existing
+        if request.alternatives and not self.boot_image.launch_template:
+            return self._fleet_boot(request)
         offering = {"instance_type": request.instance_type, "capacity_type": request.capacity_type, "zone": request.zone}
         params = self._run_params(request)
         for subnet in self._usable_subnets(request):
@@ -185,6 +189,61 @@ class AwsCloud:
                 raise error from None
             return self._instance(reply["Instances"][0])
         raise ZoneUnavailable(request.zone, "every subnet there is out of addresses")
+
+    def _fleet_boot(self, request: BootRequest) -> Instance:
+        """One CreateFleet (type instant) offering every offering of ``request`` (see ``fleet``)."""
+        subnets = self._subnets_by_zone()
+        now = self.clock.now()
+        chosen = {z: next((s for s in ids if self._exhausted.get(s, 0.0) <= now), None) for z, ids in subnets.items()}
+        image = self._image(request.instance_type, request.capacity_type, request.zone)
+        prioritized = request.capacity_type is CapacityType.ON_DEMAND and request.on_demand_strategy == "prioritized"
+        configs: dict[str, list[dict[str, Any]]] = {}
+        by_limit: dict[int | None, str] = {}  # the kubelet's pod limit -> template (all else is shared)
+        for rank, (instance_type, zone) in enumerate(request.offerings()):
+            subnet = chosen.get(zone)
+            if subnet is None:
+                continue
+            itype = self.catalog.get(instance_type)
+            limit = itype.max_pods if itype else None
+            if limit not in by_limit:
+                by_limit[limit] = self.templates.name_for(template_data(self._run_params(shared_request(request, instance_type))))
+            override = {"InstanceType": instance_type, "SubnetId": subnet, "AvailabilityZone": zone, "ImageId": image["ImageId"]}
+            configs.setdefault(by_limit[limit], []).append({**override, "Priority": float(rank)} if prioritized else override)
+        if not configs:
+            if request.zone not in subnets:
+                raise Unsupported(request.instance_type, request.capacity_type, request.zone, f"no configured subnet is in {request.zone}")
+            raise ZoneUnavailable(request.zone, "every subnet there recently ran out of addresses")
+        tags = {**self.settings.tags, **launch_tags(request, self.controller_id)}
+        tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+        try:
+            reply = self._call("create_fleet", **fleet_params(request, list(configs.items()), tag_list))
+        except (ClientError, BotoCoreError) as exc:
+            if code_of(exc) in STALE_VIEW:
+                log.warning("%s: subnets, images and launch templates will be looked up again", translate(exc))
+                self._subnets = None
+                self._images.clear()
+                self.templates.forget()
+            raise translate(exc, instance_type=request.instance_type, capacity_type=request.capacity_type, zone=request.zone) from None
+        zone_of = {subnet: zone for zone, ids in subnets.items() for subnet in ids}
+        errors = []
+        for error in refusals(reply, request.capacity_type, zone_of):
+            if isinstance(error, SubnetExhausted):
+                self._exhausted[error.subnet] = now + EXHAUSTED_SUBNET_SECONDS
+                if all(self._exhausted.get(s, 0.0) > now for s in subnets.get(error.zone, ())):
+                    errors.append(ZoneUnavailable(error.zone, "every subnet there is out of addresses"))
+                continue
+            errors.append(error)
+        launched = next((i for i in reply.get("Instances", []) if i.get("InstanceIds")), None)
+        if launched is None:
+            raise LaunchRefused(errors)
+        override = (launched.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+        zone = override.get("AvailabilityZone") or zone_of.get(override.get("SubnetId", ""), "")
+        instance_type = launched.get("InstanceType") or override.get("InstanceType", "")
+        offering = (instance_type, request.capacity_type, zone)
+        refused = offering_refusals(errors)
+        if refused:
+            log.warning("node %s: fleet launch fell back to %s/%s/%s after %d refusal(s): %s", request.node_name, *offering, len(refused), refused[0])
+        return Instance(launched["InstanceIds"][0], request.node_name, request.pool, *offering, InstanceState.PENDING, now, tags, image["ImageId"], refused)
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
         ids = list(instance_ids)

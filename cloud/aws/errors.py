@@ -7,7 +7,9 @@ from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, End
 from cloud.errors import CloudError, InsufficientCapacity, NotFound, QuotaExceeded, Throttled, Unsupported
 from nodemanager.model import CapacityType
 
-CAPACITY = frozenset({"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity", "InsufficientReservedInstanceCapacity"})
+CAPACITY = frozenset(
+    {"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity", "InsufficientReservedInstanceCapacity", "UnfulfillableCapacity"}
+)
 ADDRESSES = frozenset({"InsufficientFreeAddressesInSubnet", "InsufficientAddressCapacity"})
 QUOTA = frozenset({"InstanceLimitExceeded", "MaxSpotInstanceCountExceeded", "VcpuLimitExceeded", "SpotMaxPriceTooLow"})
 THROTTLING = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled", "TooManyRequestsException"})
@@ -66,6 +68,21 @@ def translate(
     """The project's error for a botocore failure of a call about this offering."""
     code = code_of(exc)
     message = exc.response.get("Error", {}).get("Message", str(exc)) if isinstance(exc, ClientError) else str(exc)
+    known = from_code(code, message, instance_type=instance_type, capacity_type=capacity_type, zone=zone, subnet=subnet)
+    if known is not None:
+        return known
+    if is_retryable(exc):
+        return Throttled(f"{code or 'cloud endpoint unreachable'}: {message} (retries exhausted)")
+    if isinstance(exc, BotoCoreError | ClientError):
+        return CloudError(f"{code or type(exc).__name__}: {message}")
+    return CloudError(str(exc))
+
+
+def from_code(
+    code: str, message: str, *, instance_type: str = "", capacity_type: CapacityType = CapacityType.ON_DEMAND, zone: str = "", subnet: str = ""
+) -> CloudError | None:
+    """The project's error for an EC2 error code that names what failed (also a fleet's
+    per-offering errors, which come as codes in its answer); None for any other code."""
     if code in CAPACITY:
         return InsufficientCapacity(instance_type, capacity_type, zone, f"{code}: {message}")
     if code in ADDRESSES:
@@ -76,8 +93,4 @@ def translate(
         return Unsupported(instance_type, capacity_type, zone, f"{code}: {message}")
     if code in NOT_FOUND:
         return NotFound(message)
-    if is_retryable(exc):
-        return Throttled(f"{code or 'cloud endpoint unreachable'}: {message} (retries exhausted)")
-    if isinstance(exc, BotoCoreError | ClientError):
-        return CloudError(f"{code or type(exc).__name__}: {message}")
-    return CloudError(str(exc))
+    return None
