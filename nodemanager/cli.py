@@ -20,6 +20,7 @@ from nodemanager import __version__
 from nodemanager.cluster.workload import DEFAULT_MAX_PODS
 from nodemanager.config import EMBEDDED_DEFAULT, embedded_default_path, load_config
 from nodemanager.config.cloud_schema import SimulatedCloud
+from nodemanager.config.launch_schema import LaunchMethod, fleet_hindrance
 from nodemanager.config.prices import priced_offerings
 from nodemanager.config.schema import ProviderConfig
 from nodemanager.cost_breakdown import LABELS
@@ -107,6 +108,15 @@ def _check_config_command(args: argparse.Namespace) -> int:
         print(
             f"  price override {i}: {', '.join(rule.instance_types)} ({where}) {how}: {priced} offering(s) match" + (f"; {rule.reason}" if rule.reason else "")
         )
+    for pool in config.pools:
+        launch = pool.launch
+        how = (
+            f"one EC2 Fleet call per node offering up to {launch.max_offerings} offerings within {launch.price_tolerance:.0%} of the cheapest "
+            f"(on-demand {launch.on_demand_strategy.value}, spot {launch.spot_strategy.value})"
+            if launch.method is LaunchMethod.FLEET
+            else "one RunInstances call per node" + ("" if "method" in launch.model_fields_set else f" ({fleet_hindrance(*config.fleet_inputs())})")
+        )
+        print(f"  pool {pool.name}: launched by {how}")
     return EXIT_OK
 
 

@@ -103,8 +103,8 @@ def test_a_new_boot_image_replaces_the_nodes_launched_from_the_old_one(aws, cata
     old = h.controller.state.nodes[first].image_id
     assert old
     new = next(i["ImageId"] for i in cloud.ec2.describe_images(Owners=["amazon"])["Images"] if i["ImageId"] != old and i["Architecture"] == "x86_64")
-    cloud.boot_image = BootImageSpec(image_ids=[new])
-    cloud._images.clear()  # what a restart starts from
+    cloud.boot_image = cloud.images.spec = BootImageSpec(image_ids=[new]).for_cloud()
+    cloud.images.forget()  # what a restart starts from
     h.run(900)
     [second] = h.bound().values()
     assert second != first

@@ -18,7 +18,7 @@ from moto.server import ThreadedMotoServer
 from test_cli_service import free_port
 
 from cloud.base import CONTROLLER_TAG, NODE_TAG, BootRequest
-from cloud.errors import InsufficientCapacity, LaunchRefused, QuotaExceeded, ZoneUnavailable
+from cloud.errors import CloudError, InsufficientCapacity, LaunchRefused, QuotaExceeded, ZoneUnavailable
 from nodemanager.model import CapacityType, LaunchOption, Resources
 
 OD, SPOT = CapacityType.ON_DEMAND, CapacityType.SPOT
@@ -232,16 +232,23 @@ def test_a_fleet_that_launches_nothing_says_why_for_each_offering(aws, catalog):
     assert offered == {"us-east-1b", "us-east-1c"}
 
 
-def test_a_launch_template_deleted_behind_our_back_is_made_again(aws, catalog):
+def test_a_launch_template_deleted_behind_our_back_is_made_again_within_the_boot(aws, catalog):
     cloud, _ = _warm(aws, catalog)
     for template in aws.describe_launch_templates()["LaunchTemplates"]:
         aws.delete_launch_template(LaunchTemplateName=template["LaunchTemplateName"])
+    # moto launches from a deleted template's data it kept; EC2 answers with this code
     missing = iter([error_reply("InvalidLaunchTemplateName.NotFoundException")])
-    inject(cloud, "CreateFleet", lambda p: next(missing, None))
-    with pytest.raises(Exception, match="NotFoundException"):
-        cloud.boot(fleet_request("n1"))
+    calls = inject(cloud, "*", lambda p: next(missing, None) if p["operation"] == "CreateFleet" else None)
     assert cloud.boot(fleet_request("n1")).instance_type == "m5.large"
-    assert len(aws.describe_launch_templates()["LaunchTemplates"]) == 1  # made again
+    assert [c["operation"] for c in calls if c["operation"].startswith("Create")] == ["CreateFleet", "CreateLaunchTemplate", "CreateFleet"]
+    assert len(aws.describe_launch_templates()["LaunchTemplates"]) == 1
+
+
+def test_a_gone_template_twice_in_a_row_fails_the_boot_saying_so(aws, catalog):
+    cloud, _ = _warm(aws, catalog)
+    inject(cloud, "CreateFleet", lambda p: error_reply("InvalidLaunchTemplateName.NotFoundException"))
+    with pytest.raises(CloudError, match="NotFoundException"):
+        cloud.boot(fleet_request("n1"))
 
 
 # -- a moto server on 127.0.0.1 ------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """``AwsCloud``: the CloudClient for EC2, through boto3.
 
-* Boot: one RunInstances per node with a ClientToken derived from the node (EC2 returns
-  the same instance for a repeated token); before launching, an instance already tagged
-  with the node's name is returned instead, which also covers endpoints that ignore
-  tokens. The subnet is one of the zone's, skipping subnets that recently ran out of
+* Boot: one CreateFleet (``fleet``) per node with alternatives, else one RunInstances,
+  with a ClientToken derived from the node (EC2 returns the same instance for a repeated
+  token); before launching, an instance already tagged with the node's name is returned
+  instead, which also covers endpoints that ignore tokens. The subnet is one of the zone's, skipping subnets that recently ran out of
   addresses; when every subnet of a zone is out, the whole zone is reported so the
   scaler moves on to another.
 * Find / describe / terminate: DescribeInstances filtered by the controller tag
@@ -31,10 +31,12 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 
 from cloud.aws.errors import NOT_FOUND, STALE_VIEW, THROTTLING, SubnetExhausted, code_of, is_retryable, translate
 from cloud.aws.fleet import LaunchTemplates, fleet_params, offering_refusals, refusals, shared_request, template_data
+from cloud.aws.images import Images
 from cloud.aws.pacing import SharedPause
 from cloud.aws.pricing import PRICING_REGION, REGION_NAMES, on_demand_prices, spot_prices
 from cloud.aws.queue import SqsQueue
 from cloud.aws.settings import AwsSettings, BootImage, ImageFamily
+from cloud.aws.subnets import Subnets
 from cloud.aws.userdata import NodeJoin
 from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState, PriceUpdate, launch_tags
 from cloud.catalog import Catalog
@@ -49,9 +51,6 @@ log = logging.getLogger("nodemanager.cloud.aws")
 SPOT_HISTORY_SECONDS = 6 * 3600.0  # spot prices newer than this count
 MIN_SPOT_FRACTION = 0.01  # a spot price under 1% of on-demand is taken for a placeholder
 TERMINATE_BATCH = 500
-CACHE_SECONDS = 300.0  # images and subnets are looked up again after five minutes
-EXHAUSTED_SUBNET_SECONDS = 180.0
-_EC2_ARCH = {"x86_64": "x86_64", "arm64": "arm64", "i386": "i386"}
 
 
 @dataclass(frozen=True)
@@ -103,9 +102,8 @@ class AwsCloud:
             else None
         )
         self.templates = LaunchTemplates(controller_id, self._call)  # the launch templates of fleet launches
-        self._images: dict[str, tuple[float, dict[str, Any]]] = {}
-        self._subnets: tuple[float, dict[str, list[str]]] | None = None
-        self._exhausted: dict[str, float] = {}
+        self.images = Images(self.boot_image, catalog, clock.now, self._checked)
+        self.subnets = Subnets(settings, clock.now, self._checked)
 
     # -- calls --------------------------------------------------------------------------------
     def _retrying(self, what: str) -> Retrying:
@@ -173,29 +171,33 @@ class AwsCloud:
             return self._fleet_boot(request)
         offering = {"instance_type": request.instance_type, "capacity_type": request.capacity_type, "zone": request.zone}
         params = self._run_params(request)
-        for subnet in self._usable_subnets(request):
+        if request.zone not in self.subnets.by_zone():
+            raise Unsupported(request.instance_type, request.capacity_type, request.zone, f"no configured subnet is in {request.zone}")
+        for subnet in self.subnets.usable(request.zone):
             try:
                 reply = self._call("run_instances", **params, SubnetId=subnet)
             except (ClientError, BotoCoreError) as exc:
                 error = translate(exc, subnet=subnet, **offering)
                 if isinstance(error, SubnetExhausted):
                     log.warning("%s; trying the zone's other subnets", error)
-                    self._exhausted[subnet] = self.clock.now() + EXHAUSTED_SUBNET_SECONDS
+                    self.subnets.ran_out(subnet)
                     continue
                 if code_of(exc) in STALE_VIEW:
                     log.warning("%s: subnets and images will be looked up again", error)
-                    self._subnets = None
-                    self._images.clear()
+                    self.subnets.forget()
+                    self.images.forget()
                 raise error from None
             return self._instance(reply["Instances"][0])
         raise ZoneUnavailable(request.zone, "every subnet there is out of addresses")
 
-    def _fleet_boot(self, request: BootRequest) -> Instance:
-        """One CreateFleet (type instant) offering every offering of ``request`` (see ``fleet``)."""
-        subnets = self._subnets_by_zone()
+    def _fleet_boot(self, request: BootRequest, again: bool = False) -> Instance:
+        """One CreateFleet (type instant) offering every offering of ``request`` (see
+        ``fleet``); made once more, with everything looked up again, if a subnet, image or
+        launch template it named is gone (``again``: this is that call)."""
+        subnets = self.subnets.by_zone()
         now = self.clock.now()
-        chosen = {z: next((s for s in ids if self._exhausted.get(s, 0.0) <= now), None) for z, ids in subnets.items()}
-        image = self._image(request.instance_type, request.capacity_type, request.zone)
+        chosen = {zone: next(iter(self.subnets.usable(zone)), None) for zone in subnets}
+        image = self.images.resolve(request.instance_type, request.capacity_type, request.zone)
         prioritized = request.capacity_type is CapacityType.ON_DEMAND and request.on_demand_strategy == "prioritized"
         configs: dict[str, list[dict[str, Any]]] = {}
         by_limit: dict[int | None, str] = {}  # the kubelet's pod limit -> template (all else is shared)
@@ -218,18 +220,19 @@ class AwsCloud:
         try:
             reply = self._call("create_fleet", **fleet_params(request, list(configs.items()), tag_list))
         except (ClientError, BotoCoreError) as exc:
-            if code_of(exc) in STALE_VIEW:
-                log.warning("%s: subnets, images and launch templates will be looked up again", translate(exc))
-                self._subnets = None
-                self._images.clear()
+            if code_of(exc) in STALE_VIEW and not again:
+                log.warning("%s: subnets, images and launch templates are looked up again", translate(exc))
+                self.subnets.forget()
+                self.images.forget()
                 self.templates.forget()
+                return self._fleet_boot(request, again=True)
             raise translate(exc, instance_type=request.instance_type, capacity_type=request.capacity_type, zone=request.zone) from None
         zone_of = {subnet: zone for zone, ids in subnets.items() for subnet in ids}
         errors = []
         for error in refusals(reply, request.capacity_type, zone_of):
             if isinstance(error, SubnetExhausted):
-                self._exhausted[error.subnet] = now + EXHAUSTED_SUBNET_SECONDS
-                if all(self._exhausted.get(s, 0.0) > now for s in subnets.get(error.zone, ())):
+                self.subnets.ran_out(error.subnet)
+                if not self.subnets.usable(error.zone):
                     errors.append(ZoneUnavailable(error.zone, "every subnet there is out of addresses"))
                 continue
             errors.append(error)
@@ -375,7 +378,7 @@ class AwsCloud:
             key = "LaunchTemplateId" if self.boot_image.launch_template.startswith("lt-") else "LaunchTemplateName"
             params["LaunchTemplate"] = {key: self.boot_image.launch_template, "Version": "$Default"}
         else:
-            image = self._image(request.instance_type, request.capacity_type, request.zone)
+            image = self.images.resolve(request.instance_type, request.capacity_type, request.zone)
             params["ImageId"] = image["ImageId"]
             root = image.get("RootDeviceName") or "/dev/xvda"
             params["BlockDeviceMappings"] = [{"DeviceName": root, "Ebs": self._root_volume(request)}]
@@ -427,76 +430,9 @@ class AwsCloud:
         """The image a boot of ``instance_type`` would use now, as last resolved (no call is
         made: ``refresh_images`` resolves them); None with a launch template (the template
         names the image) or before any was resolved."""
-        if self.boot_image.launch_template:
-            return None
-        cached = self._images.get(self._arch(instance_type))
-        return cached[1]["ImageId"] if cached is not None else None
+        return self.images.current(instance_type)
 
     def refresh_images(self, instance_types: Iterable[str]) -> None:
         """Resolve ``nodes.bootImageSpec`` again for these types' architectures, where the
         last answer is older than the cache allows (a new image then shows as drift)."""
-        if self.boot_image.launch_template or not (self.boot_image.image_ids or self.boot_image.owners or self.boot_image.filters):
-            return
-        failed: list[CloudError] = []
-        for instance_type in sorted({self._arch(t): t for t in instance_types}.values()):
-            try:
-                self._image(instance_type)
-            except CloudError as exc:  # the other architectures are still resolved
-                failed.append(exc)
-        if failed:
-            raise failed[0]
-
-    def _arch(self, instance_type: str) -> str:
-        itype = self.catalog.get(instance_type)
-        return next((_EC2_ARCH[a] for a in (itype.architectures if itype else ("x86_64",)) if a in _EC2_ARCH), "x86_64")
-
-    def _image(self, instance_type: str, capacity_type: CapacityType = CapacityType.ON_DEMAND, zone: str = "") -> dict[str, Any]:
-        arch = self._arch(instance_type)
-        cached = self._images.get(arch)
-        if cached is not None and self.clock.now() - cached[0] < CACHE_SECONDS:
-            return cached[1]
-        spec = self.boot_image
-        if spec.image_ids:
-            images = self._checked("describe_images", ImageIds=list(spec.image_ids)).get("Images", [])
-        elif spec.owners or spec.filters:
-            filters = [{"Name": k, "Values": list(v)} for k, v in sorted(spec.filters.items())] + [{"Name": "architecture", "Values": [arch]}]
-            params: dict[str, Any] = {"Filters": filters}
-            if spec.owners:
-                params["Owners"] = list(spec.owners)
-            images = self._checked("describe_images", **params).get("Images", [])
-        else:
-            raise CloudError("nodes.bootImageSpec is empty: give imageIDs, owners/filters or a launchTemplate for cloud.provider aws")
-        matching = [i for i in images if i.get("Architecture", arch) == arch]
-        if not matching:
-            if cached is not None:
-                log.warning("no %s image matches nodes.bootImageSpec now; keeping %s", arch, cached[1]["ImageId"])
-                return cached[1]
-            raise Unsupported(instance_type, capacity_type, zone, f"no {arch} image matches nodes.bootImageSpec")
-        newest = max(matching, key=lambda i: (i.get("CreationDate", ""), i["ImageId"]))
-        self._images[arch] = (self.clock.now(), newest)
-        return newest
-
-    def _subnets_by_zone(self) -> dict[str, list[str]]:
-        if self._subnets is not None and self.clock.now() - self._subnets[0] < CACHE_SECONDS:
-            return self._subnets[1]
-        if self.settings.subnets:
-            params: dict[str, Any] = {"SubnetIds": list(self.settings.subnets)}
-        elif self.settings.subnet_selector:
-            params = {"Filters": [{"Name": f"tag:{k}", "Values": [v]} for k, v in sorted(self.settings.subnet_selector.items())]}
-        else:
-            params = {"Filters": [{"Name": "default-for-az", "Values": ["true"]}]}
-        by_zone: dict[str, list[str]] = {}
-        for subnet in self._checked("describe_subnets", **params).get("Subnets", []):
-            by_zone.setdefault(subnet["AvailabilityZone"], []).append(subnet["SubnetId"])
-        self._subnets = (self.clock.now(), {z: sorted(ids) for z, ids in by_zone.items()})
-        return self._subnets[1]
-
-    def _usable_subnets(self, request: BootRequest) -> list[str]:
-        subnets = self._subnets_by_zone().get(request.zone, [])
-        if not subnets:
-            raise Unsupported(request.instance_type, request.capacity_type, request.zone, f"no configured subnet is in {request.zone}")
-        now = self.clock.now()
-        usable = [s for s in subnets if self._exhausted.get(s, 0.0) <= now]
-        if not usable:
-            raise ZoneUnavailable(request.zone, f"subnets {', '.join(subnets)} recently ran out of addresses")
-        return usable
+        self.images.refresh(instance_types)

@@ -121,7 +121,9 @@ class AwsCloud(Model):
     """The nodes' instance profile: a name, or an ARN."""
     user_data: SecretStr | None = None
     """User data template (see [Install on EKS](install-eks.md)); with an `imageFamily` other than `Custom`, your own steps, merged with what nodemanager
-    writes. Secret: never shown in `/status`, logs or errors. At most 15 KiB."""
+    writes. `{pool}`, `{labels}`, `{taints}`, `{capacity_type}`, `{controller_id}` are filled in; so are `{node_name}`, `{instance_type}` and
+    `{zone}`, but they make every pool launch with `RunInstances` (a fleet's launch templates are shared). Secret: never shown in `/status`, logs
+    or errors. At most 15 KiB."""
     tags: dict[str, str] = Field(default_factory=dict, max_length=MAX_TAGS - OWN_TAGS)
     """Tags added to every instance (EC2's rules: keys 1–128 characters not starting with `aws:`, values at most 256; at most 44)."""
     image_family: ImageFamily = ImageFamily.CUSTOM

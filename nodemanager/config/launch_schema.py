@@ -54,18 +54,21 @@ class Launch(Model):
     `lowest-price`."""
 
 
+def fleet_hindrance(launch_template: str | None, user_data: str) -> str:
+    """Why no pool can launch through a fleet ("" when nothing stands in the way)."""
+    named = [p for p in PER_NODE_PLACEHOLDERS if p in user_data]
+    if launch_template:
+        return "nodes.bootImageSpec.launchTemplate is set (a fleet launches from launch templates nodemanager makes)"
+    if named:
+        return f"cloud.aws.userData uses {', '.join(named)}, which differ between a fleet's offerings or its nodes"
+    return ""
+
+
 def launch_method_problems(launches: Sequence[Launch], launch_template: str | None, user_data: str) -> list[str]:
     """Each pool's launch method settled (an unset one becomes ``fleet`` unless the launch
     template or the user data needs ``runInstances``), and why an explicit ``fleet`` cannot
     be, with its key path."""
-    named = [p for p in PER_NODE_PLACEHOLDERS if p in user_data]
-    hindrance = (
-        "nodes.bootImageSpec.launchTemplate is set (a fleet launches from launch templates nodemanager makes)"
-        if launch_template
-        else f"cloud.aws.userData uses {', '.join(named)}, which differ between a fleet's offerings or its nodes"
-        if named
-        else ""
-    )
+    hindrance = fleet_hindrance(launch_template, user_data)
     problems = []
     for i, launch in enumerate(launches):
         if launch.method is None:

@@ -559,13 +559,16 @@ class ProviderConfig(Model):
 
     @model_validator(mode="after")
     def _launch_methods(self) -> ProviderConfig:
-        aws = self.cloud.aws if self.cloud.provider is CloudProvider.AWS else None
-        user_data = aws.user_data.get_secret_value() if aws is not None and aws.user_data is not None else ""
-        template = self.nodes.boot_image_spec.launch_template if aws is not None else None
-        problems = launch_method_problems([p.launch for p in self.pools], template, user_data)
+        problems = launch_method_problems([p.launch for p in self.pools], *self.fleet_inputs())
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def fleet_inputs(self) -> tuple[str | None, str]:
+        """The launch template and the user data a fleet launch would be made from (EC2's only)."""
+        aws = self.cloud.aws if self.cloud.provider is CloudProvider.AWS else None
+        user_data = aws.user_data.get_secret_value() if aws is not None and aws.user_data is not None else ""
+        return (self.nodes.boot_image_spec.launch_template if aws is not None else None), user_data
 
     def pool(self, name: str) -> Pool:
         return next(p for p in self.pools if p.name == name)
