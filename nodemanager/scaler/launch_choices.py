@@ -39,7 +39,7 @@ class _Chooser:
         """The offerings besides its own that the node's launch may take, cheapest first."""
         run, launch = self.run, node.view.pool.launch
         pods = node.info.pods.values()
-        if launch.method is not LaunchMethod.FLEET or node.standby or not pods or launch.max_offerings < 2:
+        if launch.method is LaunchMethod.RUN_INSTANCES or node.standby or not pods or launch.max_offerings < 2:
             return ()
         if any(p.claims or not plan.plannable(p) for p in pods):
             return ()

@@ -378,6 +378,27 @@ def test_provisioner_mode_boots_for_anti_affinity_and_affinity_what_kube_schedul
         w.close()
 
 
+def test_a_fleet_launch_that_falls_back_registers_as_the_node_it_got(namespace: str, scheduling: World) -> None:
+    """Every on-demand offering of us-east-1a is out of capacity: each node's one fleet launch
+    takes another zone, its record says so, the Node registers there and the pods run on it,
+    with no boot failed and no launch made twice."""
+    w = scheduling
+    w.cloud.capacity = {"*/on-demand/us-east-1a": 0}
+    w.apps.create_namespaced_deployment(namespace, deployment("web", 3))
+    assert w.run_until(lambda: running(w, namespace, 3), 90), w.controller.status()["pods"]
+    live = [i for i in w.cloud.list_instances() if i.alive]
+    assert live
+    assert w.cloud.boot_calls == len(live)  # one launch per node: none failed, none repeated
+    records = {n.instance_id: n for n in w.controller.state.nodes.values() if n.instance_id}
+    for instance in live:
+        assert instance.zone != "us-east-1a"
+        assert (records[instance.instance_id].zone, records[instance.instance_id].instance_type) == (instance.zone, instance.instance_type)
+    for pod in w.pods(namespace).values():
+        assert w.core.read_node(pod.spec.node_name).metadata.labels["topology.kubernetes.io/zone"] != "us-east-1a"
+    assert w.controller.metrics.boot_failures.labels("insufficient_capacity")._value.get() == 0
+    w.apps.delete_namespaced_deployment("web", namespace)
+
+
 def test_a_pod_of_a_zonal_volume_gets_a_node_in_its_zone(namespace: str, scheduling: World) -> None:
     """A PersistentVolume that lives in us-east-1b, bound by the real PV controller to the
     pod's claim: the node is booted there."""
