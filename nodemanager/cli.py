@@ -111,7 +111,7 @@ def _check_config_command(args: argparse.Namespace) -> int:
     for pool in config.pools:
         launch = pool.launch
         how = (
-            f"one EC2 Fleet call per node offering up to {launch.max_offerings} offerings within {launch.price_tolerance:.0%} of the cheapest "
+            f"one EC2 Fleet call per node offering up to {launch.max_offerings} offerings within {launch.price_tolerance:.0%} of the planned price "
             f"(on-demand {launch.on_demand_strategy.value}, spot {launch.spot_strategy.value})"
             if launch.method is LaunchMethod.FLEET
             else "one RunInstances call per node" + ("" if "method" in launch.model_fields_set else f" ({fleet_hindrance(*config.fleet_inputs())})")

@@ -39,11 +39,11 @@ class Launch(Model):
 
     method: LaunchMethod | None = None
     """`fleet`: one EC2 Fleet call (`CreateFleet`, type `instant`) per node, offering every type and zone that holds the node's pods within
-    `priceTolerance` of the cheapest, so a capacity error on one falls back to the next in the same call. `runInstances`: one `RunInstances`
+    `priceTolerance` of the planned offering's price, so a capacity error on one falls back to the next in the same call. `runInstances`: one `RunInstances`
     call for the one offering chosen (for accounts that forbid fleets, with `nodes.bootImageSpec.launchTemplate`, or user data that names the
     node, its type or its zone). Default: `fleet`, or `runInstances` where one of those needs it."""
     price_tolerance: float = Field(default=0.1, ge=0, le=1)
-    """How much dearer than the cheapest offering that holds a node's pods another may be and still be offered to the fleet (0.1: 10%)."""
+    """How far from the planned offering's price another may be, dearer or cheaper, and still be offered to the fleet (0.1: 10%)."""
     max_offerings: int = Field(default=20, ge=1, le=60)
     """At most this many offerings (type and zone) in one fleet call, the cheapest first."""
     on_demand_strategy: OnDemandStrategy = OnDemandStrategy.LOWEST_PRICE

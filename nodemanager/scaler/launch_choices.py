@@ -15,14 +15,16 @@ devices, standby nodes and nodes whose pods constrain the type itself keep their
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Sequence
 
 from nodemanager.config.launch_schema import LaunchMethod
-from nodemanager.model import LaunchOption, Resources
+from nodemanager.model import LaunchOption, Pod, Resources
 from nodemanager.scaler import interpod_plan as plan
 from nodemanager.scaler.pools import Candidate, offering_node_info
 from nodemanager.scaler.run import NewNode, Run
-from nodemanager.scaler.sizing import accepts, floored, node_need
+from nodemanager.scaler.sizing import accepts, distinct, floored, node_need
 
 
 class _Chooser:
@@ -31,7 +33,11 @@ class _Chooser:
 
     def __init__(self, run: Run) -> None:
         self.run = run
+        # (accepted, kind) -> (accepted, the offerings of that kind, cheapest first)
         self.kin: dict[tuple, tuple[Sequence[Candidate], list[Candidate]]] = {}
+        # such a list -> its prices and its offerings as rows of plain figures
+        self.rows: dict[int, tuple[list[Candidate], list[float], list[tuple[float, int, int, int, Candidate]]]] = {}
+        self.floored: dict[int, tuple[Sequence[Candidate], set[int]]] = {}  # what sizing.floored kept -> their ids
         self.found: dict[tuple, tuple[Candidate, ...]] = {}
         self.options: dict[int, tuple[Candidate, LaunchOption]] = {}
 
@@ -41,10 +47,30 @@ class _Chooser:
         pods = node.info.pods.values()
         if launch.method is LaunchMethod.RUN_INSTANCES or node.standby or not pods or launch.max_offerings < 2:
             return ()
-        if any(p.claims or not plan.plannable(p) for p in pods):
+        kinds: dict[tuple, Pod] = {}  # the node's pods by constraints (which settle what is asked below)
+        for p in pods:
+            if p.claims:
+                return ()
+            kinds.setdefault(run.key(p), p)
+        if not all(plan.plannable(p) for p in kinds.values()):
             return ()
         own = node.candidate
-        zone = own.offering.zone if any(p.inter_pod for p in pods) else None
+        zone = own.offering.zone if any(p.inter_pod for p in kinds.values()) else None
+        need, count = node_need(node), len(node.info.pods)
+        # Nodes of the same kinds of pod asking alike share an answer. Their offering lists are
+        # built alike but are not always the same list (a pod placed on its own gets its
+        # zone's): the list's length and ends tell apart lists of different makings.
+        accepted = node.accepted
+        fingerprint = (len(accepted), id(accepted[0]), id(accepted[-1])) if accepted else (0,)
+        asked = (node.view.name, frozenset(kinds), fingerprint, zone, own.offering.capacity_type, need, count, id(own))
+        found = self.found.get(asked)
+        if found is None:
+            found = self.found[asked] = self._search(node, self._kin(node, zone), need, count, several=len(kinds) > 1)
+        return tuple(self._option(node, c) for c in found)
+
+    def _kin(self, node: NewNode, zone: str | None) -> list[Candidate]:
+        """The node's accepted offerings of its capacity type and architecture (and zone)."""
+        own = node.candidate
         key = (id(node.accepted), own.offering.capacity_type, own.itype.architectures, zone)
         kept = self.kin.get(key)
         if kept is None or kept[0] is not node.accepted:
@@ -56,36 +82,47 @@ class _Chooser:
                 and (zone is None or c.offering.zone == zone)
             ]
             kept = self.kin[key] = (node.accepted, kin)
-        need, count = node_need(node), len(node.info.pods)
-        several = len({run.key(p) for p in pods}) > 1
-        asked = (key, need, count, id(own))
-        found = None if several else self.found.get(asked)
-        if found is None:
-            found = self._search(node, kept[1], need, count, several)
-            if not several:
-                self.found[asked] = found
-        return tuple(self._option(node, c) for c in found)
+        return kept[1]
 
     def _search(self, node: NewNode, kin: list[Candidate], need: Resources, count: int, several: bool) -> tuple[Candidate, ...]:
         run, launch, own = self.run, node.view.pool.launch, node.candidate
         tolerance = 0.0 if run.snapshot.one_new_node else launch.price_tolerance
-        ceiling = own.price * (1 + tolerance) + 1e-12
+        floor, ceiling = own.price * (1 - tolerance) - 1e-12, own.price * (1 + tolerance) + 1e-12
         limited = run.budget(node.view).left() != (None, None, None)
+        large = floored(run, node.view, kin, (need,))
+        kept = self.floored.get(id(large))
+        if large is not kin and (kept is None or kept[0] is not large):
+            kept = self.floored[id(large)] = (large, {id(c) for c in large})
+        sized = kept[1] if large is not kin and kept is not None else None  # None: no floor applies
+        cpu, memory = need.cpu, need.memory
+        kinds: list[Pod] | None = None  # (made at the first offering to filter)
         found: list[Candidate] = []
-        for c in floored(run, node.view, kin, (need,)):
-            if c.price > ceiling:
+        prices, rows = self._rows(kin)
+        for price, room_cpu, room_memory, room_pods, c in itertools.islice(rows, bisect.bisect_left(prices, floor), None):
+            if price > ceiling:
                 break  # (cheapest first)
-            room = c.allocatable
-            if c is own or room.pods < count or not need.fits(room) or run.blocked(c):
+            if room_cpu < cpu or room_memory < memory or room_pods < count or c is own or (sized is not None and id(c) not in sized):
+                continue
+            if not need.fits(c.allocatable) or run.blocked(c):
                 continue
             if limited and (c.itype.vcpu > own.itype.vcpu or c.itype.memory_mib > own.itype.memory_mib):
                 continue  # the pool's limits were counted with the planned machine
-            if several and not accepts(run, node, c):
+            if several and kinds is None:
+                kinds = distinct(node.info.pods.values())
+            if kinds is not None and not accepts(run, node, c, kinds):
                 continue
             found.append(c)
             if len(found) == launch.max_offerings - 1:
                 break
         return tuple(found)
+
+    def _rows(self, kin: list[Candidate]) -> tuple[list[float], list[tuple[float, int, int, int, Candidate]]]:
+        """The offerings' prices, and their figures as plain rows (a search runs over many)."""
+        kept = self.rows.get(id(kin))
+        if kept is None or kept[0] is not kin:
+            rows = [(c.price, c.allocatable.cpu, c.allocatable.memory, c.allocatable.pods, c) for c in kin]
+            kept = self.rows[id(kin)] = (kin, [r[0] for r in rows], rows)
+        return kept[1], kept[2]
 
     def _option(self, node: NewNode, c: Candidate) -> LaunchOption:
         kept = self.options.get(id(c))

@@ -180,18 +180,21 @@ def _passes(run: Run, pod: Pod, trial: NodeInfo) -> bool:
     return True
 
 
-def accepts(run: Run, node: NewNode, cand: Candidate) -> bool:
+def accepts(run: Run, node: NewNode, cand: Candidate, kinds: Sequence[Pod] | None = None) -> bool:
     """The node's pods, of more than one group, accept it as ``cand`` (their inter-pod
-    constraints hold already: the node keeps its zone, capacity type and name)."""
+    constraints hold already: the node keeps its zone, capacity type and name). ``kinds``:
+    ``distinct`` of its pods, when the caller asks of many offerings."""
     probe_info = offering_node_info(node.view, cand, NEW_HOST)
     state = CycleState()
-    return all(run.fw.run_filter_plugins(state, node_level(p), probe_info).is_success() for p in _distinct(node.info.pods.values()))
+    pods = kinds if kinds is not None else distinct(node.info.pods.values())
+    return all(run.fw.run_filter_plugins(state, node_level(p), probe_info).is_success() for p in pods)
 
 
 MERGE_TRIES = 8  # cheapest offerings tried for a what-if's one new node
 
 
-def _distinct(pods: Iterable[Pod]) -> list[Pod]:
+def distinct(pods: Iterable[Pod]) -> list[Pod]:
+    """One pod of each kind (constraints and requests): what a filter can tell apart."""
     seen: dict[tuple, Pod] = {}
     for pod in pods:
         seen.setdefault((constraint_key(pod), pod.requests), pod)
