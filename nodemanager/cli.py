@@ -116,6 +116,10 @@ def _check_config_command(args: argparse.Namespace) -> int:
             if launch.method is LaunchMethod.FLEET
             else "one RunInstances call per node" + ("" if "method" in launch.model_fields_set else f" ({fleet_hindrance(*config.fleet_inputs())})")
         )
+        wanted = launch.min_values
+        if wanted.asked:
+            counts = [f"{n} {what}" for n, what in ((wanted.instance_types, "instance types"), (wanted.families, "families")) if n]
+            how += f"; minValues: at least {' and '.join(counts)} in every launch ({wanted.policy.value})"
         print(f"  pool {pool.name}: launched by {how}")
     return EXIT_OK
 

@@ -564,3 +564,18 @@ def test_an_instance_missing_from_one_listing_only_is_not_replaced():
     h.run(130)
     assert h.controller.state.nodes[name].state is S.CREATED
     assert len(h.controller.state.nodes) == 1
+
+
+def test_min_values_strict_makes_the_pod_wait_saying_why_and_best_effort_boots_saying_what_it_relaxed():
+    strict = Harness(binpack_pool(launch={"minValues": {"instanceTypes": 9}}), arrivals=[arrive("p1", cpu="500m")])
+    strict.run(20)
+    assert strict.bound() == {}
+    assert strict.controller.state.nodes == {}
+    [waiting] = strict.controller.status()["pods"]["waiting"]
+    assert "minValues not met" in waiting["reason"]
+    relaxed = Harness(binpack_pool(launch={"minValues": {"instanceTypes": 9, "policy": "BestEffort"}}), arrivals=[arrive("p1", cpu="500m")])
+    relaxed.run(40)
+    assert list(relaxed.bound()) == ["default/p1"]
+    [event] = [m for kind, key, reason, m in relaxed.cluster.recorded if reason == "TriggeredScaleUp" and key == "default/p1"]
+    assert "minValues not met" in event
+    assert "BestEffort" in event

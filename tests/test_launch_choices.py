@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from builders import OD, SPOT, pod, scaler
 
 from cloud.catalog import Catalog
+from nodemanager.config import parse_config
 from nodemanager.config.schema import Limits, Pool
+from nodemanager.errors import ConfigError
 from nodemanager.model import CapacityPolicy, CapacityType, InstanceType, Pod
 from nodemanager.scaler import ClusterSnapshot
 
@@ -115,3 +118,62 @@ def test_every_offering_holds_everything_the_node_was_planned_for():
     for option in spec.alternatives:
         assert option.allocatable.cpu >= need
         assert option.allocatable.pods >= len(spec.pods)
+
+
+# -- minValues ---------------------------------------------------------------------------------
+
+
+def test_min_values_adds_dearer_types_until_there_are_that_many():
+    spec = started(pool(launch={"minValues": {"instanceTypes": 4}}), [pod("p", cpu="1500m")])
+    assert {t for t, _ in offered(spec)} | {spec.instance_type} == {"a.large", "b.large", "m.xlarge", "c.large"}
+    assert offered(spec)[-1] == ("c.large", "z-1a")  # one offering of the type it lacked, the cheapest
+    assert spec.relaxed == ""
+
+
+def test_min_values_on_families_counts_families():
+    spec = started(pool(launch={"minValues": {"families": 3}, "priceTolerance": 0}), [pod("p", cpu="1500m")])
+    assert len({t.split(".")[0] for t, _ in offered(spec)} | {"a"}) == 3
+
+
+def test_strict_min_values_that_cannot_be_met_boots_nothing_and_the_pod_says_why():
+    p = pool(launch={"minValues": {"instanceTypes": 6}})
+    decision = scaler(p, catalog=CATALOG).compute(ClusterSnapshot((pod("p", cpu="1500m"),), ()), 100.0)
+    assert decision.start == ()
+    assert decision.bindings == {}
+    assert decision.waiting["default/p"] == "pool general: minValues not met: the pods' offerings give 4 instance type(s) of the 6 asked"
+
+
+def test_best_effort_min_values_boots_with_what_there_is_and_says_so():
+    spec = started(pool(launch={"minValues": {"instanceTypes": 6, "policy": "BestEffort"}}), [pod("p", cpu="1500m")])
+    assert {t for t, _ in offered(spec)} | {spec.instance_type} == {"a.large", "b.large", "m.xlarge", "c.large"}
+    assert spec.relaxed == "minValues not met: the pods' offerings give 4 instance type(s) of the 6 asked"
+
+
+def test_min_values_asks_for_a_fleet_with_room_for_them(tmp_path):
+    base = "pools:\n  - {name: a, launch: %s}\n"
+    with pytest.raises(ConfigError, match=r"pools\[0\]\.launch: .*maxOfferings is 3"):
+        parse_config(base % "{maxOfferings: 3, minValues: {instanceTypes: 5}}", "provider.yaml", tmp_path)
+    with pytest.raises(ConfigError, match=r"pools\[0\]\.launch\.minValues: .*minValues needs method fleet"):
+        parse_config(base % "{method: runInstances, minValues: {families: 2}}", "provider.yaml", tmp_path)
+
+
+def test_check_config_says_how_each_pool_launches(tmp_path, capsys):
+    from nodemanager.cli import main
+
+    path = tmp_path / "provider.yaml"
+    path.write_text(
+        "pools:\n"
+        "  - {name: fleet, launch: {priceTolerance: 0.05, minValues: {instanceTypes: 5, policy: BestEffort}}}\n"
+        "  - {name: single, launch: {method: runInstances}}\n"
+    )
+    assert main(["check-config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "pool fleet: launched by one EC2 Fleet call per node offering up to 20 offerings within 5% of the planned price" in out
+    assert "minValues: at least 5 instance types in every launch (BestEffort)" in out
+    assert "pool single: launched by one RunInstances call per node\n" in out
+    path.write_text(
+        "controllerId: c\ncloud: {provider: aws, aws: {region: us-east-1, userData: 'echo {zone}'}}\n"
+        "nodes: {bootImageSpec: {imageIDs: [ami-1]}}\npools:\n  - {name: a}\n"
+    )
+    assert main(["check-config", str(path)]) == 0
+    assert "pool a: launched by one RunInstances call per node (cloud.aws.userData uses {zone}" in capsys.readouterr().out

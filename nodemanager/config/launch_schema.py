@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import StrEnum
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from nodemanager.config.blocks import Model
 
@@ -34,6 +34,29 @@ class SpotStrategy(StrEnum):
 PER_NODE_PLACEHOLDERS = ("{node_name}", "{instance_type}", "{zone}")
 
 
+class MinValuesPolicy(StrEnum):
+    STRICT = "Strict"  # a node whose launch cannot offer that many is not booted: its pods wait, saying why
+    BEST_EFFORT = "BestEffort"  # it is booted with what there is, and its events say so
+
+
+class MinValues(Model):
+    """At least this many distinct instance types and families in every fleet launch's offerings (Karpenter's `minValues` on
+    `node.kubernetes.io/instance-type` and `karpenter.k8s.aws/instance-family`): dearer types than `priceTolerance` allows are added until
+    there are. Nodes chosen for their devices, standby nodes and nodes whose pods constrain their type are launched as planned."""
+
+    instance_types: int | None = Field(default=None, ge=1, le=60)
+    """Distinct instance types, the planned one included."""
+    families: int | None = Field(default=None, ge=1, le=60)
+    """Distinct instance families (`m5`, `c6i`), the planned one's included."""
+    policy: MinValuesPolicy = MinValuesPolicy.STRICT
+    """`Strict` (Karpenter's default): a node whose pods fewer types or families hold is not booted, and its pods wait saying so.
+    `BestEffort`: it is booted with what there is, and its events say what was relaxed."""
+
+    @property
+    def asked(self) -> bool:
+        return self.instance_types is not None or self.families is not None
+
+
 class Launch(Model):
     """How the pool's nodes are launched."""
 
@@ -52,6 +75,15 @@ class Launch(Model):
     spot_strategy: SpotStrategy = SpotStrategy.PRICE_CAPACITY_OPTIMIZED
     """EC2's spot allocation strategy: `price-capacity-optimized` (cheap pools least likely to be interrupted), `capacity-optimized` or
     `lowest-price`."""
+    min_values: MinValues = Field(default_factory=MinValues)
+    """The least variety of instance types and families every launch offers (see [Launches](concepts/launches.md#minvalues))."""
+
+    @model_validator(mode="after")
+    def _enough_offerings(self) -> Launch:
+        asked = max(self.min_values.instance_types or 0, self.min_values.families or 0)
+        if asked > self.max_offerings:
+            raise ValueError(f"minValues asks for {asked} distinct types or families but maxOfferings is {self.max_offerings}: raise maxOfferings")
+        return self
 
 
 def fleet_hindrance(launch_template: str | None, user_data: str) -> str:
@@ -75,4 +107,7 @@ def launch_method_problems(launches: Sequence[Launch], launch_template: str | No
             object.__setattr__(launch, "method", LaunchMethod.RUN_INSTANCES if hindrance else LaunchMethod.FLEET)
         elif launch.method is LaunchMethod.FLEET and hindrance:
             problems.append(f"pools[{i}].launch.method: fleet, but {hindrance}: use runInstances")
+        if launch.min_values.asked and launch.method is LaunchMethod.RUN_INSTANCES:
+            why = "set" if "method" in launch.model_fields_set else f"its default here, since {hindrance}"
+            problems.append(f"pools[{i}].launch.minValues: a RunInstances launch offers one type ({why}): minValues needs method fleet")
     return problems

@@ -59,9 +59,10 @@ class Boots:
             f"; the pool's size floor is {spec.size_floor} (pools[].nodeSizeFloor)" if spec.size_floor else "",
         )
         what = f"{spec.instance_type} {spec.capacity_type} in {spec.zone}"
-        self.state.event("Node", spec.name, "Booting", f"{what} for pool {spec.pool}" + (" (standby)" if spec.standby else ""))
+        relaxed = f"; {spec.relaxed} (minValues policy BestEffort)" if spec.relaxed else ""
+        self.state.event("Node", spec.name, "Booting", f"{what} for pool {spec.pool}" + (" (standby)" if spec.standby else "") + relaxed)
         for pod in spec.pods:
-            self.state.event("Pod", pod, "TriggeredScaleUp", f"booting node {spec.name} ({what}) for this pod")
+            self.state.event("Pod", pod, "TriggeredScaleUp", f"booting node {spec.name} ({what}) for this pod{relaxed}")
         self.state.ledger.booted(spec.name, spec.pods)
         self.state.nodes[spec.name] = Node(
             spec.name,

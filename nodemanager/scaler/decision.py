@@ -42,6 +42,7 @@ class NodeSpec:
     standby: bool = False
     size_floor: SizeFloor | None = None  # the pool's node size floor when it left smaller types out of this choice
     alternatives: tuple[LaunchOption, ...] = ()  # other offerings its launch may take, cheapest first (fleet launches)
+    relaxed: str = ""  # what of the pool's minValues its launch falls short of (BestEffort)
 
 
 @dataclass(frozen=True, slots=True)

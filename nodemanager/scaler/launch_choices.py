@@ -19,7 +19,7 @@ import bisect
 import itertools
 from collections.abc import Sequence
 
-from nodemanager.config.launch_schema import LaunchMethod
+from nodemanager.config.launch_schema import LaunchMethod, MinValuesPolicy
 from nodemanager.model import LaunchOption, Pod, Resources
 from nodemanager.scaler import interpod_plan as plan
 from nodemanager.scaler.pools import Candidate, offering_node_info
@@ -38,22 +38,23 @@ class _Chooser:
         # such a list -> its prices and its offerings as rows of plain figures
         self.rows: dict[int, tuple[list[Candidate], list[float], list[tuple[float, int, int, int, Candidate]]]] = {}
         self.floored: dict[int, tuple[Sequence[Candidate], set[int]]] = {}  # what sizing.floored kept -> their ids
-        self.found: dict[tuple, tuple[Candidate, ...]] = {}
+        self.found: dict[tuple, tuple[tuple[Candidate, ...], str]] = {}
         self.options: dict[int, tuple[Candidate, LaunchOption]] = {}
 
-    def alternatives(self, node: NewNode) -> tuple[LaunchOption, ...]:
-        """The offerings besides its own that the node's launch may take, cheapest first."""
+    def alternatives(self, node: NewNode) -> tuple[tuple[LaunchOption, ...], str]:
+        """The offerings besides its own that the node's launch may take, cheapest first
+        (those ``minValues`` added last), and what of ``minValues`` they fall short of."""
         run, launch = self.run, node.view.pool.launch
         pods = node.info.pods.values()
         if launch.method is LaunchMethod.RUN_INSTANCES or node.standby or not pods or launch.max_offerings < 2:
-            return ()
+            return (), ""
         kinds: dict[tuple, Pod] = {}  # the node's pods by constraints (which settle what is asked below)
         for p in pods:
             if p.claims:
-                return ()
+                return (), ""
             kinds.setdefault(run.key(p), p)
         if not all(plan.plannable(p) for p in kinds.values()):
-            return ()
+            return (), ""
         own = node.candidate
         zone = own.offering.zone if any(p.inter_pod for p in kinds.values()) else None
         need, count = node_need(node), len(node.info.pods)
@@ -63,10 +64,10 @@ class _Chooser:
         accepted = node.accepted
         fingerprint = (len(accepted), id(accepted[0]), id(accepted[-1])) if accepted else (0,)
         asked = (node.view.name, frozenset(kinds), fingerprint, zone, own.offering.capacity_type, need, count, id(own))
-        found = self.found.get(asked)
-        if found is None:
-            found = self.found[asked] = self._search(node, self._kin(node, zone), need, count, several=len(kinds) > 1)
-        return tuple(self._option(node, c) for c in found)
+        answer = self.found.get(asked)
+        if answer is None:
+            answer = self.found[asked] = self._search(node, self._kin(node, zone), need, count, several=len(kinds) > 1)
+        return tuple(self._option(node, c) for c in answer[0]), answer[1]
 
     def _kin(self, node: NewNode, zone: str | None) -> list[Candidate]:
         """The node's accepted offerings of its capacity type and architecture (and zone)."""
@@ -84,7 +85,8 @@ class _Chooser:
             kept = self.kin[key] = (node.accepted, kin)
         return kept[1]
 
-    def _search(self, node: NewNode, kin: list[Candidate], need: Resources, count: int, several: bool) -> tuple[Candidate, ...]:
+    def _search(self, node: NewNode, kin: list[Candidate], need: Resources, count: int, several: bool) -> tuple[tuple[Candidate, ...], str]:
+        """The offerings, and what of ``minValues`` they fall short of ("" if nothing)."""
         run, launch, own = self.run, node.view.pool.launch, node.candidate
         tolerance = 0.0 if run.snapshot.one_new_node else launch.price_tolerance
         floor, ceiling = own.price * (1 - tolerance) - 1e-12, own.price * (1 + tolerance) + 1e-12
@@ -96,25 +98,46 @@ class _Chooser:
         sized = kept[1] if large is not kin and kept is not None else None  # None: no floor applies
         cpu, memory = need.cpu, need.memory
         kinds: list[Pod] | None = None  # (made at the first offering to filter)
-        found: list[Candidate] = []
-        prices, rows = self._rows(kin)
-        for price, room_cpu, room_memory, room_pods, c in itertools.islice(rows, bisect.bisect_left(prices, floor), None):
-            if price > ceiling:
-                break  # (cheapest first)
+
+        def holds(row: tuple[float, int, int, int, Candidate]) -> bool:
+            nonlocal kinds
+            _, room_cpu, room_memory, room_pods, c = row
             if room_cpu < cpu or room_memory < memory or room_pods < count or c is own or (sized is not None and id(c) not in sized):
-                continue
+                return False
             if not need.fits(c.allocatable) or run.blocked(c):
-                continue
+                return False
             if limited and (c.itype.vcpu > own.itype.vcpu or c.itype.memory_mib > own.itype.memory_mib):
-                continue  # the pool's limits were counted with the planned machine
+                return False  # the pool's limits were counted with the planned machine
             if several and kinds is None:
                 kinds = distinct(node.info.pods.values())
-            if kinds is not None and not accepts(run, node, c, kinds):
-                continue
-            found.append(c)
-            if len(found) == launch.max_offerings - 1:
+            return kinds is None or accepts(run, node, c, kinds)
+
+        room = launch.max_offerings - 1
+        prices, rows = self._rows(kin)
+        start, end = bisect.bisect_left(prices, floor), bisect.bisect_right(prices, ceiling)
+        found = [row[4] for row in itertools.islice((r for r in itertools.islice(rows, start, end) if holds(r)), room)]
+        wanted = launch.min_values
+        if not wanted.asked:
+            return tuple(found), ""
+        # minValues: dearer offerings, cheapest first, each of a type or family not yet offered
+        types, families = {own.itype.name, *(c.itype.name for c in found)}, {own.itype.family, *(c.itype.family for c in found)}
+        short = lambda: (wanted.instance_types or 0) > len(types) or (wanted.families or 0) > len(families)  # noqa: E731
+        for row in itertools.islice(rows, end, None):
+            if not short() or len(found) >= room:
                 break
-        return tuple(found)
+            c = row[4]
+            new_type = (wanted.instance_types or 0) > len(types) and c.itype.name not in types
+            new_family = (wanted.families or 0) > len(families) and c.itype.family not in families
+            if (new_type or new_family) and holds(row):
+                found.append(c)
+                types.add(c.itype.name)
+                families.add(c.itype.family)
+        unmet = [
+            f"{have} {what} of the {asked} asked"
+            for have, what, asked in ((len(types), "instance type(s)", wanted.instance_types), (len(families), "family(ies)", wanted.families))
+            if asked and have < asked
+        ]
+        return tuple(found), ("minValues not met: the pods' offerings give " + " and ".join(unmet)) if unmet else ""
 
     def _rows(self, kin: list[Candidate]) -> tuple[list[float], list[tuple[float, int, int, int, Candidate]]]:
         """The offerings' prices, and their figures as plain rows (a search runs over many)."""
@@ -132,7 +155,21 @@ class _Chooser:
         return kept[1]
 
 
-def options_of(run: Run, nodes: Sequence[NewNode]) -> dict[str, tuple[LaunchOption, ...]]:
-    """The alternatives of each node to boot, by name."""
+def options_of(run: Run, nodes: Sequence[NewNode]) -> tuple[list[NewNode], dict[str, tuple[tuple[LaunchOption, ...], str]]]:
+    """The nodes to boot after all, and each one's alternatives and what of ``minValues``
+    they fall short of. A node that falls short under the ``Strict`` policy is not booted:
+    its pods wait, saying why."""
     chooser = _Chooser(run)
-    return {n.info.name: chooser.alternatives(n) for n in nodes}
+    options = {n.info.name: chooser.alternatives(n) for n in nodes}
+    kept = []
+    for node in nodes:
+        unmet = options[node.info.name][1]
+        if unmet and node.view.pool.launch.min_values.policy is MinValuesPolicy.STRICT:
+            for key in list(node.info.pods):
+                run.unplace(key)
+                run.waiting[key] = f"pool {node.view.name}: {unmet}"
+            run.forget(node.info.name)
+            del options[node.info.name]
+        else:
+            kept.append(node)
+    return kept, options

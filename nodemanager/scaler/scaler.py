@@ -178,9 +178,9 @@ class BindingNodeScaler:
             excluded = {**excluded, **{k: why for k, why in failed.items() if k in last}}
             last = (last | failed.keys()) - excluded.keys()
         try:
+            started, options = launch_choices.options_of(run, started)
             stopping, unneeded = stops.stops(run)
-            options = launch_choices.options_of(run, started)
-            specs = tuple(_spec(n, run.floor_applied.get(n.view.name), options[n.info.name]) for n in started)
+            specs = tuple(_spec(n, run.floor_applied.get(n.view.name), *options[n.info.name]) for n in started)
             return Decision(
                 start=specs,
                 stop=tuple(stopping),
@@ -231,7 +231,7 @@ def _classes(pods: list[Pod], key_of: Callable[[Pod], tuple]) -> list[PodClass]:
     return list(classes.values())
 
 
-def _spec(node: NewNode, size_floor: SizeFloor | None, alternatives: tuple[LaunchOption, ...]) -> NodeSpec:
+def _spec(node: NewNode, size_floor: SizeFloor | None, alternatives: tuple[LaunchOption, ...], relaxed: str) -> NodeSpec:
     c = node.candidate
     return NodeSpec(
         name=NodeName(node.info.name),
@@ -247,4 +247,5 @@ def _spec(node: NewNode, size_floor: SizeFloor | None, alternatives: tuple[Launc
         standby=node.standby,
         size_floor=None if node.standby else size_floor,
         alternatives=alternatives,
+        relaxed=relaxed,
     )
