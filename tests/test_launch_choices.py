@@ -177,3 +177,11 @@ def test_check_config_says_how_each_pool_launches(tmp_path, capsys):
     )
     assert main(["check-config", str(path)]) == 0
     assert "pool a: launched by one RunInstances call per node (cloud.aws.userData uses {zone}" in capsys.readouterr().out
+
+
+def test_a_pool_whose_offerings_cannot_meet_a_strict_min_values_is_passed_over_for_the_next():
+    narrow = Pool(name="narrow", instance_types=["a.large"], weight=10, launch={"minValues": {"instanceTypes": 3}})
+    decision = scaler(narrow, pool(), catalog=CATALOG).compute(ClusterSnapshot((pod("p", cpu="1500m"),), ()), 100.0)
+    [spec] = decision.start
+    assert spec.pool == "general"
+    assert decision.bindings == {"default/p": spec.name}

@@ -19,10 +19,10 @@ import bisect
 import itertools
 from collections.abc import Sequence
 
-from nodemanager.config.launch_schema import LaunchMethod, MinValuesPolicy
+from nodemanager.config.launch_schema import LaunchMethod, MinValues, MinValuesPolicy
 from nodemanager.model import LaunchOption, Pod, Resources
 from nodemanager.scaler import interpod_plan as plan
-from nodemanager.scaler.pools import Candidate, offering_node_info
+from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info
 from nodemanager.scaler.run import NewNode, Run
 from nodemanager.scaler.sizing import accepts, distinct, floored, node_need
 
@@ -132,12 +132,7 @@ class _Chooser:
                 found.append(c)
                 types.add(c.itype.name)
                 families.add(c.itype.family)
-        unmet = [
-            f"{have} {what} of the {asked} asked"
-            for have, what, asked in ((len(types), "instance type(s)", wanted.instance_types), (len(families), "family(ies)", wanted.families))
-            if asked and have < asked
-        ]
-        return tuple(found), ("minValues not met: the pods' offerings give " + " and ".join(unmet)) if unmet else ""
+        return tuple(found), _shortfall(wanted, types, families)
 
     def _rows(self, kin: list[Candidate]) -> tuple[list[float], list[tuple[float, int, int, int, Candidate]]]:
         """The offerings' prices, and their figures as plain rows (a search runs over many)."""
@@ -173,3 +168,28 @@ def options_of(run: Run, nodes: Sequence[NewNode]) -> tuple[list[NewNode], dict[
         else:
             kept.append(node)
     return kept, options
+
+
+def _shortfall(wanted: MinValues, types: set[str], families: set[str]) -> str:
+    """What of ``wanted`` these types and families fall short of ("" if nothing)."""
+    unmet = [
+        f"{have} {what} of the {asked} asked"
+        for have, what, asked in ((len(types), "instance type(s)", wanted.instance_types), (len(families), "family(ies)", wanted.families))
+        if asked and have < asked
+    ]
+    return ("minValues not met: the pods' offerings give " + " and ".join(unmet)) if unmet else ""
+
+
+def strict_shortfall(view: PoolView, offerings: Sequence[Candidate], pod: Pod) -> str:
+    """Under the pool's ``Strict`` minValues, what the offerings that hold ``pod`` fall
+    short of ("" if nothing): such a pool is passed over for the pod while planning, as
+    Karpenter passes over a NodePool whose requirements cannot meet their minValues. (A
+    node the pod shares with others may still fall short: ``options_of`` then drops it.)"""
+    launch = view.pool.launch
+    wanted = launch.min_values
+    if not wanted.asked or wanted.policy is not MinValuesPolicy.STRICT or launch.method is LaunchMethod.RUN_INSTANCES:
+        return ""
+    if pod.claims or not plan.plannable(pod):
+        return ""  # (launched as planned: minValues does not apply)
+    holding = [c.itype for c in offerings if pod.requests.fits(c.allocatable)]
+    return _shortfall(wanted, {t.name for t in holding}, {t.family for t in holding})

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 
 from nodemanager.model import CapacityPolicy, CapacityType, Pod, PodKey, Resources
 from nodemanager.model.labels import HOSTNAME, ZONE
-from nodemanager.scaler import binpack, existing, group_order, sizing, steering
+from nodemanager.scaler import binpack, existing, group_order, launch_choices, sizing, steering
 from nodemanager.scaler import interpod_plan as plan
 from nodemanager.scaler.memory import PROBE_MEMO_SIZE
 from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info
@@ -140,6 +140,8 @@ def _through_pools(run: Run, group: list[PodClass], steer: steering.Steer | None
                 reasons[id(c)].append((f"pool {view.name}: no instance type can hold {_describe(c.rep.requests)}", False))
             elif not any(c.rep.requests.fits(a) for a in largest_available):
                 reasons[id(c)].append((f"pool {view.name}: every fitting offering is marked unavailable after capacity errors", True))
+            elif short := launch_choices.strict_shortfall(view, available, c.rep):
+                reasons[id(c)].append((f"pool {view.name}: {short}", True))
             else:
                 usable.append(c)
         if usable and any(c.rep.claims for c in usable):
@@ -247,6 +249,9 @@ def _new_node_for(run: Run, pod: Pod, kin: int, reasons: list[tuple[str, bool]],
         if not usable:
             text = why if not offered else _UNMET if not accepted else f"no available offering can hold {_describe(pod.requests)}"
             reasons.append((f"pool {view.name}: {text}", transient or bool(accepted)))
+            continue
+        if short := launch_choices.strict_shortfall(view, usable, pod):
+            reasons.append((f"pool {view.name}: {short}", True))
             continue
         groups: dict[tuple, list[Candidate]] = defaultdict(list)
         for c in usable:
