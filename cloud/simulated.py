@@ -123,15 +123,14 @@ class SimulatedCloud:
             return self._view(self._records[known])
         # A fleet launch (alternatives given) takes the planned offering while it has
         # capacity, else the next of its offerings (cheapest first) that has.
-        call = "CreateFleet" if request.alternatives else "RunInstances"
         refused: list[OfferingError] = []
         for instance_type, zone in request.offerings():
             limit = self._capacity_limit(instance_type, request.capacity_type, zone)
             if limit is None or self._live_count(instance_type, request.capacity_type, zone) < limit:
                 break
-            self.errors.failed(call, "InsufficientInstanceCapacity")
             refused.append(InsufficientCapacity(instance_type, request.capacity_type, zone, "simulated capacity exhausted"))
-        else:
+        else:  # the call fails (a fleet that launches something has not failed)
+            self.errors.failed("CreateFleet" if request.alternatives else "RunInstances", "InsufficientInstanceCapacity")
             if not request.alternatives:
                 raise refused[0]
             raise LaunchRefused(list(refused))

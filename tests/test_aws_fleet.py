@@ -174,14 +174,13 @@ def _fleet_error(itype, zone, subnet, code, message="injected"):
     }
 
 
+FLEET_KEYS = ("Type", "ClientToken", "LaunchTemplateConfigs", "TargetCapacitySpecification", "TagSpecifications", "OnDemandOptions")
+
+
 def _stub_fleet(cloud, reply):
     stubber = Stubber(cloud.ec2)
     stubber.add_response("describe_instances", {"Reservations": []}, {"Filters": ANY, "MaxResults": 100})
-    stubber.add_response(
-        "create_fleet",
-        reply,
-        dict.fromkeys(("Type", "ClientToken", "LaunchTemplateConfigs", "TargetCapacitySpecification", "TagSpecifications", "OnDemandOptions"), ANY),
-    )
+    stubber.add_response("create_fleet", reply, dict.fromkeys(FLEET_KEYS, ANY))
     return stubber
 
 
@@ -230,6 +229,31 @@ def test_a_fleet_that_launches_nothing_says_why_for_each_offering(aws, catalog):
     cloud.boot(fleet_request("n9"))
     offered = {v for k, v in calls[0].items() if k.endswith(".AvailabilityZone")}
     assert offered == {"us-east-1b", "us-east-1c"}
+
+
+def test_a_subnet_out_of_addresses_is_passed_over_and_the_fleet_asked_again_with_the_zones_other(aws, catalog):
+    vpc = aws.describe_vpcs(Filters=[{"Name": "isDefault", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
+    extra = aws.create_subnet(VpcId=vpc, CidrBlock="172.31.96.0/20", AvailabilityZone="us-east-1a")["Subnet"]["SubnetId"]
+    aws.modify_subnet_attribute(SubnetId=extra, MapPublicIpOnLaunch={"Value": True})
+    cloud = aws_cloud(catalog, subnets=[*default_subnets().values(), extra])
+    cloud.boot(fleet_request("warm"))
+    first = cloud.subnets.usable("us-east-1a")[0]
+    launched = {
+        "Instances": [
+            {
+                "LaunchTemplateAndOverrides": {"Overrides": {"InstanceType": "m5.large", "AvailabilityZone": "us-east-1a", "SubnetId": "subnet-x"}},
+                "InstanceIds": ["i-0aaaaaaaaaaaaaaa1"],
+                "InstanceType": "m5.large",
+            }
+        ]
+    }
+    with _stub_fleet(cloud, {"Errors": [_fleet_error("m5.large", "us-east-1a", first, "InsufficientFreeAddressesInSubnet")], "Instances": []}) as stubber:
+        stubber.add_response("create_fleet", launched, dict.fromkeys(FLEET_KEYS, ANY))
+        instance = cloud.boot(fleet_request())
+        stubber.assert_no_pending_responses()
+    assert instance.instance_id == "i-0aaaaaaaaaaaaaaa1"
+    both = {default_subnets()["us-east-1a"], extra}
+    assert cloud.subnets.usable("us-east-1a") == sorted(both - {first})  # the zone's other subnet, for a while
 
 
 def test_a_launch_template_deleted_behind_our_back_is_made_again_within_the_boot(aws, catalog):

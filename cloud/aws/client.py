@@ -3,9 +3,9 @@
 * Boot: one CreateFleet (``fleet``) per node with alternatives, else one RunInstances,
   with a ClientToken derived from the node (EC2 returns the same instance for a repeated
   token); before launching, an instance already tagged with the node's name is returned
-  instead, which also covers endpoints that ignore tokens. The subnet is one of the zone's, skipping subnets that recently ran out of
-  addresses; when every subnet of a zone is out, the whole zone is reported so the
-  scaler moves on to another.
+  instead, which also covers endpoints that ignore tokens. The subnet is one of the
+  zone's, skipping subnets that recently ran out of addresses; when every subnet of a zone
+  is out, the whole zone is reported so the scaler moves on to another.
 * Find / describe / terminate: DescribeInstances filtered by the controller tag
   (paginated), TerminateInstances in batches.
 * Errors: throttling, 5xx and dropped connections are retried by tenacity (exponential
@@ -237,8 +237,10 @@ class AwsCloud:
                 continue
             errors.append(error)
         launched = next((i for i in reply.get("Instances", []) if i.get("InstanceIds")), None)
+        if launched is None and not errors and not again:
+            return self._fleet_boot(request, again=True)  # only subnets ran out, and their zones have others
         if launched is None:
-            raise LaunchRefused(errors)
+            raise LaunchRefused(errors or [CloudError("the fleet launched nothing and named no reason")])
         override = (launched.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
         zone = override.get("AvailabilityZone") or zone_of.get(override.get("SubnetId", ""), "")
         instance_type = launched.get("InstanceType") or override.get("InstanceType", "")

@@ -125,7 +125,9 @@ class Boots:
                 self.metrics.boot_failures.labels("throttled").inc()
                 return
             except LaunchRefused as exc:
-                labels = [self._refused(node, refusal, now) for refusal in exc.refusals]
+                typed = [r for r in exc.refusals if isinstance(r, OfferingError | ZoneUnavailable | QuotaExceeded)]
+                other = [r for r in exc.refusals if r not in typed]
+                labels = [self._refused(node, refusal, now) for refusal in typed + other[:1]]  # the pool backs off once at most
                 self._boot_failed(name, labels[0] if labels else "cloud_error", str(exc))
                 return
             except NodeManagerError as exc:  # any other refusal: the node is gone, its pods move on
