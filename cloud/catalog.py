@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from nodemanager.model import CapacityType, Gpu, InstanceType, Offering, Resources
-from nodemanager.model.instance_type import DEFAULT_VOLUME_BYTES
+from nodemanager.model.instance_type import DEFAULT_VOLUME_BYTES, prefix_max_pods
 
 DATA_DIR = Path(__file__).parent / "data"
 DEFAULT_REGION = "us-east-1"
@@ -81,6 +81,12 @@ class Catalog:
             available = sorted(p.stem for p in DATA_DIR.glob("*.json"))
             raise FileNotFoundError(f"no bundled catalog for region {region!r}; bundled: {available}")
         return cls.from_file(path, spot_price_fraction)
+
+    def with_prefix_delegation(self) -> Catalog:
+        """A copy whose types hold as many pods as the VPC CNI gives them with prefix
+        delegation (``prefix_max_pods``); a type whose ENIs are not known keeps its limit."""
+        types = [replace(t, max_pods=prefix_max_pods(t.enis, t.ipv4_per_eni, t.vcpu) or t.max_pods) for t in self._types.values()]
+        return Catalog(types, self.region, f"{self.source}, with VPC CNI prefix delegation")
 
     def with_prices(self, on_demand: Mapping[str, float], spot: Mapping[tuple[str, str], float], source: str) -> Catalog:
         """A copy with fresher list prices: on-demand per type, spot per (type, zone). What a
@@ -225,4 +231,6 @@ def _instance_type(entry: dict[str, Any], spot_price_fraction: float) -> Instanc
         burstable=bool(entry.get("burstable", False)),
         bare_metal=bool(entry.get("bare_metal", False)),
         current_generation=bool(entry.get("current_generation", entry["name"].split(".", 1)[0] not in PREVIOUS_GENERATION_FAMILIES)),
+        enis=int(entry.get("enis", 0)),
+        ipv4_per_eni=int(entry.get("ipv4_per_eni", 0)),
     )

@@ -68,6 +68,8 @@ def catalog_entry(record: Mapping[str, Any], zones: list[str], price: float) -> 
         "spot": "spot" in record.get("SupportedUsageClasses", []),
         "zones": zones,
         "max_pods": eni_max_pods(network.get("MaximumNetworkInterfaces", 0), network.get("Ipv4AddressesPerInterface", 0)),
+        "enis": network.get("MaximumNetworkInterfaces", 0),
+        "ipv4_per_eni": network.get("Ipv4AddressesPerInterface", 0),
         "burstable": bool(record.get("BurstablePerformanceSupported", False)),
         "bare_metal": bool(record.get("BareMetal", False)),
     }

@@ -145,6 +145,8 @@ def _catalog_for(config: ProviderConfig) -> Catalog:
         listed = Catalog.from_file(Path(settings.file), settings.spot_price_fraction)
     else:
         listed = Catalog.bundled(settings.region, settings.spot_price_fraction)
+    if config.nodes.prefix_delegation:
+        listed = listed.with_prefix_delegation()
     return overridden(listed, settings.price_overrides)
 
 

@@ -86,6 +86,9 @@ class NodeDefaults(Model):
     """The type of standby entries that name none."""
     volume_size: ByteQuantity = 20 * 2**30
     """Root volume size; 90% of it is the node's ephemeral-storage allocatable."""
+    prefix_delegation: bool = False
+    """The VPC CNI hands out /28 prefixes (`ENABLE_PREFIX_DELEGATION`): each type holds ENIs x (IPv4 per ENI - 1) x 16 + 2 pods, at most 110 below
+    30 vCPU and 250 from 30 (EKS's max-pods calculator), planned for and given to each kubelet; `false`: the ENIs' addresses, at most 110."""
     boot_image_spec: BootImageSpec = Field(default_factory=BootImageSpec)
     """Which image nodes boot: `imageIDs`, or `owners` + `filters` (the newest match), or `launchTemplate`. A node launched from another image than the one
     this resolves to now is drifted."""

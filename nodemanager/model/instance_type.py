@@ -3,7 +3,8 @@
 Allocatable follows the EKS / Karpenter model so that a new node holds exactly what the
 kubelet will report:
 
-* pods      = ``max_pods`` = min(ENIs x (IPv4 per ENI - 1) + 2, 110), or given explicitly;
+* pods      = ``max_pods`` = min(ENIs x (IPv4 per ENI - 1) + 2, 110), or given explicitly
+              (with prefix delegation, ``prefix_max_pods``);
 * cpu       = vCPU - kube-reserved CPU, where kube-reserved is 6% of the first core,
               1% of the second, 0.5% of the third and fourth, 0.25% of every further core;
 * memory    = memory - 7.5% VM overhead - kube-reserved (11 MiB x max_pods + 255 MiB)
@@ -42,6 +43,19 @@ def eni_max_pods(enis: int, ipv4_per_eni: int) -> int:
     if enis <= 0 or ipv4_per_eni <= 1:
         return KUBELET_MAX_PODS
     return min(enis * (ipv4_per_eni - 1) + 2, KUBELET_MAX_PODS)
+
+
+PREFIX_ADDRESSES = 16  # a /28 prefix in each of an ENI's address slots
+PREFIX_MAX_PODS, PREFIX_MAX_PODS_LARGE, LARGE_VCPU = 110, 250, 30  # EKS's max-pods calculator's caps
+
+
+def prefix_max_pods(enis: int, ipv4_per_eni: int, vcpu: int) -> int | None:
+    """The VPC CNI pod limit with prefix delegation (``ENABLE_PREFIX_DELEGATION``), as EKS's
+    max-pods calculator gives it: ENIs x (IPv4 per ENI - 1) x 16 + 2, at most 110 below 30
+    vCPU and 250 from 30; None where the type's ENIs are not known."""
+    if enis <= 0 or ipv4_per_eni <= 1:
+        return None
+    return min(enis * (ipv4_per_eni - 1) * PREFIX_ADDRESSES + 2, PREFIX_MAX_PODS_LARGE if vcpu >= LARGE_VCPU else PREFIX_MAX_PODS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +101,8 @@ class InstanceType:
     burstable: bool = False
     bare_metal: bool = False
     current_generation: bool = True  # EC2's CurrentGeneration: previous ones often lack current images and network drivers
+    enis: int = 0  # network interfaces, and IPv4 addresses on each (0: not known): the VPC CNI's pod limits
+    ipv4_per_eni: int = 0
     offerings: tuple[Offering, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
