@@ -19,7 +19,7 @@ from tqdm import tqdm
 from nodemanager import __version__
 from nodemanager.cluster.workload import DEFAULT_MAX_PODS
 from nodemanager.config import EMBEDDED_DEFAULT, embedded_default_path, load_config
-from nodemanager.config.cloud_schema import SimulatedCloud
+from nodemanager.config.cloud_schema import CloudProvider, SimulatedCloud
 from nodemanager.config.launch_schema import LaunchMethod, fleet_hindrance
 from nodemanager.config.prices import priced_offerings
 from nodemanager.config.schema import ProviderConfig
@@ -108,6 +108,11 @@ def _check_config_command(args: argparse.Namespace) -> int:
         print(
             f"  price override {i}: {', '.join(rule.instance_types)} ({where}) {how}: {priced} offering(s) match" + (f"; {rule.reason}" if rule.reason else "")
         )
+    aws = config.cloud.aws if config.cloud.provider is CloudProvider.AWS else None
+    if aws is not None:
+        family = aws.image_family.value if aws.image_family else "taken from the name of each image booted (Custom for an image not EKS-optimized)"
+        how = "set" if "image_family" in aws.model_fields_set else "from nodes.bootImageSpec's name filter"
+        print(f"  nodes join as image family {family}" + (f" ({how})" if aws.image_family else ""))
     for pool in config.pools:
         launch = pool.launch
         how = (

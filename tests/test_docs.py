@@ -35,7 +35,7 @@ def test_the_reference_has_a_row_for_every_key_of_every_block():
     assert "| `bootTimeout` | duration | `5m` |" in text
     assert "| `volumeSize` | byte quantity | `20Gi` |" in text
     assert "| `region` | string | required |" in text
-    assert "| `imageFamily` | `AL2023` \\| `AL2` \\| `Bottlerocket` \\| `Custom` | `Custom` |" in text
+    assert "| `imageFamily` | `AL2023` \\| `AL2` \\| `Bottlerocket` \\| `Custom` | none |" in text  # unset: the image's
     assert '| [`budgets`](#poolsdisruptionbudgets) | list of block | `[{"nodes": "10%", "reasons": []}]` |' in text
 
 

@@ -35,7 +35,7 @@ from cloud.aws.images import Images
 from cloud.aws.pacing import SharedPause
 from cloud.aws.pricing import PRICING_REGION, REGION_NAMES, on_demand_prices, spot_prices
 from cloud.aws.queue import SqsQueue
-from cloud.aws.settings import AwsSettings, BootImage, ImageFamily
+from cloud.aws.settings import AwsSettings, BootImage, ImageFamily, family_of
 from cloud.aws.subnets import Subnets
 from cloud.aws.userdata import NodeJoin
 from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState, PriceUpdate, launch_tags
@@ -376,11 +376,13 @@ class AwsCloud:
             "ClientToken": request.token,
             "TagSpecifications": [{"ResourceType": "instance", "Tags": tag_list}, {"ResourceType": "volume", "Tags": tag_list}],
         }
+        family = self.settings.image_family or ImageFamily.CUSTOM
         if self.boot_image.launch_template:
             key = "LaunchTemplateId" if self.boot_image.launch_template.startswith("lt-") else "LaunchTemplateName"
             params["LaunchTemplate"] = {key: self.boot_image.launch_template, "Version": "$Default"}
         else:
             image = self.images.resolve(request.instance_type, request.capacity_type, request.zone)
+            family = self._family_of(image)
             params["ImageId"] = image["ImageId"]
             root = image.get("RootDeviceName") or "/dev/xvda"
             params["BlockDeviceMappings"] = [{"DeviceName": root, "Ebs": self._root_volume(request)}]
@@ -397,14 +399,29 @@ class AwsCloud:
         if self.settings.instance_profile:
             profile = self.settings.instance_profile
             params["IamInstanceProfile"] = {"Arn": profile} if ":" in profile else {"Name": profile}
-        if self.settings.user_data is not None or self.settings.image_family is not ImageFamily.CUSTOM:
-            params["UserData"] = self.join.user_data(request)
+        if self.settings.user_data is not None or family is not ImageFamily.CUSTOM:
+            params["UserData"] = self.join.user_data(request, family)
         if request.capacity_type is CapacityType.SPOT:
             params["InstanceMarketOptions"] = {
                 "MarketType": "spot",
                 "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
             }
         return params
+
+    def _family_of(self, image: dict[str, Any]) -> ImageFamily:
+        """How a node of ``image`` joins its cluster: as provider.yaml says, else by the image's
+        name; a family that joins through cloud.aws.eks refused without it (the node could not)."""
+        if self.settings.image_family is not None:
+            return self.settings.image_family
+        family = family_of(image.get("Name", ""))
+        if family is None:
+            return ImageFamily.CUSTOM
+        if self.settings.eks is None:
+            raise CloudError(
+                f"image {image['ImageId']} ({image.get('Name', '')}) is an EKS-optimized {family.value} image, but cloud.aws.eks is not set: its nodes "
+                "could not join their cluster; give cloud.aws.eks: {name: CLUSTER}, or set cloud.aws.imageFamily: Custom and join in your userData"
+            )
+        return family
 
     def _root_volume(self, request: BootRequest) -> dict[str, Any]:
         volume = self.settings.root_volume

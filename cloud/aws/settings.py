@@ -4,6 +4,7 @@ depends on no configuration schema. The defaults and the checks live in the sche
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -19,6 +20,23 @@ class ImageFamily(StrEnum):
     AL2 = "AL2"  # /etc/eks/bootstrap.sh
     BOTTLEROCKET = "Bottlerocket"  # TOML settings
     CUSTOM = "Custom"  # cloud.aws.userData as written, placeholders filled in
+
+
+_AL2_NAME = re.compile(r"amazon-eks-(gpu-|arm64-)?node-\d")
+
+
+def family_of(image_name: str) -> ImageFamily | None:
+    """The family of an EKS-optimized image by its name (or a name filter's glob), as AWS
+    names them: ``amazon-eks-node-al2023-*``, ``amazon-eks-node-1.31-*`` (and its ``gpu-``
+    and ``arm64-`` kin), ``bottlerocket-aws-k8s-*``; None for any other image."""
+    name = image_name.lower()
+    if name.startswith("bottlerocket-aws-k8s"):
+        return ImageFamily.BOTTLEROCKET
+    if name.startswith("amazon-eks-node-al2023"):
+        return ImageFamily.AL2023
+    if _AL2_NAME.match(name):
+        return ImageFamily.AL2
+    return None
 
 
 @dataclass(frozen=True)
@@ -73,7 +91,7 @@ class AwsSettings:
     instance_profile: str | None
     user_data: str | None = field(repr=False)  # secret: never in a repr, a log or an error
     tags: Mapping[str, str]
-    image_family: ImageFamily
+    image_family: ImageFamily | None  # None: the booted image's, by its name (``family_of``), else Custom
     eks: EksCluster | None
     metadata_options: MetadataOptions
     root_volume: RootVolume

@@ -156,9 +156,9 @@ class NodeJoin:
         self._cluster: EksCluster | None = None
         self._cluster_lock = threading.Lock()
 
-    def user_data(self, request: BootRequest) -> str:
+    def user_data(self, request: BootRequest, family: ImageFamily) -> str:
         """The user data of ``request``'s instance: the operator's template with its
-        placeholders filled in, and what its image family needs to join the cluster."""
+        placeholders filled in, and what its image's ``family`` needs to join the cluster."""
         template = self.settings.user_data or ""
         values = {
             "node_name": request.node_name,
@@ -171,7 +171,6 @@ class NodeJoin:
             "capacity_type": request.capacity_type.value,
         }
         own = render_user_data(template, values)
-        family = self.settings.image_family
         itype = self.catalog.get(request.instance_type)
         taints = (*request.taints, *request.startup_taints)
         text = node_user_data(family, self.cluster(), own, request.labels, taints, max_pods=itype.max_pods if itype else None)

@@ -4,13 +4,14 @@ the plain settings its cloud takes (``for_cloud``)."""
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from cloud.aws import settings as cloud_aws
-from cloud.aws.settings import USER_DATA_BYTES, ImageFamily
+from cloud.aws.settings import USER_DATA_BYTES, ImageFamily, family_of
 from nodemanager.config.blocks import MAX_TAGS, OWN_TAGS, Model, only_chosen_block
 from nodemanager.config.durations import Duration
 
@@ -126,9 +127,11 @@ class AwsCloud(Model):
     or errors. At most 15 KiB."""
     tags: dict[str, str] = Field(default_factory=dict, max_length=MAX_TAGS - OWN_TAGS)
     """Tags added to every instance (EC2's rules: keys 1–128 characters not starting with `aws:`, values at most 256; at most 44)."""
-    image_family: ImageFamily = ImageFamily.CUSTOM
+    image_family: ImageFamily | None = None
     """`AL2023`, `AL2`, `Bottlerocket` or `Custom`: which user data nodemanager writes so a node joins its cluster (nodeadm NodeConfig, bootstrap.sh, TOML
-    settings, or `userData` as written)."""
+    settings, or `userData` as written). Unset: the image's, by its name as AWS names EKS-optimized images (`amazon-eks-node-al2023-*`,
+    `amazon-eks-node-1.31-*`, `bottlerocket-aws-k8s-*`), from `nodes.bootImageSpec`'s name filter or else from the image booted; `Custom` for
+    any other image."""
     eks: EksCluster | None = None
     """The EKS cluster nodes join; needed by every `imageFamily` but `Custom`."""
     metadata_options: MetadataOptions = Field(default_factory=MetadataOptions)
@@ -165,7 +168,7 @@ class AwsCloud(Model):
 
     @model_validator(mode="after")
     def _family(self) -> AwsCloud:
-        if self.image_family is not ImageFamily.CUSTOM and self.eks is None:
+        if self.image_family not in (None, ImageFamily.CUSTOM) and self.eks is None:
             raise ValueError(f"imageFamily {self.image_family.value} needs eks: {{name}} (its endpoint, CA and service CIDR: given, or read from the cluster)")
         script = self.user_data.get_secret_value() if self.user_data else ""
         if self.image_family is ImageFamily.AL2023 and "/etc/eks/bootstrap.sh" in script:
@@ -219,3 +222,27 @@ class Cloud(Model):
     def _one_block(self) -> Cloud:
         only_chosen_block(self, "provider", {CloudProvider.SIMULATED: SimulatedCloud, CloudProvider.AWS: None})
         return self
+
+
+def settle_image_family(aws: AwsCloud, name_filters: Sequence[str]) -> list[str]:
+    """An unset ``imageFamily`` taken from the image name filter of ``nodes.bootImageSpec``
+    where every pattern names one family of EKS-optimized images (left unset otherwise: the
+    booted image's name decides); why nodes of that family could not join, if they could not."""
+    families = {family_of(name) for name in name_filters}
+    if aws.image_family is not None or len(families) != 1 or None in families:
+        return []
+    [family] = families
+    problems = []
+    if family is ImageFamily.AL2023 and aws.user_data is not None and "/etc/eks/bootstrap.sh" in aws.user_data.get_secret_value():
+        problems.append(
+            "cloud.aws.userData: calls /etc/eks/bootstrap.sh, but nodes.bootImageSpec selects AL2023 images, which join with nodeadm: "
+            "nodemanager joins them from cloud.aws.eks; keep only your own steps in userData"
+        )
+    if aws.eks is None:
+        problems.append(
+            f"cloud.aws.eks: nodes.bootImageSpec selects {family.value} images (its name filter), which join their cluster with what nodemanager "
+            f"writes from cloud.aws.eks: give eks: {{name: CLUSTER}}, or set imageFamily: Custom and join in your userData"
+        )
+    if not problems:
+        object.__setattr__(aws, "image_family", family)
+    return problems

@@ -28,7 +28,7 @@ from nodemanager.config.blocks import (
     check_label,
 )
 from nodemanager.config.catalog_schema import CatalogSettings
-from nodemanager.config.cloud_schema import Cloud, CloudProvider
+from nodemanager.config.cloud_schema import Cloud, CloudProvider, settle_image_family
 from nodemanager.config.cluster_schema import Cluster
 from nodemanager.config.durations import Duration
 from nodemanager.config.launch_schema import Launch, launch_method_problems
@@ -561,8 +561,11 @@ class ProviderConfig(Model):
         return self
 
     @model_validator(mode="after")
-    def _launch_methods(self) -> ProviderConfig:
+    def _settled(self) -> ProviderConfig:
+        """Launch methods and the image family, where provider.yaml leaves them to nodemanager."""
         problems = launch_method_problems([p.launch for p in self.pools], *self.fleet_inputs())
+        if self.cloud.provider is CloudProvider.AWS and self.cloud.aws is not None:
+            problems += settle_image_family(self.cloud.aws, self.nodes.boot_image_spec.filters.get("name", []))
         if problems:
             raise ValueError("; ".join(problems))
         return self
