@@ -92,6 +92,9 @@ def test_a_fleet_launch_falls_back_within_the_same_call_and_the_node_takes_what_
     unavailable = h.controller.state.keeper.dump(h.clock.now())
     assert [(u["instance_type"], u["capacity_type"], u["zone"]) for u in unavailable] == [("a.large", "spot", "zone-1a")]
     assert h.controller.metrics.boot_failures.labels("insufficient_capacity")._value.get() == 0
+    assert h.controller.metrics.launch_fallbacks.labels("cells")._value.get() == 1
+    [launched] = [m for kind, key, reason, m in h.cluster.recorded if (kind, key, reason) == ("Node", node.name, "Launched")]
+    assert launched == "as a.large in zone-1b, the fleet's choice among 2 offerings"
     h.run(50)
     assert h.bound() == {"default/p1": node.name}
 

@@ -175,6 +175,7 @@ class Boots:
             log.error("node %s: the cloud launched %s in %s, which its launch did not offer", node.name, instance.instance_type, instance.zone)
             return {}
         log.info("node %s: launched as %s in %s (planned %s in %s)", node.name, taken.instance_type, taken.zone, node.instance_type, node.zone)
+        self.metrics.launch_fallbacks.labels(node.pool).inc()
         choice = f"as {taken.instance_type} in {taken.zone}, the fleet's choice among {len(node.alternatives) + 1} offerings"
         self.state.event("Node", node.name, "Launched", choice)
         return {"instance_type": taken.instance_type, "zone": taken.zone, "allocatable": taken.allocatable, "labels": dict(taken.labels)}

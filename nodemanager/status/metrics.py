@@ -10,6 +10,7 @@ Names (a stable contract, documented in docs/operations/status.md); base units t
     nodemanager_pool_limit_nodes{pool}, _cpu_cores, _memory_bytes    gauges  its limits (absent: none)
     nodemanager_boots_total{pool,instance_type,capacity_type}   counter
     nodemanager_boot_failures_total{reason}           counter
+    nodemanager_launch_fallbacks_total{pool}          counter nodes a fleet launched as another offering than planned
     nodemanager_boot_holds_total                      counter pods held after a boot of no use to them
     nodemanager_boot_brakes_total{pool}               counter times the boot brake paused a pool
     nodemanager_terminations_total{reason}            counter
@@ -59,6 +60,7 @@ class Metrics:
         self.unschedulable_pods = made(Gauge, "nodemanager_unschedulable_pods", "Pods that no pool could ever hold.")
         self.boots = made(Counter, "nodemanager_boots_total", "Instances launched.", ("pool", "instance_type", "capacity_type"))
         self.boot_failures = made(Counter, "nodemanager_boot_failures_total", "Boots that failed, by reason.", ("reason",))
+        self.launch_fallbacks = made(Counter, "nodemanager_launch_fallbacks_total", "Nodes a fleet launched as another offering than planned.", ("pool",))
         self.boot_holds = made(Counter, "nodemanager_boot_holds_total", "Pods held (no boot for them) after a node booted for them was of no use.")
         self.boot_brakes = made(Counter, "nodemanager_boot_brakes_total", "Times the boot brake paused a pool's boots.", ("pool",))
         self.terminations = made(Counter, "nodemanager_terminations_total", "Nodes terminated, by reason.", ("reason",))
