@@ -60,15 +60,7 @@ class Catalog:
     # -- loading ------------------------------------------------------------------------
     @classmethod
     def from_file(cls, path: Path, spot_price_fraction: float = DEFAULT_SPOT_PRICE_FRACTION) -> Catalog:
-        found = Path(path).stat()
-        if not stat.S_ISREG(found.st_mode):
-            raise ValueError(f"{path} is not a regular file")
-        if found.st_size > CATALOG_BYTES:
-            raise ValueError(f"{path} is {found.st_size:,} bytes, more than the {CATALOG_BYTES:,} a catalog may be")
-        try:
-            data = json.loads(Path(path).read_bytes())
-        except RecursionError:
-            raise ValueError(f"{path} nests deeper than a catalog does") from None
+        data = json_file(path, "a catalog")
         if not isinstance(data, dict) or not isinstance(data.get("instance_types"), list):
             raise ValueError(f"{path} is not a catalog: a JSON object with an instance_types list")
         types = [_instance_type(entry, spot_price_fraction) for entry in data["instance_types"]]
@@ -206,6 +198,20 @@ class Catalog:
         """The cheapest offering that fits, or None; ties broken by size, then name."""
         ranked = self.ranked(requests, allowed=allowed, architectures=architectures, capacity_type=capacity_type, zone=zone, exclude=exclude)
         return next((o for o, _ in ranked), None)
+
+
+def json_file(path: Path, what: str) -> Any:
+    """A JSON file of price or type data, read within bounds (a regular file, at most
+    ``CATALOG_BYTES``, nested as data is); ValueError naming the file otherwise."""
+    found = Path(path).stat()
+    if not stat.S_ISREG(found.st_mode):
+        raise ValueError(f"{path} is not a regular file")
+    if found.st_size > CATALOG_BYTES:
+        raise ValueError(f"{path} is {found.st_size:,} bytes, more than the {CATALOG_BYTES:,} {what} may be")
+    try:
+        return json.loads(Path(path).read_bytes())
+    except RecursionError:
+        raise ValueError(f"{path} nests deeper than {what} does") from None
 
 
 def _names(pattern: str, name: str) -> bool:

@@ -364,11 +364,17 @@ class Simulation:
 
     def price_basis(self) -> dict[str, object]:
         """Where the costs come from, and what the simulation assumes about spot."""
-        sim = self.config.cloud.simulated
+        sim, prices = self.config.cloud.simulated, self.config.catalog
+        fraction = f"{prices.spot_price_fraction:g} x on-demand"
+        spot = (
+            f"the latest price per type and zone in {prices.spot_price_history} (catalog.spotPriceHistory), {fraction} where it has none"
+            if prices.spot_price_history
+            else f"{fraction} in every zone (catalog.spotPriceFraction): no live spot prices offline"
+        )
         return {
             "catalog": self.catalog.source,
             "region": self.catalog.region,
-            "spot": f"{self.config.catalog.spot_price_fraction:g} x on-demand in every zone (catalog.spotPriceFraction): no live spot prices offline",
+            "spot": spot,
             "spot_interruptions_per_hour": sim.spot_interruption_per_hour if sim else 0.0,
         }
 

@@ -10,6 +10,8 @@ import json
 from datetime import datetime
 from typing import Any
 
+from cloud.spot_history import LINUX, latest_spot_prices
+
 PRICING_REGION = "us-east-1"  # the Pricing API's home; it answers for every region
 # The Pricing API names regions by their long name.
 REGION_NAMES = {
@@ -46,12 +48,6 @@ def on_demand_prices(pricing: Any, region: str) -> dict[str, float]:
 
 def spot_prices(ec2: Any, since: datetime) -> dict[tuple[str, str], float]:
     """The latest Linux spot price of every (instance type, zone) since ``since``."""
-    latest: dict[tuple[str, str], tuple[datetime, float]] = {}
-    pages = ec2.get_paginator("describe_spot_price_history").paginate(ProductDescriptions=["Linux/UNIX", "Linux/UNIX (Amazon VPC)"], StartTime=since)
-    for page in pages:
-        for entry in page["SpotPriceHistory"]:
-            key = (entry["InstanceType"], entry["AvailabilityZone"])
-            stamp, price = entry["Timestamp"], float(entry["SpotPrice"])
-            if key not in latest or stamp > latest[key][0]:
-                latest[key] = (stamp, price)
+    pages = ec2.get_paginator("describe_spot_price_history").paginate(ProductDescriptions=list(LINUX), StartTime=since)
+    latest = latest_spot_prices(entry for page in pages for entry in page["SpotPriceHistory"])
     return {k: price for k, (_, price) in latest.items()}

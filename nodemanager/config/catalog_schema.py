@@ -42,7 +42,10 @@ class CatalogSettings(Model):
     file: str | None = None
     """A catalog JSON made by `python -m cloud.catalog_gen`, instead of the bundled one."""
     spot_price_fraction: float = Field(default=0.4, gt=0, le=1)
-    """Spot price as a fraction of on-demand, until real spot prices are fetched."""
+    """Spot price as a fraction of on-demand, until real spot prices are fetched (where `spotPriceHistory` has none)."""
+    spot_price_history: str | None = None
+    """A file of EC2's spot price history (`aws ec2 describe-spot-price-history --product-descriptions Linux/UNIX --start-time ... --output json`):
+    the latest Linux price of each type and zone in it prices spot, in a simulation and until live prices are fetched."""
     price_overrides: list[PriceOverride] = Field(default_factory=list, max_length=100)
     """Prices this account pays instead of the list's, in order: the first rule that matches
     an offering (type, capacity type, zone) prices it. They apply to refreshed prices too."""

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from cloud.aws.settings import ImageFamily
 from cloud.catalog import Catalog
+from cloud.spot_history import spot_history_file
 from nodemanager import documents
 from nodemanager.config.cloud_schema import CloudProvider
 from nodemanager.config.files import load_token, status_tls
@@ -37,6 +38,7 @@ _PATH_KEYS = (
     ("cluster", "simulated", "workload"),
     ("cluster", "kubernetes", "kubeconfig"),
     ("catalog", "file"),
+    ("catalog", "spotPriceHistory"),
     ("status", "bearerTokenFile"),
     ("status", "tlsCertFile"),
     ("status", "tlsKeyFile"),
@@ -78,6 +80,8 @@ def parse_config(text: str, label: str, base_dir: Path) -> tuple[ProviderConfig,
         raise ConfigError(label, list(dict.fromkeys(problems))) from None
     try:
         catalog = _catalog_for(config)
+    except KeyedProblem as exc:
+        raise ConfigError(label, [str(exc)]) from None
     except (OSError, ValueError, KeyError) as exc:
         raise ConfigError(label, [f"catalog: cannot load the instance catalog: {exc}"]) from None
     problems = check_against_catalog(config, catalog) + _kubeconfig_problems(config)
@@ -147,7 +151,19 @@ def _catalog_for(config: ProviderConfig) -> Catalog:
         listed = Catalog.bundled(settings.region, settings.spot_price_fraction)
     if config.nodes.prefix_delegation:
         listed = listed.with_prefix_delegation()
+    if settings.spot_price_history:
+        try:
+            spot, newest = spot_history_file(Path(settings.spot_price_history))
+        except (OSError, ValueError) as exc:
+            raise KeyedProblem(f"catalog.spotPriceHistory: {exc}") from None
+        when = f"newest {newest:%Y-%m-%d %H:%M} UTC" if newest else "empty"
+        listed = listed.with_prices({}, spot, f"{listed.source}, spot prices of {settings.spot_price_history} ({len(spot)} offerings, {when})")
     return overridden(listed, settings.price_overrides)
+
+
+class KeyedProblem(ValueError):
+    """A problem with a setting's value found while loading what it names: its message
+    begins with the key path."""
 
 
 def _resolve_paths(raw: dict[str, Any], base_dir: Path) -> None:
