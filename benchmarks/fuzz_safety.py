@@ -87,7 +87,7 @@ def random_case(rng: random.Random) -> tuple[str, dict[str, Any]]:
     if rng.random() < 0.4:
         gpu_taint = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
         pools.append({"name": "gpu", "packing": "cell", "instanceTypes": ["g5.*", "g4dn.*"], "taints": [gpu_taint]})
-    provider = json.dumps({"apiVersion": "nodemanager/v1", "nodes": {"idleGrace": f"{rng.choice([60, 120, 300])}s"}, "pools": pools})
+    document: dict[str, Any] = {"apiVersion": "nodemanager/v1", "nodes": {"idleGrace": f"{rng.choice([60, 120, 300])}s"}, "pools": pools}
     gpu = any(p["name"] == "gpu" for p in pools)
     entries = []
     for j in range(rng.randint(1, 6)):
@@ -137,7 +137,22 @@ def random_case(rng: random.Random) -> tuple[str, dict[str, Any]]:
     if gpu:
         workload["deviceClasses"] = [GPU_CLASS]
         workload["resourceClaimTemplates"] = [GPU_TEMPLATE]
-    return provider, workload
+    _capacity_and_launches(document, random.Random(rng.random()))  # (drawn last: the cases drawn before keep their draws)
+    return json.dumps(document), workload
+
+
+def _capacity_and_launches(document: dict[str, Any], rng: random.Random) -> None:
+    """Some offerings out of capacity or short of it, so that fleet launches fall back and
+    RunInstances launches fail and are planned again; some pools launching one offering per
+    call, with a wider tolerance, or asking a variety of types of their fleets."""
+    if rng.random() < 0.4:
+        rules = {}
+        for _ in range(rng.randint(1, 3)):
+            rules[f"{rng.choice(FAMILIES)[0]}/{rng.choice(['on-demand', 'spot', '*'])}/{rng.choice(ZONES)}"] = rng.choice([0, 0, 1, 2])
+        document["cloud"] = {"provider": "simulated", "simulated": {"capacity": rules}}
+    for pool in document["pools"]:
+        if rng.random() < 0.3:
+            pool["launch"] = rng.choice([{"method": "runInstances"}, {"priceTolerance": 0.5}, {"minValues": {"instanceTypes": 3, "policy": "BestEffort"}}])
 
 
 @dataclass
