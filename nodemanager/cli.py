@@ -269,7 +269,12 @@ def _print_report(r: dict) -> None:  # type: ignore[type-arg]
     for cause, w in pods["waits_by_cause"].items():
         who = f" ({w['pods']} pod(s))" if "pods" in w else ""
         print(f"             {w['share']:6.1%} of the waiting: {cause}{who}, {w['pod_hours']:.2f} pod-hours")
-    print(f"nodes:       {nodes['booted']} booted, {nodes['terminated']} terminated, peak {nodes['peak']}")
+    launches = (
+        f", {nodes['launch_failures']} launch(es) failed, {nodes['launch_fallbacks']} fell back to another offering"
+        if nodes["launch_failures"] or nodes["launch_fallbacks"]
+        else ""
+    )
+    print(f"nodes:       {nodes['booted']} booted, {nodes['terminated']} terminated, peak {nodes['peak']}{launches}")
     for itype, n in nodes["by_instance_type"].items():
         print(f"             {n:5d} x {itype}")
     print(f"cost:        ${cost['usd']:.4f} (LP lower bound ${cost['lower_bound_usd']:.4f}), ${cost['per_hour']:.4f}/h on average")

@@ -405,7 +405,14 @@ class Simulation:
                 "waits_by_cause": self.waits.report(),
                 "evicted": self._evicted(),
             },
-            "nodes": {"booted": sum(launched.values()), "terminated": terminated, "peak": t.peak, "by_instance_type": dict(sorted(launched.items()))},
+            "nodes": {
+                "booted": sum(launched.values()),
+                "terminated": terminated,
+                "peak": t.peak,
+                "by_instance_type": dict(sorted(launched.items())),
+                "launch_failures": sum(n for (call, _), n in self.cloud.errors.errors().items() if call in ("RunInstances", "CreateFleet")),
+                "launch_fallbacks": sum(1 for instance, _ in self.cloud.all_instances() if instance.refused),
+            },
             "cost": {
                 "usd": round(cost, 4),
                 "lower_bound_usd": math.floor(lower_bound * 10**4) / 10**4,

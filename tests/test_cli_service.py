@@ -32,7 +32,7 @@ def test_simulate_json_report_has_the_documented_fields(capsys):
     assert report["pods"]["total"] == 11
     assert report["pods"]["bound"] == 11
     assert set(report["pods"]["pending_seconds"]) == {"p50", "p95", "max"}
-    assert set(report["nodes"]) == {"booted", "terminated", "peak", "by_instance_type"}
+    assert set(report["nodes"]) == {"booted", "terminated", "peak", "by_instance_type", "launch_failures", "launch_fallbacks"}
     assert report["nodes"]["booted"] >= report["nodes"]["peak"] > 0
     assert report["nodes"]["terminated"] > 0  # idle and used cell nodes stopped before the end
     assert report["cost"]["usd"] >= report["cost"]["lower_bound_usd"] > 0

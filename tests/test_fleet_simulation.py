@@ -48,3 +48,6 @@ def test_a_fleet_boots_fewer_nodes_and_its_pods_wait_less_when_capacity_is_short
     assert fleet["nodes"]["booted"] < single["nodes"]["booted"]  # 12 against 18
     assert fleet["pods"]["pending_seconds"]["p95"] < single["pods"]["pending_seconds"]["p95"]  # 50 s against 98 s
     assert fleet["cost"]["usd"] <= single["cost"]["usd"]
+    assert (single["nodes"]["launch_failures"], single["nodes"]["launch_fallbacks"]) == (2, 0)
+    assert fleet["nodes"]["launch_failures"] < single["nodes"]["launch_failures"]
+    assert fleet["nodes"]["launch_fallbacks"] > 0
