@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from cloud.errors import OfferingError
+from cloud.errors import OfferingError, ZoneUnavailable
 from nodemanager.model import CapacityType, LaunchOption, Taint, TaintEffect
 from nodemanager.tally import ErrorTally
 
@@ -89,7 +89,7 @@ class Instance:
     launched_at: float
     tags: Mapping[str, str] = field(default_factory=dict)
     image_id: str = ""  # the machine image it was launched from ("" when unknown)
-    refused: tuple[OfferingError, ...] = ()  # offerings a fleet launch tried and could not launch before this one
+    refused: tuple[OfferingError | ZoneUnavailable, ...] = ()  # offerings (or zones) a fleet launch tried and could not launch before this one
 
     @property
     def alive(self) -> bool:

@@ -207,6 +207,29 @@ def test_a_fleet_that_falls_back_returns_the_instance_it_got_and_the_offerings_i
     assert (refused.instance_type, refused.capacity_type, refused.zone) == ("m5.large", OD, "us-east-1a")
 
 
+def test_a_fleet_that_fell_back_from_a_zone_out_of_addresses_reports_the_zone_and_logs_a_quota(aws, catalog, caplog):
+    cloud, subnets = _warm(aws, catalog)
+    reply = {
+        "Errors": [
+            _fleet_error("m5.large", "us-east-1a", subnets["us-east-1a"], "InsufficientFreeAddressesInSubnet"),
+            _fleet_error("m5.xlarge", "us-east-1c", subnets["us-east-1c"], "VcpuLimitExceeded"),
+        ],
+        "Instances": [
+            {
+                "LaunchTemplateAndOverrides": {"Overrides": {"InstanceType": "m5.large", "AvailabilityZone": "us-east-1b", "SubnetId": subnets["us-east-1b"]}},
+                "InstanceIds": ["i-0bbbbbbbbbbbbbbb1"],
+                "InstanceType": "m5.large",
+            }
+        ],
+    }
+    with _stub_fleet(cloud, reply):
+        instance = cloud.boot(fleet_request())
+    [refused] = instance.refused  # us-east-1a has one subnet: the zone is out, and the scaler hears of it
+    assert isinstance(refused, ZoneUnavailable)
+    assert refused.zone == "us-east-1a"
+    assert "VcpuLimitExceeded" in caplog.text  # a quota says nothing of one offering: logged, not marked
+
+
 def test_a_fleet_that_launches_nothing_says_why_for_each_offering(aws, catalog):
     cloud, subnets = _warm(aws, catalog)
     reply = {

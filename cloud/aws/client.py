@@ -30,7 +30,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, stop_when_event_set, wait_exponential_jitter
 
 from cloud.aws.errors import NOT_FOUND, STALE_VIEW, THROTTLING, SubnetExhausted, code_of, is_retryable, translate
-from cloud.aws.fleet import LaunchTemplates, fleet_params, offering_refusals, refusals, shared_request, template_data
+from cloud.aws.fleet import LaunchTemplates, fleet_params, markable, refusals, shared_request, template_data
 from cloud.aws.images import Images
 from cloud.aws.pacing import SharedPause
 from cloud.aws.pricing import PRICING_REGION, REGION_NAMES, on_demand_prices, spot_prices
@@ -245,7 +245,7 @@ class AwsCloud:
         zone = override.get("AvailabilityZone") or zone_of.get(override.get("SubnetId", ""), "")
         instance_type = launched.get("InstanceType") or override.get("InstanceType", "")
         offering = (instance_type, request.capacity_type, zone)
-        refused = offering_refusals(errors)
+        refused = markable(errors)
         if refused:
             log.warning("node %s: fleet launch fell back to %s/%s/%s after %d refusal(s): %s", request.node_name, *offering, len(refused), refused[0])
         return Instance(launched["InstanceIds"][0], request.node_name, request.pool, *offering, InstanceState.PENDING, now, tags, image["ImageId"], refused)

@@ -22,9 +22,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from cloud.aws.errors import SubnetExhausted, code_of, from_code
+from cloud.aws.errors import code_of, from_code
 from cloud.base import CONTROLLER_TAG, BootRequest
-from cloud.errors import CloudError, OfferingError, QuotaExceeded
+from cloud.errors import CloudError, OfferingError, ZoneUnavailable
 from nodemanager.model import CapacityType
 from nodemanager.model.labels import HOSTNAME, INSTANCE_TYPE, ZONE
 
@@ -129,10 +129,10 @@ def refusals(reply: Mapping[str, Any], capacity_type: CapacityType, zone_of: Map
     return found
 
 
-def offering_refusals(errors: Sequence[CloudError]) -> tuple[OfferingError, ...]:
-    """Those of ``errors`` about one offering (what the unavailable-offering cache takes);
-    the others are logged."""
+def markable(errors: Sequence[CloudError]) -> tuple[OfferingError | ZoneUnavailable, ...]:
+    """Those of a fleet's errors that say which offering or zone is out (what the unavailable-
+    offering cache takes, once the fleet launched another); the others are logged."""
     for error in errors:
-        if not isinstance(error, OfferingError | SubnetExhausted | QuotaExceeded):
+        if not isinstance(error, OfferingError | ZoneUnavailable):
             log.warning("fleet launch: %s", error)
-    return tuple(e for e in errors if isinstance(e, OfferingError))
+    return tuple(e for e in errors if isinstance(e, OfferingError | ZoneUnavailable))
