@@ -13,6 +13,7 @@ from typing import Protocol
 
 from cloud.errors import OfferingError, ZoneUnavailable
 from nodemanager.model import CapacityType, LaunchOption, Taint, TaintEffect
+from nodemanager.model.reservation import Reservation, ReservationQuery
 from nodemanager.tally import ErrorTally
 
 CONTROLLER_TAG = "nodemanager.io/controller-id"
@@ -21,6 +22,7 @@ POOL_TAG = "nodemanager.io/pool"
 # What the kubelet registers with (EC2 user data carries them too; the simulated kubelet reads the tags).
 TAINTS_TAG = "nodemanager.io/taints"
 STARTUP_TAINTS_TAG = "nodemanager.io/startup-taints"
+RESERVATION_TAG = "nodemanager.io/capacity-reservation"  # the reservation a reserved instance was launched into
 
 
 def format_taints(taints: Sequence[Taint]) -> str:
@@ -44,6 +46,8 @@ def launch_tags(request: BootRequest, controller_id: str) -> dict[str, str]:
         tags[TAINTS_TAG] = format_taints(request.taints)
     if request.startup_taints:
         tags[STARTUP_TAINTS_TAG] = format_taints(request.startup_taints)
+    if request.reservation:
+        tags[RESERVATION_TAG] = request.reservation
     return tags
 
 
@@ -71,6 +75,8 @@ class BootRequest:
     alternatives: tuple[LaunchOption, ...] = ()
     on_demand_strategy: str = "lowest-price"  # a fleet's allocation strategies (EC2's names)
     spot_strategy: str = "price-capacity-optimized"
+    reservation: str = ""  # reserved capacity: the reservation the instance is launched into (targeted)
+    capacity_block: bool = False  # that reservation is a Capacity Block (EC2's capacity-block market)
 
     def offerings(self) -> list[tuple[str, str]]:
         """(instance type, zone) of every offering the launch may take, the planned one first."""
@@ -90,6 +96,7 @@ class Instance:
     tags: Mapping[str, str] = field(default_factory=dict)
     image_id: str = ""  # the machine image it was launched from ("" when unknown)
     refused: tuple[OfferingError | ZoneUnavailable, ...] = ()  # offerings (or zones) a fleet launch tried and could not launch before this one
+    reservation: str = ""  # the capacity reservation it runs in (reserved instances)
 
     @property
     def alive(self) -> bool:
@@ -118,6 +125,11 @@ class CloudClient(Protocol):
 
     def fetch_prices(self) -> PriceUpdate | None:
         """Current prices, or None where the cloud has no live prices. Raises CloudError."""
+        ...
+
+    def reservations(self, queries: Sequence[ReservationQuery], now: float) -> list[Reservation]:
+        """The active capacity reservations any of ``queries`` selects, with the instances
+        each has left (as of ``now``). Raises CloudError."""
         ...
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from nodemanager.model import CapacityType, Gpu, InstanceType, Offering, Resources
 from nodemanager.model.instance_type import DEFAULT_VOLUME_BYTES, prefix_max_pods
+from nodemanager.model.reservation import RESERVED_PRICE_FRACTION, Reservation, ReservationKind
 
 DATA_DIR = Path(__file__).parent / "data"
 DEFAULT_REGION = "us-east-1"
@@ -56,6 +57,7 @@ class Catalog:
         self.zones: tuple[str, ...] = tuple(sorted({o.zone for o, _ in ranked}))
         self._match = lru_cache(maxsize=1024)(self._match_uncached)
         self._hourly: dict[OfferingKey, float] = {}  # offerings' prices as asked for (the catalog never changes)
+        self.reservations: dict[str, Reservation] = {}  # by id: those its reserved offerings are of
 
     # -- loading ------------------------------------------------------------------------
     @classmethod
@@ -91,10 +93,34 @@ class Catalog:
             for o in t.offerings:
                 if o.capacity_type is CapacityType.ON_DEMAND:
                     offerings.append(replace(o, price=od))
-                else:
+                elif o.capacity_type is CapacityType.SPOT:
                     offerings.append(replace(o, price=spot.get((t.name, o.zone), o.price)))
             types.append(replace(t, on_demand_price=od, offerings=tuple(offerings)))
         return Catalog(types, self.region, source)
+
+    def with_reservations(self, reservations: Iterable[Reservation]) -> Catalog:
+        """A copy whose types offer ``reservations`` (any earlier ones dropped) as reserved
+        offerings, priced next to nothing (``RESERVED_PRICE_FRACTION`` of on-demand): they
+        are paid for already. Reservations of types it does not know are left out. The copy
+        keeps this one's ``listed`` catalog, which has none."""
+        by_type: dict[str, list[Reservation]] = {}
+        for r in reservations:
+            if r.instance_type in self._types:
+                by_type.setdefault(r.instance_type, []).append(r)
+        if not by_type and not self.reservations:
+            return self
+        types = []
+        for t in self._types.values():
+            kept = tuple(o for o in t.offerings if o.capacity_type is not CapacityType.RESERVED)
+            price = round(t.on_demand_price * RESERVED_PRICE_FRACTION, 12)
+            added = tuple(
+                Offering(t.name, r.zone, CapacityType.RESERVED, price, r.id, r.kind is ReservationKind.CAPACITY_BLOCK)
+                for r in sorted(by_type.get(t.name, ()), key=lambda r: r.id)
+            )
+            types.append(t if not added and kept == t.offerings else replace(t, offerings=kept + added))
+        catalog = Catalog(types, self.region, self.source, listed=self.listed)
+        catalog.reservations = {r.id: r for rs in by_type.values() for r in rs}
+        return catalog
 
     # -- lookups ------------------------------------------------------------------------
     def __len__(self) -> int:

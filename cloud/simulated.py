@@ -21,6 +21,7 @@ from cloud.errors import InsufficientCapacity, LaunchRefused, NotFound, Offering
 from cloud.interruption import FREE_IF_RECLAIMED_WITHIN, SPOT_NOTICE, InterruptionKind, event_body
 from nodemanager.clock import Clock
 from nodemanager.model import CapacityType
+from nodemanager.model.reservation import Reservation, ReservationQuery
 from nodemanager.tally import ErrorTally
 
 TERMINATED_VISIBLE_FOR = 3600.0  # EC2 keeps describing terminated instances for about an hour
@@ -66,7 +67,7 @@ class BilledSpan:
 @dataclass(frozen=True)
 class CloudEvent:
     at: float
-    kind: str  # "launched" | "terminated" | "died" | "spot-warning" | "spot-interrupted"
+    kind: str  # "launched" | "terminated" | "died" | "spot-warning" | "spot-interrupted" | "capacity-block-reclaimed"
     instance_id: str
     node_name: str
 
@@ -85,6 +86,7 @@ class SimulatedCloud:
         spot_interruption_per_hour: float = 0.0,
         on_boot: Callable[[BootRequest, Instance], None] | None = None,
         image: str = "ami-simulated",
+        reservations: Sequence[tuple[Reservation, float]] = (),
     ) -> None:
         self.controller_id = controller_id
         self.clock = clock
@@ -110,6 +112,9 @@ class SimulatedCloud:
         self._by_token: dict[str, str] = {}
         self._checked_at: float | None = None
         self._reclaim: dict[str, float] = {}  # spot instance -> when it goes (two minutes after its warning)
+        # Capacity reservations, each with when it starts: active from then until it ends
+        # (its ``available`` is worked out from the instances in it).
+        self._reservations = {r.id: (r, start) for r, start in reservations}
         self.interruptions = SimulatedQueue()
         self.events: list[CloudEvent] = []
         self.boot_calls = 0
@@ -121,6 +126,8 @@ class SimulatedCloud:
         known = self._by_token.get(request.token)
         if known is not None:
             return self._view(self._records[known])
+        if request.reservation:
+            self._check_reservation(request)
         # A fleet launch (alternatives given) takes the planned offering while it has
         # capacity, else the next of its offerings (cheapest first) that has.
         refused: list[OfferingError] = []
@@ -138,7 +145,9 @@ class SimulatedCloud:
         instance_id = f"i-{next(self._ids):017x}"
         tags = launch_tags(request, self.controller_id)
         offering = (instance_type, request.capacity_type, zone)
-        instance = Instance(instance_id, request.node_name, request.pool, *offering, InstanceState.PENDING, now, tags, self.image, tuple(refused))
+        instance = Instance(
+            instance_id, request.node_name, request.pool, *offering, InstanceState.PENDING, now, tags, self.image, tuple(refused), request.reservation
+        )
         self._records[instance_id] = self._live[instance_id] = _Record(instance)
         self._listed[instance_id] = instance
         heapq.heappush(self._due, (now + self.boot_delay, instance_id))
@@ -179,6 +188,29 @@ class SimulatedCloud:
 
     def fetch_prices(self) -> PriceUpdate | None:
         return None  # simulated prices are the catalog's
+
+    def reservations(self, queries: Sequence[ReservationQuery], now: float) -> list[Reservation]:
+        self._check_throttle("DescribeCapacityReservations")
+        active = [r for r, start in self._reservations.values() if self._active(r, start, now) and any(q.selects(r) for q in queries)]
+        return [replace(r, available=max(0, r.total - self._in_reservation(r.id)), seen_at=now) for r in active]
+
+    def _active(self, reservation: Reservation, start: float, now: float) -> bool:
+        return start <= now and (reservation.ends_at is None or now < reservation.ends_at)
+
+    def _in_reservation(self, reservation: str) -> int:
+        return sum(1 for r in self._live.values() if r.instance.reservation == reservation)
+
+    def _check_reservation(self, request: BootRequest) -> None:
+        """A launch into a reservation: it must be active, of the type and zone asked, and
+        have an instance left (EC2's ``ReservationCapacityExceeded`` otherwise)."""
+        found = self._reservations.get(request.reservation)
+        now = self.clock.now()
+        if found is None or not self._active(*found, now) or (found[0].instance_type, found[0].zone) != (request.instance_type, request.zone):
+            self.errors.failed("RunInstances", "InvalidCapacityReservationId.NotFound")
+            raise InsufficientCapacity(request.instance_type, request.capacity_type, request.zone, f"capacity reservation {request.reservation} is not active")
+        if self._in_reservation(request.reservation) >= found[0].total:
+            self.errors.failed("RunInstances", "ReservationCapacityExceeded")
+            raise InsufficientCapacity(request.instance_type, request.capacity_type, request.zone, f"capacity reservation {request.reservation} is full")
 
     # -- inspection (simulation reports, tests) -------------------------------------------
     def all_instances(self) -> list[tuple[Instance, float | None]]:
@@ -250,6 +282,7 @@ class SimulatedCloud:
         interruption is warned of first (a message on ``interruptions``, as EventBridge
         sends it) and the instance goes two minutes later."""
         now = self.clock.now()
+        self._reclaim_blocks(now)
         for instance_id, when in sorted(self._reclaim.items()):
             if when <= now:
                 del self._reclaim[instance_id]
@@ -272,6 +305,17 @@ class SimulatedCloud:
                     else:
                         self._end(record, now, kind)
                     break
+
+    def _reclaim_blocks(self, now: float) -> None:
+        """Instances of a Capacity Block still running when EC2 starts reclaiming it (30
+        minutes before its end) are terminated then, as EC2 does."""
+        if not self._reservations:
+            return
+        for record in list(self._live.values()):
+            found = self._reservations.get(record.instance.reservation)
+            when = found[0].reclaimed_at() if found is not None else None
+            if when is not None and when <= now:
+                self._end(record, when, "capacity-block-reclaimed")
 
     def warn(self, instance_id: str) -> None:
         """Send the spot interruption warning for ``instance_id``: it goes two minutes later."""

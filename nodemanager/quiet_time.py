@@ -10,8 +10,9 @@ the same as without the skip (a test plays workloads both ways). A skip ends ear
 time alone may change consolidation's verdict: its retry of a move that was not yet worth
 it, a node's pods reaching consolidateAfter, a pod's cooldown ending, and the first node's
 expireAfter. Anything whose next change cannot be told turns skipping off: injected
-failures and interruptions, scheduled disruption budgets, batch overcommit, pods whose
-usage varies, kubelets made to hang, and a timeline being drawn.
+failures and interruptions, scheduled disruption budgets, capacity reservations (they
+start and end on their own), batch overcommit, pods whose usage varies, kubelets made to
+hang, and a timeline being drawn.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ class QuietTime:
         sim = config.cloud.simulated
         faults = sim is not None and (sim.throttle_rate or sim.instance_death_per_hour or sim.spot_interruption_per_hour)
         scheduled = any(b.schedule for p in pools for b in p.disruption.budgets)
-        self.possible = not (faults or scheduled or config.colocation_anywhere)
+        reserved = any(p.capacity_reservations for p in pools)
+        self.possible = not (faults or scheduled or reserved or config.colocation_anywhere)
         self.skipped = 0.0  # simulated seconds skipped, all stretches together
         self._seen: tuple | None = None
         self._since = 0.0  # when ``_seen`` last changed

@@ -21,6 +21,7 @@ _ACTIONS = {
     "describe_spot_price_history": "ec2:DescribeSpotPriceHistory",
     "describe_instance_types": "ec2:DescribeInstanceTypes",
     "describe_instance_type_offerings": "ec2:DescribeInstanceTypeOfferings",
+    "describe_capacity_reservations": "ec2:DescribeCapacityReservations",
     "get_products": "pricing:GetProducts",
     "get_queue_url": "sqs:GetQueueUrl",
     "receive_message": "sqs:ReceiveMessage",

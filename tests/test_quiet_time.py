@@ -102,6 +102,7 @@ def test_after_a_jump_every_loop_runs_at_the_very_instant_of_its_own_beat() -> N
         "colocation": 30.0,
         "disruption": 10.0,
         "interruption": 2.0,
+        "reservations": 60.0,
     }
     runs = []
     for jump in (True, False):

@@ -63,7 +63,7 @@ def test_status_document(running):
     assert set(doc) >= {"controller", "loops", "nodes", "pods", "pools", "unavailable", "cost_per_hour", "config"}
     assert doc["controller"]["id"] == "test"
     assert doc["controller"]["leader"] is True
-    assert set(doc["loops"]) == {"pool", "heartbeat", "reaper", "orphan_gc", "prices", "colocation", "disruption", "interruption"}
+    assert set(doc["loops"]) == {"pool", "heartbeat", "reaper", "orphan_gc", "prices", "colocation", "disruption", "interruption", "reservations"}
     assert doc["loops"]["pool"]["count"] >= 6
     assert set(doc["loops"]["pool"]) == {"start", "end", "last_ms", "avg_ms", "count"}
     node = doc["nodes"][0]

@@ -29,6 +29,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, stop_when_event_set, wait_exponential_jitter
 
+from cloud.aws import reservations
 from cloud.aws.errors import NOT_FOUND, STALE_VIEW, THROTTLING, SubnetExhausted, code_of, is_retryable, translate
 from cloud.aws.fleet import LaunchTemplates, fleet_params, markable, refusals, shared_request, template_data
 from cloud.aws.images import Images
@@ -38,12 +39,13 @@ from cloud.aws.queue import SqsQueue
 from cloud.aws.settings import AwsSettings, BootImage, ImageFamily, family_of
 from cloud.aws.subnets import Subnets
 from cloud.aws.userdata import NodeJoin
-from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, BootRequest, Instance, InstanceState, PriceUpdate, launch_tags
+from cloud.base import CONTROLLER_TAG, NODE_TAG, POOL_TAG, RESERVATION_TAG, BootRequest, Instance, InstanceState, PriceUpdate, launch_tags
 from cloud.catalog import Catalog
 from cloud.errors import CloudError, DeadlinePassed, LaunchRefused, NotFound, Unsupported, ZoneUnavailable
 from nodemanager.clock import Clock
 from nodemanager.deadline import remaining
 from nodemanager.model import CapacityType
+from nodemanager.model.reservation import Reservation, ReservationQuery
 from nodemanager.tally import ErrorTally
 
 log = logging.getLogger("nodemanager.cloud.aws")
@@ -167,7 +169,7 @@ class AwsCloud:
         if existing is not None:
             log.info("node %s already has instance %s: not launching again", request.node_name, existing.instance_id)
             return existing
-        if request.alternatives and not self.boot_image.launch_template:
+        if request.alternatives and not self.boot_image.launch_template and not request.reservation:
             return self._fleet_boot(request)
         offering = {"instance_type": request.instance_type, "capacity_type": request.capacity_type, "zone": request.zone}
         params = self._run_params(request)
@@ -317,6 +319,9 @@ class AwsCloud:
             log.warning("price refresh: %s", problem)
         return PriceUpdate(on_demand, plausible)
 
+    def reservations(self, queries: Sequence[ReservationQuery], now: float) -> list[Reservation]:
+        return self._call_paged("DescribeCapacityReservations", lambda: reservations.describe(self.ec2, queries, now)) if queries else []
+
     def _call_paged(self, what: str, fetch: Callable[[], Any], *, ec2: bool = True) -> Any:
         """A paginated read under the same retry policy (EC2's under its shared pause too);
         raises the translated error."""
@@ -351,6 +356,7 @@ class AwsCloud:
 
     def _instance(self, record: Mapping[str, Any]) -> Instance:
         tags = {t["Key"]: t["Value"] for t in record.get("Tags", [])}
+        reservation = record.get("CapacityReservationId") or tags.get(RESERVATION_TAG, "")
         launched = record.get("LaunchTime")
         state = record.get("State", {}).get("Name", "pending")
         return Instance(
@@ -358,12 +364,13 @@ class AwsCloud:
             node_name=tags.get(NODE_TAG, ""),
             pool=tags.get(POOL_TAG, ""),
             instance_type=record.get("InstanceType", ""),
-            capacity_type=CapacityType.SPOT if record.get("InstanceLifecycle") == "spot" else CapacityType.ON_DEMAND,
+            capacity_type=_capacity_type(record, reservation),
             zone=record.get("Placement", {}).get("AvailabilityZone", ""),
             state=InstanceState(state) if state in InstanceState._value2member_map_ else InstanceState.SHUTTING_DOWN,
             launched_at=launched.timestamp() if hasattr(launched, "timestamp") else self.clock.now(),
             tags=tags,
             image_id=record.get("ImageId", ""),
+            reservation=reservation,
         )
 
     def _run_params(self, request: BootRequest) -> dict[str, Any]:
@@ -401,6 +408,8 @@ class AwsCloud:
             params["IamInstanceProfile"] = {"Arn": profile} if ":" in profile else {"Name": profile}
         if self.settings.user_data is not None or family is not ImageFamily.CUSTOM:
             params["UserData"] = self.join.user_data(request, family)
+        if request.reservation:
+            params.update(reservations.targeting(request.reservation, request.capacity_block))
         if request.capacity_type is CapacityType.SPOT:
             params["InstanceMarketOptions"] = {
                 "MarketType": "spot",
@@ -455,3 +464,9 @@ class AwsCloud:
         """Resolve ``nodes.bootImageSpec`` again for these types' architectures, where the
         last answer is older than the cache allows (a new image then shows as drift)."""
         self.images.refresh(instance_types)
+
+
+def _capacity_type(record: Mapping[str, Any], reservation: str) -> CapacityType:
+    if record.get("InstanceLifecycle") == "spot":
+        return CapacityType.SPOT
+    return CapacityType.RESERVED if reservation else CapacityType.ON_DEMAND

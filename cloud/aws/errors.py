@@ -8,7 +8,14 @@ from cloud.errors import CloudError, InsufficientCapacity, NotFound, QuotaExceed
 from nodemanager.model import CapacityType
 
 CAPACITY = frozenset(
-    {"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity", "InsufficientReservedInstanceCapacity", "UnfulfillableCapacity"}
+    {
+        "InsufficientInstanceCapacity",
+        "InsufficientCapacity",
+        "InsufficientHostCapacity",
+        "InsufficientReservedInstanceCapacity",
+        "UnfulfillableCapacity",
+        "ReservationCapacityExceeded",
+    }
 )
 ADDRESSES = frozenset({"InsufficientFreeAddressesInSubnet", "InsufficientAddressCapacity"})
 QUOTA = frozenset({"InstanceLimitExceeded", "MaxSpotInstanceCountExceeded", "VcpuLimitExceeded", "SpotMaxPriceTooLow"})

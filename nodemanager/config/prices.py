@@ -47,7 +47,8 @@ def priced_offerings(catalog: Catalog, rule: PriceOverride) -> int:
 def _matches(rule: PriceOverride, names: frozenset[str], offering: Offering) -> bool:
     """Whether ``rule`` (whose globs match ``names``) prices ``offering``."""
     return (
-        offering.instance_type in names
+        offering.capacity_type is not CapacityType.RESERVED  # (free to plan with: paid for already)
+        and offering.instance_type in names
         and (not rule.capacity_types or offering.capacity_type in rule.capacity_types)
         and (not rule.zones or offering.zone in rule.zones)
     )

@@ -32,6 +32,7 @@ from nodemanager.config.cloud_schema import Cloud, CloudProvider, settle_image_f
 from nodemanager.config.cluster_schema import Cluster
 from nodemanager.config.durations import Duration
 from nodemanager.config.launch_schema import Launch, launch_method_problems
+from nodemanager.config.reservation_schema import MAX_TERMS, ReservationTerm, reservation_problems
 from nodemanager.model import CapacityType, TaintEffect
 from nodemanager.model.pdb import scaled
 from nodemanager.noderesource.strategy import ColocationStrategy
@@ -332,7 +333,8 @@ class Pool(Model):
     """`current`, `previous` or `any`: the EC2 generation of the types a pattern sweeps in (`*`, `*.large`). A pattern that names a type (`m1.small`,
     `m3.*`) allows it whatever its generation. Bin-pack pools also leave out burstable types a pattern only sweeps in: name them (`t3.*`) to use them."""
     capacity_types: list[CapacityType] = Field(default_factory=lambda: [CapacityType.ON_DEMAND], min_length=1)
-    """`on-demand` and/or `spot`. Spot is used when allowed and cheaper, unless the pod says otherwise."""
+    """`on-demand`, `spot` and/or `reserved`. Spot is used when allowed and cheaper, unless the pod says otherwise; `reserved` capacity (what
+    `capacityReservations` selects) before either, while it has instances left."""
     zones: list[str] = Field(default_factory=list, max_length=100)
     """Zones of the region; none: all."""
     labels: dict[str, str] = Field(default_factory=dict, max_length=100)
@@ -357,6 +359,8 @@ class Pool(Model):
     launch: Launch = Field(default_factory=Launch)
     """How the pool's nodes are launched: an EC2 Fleet call offering several types and zones, or `RunInstances` for one (see
     [Launches](concepts/launches.md))."""
+    capacity_reservations: list[ReservationTerm] = Field(default_factory=list, max_length=MAX_TERMS)
+    """Capacity reservations the pool launches into first, by id or tags (see [Reserved capacity](concepts/reserved-capacity.md))."""
 
     @field_validator("labels")
     @classmethod
@@ -399,6 +403,8 @@ class Loops(Model):
     """How often instances tagged with this `controllerId` but known to no record are terminated."""
     prices: Duration = Field(default=12 * 3600.0, ge=MIN_INTERVAL)
     """Live price refresh, where the cloud has live prices (Karpenter's interval)."""
+    reservations: Duration = Field(default=60.0, ge=MIN_INTERVAL)
+    """How often the selected capacity reservations are read again (instances left, new and ended ones) and Capacity Blocks near their end drained."""
     colocation: Duration = Field(default=30.0, ge=MIN_INTERVAL)
     """How often batch resources are recalculated."""
     disruption: Duration = Field(default=10.0, ge=MIN_INTERVAL)
@@ -424,6 +430,7 @@ class Loops(Model):
             "colocation": self.colocation,
             "disruption": self.disruption,
             "interruption": self.interruption,
+            "reservations": self.reservations,
         }
 
 
@@ -564,6 +571,7 @@ class ProviderConfig(Model):
     def _settled(self) -> ProviderConfig:
         """Launch methods and the image family, where provider.yaml leaves them to nodemanager."""
         problems = launch_method_problems([p.launch for p in self.pools], *self.fleet_inputs())
+        problems += reservation_problems([(p.capacity_reservations, p.capacity_types) for p in self.pools])
         if self.cloud.provider is CloudProvider.AWS and self.cloud.aws is not None:
             problems += settle_image_family(self.cloud.aws, self.nodes.boot_image_spec.filters.get("name", []))
         if problems:

@@ -21,6 +21,8 @@ from cloud.errors import InsufficientCapacity, LaunchRefused, OfferingError, Quo
 from nodemanager.controller.state import ClusterState
 from nodemanager.errors import NodeManagerError
 from nodemanager.model import CapacityType, InstanceId, Node, NodeState
+from nodemanager.model import labels as wk
+from nodemanager.model.reservation import ReservationKind
 from nodemanager.scaler import NodeSpec
 from nodemanager.scaler.unavailability import ANY_TYPE
 from nodemanager.status.metrics import Metrics
@@ -101,6 +103,8 @@ class Boots:
             taints=node.taints,
             startup_taints=self.state.startup_taints(node.pool),
             alternatives=node.alternatives,
+            reservation=node.labels.get(wk.RESERVATION_ID, ""),
+            capacity_block=node.labels.get(wk.RESERVATION_TYPE) == ReservationKind.CAPACITY_BLOCK,
             **strategies,
         )
         self.state.booting.add(name)

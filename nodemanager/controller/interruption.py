@@ -98,6 +98,18 @@ class InterruptionController:
             c.keeper.mark((node.instance_type, CapacityType.SPOT, node.zone), now, "spot interruption warning")
         if node.name in c.marked or node.state in (NodeState.TERMINATING, NodeState.TERMINATED):
             return
+        self.drain(node, what, now)
+        reclaimed_at = now + SPOT_NOTICE
+        first_hour = reclaimed_at - node.created_at < FREE_IF_RECLAIMED_WITHIN
+        if event.kind is InterruptionKind.SPOT_INTERRUPTION and node.capacity_type is CapacityType.SPOT and first_hour:
+            c.left_to_cloud[node.name] = reclaimed_at + RECLAIM_GRACE
+            log.info("node %s: left for EC2 to reclaim once drained (a spot instance it interrupts in its first hour is not billed)", node.name)
+
+    def drain(self, node: Node, what: str, now: float, label: str = "interruption") -> None:
+        """The node's pods planned elsewhere at once (the capacity that needs booted), the
+        node marked for termination: the reaper drains it while the instance still runs.
+        Call with the controller's lock held."""
+        c = self.state
         log.warning("node %s (%s): %s; moving its pods now", node.name, node.instance_id, what)
         c.event("Node", node.name, "Interrupted", f"{what}: draining before the instance goes", warning=True)
         if node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
@@ -107,12 +119,7 @@ class InterruptionController:
             else:
                 for spec in moved.replacements:
                     self.boots.boot(spec, now)
-        c.mark_for_termination(node.name, what, "interruption")
-        reclaimed_at = now + SPOT_NOTICE
-        first_hour = reclaimed_at - node.created_at < FREE_IF_RECLAIMED_WITHIN
-        if event.kind is InterruptionKind.SPOT_INTERRUPTION and node.capacity_type is CapacityType.SPOT and first_hour:
-            c.left_to_cloud[node.name] = reclaimed_at + RECLAIM_GRACE
-            log.info("node %s: left for EC2 to reclaim once drained (a spot instance it interrupts in its first hour is not billed)", node.name)
+        c.mark_for_termination(node.name, what, label)
 
     def _delete(self, receipt: str) -> None:
         self.state.lock.after_release(self._delete_now, receipt)

@@ -14,7 +14,8 @@ loops and the modules they run:
 * reaper (10 s, ``reaper.py``): marked nodes drained, terminated and their pods placed again;
 * orphan GC (60 s, ``garbage_collection.py``): instances with our tag that no record knows;
 * prices (12 h, ``prices.py``), colocation (``colocation.py``), disruption
-  (``disruption.py``), interruption (``interruption.py``).
+  (``disruption.py``), interruption (``interruption.py``), reservations (60 s,
+  ``reservations.py``).
 
 The truth lives outside: ``recover()`` rebuilds the records from the cloud's tags and the
 cluster (``sync.py``).
@@ -42,13 +43,14 @@ from nodemanager.controller.prices import PriceRefresher
 from nodemanager.controller.provisioning import Provisioner
 from nodemanager.controller.reaper import Reaper
 from nodemanager.controller.reporting import STATUS_WAIT, Reporting
+from nodemanager.controller.reservations import ReservationController
 from nodemanager.controller.state import ClusterState
 from nodemanager.controller.sync import ClusterSync
 from nodemanager.controller.timers import LoopTimer
 from nodemanager.scaler import BindingNodeScaler, ScalerSettings
 from nodemanager.status.metrics import Metrics
 
-LOOPS = ("pool", "heartbeat", "reaper", "orphan_gc", "prices", "colocation", "disruption", "interruption")
+LOOPS = ("pool", "heartbeat", "reaper", "orphan_gc", "prices", "colocation", "disruption", "interruption", "reservations")
 
 
 class NodeController:
@@ -83,6 +85,9 @@ class NodeController:
         self.disruption = DisruptionController(state, cloud, metrics, self.boots)
         # the cloud's queue of interruption warnings, if it has one
         self.interruption = InterruptionController(state, getattr(cloud, "interruptions", None), metrics, self.boots, self.disruption)
+        self.reservations = ReservationController(
+            state, cloud, metrics, lambda: self.reprice(state.catalog), lambda node, what, now: self.interruption.drain(node, what, now, "capacity-block")
+        )
         self.reporting = Reporting(
             state,
             cluster,
@@ -92,6 +97,7 @@ class NodeController:
             disruption=self.disruption,
             interruption=self.interruption,
             colocation=self.colocation,
+            reservations=self.reservations,
         )
         self.provisioner = Provisioner(
             state,
@@ -106,7 +112,9 @@ class NodeController:
         )
 
     def recover(self) -> None:
-        """Rebuild node records from the cloud (tags) and the cluster after a (re)start."""
+        """Read the capacity reservations, then rebuild node records from the cloud (tags)
+        and the cluster after a (re)start."""
+        self.reservations.run()
         self.sync.recover()
 
     def status(self, wait: float = STATUS_WAIT) -> dict[str, object]:
@@ -114,7 +122,9 @@ class NodeController:
         return self.reporting.status(wait)
 
     def reprice(self, catalog: Catalog) -> None:
-        """Plan with ``catalog`` from now on (fresher prices), deciding again at once."""
+        """Plan with ``catalog`` from now on (fresher prices, or reservations that came or
+        went: the reservations last read are offered), deciding again at once."""
+        catalog = catalog.with_reservations(self.state.reservations.values())
         self.state.catalog = catalog
         self.state.scaler = BindingNodeScaler(ScalerSettings.from_config(self.config), catalog)
         self.provisioner.invalidate()
@@ -148,6 +158,10 @@ class NodeController:
         messages = self.interruption.receive()  # a long poll: outside the lock
         with self.timers["interruption"].timing(self.clock), self.state.lock:
             self.interruption.handle(messages, self.clock.now())
+
+    def reservations_loop(self) -> None:
+        with self.timers["reservations"].timing(self.clock):
+            self.reservations.run()
 
     def colocation_loop(self) -> None:
         """Recalculate every Ready node's batch resources; write them when NeedSync says so."""

@@ -13,6 +13,7 @@ from nodemanager.config.schema import Pool
 from nodemanager.controller.colocation import ColocationReconciler
 from nodemanager.controller.disruption import DisruptionController
 from nodemanager.controller.interruption import InterruptionController
+from nodemanager.controller.reservations import ReservationController
 from nodemanager.controller.state import ClusterState
 from nodemanager.controller.timers import LoopTimer
 from nodemanager.model import LIVE_STATES, CapacityType, Node, NodeState, Pod
@@ -38,6 +39,7 @@ class Reporting:
         disruption: DisruptionController,
         interruption: InterruptionController,
         colocation: ColocationReconciler,
+        reservations: ReservationController,
     ) -> None:
         self.state = state
         self.cluster = cluster
@@ -47,6 +49,7 @@ class Reporting:
         self.disruption = disruption
         self.interruption = interruption
         self.colocation = colocation
+        self.reservations = reservations
         self.bound_rate: tuple[float, float | None] = (-math.inf, None)  # when the bound's rate was made, and it ($/h)
         self._status_published: tuple[float, str] = (-math.inf, "")  # when the cluster's status ConfigMap was written, and what it said
         self._last_status: tuple[float, dict[str, object]] | None = None  # (when, document): answered while the lock is held too long
@@ -142,6 +145,7 @@ def status_document(r: Reporting) -> dict[str, object]:
         "boots": r.state.ledger.status(),
         "decisions": list(r.state.recent_decisions),
         "interruption": r.interruption.status(),
+        "reservations": r.reservations.status(),
         "config": r.state.config.model_dump(mode="json", by_alias=True),
     }
 

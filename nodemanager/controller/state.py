@@ -32,6 +32,8 @@ from nodemanager.controller.records import NodeRecords
 from nodemanager.dra.context import DeviceContext
 from nodemanager.model import LIVE_STATES, Node, NodeName, NodeState, Pod, PodKey, Resources, Taint
 from nodemanager.model.journal import Mark, changed_since
+from nodemanager.model.labels import RESERVATION_ID
+from nodemanager.model.reservation import Reservation
 from nodemanager.model.resources import BATCH_RESOURCES
 from nodemanager.model.selectors import HARD_EFFECTS, untolerated
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, Decision, ScalerSettings, StopOrder, UnavailabilityKeeper
@@ -91,6 +93,7 @@ class ClusterState:
         self.drain_blocked: set[str] = set()  # voluntary drains waiting past drainTimeout on PodDisruptionBudgets
         self.unneeded_since: dict[NodeName, float] = {}
         self.devices: DeviceContext | None = None  # as last read, while pods with claims wait
+        self.reservations: dict[str, Reservation] = {}  # the capacity reservations the pools select, as last read
         self.last_decision: Decision | None = None
         self.recent_decisions: deque[dict[str, object]] = deque(maxlen=RECENT_DECISIONS)  # what the last decisions booted or stopped (/status)
         self.compute_ms: list[float] = []  # every computation's duration (simulation reports)
@@ -258,8 +261,21 @@ class ClusterState:
             held=self.held,
             on_the_way=self.on_the_way,
             operator_held=frozenset(self._operator_held),
+            reservations_left=self.reservations_left(),
             grouped=cached.grouped,
         )
+
+    def reservations_left(self) -> dict[str, int]:
+        """Per reservation, the instances new nodes may still take: what the cloud said was
+        available, less the nodes launched into it since (a launch it has not counted yet)."""
+        if not self.reservations:
+            return {}
+        left = {r.id: r.available for r in self.reservations.values()}
+        for node in self.nodes.values():
+            r = self.reservations.get(node.labels.get(RESERVATION_ID, ""))
+            if r is not None and node.created_at >= r.seen_at and node.state is not NodeState.TERMINATED:
+                left[r.id] -= 1
+        return left
 
     def _planning_nodes(self) -> tuple[Node, ...]:
         """Every record as the scaler plans with it, made again only when the records, the

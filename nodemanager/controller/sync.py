@@ -12,6 +12,8 @@ from nodemanager.cluster.base import ClusterEvent, ClusterSource
 from nodemanager.controller.dispenser import NodeDispenser
 from nodemanager.controller.state import ClusterState
 from nodemanager.model import ZERO, InstanceId, Node, NodeName, NodeState, Taint
+from nodemanager.model import labels as wk
+from nodemanager.model.reservation import ReservationKind
 from nodemanager.status.metrics import Metrics
 
 log = logging.getLogger("nodemanager.controller")
@@ -54,10 +56,20 @@ class ClusterSync:
             instance_id=InstanceId(instance.instance_id),
             created_at=instance.launched_at,
             image_id=instance.image_id,
-            labels=dict(self.state.pool_config(instance.pool).labels) if self.state.pool_config(instance.pool) else {},
+            labels=self._labels_of(instance),
             taints=tuple(Taint(t.key, t.effect, t.value) for t in pool.taints) if (pool := self.state.pool_config(instance.pool)) else (),
         )
         return node.moved_to(NodeState.CREATED)
+
+    def _labels_of(self, instance: Instance) -> dict[str, str]:
+        """An adopted instance's node labels: its pool's, and the reservation it runs in."""
+        pool = self.state.pool_config(instance.pool)
+        labels = dict(pool.labels) if pool else {}
+        if instance.reservation:
+            found = self.state.reservations.get(instance.reservation)
+            labels[wk.RESERVATION_ID] = instance.reservation
+            labels[wk.RESERVATION_TYPE] = (found.kind if found else ReservationKind.DEFAULT).value
+        return labels
 
     # -- sync ----------------------------------------------------------------------------------
     def poll(self) -> list[ClusterEvent] | None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from nodemanager.model.node import CapacityType
+from nodemanager.model.reservation import RESERVED_PRICE_FRACTION
 from nodemanager.model.resources import AMD_GPU, CPU, EPHEMERAL_STORAGE, MEMORY, NVIDIA_GPU, PODS, Resources
 
 MIB = 2**20
@@ -72,19 +73,24 @@ class Gpu:
 
 @dataclass(frozen=True, slots=True)
 class Offering:
-    """One buyable (instance type, zone, capacity type) with its hourly price in USD."""
+    """One buyable (instance type, zone, capacity type) with its hourly price in USD. A
+    reserved offering names its capacity reservation; its price is what planning weighs
+    (next to nothing: the reservation is paid for, used or not)."""
 
     instance_type: str
     zone: str
     capacity_type: CapacityType
     price: float
+    reservation: str = ""  # the capacity reservation's id (reserved offerings only)
+    capacity_block: bool = False  # that reservation is a Capacity Block (launched as such; its nodes go before it ends)
 
     @property
     def key(self) -> tuple[str, CapacityType, str]:
         return (self.instance_type, self.capacity_type, self.zone)
 
     def __str__(self) -> str:
-        return f"{self.instance_type}/{self.capacity_type}/{self.zone}"
+        where = f"{self.zone}/{self.reservation}" if self.reservation else self.zone
+        return f"{self.instance_type}/{self.capacity_type}/{where}"
 
 
 @dataclass(frozen=True)
@@ -126,6 +132,8 @@ class InstanceType:
             for offering in self.offerings:
                 if offering.capacity_type is capacity_type and offering.zone == zone:
                     return offering.price
+        if capacity_type is CapacityType.RESERVED:  # (a reservation that has ended: still paid for until its node goes)
+            return self.on_demand_price * RESERVED_PRICE_FRACTION
         return self.on_demand_price if capacity_type is CapacityType.ON_DEMAND else self.spot_price
 
     def capacity(self, volume_bytes: int = DEFAULT_VOLUME_BYTES) -> Resources:

@@ -25,6 +25,7 @@ InstanceId = NewType("InstanceId", str)
 class CapacityType(StrEnum):
     ON_DEMAND = "on-demand"
     SPOT = "spot"
+    RESERVED = "reserved"  # launched into a capacity reservation (an ODCR or a Capacity Block)
 
 
 class NodeState(StrEnum):

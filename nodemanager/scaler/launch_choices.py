@@ -10,7 +10,7 @@ node size floor, no more machine than planned where the pool has limits, and a p
 ``priceTolerance`` of the planned one (none more for a consolidation's replacement, whose
 saving was counted at the planned price). A node whose pods keep near or apart from other
 pods keeps its zone: its place in their topology was planned. Nodes chosen for their
-devices, standby nodes and nodes whose pods constrain the type itself keep their offering.
+devices, nodes launched into a capacity reservation (which targets it), standby nodes and nodes whose pods constrain the type itself keep their offering.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class _Chooser:
         (those ``minValues`` added last), and what of ``minValues`` they fall short of."""
         run, launch = self.run, node.view.pool.launch
         pods = node.info.pods.values()
-        if launch.method is LaunchMethod.RUN_INSTANCES or node.standby or not pods or launch.max_offerings < 2:
+        if launch.method is LaunchMethod.RUN_INSTANCES or node.standby or not pods or launch.max_offerings < 2 or node.candidate.offering.reservation:
             return (), ""
         kinds: dict[tuple, Pod] = {}  # the node's pods by constraints (which settle what is asked below)
         for p in pods:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cloud.catalog import Catalog
+from nodemanager.config.reservation_schema import selecting
 from nodemanager.config.schema import Packing, Pool
 from nodemanager.model import ZERO, InstanceType, Node, NodeState, Offering, Resources, Taint, TaintEffect
 from nodemanager.model import labels as wk
@@ -85,8 +86,9 @@ def pool_views(
         ranked = catalog.ranked(Resources(), allowed=sorted(catalog.matching(**pool.type_query())), volume_bytes=volume_bytes)
         batch = colocation.get(pool.name)
         candidates = []
+        reserved = {i for i, r in catalog.reservations.items() if selecting(pool.capacity_reservations, r) is not None}
         for o, t in ranked:
-            if o.capacity_type in capacity and (not zones or o.zone in zones):
+            if o.capacity_type in capacity and (not zones or o.zone in zones) and (not o.reservation or o.reservation in reserved):
                 allocatable = t.allocatable_for(volume_bytes)
                 if batch is not None:
                     allocatable = allocatable + estimated_batch(t, allocatable, volume_bytes, batch)
@@ -110,6 +112,8 @@ def _known(pool: str, itype: InstanceType, offering: Offering, name: str = "") -
         zone=offering.zone,
         capacity_type=offering.capacity_type.value,
         architectures=itype.architectures,
+        reservation=offering.reservation,
+        capacity_block=offering.capacity_block,
     )
 
 

@@ -116,6 +116,7 @@ class Run:
         self.new_nodes: dict[str, NewNode] = {}
         self.names_taken = {n.name for n in snapshot.nodes}
         self.unavailable = {k for k, until in snapshot.unavailable.items() if until > now}
+        self.spent = {r for r, left in snapshot.reservations_left.items() if left <= 0}  # reservations with no instance left
         self._available_memo: ByIdentity[tuple[Candidate, ...], tuple[Candidate, ...]] = ByIdentity(PROBE_MEMO_SIZE)
         self.kept: set[str] = set()  # nodes held for standby entries
         self.missing: list[tuple[PoolView, str, CapacityType, str | None, int]] = []  # standby to boot
@@ -208,9 +209,10 @@ class Run:
         return frozenset(values)
 
     def blocked(self, candidate: Candidate) -> bool:
-        """Marked unavailable: the offering itself, or its whole zone."""
+        """Marked unavailable (the offering itself, or its whole zone), or of a reservation
+        with no instance left."""
         o = candidate.offering
-        return o.key in self.unavailable or (ANY_TYPE, o.capacity_type, o.zone) in self.unavailable
+        return o.key in self.unavailable or (ANY_TYPE, o.capacity_type, o.zone) in self.unavailable or (o.reservation in self.spent and bool(o.reservation))
 
     def place(self, pod: Pod, info: NodeInfo, state: CycleState) -> bool:
         """Assume ``pod`` onto ``info``: Reserve, then Permit. False (and undone) on failure."""
@@ -251,7 +253,7 @@ class Run:
     def available(self, accepted: tuple[Candidate, ...]) -> tuple[Candidate, ...]:
         """``accepted`` less the offerings marked unavailable, once per answer of ``new_nodes.probe``
         in this computation."""
-        if not self.unavailable:
+        if not self.unavailable and not self.spent:
             return accepted
         return self._available_memo.get(accepted, lambda offerings: tuple(c for c in offerings if not self.blocked(c)))
 

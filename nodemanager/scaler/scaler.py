@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from cloud.catalog import Catalog
 from nodemanager.model import LaunchOption, NodeName, Pod, PodKey, Resources
 from nodemanager.model.resources import extended
-from nodemanager.scaler import binpack, boot_cap, existing, gangs, launch_choices, new_nodes, sizing, standby, stops
+from nodemanager.scaler import binpack, boot_cap, existing, gangs, launch_choices, new_nodes, reservations, sizing, standby, stops
 from nodemanager.scaler.by_identity import ByIdentity
 from nodemanager.scaler.decision import Decision, NodeSpec, SizeFloor
 from nodemanager.scaler.memory import Memory
@@ -178,7 +178,7 @@ class BindingNodeScaler:
             excluded = {**excluded, **{k: why for k, why in failed.items() if k in last}}
             last = (last | failed.keys()) - excluded.keys()
         try:
-            started, options = launch_choices.options_of(run, started)
+            started, options = launch_choices.options_of(run, reservations.settle(run, started))
             stopping, unneeded = stops.stops(run)
             specs = tuple(_spec(n, run.floor_applied.get(n.view.name), *options[n.info.name]) for n in started)
             return Decision(

@@ -36,6 +36,7 @@ class ClusterSnapshot:
     operator_held: frozenset[str] = frozenset()  # nodes an operator has (cordoned, tainted): never stopped idle
     held: Mapping[PodKey, str] = field(default_factory=lambda: _EMPTY)  # pods no new node may be booted for now (nor for their class), and why
     on_the_way: Mapping[PodKey, str] = field(default_factory=lambda: _EMPTY)  # pods a node is booting for: no second new node for them, and why
+    reservations_left: Mapping[str, int] = field(default_factory=lambda: _EMPTY)  # capacity reservation -> instances new nodes may still take
     one_new_node: bool = False  # a consolidation's what-if: the pods that move may take one new node at most
     grouped: PodsByNode | None = field(default=None, compare=False, repr=False)  # ``pods`` already grouped (the cache keeps them so): see ``by_node``
 

@@ -243,8 +243,9 @@ class CapacityTypeMatch(SkipsUnasked, FilterPlugin):
         policy = pod.capacity_policy
         if policy is CapacityPolicy.ANY:
             return None
-        want = CapacityType.SPOT if policy is CapacityPolicy.SPOT else CapacityType.ON_DEMAND
-        if node.capacity_type is not want:
+        spot = node.capacity_type is CapacityType.SPOT
+        if spot != (policy is CapacityPolicy.SPOT):
+            want = CapacityType.SPOT if policy is CapacityPolicy.SPOT else CapacityType.ON_DEMAND
             return unresolvable(f"pod wants {want} capacity, node is {node.capacity_type}", self.name)
         return None
 

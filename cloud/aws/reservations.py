@@ -1,0 +1,71 @@
+"""Capacity reservations read from EC2 (``DescribeCapacityReservations``) and the launch
+parameters that target one: an instance launched into a reservation names it
+(``CapacityReservationSpecification``); into a Capacity Block, it is also of the
+``capacity-block`` market."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nodemanager.model.reservation import Reservation, ReservationKind, ReservationQuery
+
+_ACTIVE = {"Name": "state", "Values": ["active"]}
+
+
+def describe_params(queries: Sequence[ReservationQuery]) -> list[dict[str, Any]]:
+    """One call's arguments for every id, one for each tag query: active reservations only
+    (a Capacity Block is active from its start to its end)."""
+    ids = sorted({q.id for q in queries if q.id is not None})
+    params: list[dict[str, Any]] = [{"CapacityReservationIds": ids, "Filters": [_ACTIVE]}] if ids else []
+    for query in queries:
+        if query.id is not None:
+            continue
+        filters: list[dict[str, Any]] = [_ACTIVE]
+        if query.owner is not None:
+            filters.append({"Name": "owner-id", "Values": [query.owner]})
+        filters += [{"Name": "tag-key", "Values": [k]} if v == "*" else {"Name": f"tag:{k}", "Values": [v]} for k, v in sorted(query.tags.items())]
+        params.append({"Filters": filters})
+    return params
+
+
+def describe(ec2: Any, queries: Sequence[ReservationQuery], now: float) -> list[Reservation]:
+    """The reservations ``queries`` select, each once (paginated)."""
+    found: dict[str, Reservation] = {}
+    for params in describe_params(queries):
+        paginator = ec2.get_paginator("describe_capacity_reservations")
+        for page in paginator.paginate(**params):
+            for record in page.get("CapacityReservations", []):
+                reservation = reservation_of(record, now)
+                if reservation is not None:
+                    found[reservation.id] = reservation
+    return [found[k] for k in sorted(found)]
+
+
+def reservation_of(record: Mapping[str, Any], now: float) -> Reservation | None:
+    """One ``CapacityReservation``; None for one that is not active or not of one zone's
+    instances (a reservation for a platform other than Linux is still used: EC2 matches it)."""
+    if record.get("State") != "active" or not record.get("AvailabilityZone") or not record.get("InstanceType"):
+        return None
+    end = record.get("EndDate")
+    kind = ReservationKind.CAPACITY_BLOCK if record.get("ReservationType") == "capacity-block" else ReservationKind.DEFAULT
+    return Reservation(
+        id=record["CapacityReservationId"],
+        instance_type=record["InstanceType"],
+        zone=record["AvailabilityZone"],
+        total=int(record.get("TotalInstanceCount", 0)),
+        available=int(record.get("AvailableInstanceCount", 0)),
+        kind=kind,
+        ends_at=end.timestamp() if hasattr(end, "timestamp") else None,
+        tags={t["Key"]: t["Value"] for t in record.get("Tags", [])},
+        owner=record.get("OwnerId", ""),
+        seen_at=now,
+    )
+
+
+def targeting(reservation: str, capacity_block: bool) -> dict[str, Any]:
+    """RunInstances parameters that launch into ``reservation`` and nowhere else."""
+    params: dict[str, Any] = {"CapacityReservationSpecification": {"CapacityReservationTarget": {"CapacityReservationId": reservation}}}
+    if capacity_block:
+        params["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+    return params

@@ -1,0 +1,117 @@
+"""The reservation controller (``loops.reservations``, 60 s): the capacity reservations the
+pools select (``pools[].capacityReservations``), read again from the cloud outside the lock;
+then, under it, the instances each has left for the scaler (``ClusterState.reservations``),
+the catalog's reserved offerings made again where a reservation came, went or changed, and
+the nodes of a Capacity Block near its end drained and terminated ahead of EC2 (the block's
+``drainLead`` before its end; no new node goes into it from then either). A node keeps its
+block's end after the block stops being listed (EC2 lists active reservations only)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from cloud.errors import CloudError
+from nodemanager.config.reservation_schema import selecting
+from nodemanager.model import Node, NodeState
+from nodemanager.model.labels import RESERVATION_ID
+from nodemanager.model.reservation import Reservation, ReservationKind
+from nodemanager.status.metrics import Metrics
+
+if TYPE_CHECKING:
+    from cloud.base import CloudClient
+    from nodemanager.controller.state import ClusterState
+
+log = logging.getLogger("nodemanager.controller")
+
+ENDS_KEPT = 10_000  # Capacity Blocks whose drain time is remembered after they stop being listed
+
+
+class ReservationController:
+    def __init__(
+        self, state: ClusterState, cloud: CloudClient, metrics: Metrics, reprice: Callable[[], None], drain: Callable[[Node, str, float], None]
+    ) -> None:
+        self.state = state
+        self.cloud = cloud
+        self.metrics = metrics
+        self.reprice = reprice  # the catalog's reserved offerings made again (the operator swaps the scaler)
+        self.drain = drain  # a node's pods planned elsewhere, the node marked for termination (as for an interruption)
+        self.drain_at: dict[str, float] = {}  # Capacity Block -> when its nodes are drained
+        self.queries = [t.query() for p in state.config.pools for t in p.capacity_reservations]
+        self.error = ""  # the last read's failure ("" once one succeeds)
+
+    def run(self) -> None:
+        if not self.queries:
+            return
+        now = self.state.clock.now()
+        try:
+            found = self.cloud.reservations(self.queries, now)  # network: outside the lock
+        except CloudError as exc:
+            self.error = str(exc)
+            log.warning("reading capacity reservations failed; keeping the last read: %s", exc)
+            with self.state.lock:
+                self.drain_ending(now)
+            return
+        self.error = ""
+        with self.state.lock:
+            self.apply(found, now)
+
+    def apply(self, found: list[Reservation], now: float) -> None:
+        """Call with the controller's lock held."""
+        c = self.state
+        selected: dict[str, Reservation] = {}
+        for r in found:
+            term = next((t for p in c.config.pools if (t := selecting(p.capacity_reservations, r)) is not None), None)
+            if term is None:
+                continue
+            if r.ends_at is not None and r.kind is ReservationKind.CAPACITY_BLOCK:
+                self._remember(r.id, r.ends_at - term.drain_lead)
+            ending = r.id in self.drain_at and now >= self.drain_at[r.id]
+            selected[r.id] = dataclasses.replace(r, available=0) if ending else r  # no new node into a block about to end
+        shapes = lambda rs: sorted(r.shape for r in rs.values())  # noqa: E731
+        changed = shapes(selected) != shapes(c.reservations)
+        if changed:
+            log.info("capacity reservations: %s", ", ".join(f"{r.id} ({r.instance_type} in {r.zone}, {r.kind})" for r in selected.values()) or "none active")
+        c.reservations = selected
+        if changed:
+            self.reprice()
+        for r in selected.values():
+            self.metrics.reservation_instances.labels(r.id, "total").set(r.total)
+            self.metrics.reservation_instances.labels(r.id, "available").set(r.available)
+        self.drain_ending(now)
+
+    def drain_ending(self, now: float) -> None:
+        """The nodes of Capacity Blocks past their drain time, drained and marked."""
+        c = self.state
+        for node in list(c.nodes.values()):
+            block = node.labels.get(RESERVATION_ID, "")
+            when = self.drain_at.get(block)
+            if when is None or now < when or node.name in c.marked or node.state in (NodeState.TERMINATING, NodeState.TERMINATED):
+                continue
+            r = c.reservations.get(block)
+            ends = f" (it ends at {r.ends_at:.0f})" if r is not None and r.ends_at is not None else ""
+            self.drain(node, f"capacity block {block} ends{ends}: its instances are reclaimed from 30 minutes before", now)
+
+    def _remember(self, block: str, when: float) -> None:
+        if block not in self.drain_at and len(self.drain_at) >= ENDS_KEPT:
+            del self.drain_at[next(iter(self.drain_at))]
+        self.drain_at[block] = when
+
+    def status(self) -> list[dict[str, object]]:
+        left = self.state.reservations_left()
+        return [
+            {
+                "id": r.id,
+                "instance_type": r.instance_type,
+                "zone": r.zone,
+                "type": r.kind.value,
+                "total": r.total,
+                "available": r.available,
+                "left_for_new_nodes": left.get(r.id, 0),
+                "ends_at": r.ends_at,
+                "drain_at": self.drain_at.get(r.id) if r.kind is ReservationKind.CAPACITY_BLOCK else None,
+            }
+            for r in sorted(self.state.reservations.values(), key=lambda r: r.id)
+        ]
