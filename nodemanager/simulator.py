@@ -39,6 +39,7 @@ from nodemanager.dra.context import DeviceContext
 from nodemanager.model import STABLE_STATES, NodeState, PodKey
 from nodemanager.model.journal import Mark, changed_since
 from nodemanager.quiet_time import QuietTime
+from nodemanager.reserved_capacity import ReservedCapacity, bound_pools
 from nodemanager.scaler import Decision
 from nodemanager.scaler.clairvoyant import ClairvoyantPacker, Run
 from nodemanager.scaler.cost_bound import CostBound
@@ -95,7 +96,8 @@ class Simulation:
         self.catalog = catalog
         self.clock = VirtualClock(0.0)
         # Offline whatever provider.yaml says: the cloud and the cluster are always simulated.
-        self.cloud = simulated_cloud(config, self.clock)
+        self.cloud = simulated_cloud(config, self.clock, objects.reservations if objects else ())
+        self.reserved = ReservedCapacity(config, catalog, objects.reservations if objects else ())
         self.cluster = simulated_cluster(config, self.clock, self.cloud, workload, devices=devices, objects=objects)
         self.controller = NodeController(config, catalog, self.cloud, self.cluster, self.clock, executor=InlineExecutor(), metrics=Metrics(scraped=False))
         self.controller.provisioner.on_decision = self._on_decision
@@ -114,7 +116,7 @@ class Simulation:
         self._allocatable = (0, 0)
         self._allocatable_marks: tuple[Mark, ...] | None = None
         self._waiting_as_of: tuple[int, Decision | None, tuple[PodKey, ...]] | None = None
-        views = pool_views(list(config.pools), catalog, config.nodes.volume_size, daemon_sets=objects.daemon_sets if objects else ())
+        views = pool_views(bound_pools(config.pools), catalog, config.nodes.volume_size, daemon_sets=objects.daemon_sets if objects else ())
         self.bound = CostBound(views, (a.pod for a in workload))
         self._views = views
         self.clairvoyant = clairvoyant  # whether the report prices the clairvoyant fleet (a few seconds per 10,000 pods)
@@ -139,7 +141,7 @@ class Simulation:
         whenever and however often it ran, so a configuration that placed it later or moved
         it gets the same bound; only pods without one (or cut by --until) count the time
         they actually ran."""
-        return self.bound.usd(self._counted(self.cluster.ran()))
+        return self.bound.usd(self._counted(self.cluster.ran()), self.reserved.reserved(self.clock.now()))
 
     def _counted(self, ran: dict[PodKey, float]) -> dict[PodKey, float]:
         """The seconds the bound counts for each pod, from the seconds each was bound."""
@@ -209,14 +211,14 @@ class Simulation:
         instances = []
         for span in self.cloud.spans():
             i = span.instance
-            billed = Billed(i.node_name, self.catalog.hourly(i.instance_type, i.capacity_type, i.zone), span.running, span.until, span.seconds)
+            billed = Billed(i.node_name, self.reserved.hourly(i), span.running, span.until, span.seconds)
             instances.append((billed, self.occupancy.spans(i.node_name, now)))
-        return breakdown(instances, lower_bound, self.bound.usd(self.cluster.ran()))
+        return breakdown(instances, lower_bound, self.bound.usd(self.cluster.ran(), self.reserved.reserved(now)))
 
     def _sample(self, now: float, timeline: Timeline) -> None:
         live = [n for n in self.controller.state.nodes.values() if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED)]
         bound = self.bound.rate(s.pod for s in self.cluster.pods.values() if s.pod.node_name and not s.pod.of_node)
-        billed = math.fsum(self.catalog.hourly(i.instance_type, i.capacity_type, i.zone) for i in self.cloud.running())
+        billed = math.fsum(self.reserved.hourly(i) for i in self.cloud.running())
         timeline.add(Sample(now, Counter(n.instance_type for n in live), Counter(n.pool for n in live), len(self._waiting()), billed, bound))
 
     def _waiting(self) -> tuple[PodKey, ...]:
@@ -342,9 +344,7 @@ class Simulation:
         terminated = 0
         by_pool = dict.fromkeys((p.name for p in self.config.pools), 0.0)
         for instance, seconds in self.cloud.billed():
-            by_pool[instance.pool] = (
-                by_pool.get(instance.pool, 0.0) + self.catalog.hourly(instance.instance_type, instance.capacity_type, instance.zone) * seconds / 3600.0
-            )
+            by_pool[instance.pool] = by_pool.get(instance.pool, 0.0) + self.reserved.hourly(instance) * seconds / 3600.0
             launched[instance.instance_type] += 1
             terminated += instance.state is InstanceState.TERMINATED
         return sum(by_pool.values()), launched, terminated, by_pool
@@ -431,6 +431,7 @@ class Simulation:
             },
             "unschedulable": [{"pod": k, "reason": r} for k, r in sorted(still_unschedulable.items())],
             "prices": self.price_basis(),
+            **({"reservations": self.reserved.report(self.cloud.spans(), end)} if self.reserved.declared else {}),
             "disruption": self.controller.disruption.summary(),
             "consolidation_rejected": dict(self.controller.disruption.worth.summary()),
             "colocation": {

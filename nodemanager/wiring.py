@@ -4,6 +4,7 @@ implementation each ``cloud.provider`` and ``cluster.source`` means."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING
 
@@ -20,14 +21,16 @@ from nodemanager.config.schema import ProviderConfig
 from nodemanager.controller.node_controller import NodeController
 from nodemanager.dra.context import DeviceContext
 from nodemanager.errors import ConfigError
+from nodemanager.model.reservation import Reservation
 from nodemanager.status.metrics import Metrics
 
 if TYPE_CHECKING:
     from nodemanager.cluster.kubernetes.reachability import Reachability
 
 
-def simulated_cloud(config: ProviderConfig, clock: Clock) -> SimulatedCloud:
-    """The in-memory cloud with the file's ``cloud.simulated`` settings (or their defaults)."""
+def simulated_cloud(config: ProviderConfig, clock: Clock, reservations: Sequence[tuple[Reservation, float]] = ()) -> SimulatedCloud:
+    """The in-memory cloud with the file's ``cloud.simulated`` settings (or their defaults),
+    holding the capacity ``reservations`` a workload declares (each with its start)."""
     sim = config.cloud.simulated or cloud_schema.SimulatedCloud()
     return SimulatedCloud(
         config.controller_id or "simulated",
@@ -39,6 +42,7 @@ def simulated_cloud(config: ProviderConfig, clock: Clock) -> SimulatedCloud:
         death_per_hour=sim.instance_death_per_hour,
         spot_interruption_per_hour=sim.spot_interruption_per_hour,
         image=next(iter(config.nodes.boot_image_spec.image_ids), "ami-simulated"),
+        reservations=reservations,
     )
 
 

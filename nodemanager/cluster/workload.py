@@ -22,7 +22,9 @@ Besides pods, a workload may hold what the cluster around them has: ``daemonSets
 ``replicationControllers``, ``replicaSets`` and ``statefulSets`` that select pods (the
 selector default spread constraints count by; pods name theirs in ``ownerReferences``), the
 ``podDisruptionBudgets`` consolidation respects (a budget without a ``status`` has its
-``disruptionsAllowed`` computed as kube's disruption controller does), and ``nodeEvents``, what operators do to nodes (taint, untaint, cordon, uncordon):
+``disruptionsAllowed`` computed as kube's disruption controller does), the capacity
+``reservations`` the cloud holds (``workload_reservations``), and ``nodeEvents``, what
+operators do to nodes (taint, untaint, cordon, uncordon):
 
     nodeEvents:
       - at: 30m
@@ -42,6 +44,7 @@ from typing import Any
 
 from nodemanager import documents
 from nodemanager.cluster.manifests import DURATION_ANNOTATION, POD_MAKERS, expand, unknown_fields
+from nodemanager.cluster.workload_reservations import parse_reservation
 from nodemanager.dra.context import DeviceContext
 from nodemanager.dra.model import ResourceClaim, parse_claim, parse_claim_spec, parse_device_class
 from nodemanager.durations import parse_duration
@@ -52,6 +55,7 @@ from nodemanager.model.daemonset import DaemonSet
 from nodemanager.model.pdb import PodDisruptionBudget
 from nodemanager.model.pod import OwnerRef, PodKey
 from nodemanager.model.pod_owners import Namespace, PodSelecting, ReplicaSet, ReplicationController, Service, StatefulSet
+from nodemanager.model.reservation import Reservation
 from nodemanager.model.slot_copy import copied
 from nodemanager.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 
@@ -68,7 +72,17 @@ def workload_owner(name: str, duration: float | None) -> OwnerRef:
 
 
 _SELECTING = {"services": Service, "replicationControllers": ReplicationController, "replicaSets": ReplicaSet, "statefulSets": StatefulSet}
-_CLUSTER_KEYS = {"daemonSets", "persistentVolumeClaims", "persistentVolumes", "storageClasses", "nodeEvents", "namespaces", "podDisruptionBudgets", *_SELECTING}
+_CLUSTER_KEYS = {
+    "daemonSets",
+    "persistentVolumeClaims",
+    "persistentVolumes",
+    "storageClasses",
+    "nodeEvents",
+    "namespaces",
+    "podDisruptionBudgets",
+    "reservations",
+    *_SELECTING,
+}
 _TOP_KEYS = {"pods", "deviceClasses", "resourceClaims", "resourceClaimTemplates"} | _CLUSTER_KEYS
 _NODE_EVENT_KEYS = {"at", "nodes", "count", "taint", "untaint", "cordon"}
 DEFAULT_MAX_PODS = 1_000_000  # pods in one workload (every count added up); simulate --max-pods raises it
@@ -361,6 +375,7 @@ class ClusterObjects:
     namespaces: tuple[Namespace, ...] = ()
     pod_selecting: tuple[PodSelecting, ...] = ()  # services, replicationControllers, replicaSets, statefulSets
     pdbs: tuple[PodDisruptionBudget, ...] = ()  # podDisruptionBudgets (policy/v1)
+    reservations: tuple[tuple[Reservation, float], ...] = ()  # capacity reservations the simulated cloud holds, each with its start
 
 
 def parse_cluster_objects(text: str, source: str = "workload") -> ClusterObjects:
@@ -383,7 +398,10 @@ def _cluster_objects(doc: Any, source: str) -> ClusterObjects:
         _each(doc, "namespaces", Namespace.from_manifest, problems),
         tuple(o for key, kind in _SELECTING.items() for o in _each(doc, key, kind.from_manifest, problems)),
         _each(doc, "podDisruptionBudgets", PodDisruptionBudget.from_manifest, problems),
+        _each(doc, "reservations", parse_reservation, problems),
     )
+    ids = [r.id for r, _ in objects.reservations]
+    problems += [f"reservations: id {i} given more than once" for i in sorted({i for i in ids if ids.count(i) > 1})]
     if problems:
         raise WorkloadError(source, problems)
     return objects

@@ -273,7 +273,7 @@ class ClusterState:
         left = {r.id: r.available for r in self.reservations.values()}
         for node in self.nodes.values():
             r = self.reservations.get(node.labels.get(RESERVATION_ID, ""))
-            if r is not None and node.created_at >= r.seen_at and node.state is not NodeState.TERMINATED:
+            if r is not None and node.created_at > r.seen_at and node.state is not NodeState.TERMINATED:
                 left[r.id] -= 1
         return left
 

@@ -47,6 +47,17 @@ def _gpus(requests: Resources) -> int:
 GIB = float(2**30)
 
 
+@dataclass(frozen=True)
+class Reserved:
+    """Reserved instances a fleet had at no cost: of one type, for ``seconds`` instance-seconds
+    in all, usable by ``pools``; ``price`` is the type's on-demand price."""
+
+    pools: tuple[str, ...]
+    instance_type: str
+    seconds: float
+    price: float
+
+
 @dataclass
 class _Component:
     cell: bool
@@ -86,6 +97,9 @@ class CostBound:
             name: _Component(all(cells[p] for p in parent if root(p) == name), *_solvers(cands, kinds.get(name, set()))) for name, cands in members.items()
         }
         self._component_of = {key: root(found[0][0]) for key, found in self._usable.found.items() if found}
+        self._pool_component = {v.name: root(v.name) for v in views}
+        self._kinds = kinds
+        self._views = {v.name: v for v in views}
         self._cheapest: dict[tuple[tuple, Resources], float] = {}
         self._holders: dict[tuple[frozenset[tuple], Resources, int], float | None] = {}
 
@@ -113,9 +127,10 @@ class CostBound:
             self._holders[key] = min(fits, default=None)
         return self._holders[key]
 
-    def usd(self, ran: Mapping[PodKey, float]) -> float:
-        """The bound for pods that ran this many seconds each (pods of the workload only)."""
-        cell_usd = 0.0
+    def usd(self, ran: Mapping[PodKey, float], reserved: Sequence[Reserved] = ()) -> float:
+        """The bound for pods that ran this many seconds each (pods of the workload only),
+        given ``reserved`` capacity at no cost (see ``_take_reserved``)."""
+        cell_usd: dict[str, float] = {}
         totals: dict[str, list[float]] = {}  # component -> CPU-, memory-, GPU-seconds
         for key, seconds in ran.items():
             pod, placement = self._pods[key]
@@ -123,7 +138,7 @@ class CostBound:
             if component is None or seconds <= 0:
                 continue  # no offering would take it: it never ran
             if self._components[component].cell:
-                cell_usd += self._node_price(pod, placement) * seconds / 3600.0
+                cell_usd[component] = cell_usd.get(component, 0.0) + self._node_price(pod, placement) * seconds / 3600.0
                 continue
             total = totals.setdefault(component, [0.0, 0.0, 0.0, 0.0, 0.0])
             total[0] += pod.requests.cpu * seconds
@@ -132,7 +147,37 @@ class CostBound:
                 total[2] += gpus * seconds
                 total[3] += pod.requests.cpu * seconds
                 total[4] += pod.requests.memory * seconds
-        return cell_usd + sum(self._lp(self._components[c], total) for c, total in totals.items()) / 3600.0
+        for r in reserved:
+            self._take_reserved(r, cell_usd, totals)
+        return sum(cell_usd.values()) + sum(self._lp(self._components[c], total) for c, total in totals.items()) / 3600.0
+
+    def _take_reserved(self, r: Reserved, cell_usd: dict[str, float], totals: dict[str, list[float]]) -> None:
+        """Reserved instances, free, taken off what their pool's component must buy: in a
+        bin-pack component, what its pods could use of them (``usable_shape``) off its CPU-,
+        memory- and GPU-seconds (the LP of the rest bounds any fleet's cost for what they did
+        not hold); in a cell component, their price off its cost (a pod on one saves its own
+        node, which costs no more than the reserved type). Time is summed as the demand's is:
+        a relaxation, so the bound stays a bound (a reservation several components may use
+        is taken off each)."""
+        for pool in r.pools:
+            view, component = self._views.get(pool), self._pool_component.get(pool)
+            if view is None or component is None:
+                continue
+            if self._components[component].cell:
+                if component in cell_usd:
+                    cell_usd[component] = max(0.0, cell_usd[component] - r.price * r.seconds / 3600.0)
+                continue
+            total = totals.get(component)
+            found = next((c for c in view.candidates if c.itype.name == r.instance_type), None)
+            shape = usable_shape(found, self._kinds.get(component, set())) if found is not None else None
+            if total is None or shape is None:
+                continue
+            total[0] = max(0.0, total[0] - shape.cpu * r.seconds)
+            total[1] = max(0.0, total[1] - shape.memory * r.seconds)
+            if gpus := found.itype.gpu_count:  # (found: a shape was made of it)
+                total[2] = max(0.0, total[2] - gpus * r.seconds)
+                total[3] = max(0.0, total[3] - shape.cpu * r.seconds)
+                total[4] = max(0.0, total[4] - shape.memory * r.seconds)
 
     def rate(self, running: Iterable[Pod]) -> float:
         """Per hour: the bound for these pods running now."""

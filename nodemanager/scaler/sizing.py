@@ -47,7 +47,8 @@ def floored(run: Run, view: PoolView, offerings: Sequence[Candidate], asks: Sequ
     of the types among them suited to the pool's pods, where some of those hold each of
     ``asks`` and the pool's limits allow one; else of at least its vCPU, on the same
     terms; else all of them (a pool of small types only, pods larger than any type the
-    floor leaves, or a pool near its limits are not held back by it). Pods that ask for
+    floor leaves, or a pool near its limits are not held back by it). Reserved offerings
+    are kept whatever their size. Pods that ask for
     GPUs or other extended resources are sized by those: a larger type of the same GPUs
     only adds CPU they do not use."""
     if any(extended(ask) for ask in asks):
@@ -60,7 +61,7 @@ def floored(run: Run, view: PoolView, offerings: Sequence[Candidate], asks: Sequ
     for gib_per_cpu in (floor.gib_per_cpu, 0.0) if floor.gib_per_cpu else (0.0,):
         large = by_floor.get((whole, gib_per_cpu))
         if large is None:
-            large = by_floor[whole, gib_per_cpu] = suited([c for c in offerings if c.itype.vcpu >= whole], gib_per_cpu)
+            large = by_floor[whole, gib_per_cpu] = _reserved_too(offerings, suited([c for c in offerings if c.itype.vcpu >= whole], gib_per_cpu))
         if not large or len(large) == len(offerings) or not all(any(ask.fits(c.allocatable) for c in large) for ask in asks):
             continue
         budget = run.budget(view)  # (no limits: nothing is counted)
@@ -68,6 +69,16 @@ def floored(run: Run, view: PoolView, offerings: Sequence[Candidate], asks: Sequ
             run.floor_applied[view.name] = floor if gib_per_cpu else dataclasses.replace(floor, gib_per_cpu=0.0)
             return large
     return offerings  # no floor's types hold these pods, or the pool's limits leave room only for smaller nodes: those, rather than none
+
+
+def _reserved_too(offerings: Sequence[Candidate], large: list[Candidate]) -> list[Candidate]:
+    """``large`` with the reserved offerings of ``offerings`` first: capacity already paid
+    for is used whatever its size."""
+    reserved = [c for c in offerings if c.offering.reservation]
+    if not reserved:
+        return large
+    kept = {id(c) for c in large}
+    return [c for c in reserved if id(c) not in kept] + large
 
 
 def right_size(run: Run) -> None:
