@@ -95,6 +95,8 @@ class Catalog:
                     offerings.append(replace(o, price=od))
                 elif o.capacity_type is CapacityType.SPOT:
                     offerings.append(replace(o, price=spot.get((t.name, o.zone), o.price)))
+                else:
+                    offerings.append(o)  # reserved: paid for ahead, whatever the list says
             types.append(replace(t, on_demand_price=od, offerings=tuple(offerings)))
         return Catalog(types, self.region, source)
 

@@ -126,6 +126,12 @@ def _check_config_command(args: argparse.Namespace) -> int:
             counts = [f"{n} {what}" for n, what in ((wanted.instance_types, "instance types"), (wanted.families, "families")) if n]
             how += f"; minValues: at least {' and '.join(counts)} in every launch ({wanted.policy.value})"
         print(f"  pool {pool.name}: launched by {how}")
+        if pool.capacity_reservations:
+            terms = [
+                t.id or ", ".join(f"{k}={v}" for k, v in sorted(t.tags.items())) + (f" (owner {t.owner_id})" if t.owner_id else "")
+                for t in pool.capacity_reservations
+            ]
+            print(f"  pool {pool.name}: launches into capacity reservations first: {'; '.join(terms)} (read every {config.loops.reservations:g}s)")
     return EXIT_OK
 
 
@@ -425,7 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     catalog.add_argument("--config", help="provider.yaml whose catalog settings to use (default: the embedded default)")
     catalog.add_argument("--fits", help="e.g. cpu=2,memory=8Gi,gpu=1")
     catalog.add_argument("--instance-types", nargs="*", help="names or globs, e.g. 'c5*' 'm5.*'")
-    catalog.add_argument("--capacity-type", choices=[c.value for c in CapacityType])
+    catalog.add_argument("--capacity-type", choices=[c.value for c in CapacityType if c is not CapacityType.RESERVED])  # (reservations: read live)
     catalog.add_argument("--arch", nargs="*", choices=["x86_64", "arm64"])
     catalog.add_argument("--zone")
     catalog.add_argument("--limit", type=int, default=20)

@@ -255,8 +255,10 @@ class Simulation:
         return not self.cluster.arrivals_left() and not self._waiting() and not self._in_flight()
 
     def _progress_mark(self) -> tuple:
-        """Changes whenever a pod arrives, is bound for the first time or finishes."""
-        return (len(self.cluster.first_bound), self.cluster.arrivals_left(), len(self.cluster.pods))
+        """Changes whenever a pod arrives, is bound for the first time, is evicted (it waits
+        anew: an interruption or a Capacity Block's end after an hour of calm is no stall) or
+        finishes."""
+        return (len(self.cluster.first_bound), self.cluster.arrivals_left(), len(self.cluster.pods), self.cluster.evictions.total())
 
     def _pods_will_finish(self) -> bool:
         return any(s.duration is not None and s.pod.node_name for s in self.cluster.pods.values())

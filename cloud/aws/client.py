@@ -467,6 +467,9 @@ class AwsCloud:
 
 
 def _capacity_type(record: Mapping[str, Any], reservation: str) -> CapacityType:
-    if record.get("InstanceLifecycle") == "spot":
-        return CapacityType.SPOT
-    return CapacityType.RESERVED if reservation else CapacityType.ON_DEMAND
+    """Reserved where it runs in a reservation (EC2 says ``capacity-block`` of a Capacity
+    Block's instances; moto says ``spot`` of any launched with market options), else spot or
+    on-demand by its lifecycle."""
+    if reservation:
+        return CapacityType.RESERVED
+    return CapacityType.SPOT if record.get("InstanceLifecycle") == "spot" else CapacityType.ON_DEMAND

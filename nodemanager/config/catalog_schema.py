@@ -18,7 +18,8 @@ class PriceOverride(Model):
     instance_types: list[str] = Field(default_factory=lambda: ["*"], min_length=1, max_length=MAX_PATTERNS)
     """Names or globs of the types it prices (a family: `r5.*`); each must match a type of the catalog."""
     capacity_types: list[CapacityType] = Field(default_factory=list)
-    """The capacity types it prices; empty: every one."""
+    """The capacity types it prices (`on-demand`, `spot`); empty: both. Reserved capacity is not priced by rules: its nodes are billed at their
+    reservation term's `price`."""
     zones: list[str] = Field(default_factory=list, max_length=100)
     """The zones it prices; empty: every one."""
     multiplier: float | None = Field(default=None, gt=0, le=100)
@@ -33,6 +34,8 @@ class PriceOverride(Model):
     def _one_way(self) -> PriceOverride:
         if (self.multiplier is None) == (self.price is None):
             raise ValueError("give multiplier or price (one of them)")
+        if CapacityType.RESERVED in self.capacity_types:
+            raise ValueError("capacityTypes: reserved capacity is priced by its pools' capacityReservations[].price, not by a price override")
         return self
 
 

@@ -50,7 +50,9 @@ from nodemanager.controller.timers import LoopTimer
 from nodemanager.scaler import BindingNodeScaler, ScalerSettings
 from nodemanager.status.metrics import Metrics
 
-LOOPS = ("pool", "heartbeat", "reaper", "orphan_gc", "prices", "colocation", "disruption", "interruption", "reservations")
+# (In virtual time, loops due at one instant run in this order: reservations first, so a
+# decision made at the instant a reservation starts already has it.)
+LOOPS = ("reservations", "pool", "heartbeat", "reaper", "orphan_gc", "prices", "colocation", "disruption", "interruption")
 
 
 class NodeController:

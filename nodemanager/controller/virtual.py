@@ -1,7 +1,7 @@
 """Driving the controller's loops in virtual time (simulation and tests).
 
 The clock jumps straight to the next loop that is due; loops due at the same instant run
-in a fixed order (pool, heartbeat, reaper, orphan GC), so runs are deterministic.
+in a fixed order (``LOOPS``': reservations, pool, heartbeat, reaper, ...), so runs are deterministic.
 """
 
 from __future__ import annotations

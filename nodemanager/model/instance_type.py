@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from nodemanager.model.node import CapacityType
-from nodemanager.model.reservation import RESERVED_PRICE_FRACTION
 from nodemanager.model.resources import AMD_GPU, CPU, EPHEMERAL_STORAGE, MEMORY, NVIDIA_GPU, PODS, Resources
 
 MIB = 2**20
@@ -132,8 +131,8 @@ class InstanceType:
             for offering in self.offerings:
                 if offering.capacity_type is capacity_type and offering.zone == zone:
                     return offering.price
-        if capacity_type is CapacityType.RESERVED:  # (a reservation that has ended: still paid for until its node goes)
-            return self.on_demand_price * RESERVED_PRICE_FRACTION
+        if capacity_type is CapacityType.RESERVED:  # a reservation no longer offered: its instance runs on as an on-demand one
+            return self.on_demand_price
         return self.on_demand_price if capacity_type is CapacityType.ON_DEMAND else self.spot_price
 
     def capacity(self, volume_bytes: int = DEFAULT_VOLUME_BYTES) -> Resources:

@@ -212,7 +212,7 @@ class Run:
         """Marked unavailable (the offering itself, or its whole zone), or of a reservation
         with no instance left."""
         o = candidate.offering
-        return o.key in self.unavailable or (ANY_TYPE, o.capacity_type, o.zone) in self.unavailable or (o.reservation in self.spent and bool(o.reservation))
+        return o.key in self.unavailable or (ANY_TYPE, o.capacity_type, o.zone) in self.unavailable or (bool(self.spent) and o.reservation in self.spent)
 
     def place(self, pod: Pod, info: NodeInfo, state: CycleState) -> bool:
         """Assume ``pod`` onto ``info``: Reserve, then Permit. False (and undone) on failure."""
