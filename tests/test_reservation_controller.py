@@ -42,6 +42,7 @@ def test_reservations_are_read_shown_and_counted_and_a_restart_knows_its_reserve
     assert (shown["id"], shown["total"], shown["available"], shown["left_for_new_nodes"], shown["type"]) == (ODCR.id, 2, 0, 0, "default")
     metrics = h.controller.metrics.exposition().decode()
     assert f'nodemanager_capacity_reservation_instances{{reservation="{ODCR.id}",state="total"}} 2.0' in metrics
+    assert f'nodemanager_capacity_reservation_instances{{reservation="{ODCR.id}",state="used"}} 2.0' in metrics
     restarted = h.new_controller()  # a new process: records from the instances' tags
     adopted = [n for n in restarted.state.nodes.values() if n.capacity_type is RSV]
     assert len(adopted) == 2
@@ -95,3 +96,17 @@ def test_a_failed_read_keeps_the_last_one_and_still_drains_a_block_ending(caplog
     h.driver.run_until(BLOCK.ends_at - 1800.0)
     assert reserved_nodes(h) == {}
     assert [e for e in h.cloud.events if e.kind == "capacity-block-reclaimed"] == []
+
+
+def test_a_reservation_that_ends_is_no_longer_offered_shown_or_counted():
+    ending = Reservation("cr-0ccccccccccccccc1", "m.xlarge", ZONES[0], total=2, available=2, ends_at=1000.0 + 600.0)
+    h = Harness(pool({"id": ending.id}), reservations=[(ending, 0.0)])
+    h.run(60)
+    assert ending.id in h.controller.state.catalog.reservations
+    assert f'reservation="{ending.id}"' in h.controller.metrics.exposition().decode()
+    h.run(700)
+    assert h.controller.state.reservations == {}
+    assert h.controller.state.catalog.reservations == {}
+    assert not [o for t in h.controller.state.catalog for o in t.offerings if o.reservation]
+    assert h.controller.status()["reservations"] == []
+    assert f'reservation="{ending.id}"' not in h.controller.metrics.exposition().decode()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -74,12 +75,17 @@ class ReservationController:
         changed = shapes(selected) != shapes(c.reservations)
         if changed:
             log.info("capacity reservations: %s", ", ".join(f"{r.id} ({r.instance_type} in {r.zone}, {r.kind})" for r in selected.values()) or "none active")
+        for gone in c.reservations.keys() - selected.keys():  # no series for a reservation no longer selected
+            for state in ("total", "available", "used"):
+                self.metrics.reservation_instances.remove(gone, state)
         c.reservations = selected
         if changed:
             self.reprice()
+        ours = Counter(n.labels.get(RESERVATION_ID, "") for n in c.nodes.values() if n.state is not NodeState.TERMINATED)
         for r in selected.values():
             self.metrics.reservation_instances.labels(r.id, "total").set(r.total)
             self.metrics.reservation_instances.labels(r.id, "available").set(r.available)
+            self.metrics.reservation_instances.labels(r.id, "used").set(ours[r.id])
         self.drain_ending(now)
 
     def drain_ending(self, now: float) -> None:

@@ -24,7 +24,7 @@ Names (a stable contract, documented in docs/operations/status.md); base units t
     nodemanager_leader                                gauge   1 while this replica acts
     nodemanager_disruption_held_nodes                 gauge   expired or drifted nodes not replaced yet
     nodemanager_consolidation_rejected_total{reason}  counter consolidations turned down: payback, balanced, cooldown
-    nodemanager_capacity_reservation_instances{reservation,state}  gauge  a selected reservation's instances: total, available
+    nodemanager_capacity_reservation_instances{reservation,state}  gauge  a selected reservation's instances: total, available, used
 """
 
 from __future__ import annotations
@@ -61,9 +61,8 @@ class Metrics:
         self.unschedulable_pods = made(Gauge, "nodemanager_unschedulable_pods", "Pods that no pool could ever hold.")
         self.boots = made(Counter, "nodemanager_boots_total", "Instances launched.", ("pool", "instance_type", "capacity_type"))
         self.boot_failures = made(Counter, "nodemanager_boot_failures_total", "Boots that failed, by reason.", ("reason",))
-        self.reservation_instances = made(
-            Gauge, "nodemanager_capacity_reservation_instances", "A selected capacity reservation's instances: total, available.", ("reservation", "state")
-        )
+        reservation_doc = "A selected capacity reservation's instances: total, available, used (this controller's)."
+        self.reservation_instances = made(Gauge, "nodemanager_capacity_reservation_instances", reservation_doc, ("reservation", "state"))
         self.launch_fallbacks = made(Counter, "nodemanager_launch_fallbacks_total", "Nodes a fleet launched as another offering than planned.", ("pool",))
         self.boot_holds = made(Counter, "nodemanager_boot_holds_total", "Pods held (no boot for them) after a node booted for them was of no use.")
         self.boot_brakes = made(Counter, "nodemanager_boot_brakes_total", "Times the boot brake paused a pool's boots.", ("pool",))
