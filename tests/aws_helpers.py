@@ -30,6 +30,24 @@ def moto_env(monkeypatch: Any) -> Iterator[None]:
         yield
 
 
+@contextmanager
+def moto_server(monkeypatch: Any) -> Iterator[str]:
+    """A moto server on 127.0.0.1 and test credentials in the environment: its endpoint URL."""
+    from moto.server import ThreadedMotoServer
+    from test_cli_service import free_port
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    try:
+        for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.delenv("AWS_PROFILE", raising=False)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
 def aws_cloud(
     catalog: Catalog,
     clock: Clock | None = None,

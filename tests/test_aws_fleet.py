@@ -12,10 +12,8 @@ import os
 
 import boto3
 import pytest
-from aws_helpers import REGION, aws_cloud, default_subnets, error_reply, inject, moto_env
+from aws_helpers import REGION, aws_cloud, default_subnets, error_reply, inject, moto_env, moto_server
 from botocore.stub import ANY, Stubber
-from moto.server import ThreadedMotoServer
-from test_cli_service import free_port
 
 from cloud.base import CONTROLLER_TAG, NODE_TAG, BootRequest
 from cloud.errors import CloudError, InsufficientCapacity, LaunchRefused, QuotaExceeded, ZoneUnavailable
@@ -302,14 +300,8 @@ def test_a_gone_template_twice_in_a_row_fails_the_boot_saying_so(aws, catalog):
 
 
 def test_fleet_launches_against_a_moto_server(catalog, monkeypatch):
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    try:
-        for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}.items():
-            monkeypatch.setenv(key, value)
-        monkeypatch.delenv("AWS_PROFILE", raising=False)
-        cloud = aws_cloud(catalog, endpoint_url=f"http://127.0.0.1:{port}")
+    with moto_server(monkeypatch) as endpoint:
+        cloud = aws_cloud(catalog, endpoint_url=endpoint)
         first = cloud.boot(fleet_request("n1"))
         second = cloud.boot(fleet_request("n2", capacity=SPOT))
         assert (first.capacity_type, second.capacity_type) == (OD, SPOT)
@@ -317,6 +309,4 @@ def test_fleet_launches_against_a_moto_server(catalog, monkeypatch):
         assert cloud.boot(fleet_request("n1")).instance_id == first.instance_id  # found by its tags over HTTP too
         cloud.terminate([first.instance_id, second.instance_id])
         assert cloud.list_instances() == []
-    finally:
-        server.stop()
-        assert "AWS_PROFILE" not in os.environ
+    assert "AWS_PROFILE" not in os.environ

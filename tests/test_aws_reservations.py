@@ -12,10 +12,8 @@ import datetime as dt
 
 import boto3
 import pytest
-from aws_helpers import REGION, aws_cloud, inject, moto_env
+from aws_helpers import REGION, aws_cloud, inject, moto_env, moto_server
 from botocore.stub import Stubber
-from moto.server import ThreadedMotoServer
-from test_cli_service import free_port
 
 from cloud.aws.reservations import describe_params
 from cloud.base import RESERVATION_TAG, BootRequest
@@ -163,19 +161,11 @@ def test_a_full_reservation_is_a_capacity_error_for_its_offering(aws, catalog):
 
 
 def test_launches_into_reservations_through_a_moto_server(monkeypatch, catalog):
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    try:
-        for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}.items():
-            monkeypatch.setenv(key, value)
-        monkeypatch.delenv("AWS_PROFILE", raising=False)
-        cloud = aws_cloud(catalog, endpoint_url=f"http://127.0.0.1:{port}")
+    with moto_server(monkeypatch) as endpoint:
+        cloud = aws_cloud(catalog, endpoint_url=endpoint)
         odcr = cloud.boot(request("n1", "cr-0aaaaaaaaaaaaaaa1"))
         block = cloud.boot(request("n2", "cr-0bbbbbbbbbbbbbbb1", capacity_block=True))
         listed = {i.node_name: (i.capacity_type, i.reservation) for i in cloud.list_instances()}
         assert listed == {"n1": (CapacityType.RESERVED, "cr-0aaaaaaaaaaaaaaa1"), "n2": (CapacityType.RESERVED, "cr-0bbbbbbbbbbbbbbb1")}
         assert cloud.boot(request("n1", "cr-0aaaaaaaaaaaaaaa1")).instance_id == odcr.instance_id  # idempotent over HTTP too
         cloud.terminate([odcr.instance_id, block.instance_id])
-    finally:
-        server.stop()
