@@ -26,8 +26,8 @@ class ReservationTerm(Model):
     owner_id: str | None = Field(default=None, pattern=r"^[0-9]{12}$")
     """With `tags`: only reservations this account owns (a reservation shared from another account has its owner's id)."""
     price: float = Field(default=0.0, ge=0, le=1000)
-    """USD an hour a node in one of these reservations is billed at in reports (`simulate`, `/status`, `/metrics`). Default 0: already paid
-    for, whether used or not. Planning always treats reserved capacity as free, so it is used first."""
+    """USD an hour a node in one of these reservations is billed at in `simulate`'s report. Default 0: already paid for, whether used or
+    not. Planning, consolidation, `/status` and `/metrics` count reserved capacity as next to free, so it is used first."""
     drain_lead: Duration = Field(default=2400.0, gt=CAPACITY_BLOCK_RECLAIM, le=86400.0)
     """For a Capacity Block: how long before the block ends its nodes are drained and terminated (their pods planned elsewhere first).
     Default 40m: ten minutes before EC2 begins terminating the block's instances (30 minutes before its end)."""

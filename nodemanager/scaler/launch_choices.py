@@ -10,7 +10,8 @@ node size floor, no more machine than planned where the pool has limits, and a p
 ``priceTolerance`` of the planned one (none more for a consolidation's replacement, whose
 saving was counted at the planned price). A node whose pods keep near or apart from other
 pods keeps its zone: its place in their topology was planned. Nodes chosen for their
-devices, nodes launched into a capacity reservation (which targets it), standby nodes and nodes whose pods constrain the type itself keep their offering.
+devices, nodes launched into a capacity reservation (which targets it), standby nodes and
+nodes whose pods constrain the type itself keep their offering.
 """
 
 from __future__ import annotations
