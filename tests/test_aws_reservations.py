@@ -91,12 +91,18 @@ def test_reservations_are_read_with_their_counts_kind_and_end(aws, catalog):
     assert capacity_block.reclaimed_at() == END.timestamp() - CAPACITY_BLOCK_RECLAIM
 
 
-def test_a_reservation_that_is_not_active_is_left_out(aws, catalog):
+def test_a_reservation_nodes_cannot_launch_into_is_left_out(aws, catalog):
     cloud = aws_cloud(catalog)
     stubber = Stubber(cloud.ec2)
-    stubber.add_response("describe_capacity_reservations", {"CapacityReservations": [record("cr-0aaaaaaaaaaaaaaa1", State="expired")]})
+    unusable = [
+        record("cr-0aaaaaaaaaaaaaaa1", State="expired"),
+        record("cr-0aaaaaaaaaaaaaaa2", InstancePlatform="Windows"),
+        record("cr-0aaaaaaaaaaaaaaa3", Tenancy="dedicated"),
+    ]
+    stubber.add_response("describe_capacity_reservations", {"CapacityReservations": [*unusable, record("cr-0aaaaaaaaaaaaaaa4")]})
     with stubber:
-        assert cloud.reservations([ReservationQuery("cr-0aaaaaaaaaaaaaaa1")], 0.0) == []
+        found = cloud.reservations([ReservationQuery(tags={"team": "web"})], 0.0)
+    assert [r.id for r in found] == ["cr-0aaaaaaaaaaaaaaa4"]
 
 
 def test_no_query_makes_no_call_and_a_failed_read_is_a_cloud_error(aws, catalog):

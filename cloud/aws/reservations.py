@@ -42,10 +42,16 @@ def describe(ec2: Any, queries: Sequence[ReservationQuery], now: float) -> list[
     return [found[k] for k in sorted(found)]
 
 
+LINUX = "Linux/UNIX"  # the platform of the images nodes boot (EKS-optimized or not)
+
+
 def reservation_of(record: Mapping[str, Any], now: float) -> Reservation | None:
-    """One ``CapacityReservation``; None for one that is not active or not of one zone's
-    instances (a reservation for a platform other than Linux is still used: EC2 matches it)."""
+    """One ``CapacityReservation``; None for one nodes cannot launch into: not active, not of
+    one zone's instances, for another platform than Linux/UNIX (Windows, RHEL, SUSE: EC2
+    matches the image's platform) or for dedicated tenancy."""
     if record.get("State") != "active" or not record.get("AvailabilityZone") or not record.get("InstanceType"):
+        return None
+    if record.get("InstancePlatform", LINUX) != LINUX or record.get("Tenancy", "default") != "default":
         return None
     end = record.get("EndDate")
     kind = ReservationKind.CAPACITY_BLOCK if record.get("ReservationType") == "capacity-block" else ReservationKind.DEFAULT
