@@ -10,6 +10,7 @@ from harness import Harness, arrive, binpack_pool
 
 from cloud.errors import CloudError
 from cloud.simulated import SimulatedCloud
+from nodemanager.controller.reservations import RECLAIM_MARGIN
 from nodemanager.model import CapacityType, NodeState
 from nodemanager.model.labels import RESERVATION_ID, RESERVATION_TYPE
 from nodemanager.model.reservation import Reservation, ReservationKind
@@ -50,14 +51,21 @@ def test_reservations_are_read_shown_and_counted_and_a_restart_knows_its_reserve
     assert restarted.state.reservations_left() == {ODCR.id: 0}
 
 
-def test_a_capacity_blocks_nodes_are_drained_at_its_drain_time_and_not_before():
+def test_a_capacity_blocks_nodes_are_replaced_from_its_drain_time_and_not_before():
     h = Harness(pool({"id": BLOCK.id}), arrivals=pods(2, duration=4 * 3600.0), reservations=[(BLOCK, 0.0)], resume_evicted=True)
     h.run(600)
     assert sorted(reserved_nodes(h).values()) == [BLOCK.id, BLOCK.id]
     drain_at = BLOCK.ends_at - 2400.0
     h.driver.run_until(drain_at - 1)
     assert not h.controller.state.marked  # not before its drain time
+    before = set(h.controller.state.nodes)
+    h.driver.run_until(drain_at + 1)
+    booted = set(h.controller.state.nodes) - before
+    assert len(booted) == 2  # what the block's pods need, booted for both nodes at once (one what-if)
+    assert not h.controller.state.marked  # the block's nodes keep their pods while those boot
+    assert h.controller.state.replacing == booted  # and those are not stopped as idle meanwhile
     h.driver.run_until(BLOCK.ends_at - 1800.0)
+    assert h.controller.state.replacing == set()
     assert 'nodemanager_terminations_total{reason="capacity-block"} 2.0' in h.controller.metrics.exposition().decode()
     assert reserved_nodes(h) == {}  # all gone before EC2 starts reclaiming
     assert [e for e in h.cloud.events if e.kind == "capacity-block-reclaimed"] == []
@@ -110,3 +118,16 @@ def test_a_reservation_that_ends_is_no_longer_offered_shown_or_counted():
     assert not [o for t in h.controller.state.catalog for o in t.offerings if o.reservation]
     assert h.controller.status()["reservations"] == []
     assert f'reservation="{ending.id}"' not in h.controller.metrics.exposition().decode()
+
+
+def test_a_block_whose_replacements_do_not_come_up_in_time_is_drained_by_its_deadline():
+    h = Harness(pool({"id": BLOCK.id}), arrivals=pods(2, duration=4 * 3600.0), reservations=[(BLOCK, 0.0)], resume_evicted=True, boot_delay=20.0)
+    h.run(600)
+    h.cloud.boot_delay = 3 * 3600.0  # from now on nothing boots before the block ends: its pods' new nodes stay booting
+    h.driver.run_until(BLOCK.ends_at - 1800.0)
+    assert reserved_nodes(h) == {}
+    assert [e for e in h.cloud.events if e.kind == "capacity-block-reclaimed"] == []
+    ended = [t for i, t in h.cloud.all_instances() if i.reservation == BLOCK.id]
+    deadline = BLOCK.ends_at - 1800.0 - RECLAIM_MARGIN
+    assert len(ended) == 2
+    assert all(t is not None and deadline <= t <= deadline + 60 for t in ended), ended  # waited for them as long as it could

@@ -101,5 +101,6 @@ def test_a_capacity_block_ending_mid_run_has_its_nodes_drained_before_ec2_reclai
     assert report["pods"]["bound"] == 12
     assert report["pods"]["unfinished"] == []  # every pod ran its three hours: those on the block were moved, none was lost
     assert report["pods"]["evicted"]["pods"] > 0
+    assert report["pods"]["evicted"]["pending_seconds"]["max"] <= 10  # their new nodes were Ready before they were evicted
     late = [i for i, _ in sim.cloud.all_instances() if i.launched_at >= drained]
     assert all(i.reservation != BLOCK for i in late)  # no node goes into a block about to end

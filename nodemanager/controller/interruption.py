@@ -105,21 +105,31 @@ class InterruptionController:
             c.left_to_cloud[node.name] = reclaimed_at + RECLAIM_GRACE
             log.info("node %s: left for EC2 to reclaim once drained (a spot instance it interrupts in its first hour is not billed)", node.name)
 
-    def drain(self, node: Node, what: str, now: float, label: str = "interruption") -> None:
+    def drain(self, node: Node, what: str, now: float) -> None:
         """The node's pods planned elsewhere at once (the capacity that needs booted), the
         node marked for termination: the reaper drains it while the instance still runs.
         Call with the controller's lock held."""
         c = self.state
         log.warning("node %s (%s): %s; moving its pods now", node.name, node.instance_id, what)
         c.event("Node", node.name, "Interrupted", f"{what}: draining before the instance goes", warning=True)
-        if node.state in (NodeState.AVAILABLE, NodeState.CLAIMED):
-            moved, why = relocate(c.what_if, c.price_of, c.snapshot(now, self.disruption.reserved), [node])
-            if moved is None:
-                log.warning("node %s: its pods have nowhere to go yet (%s); they wait once it is drained", node.name, why)
-            else:
-                for spec in moved.replacements:
-                    self.boots.boot(spec, now)
-        c.mark_for_termination(node.name, what, label)
+        self.replace([node], now)
+        c.mark_for_termination(node.name, what, "interruption")
+
+    def replace(self, nodes: list[Node], now: float) -> tuple[str, ...]:
+        """The nodes' pods planned elsewhere (the scaler's what-if without them) and the
+        capacity that needs booted: the names of the nodes booted. Call with the lock held."""
+        c = self.state
+        serving = [n for n in nodes if n.state in (NodeState.AVAILABLE, NodeState.CLAIMED)]
+        if not serving:
+            return ()
+        moved, why = relocate(c.what_if, c.price_of, c.snapshot(now, self.disruption.reserved), serving)
+        if moved is None:
+            names = ", ".join(n.name for n in serving)
+            log.warning("node(s) %s: their pods have nowhere to go yet (%s); they wait once drained", names, why)
+            return ()
+        for spec in moved.replacements:
+            self.boots.boot(spec, now)
+        return tuple(spec.name for spec in moved.replacements)
 
     def _delete(self, receipt: str) -> None:
         self.state.lock.after_release(self._delete_now, receipt)

@@ -87,9 +87,7 @@ class NodeController:
         self.disruption = DisruptionController(state, cloud, metrics, self.boots)
         # the cloud's queue of interruption warnings, if it has one
         self.interruption = InterruptionController(state, getattr(cloud, "interruptions", None), metrics, self.boots, self.disruption)
-        self.reservations = ReservationController(
-            state, cloud, metrics, lambda: self.reprice(state.catalog), lambda node, what, now: self.interruption.drain(node, what, now, "capacity-block")
-        )
+        self.reservations = ReservationController(state, cloud, metrics, lambda: self.reprice(state.catalog), self.interruption.replace)
         self.reporting = Reporting(
             state,
             cluster,

@@ -94,6 +94,7 @@ class ClusterState:
         self.unneeded_since: dict[NodeName, float] = {}
         self.devices: DeviceContext | None = None  # as last read, while pods with claims wait
         self.reservations: dict[str, Reservation] = {}  # the capacity reservations the pools select, as last read
+        self.replacing: set[NodeName] = set()  # nodes booted for the pods of a node that goes once they are Ready (a Capacity Block's end)
         self.last_decision: Decision | None = None
         self.recent_decisions: deque[dict[str, object]] = deque(maxlen=RECENT_DECISIONS)  # what the last decisions booted or stopped (/status)
         self.compute_ms: list[float] = []  # every computation's duration (simulation reports)
@@ -238,7 +239,8 @@ class ClusterState:
 
     def snapshot(self, now: float, reserved: frozenset[NodeName], cached: CacheSnapshot | None = None) -> ClusterSnapshot:
         """What the scaler decides from now: the cache's view (``cached``, if the caller has
-        just taken it), the node records, and the nodes disruption keeps for pods (``reserved``)."""
+        just taken it), the node records, and the nodes kept for pods that are still elsewhere
+        (``reserved`` by disruption, and ``replacing``)."""
         cached = cached or self.cache.snapshot()
         pods = cached.pods
         devices = self.devices if cached.claims else None
@@ -256,7 +258,7 @@ class ClusterState:
             cached.namespaces,
             cached.pod_selecting,
             {**{pool: brake.describe() for pool, brake in self.braked.items()}, **{pool: pause.describe() for pool, pause in self.backoff.active(now).items()}},
-            reserved,
+            reserved | frozenset(self.replacing) if self.replacing else reserved,
             cached.pdbs,
             held=self.held,
             on_the_way=self.on_the_way,
