@@ -185,3 +185,42 @@ def test_a_pool_whose_offerings_cannot_meet_a_strict_min_values_is_passed_over_f
     [spec] = decision.start
     assert spec.pool == "general"
     assert decision.bindings == {"default/p": spec.name}
+
+
+def test_the_pods_of_a_node_strict_min_values_drops_go_to_another_new_node_where_they_fit():
+    # Found by the scaler's property test: pods planned on nodes of a first pool that its
+    # Strict minValues then dropped (its cpu limit keeps larger types out of the choice)
+    # waited, though nodes booted in the second pool had room; the next decision placed them
+    # there: a decision that did not make itself again.
+    from builders import CATALOG as CAT
+    from builders import ZONES as ZS
+    from builders import pod as bpod
+    from builders import scaler as bscaler
+
+    from nodemanager.model import Node, NodeName, NodeState
+    from nodemanager.model.ports import HostPort
+
+    packed = Pool(name="p1", instance_types=["a.large", "b.large"], capacity_types=[OD, SPOT], labels={"pool": "p1"})
+    strict = Pool(
+        name="p2",
+        packing="cell",
+        instance_types=["a.large", "b.large", "m.4xlarge", "m.xlarge"],
+        capacity_types=[OD, SPOT],
+        labels={"pool": "p2"},
+        limits={"cpu": 8},
+        weight=1,
+        launch={"minValues": {"instanceTypes": 3}},
+    )
+    pods = [bpod("q0", policy=CapacityPolicy.SPOT)] + [
+        dataclasses.replace(bpod(f"q{i}", policy=CapacityPolicy.SPOT, created=float(i)), host_ports=(HostPort(8080),)) for i in range(1, 14)
+    ]
+    booting = tuple(
+        Node(NodeName(f"n{i}"), "p1", "a.large", OD, ZS[0], CAT["a.large"].allocatable, NodeState.CREATING, labels={"pool": "p1"}, unschedulable=True)
+        for i in range(2)
+    )
+    left = {("b.large", SPOT, ZS[1]), ("m.4xlarge", SPOT, ZS[1]), ("m.xlarge", SPOT, ZS[1])}
+    out = {(t, c, z): 200.0 for t in ("a.large", "b.large", "m.4xlarge", "m.xlarge") for c in (OD, SPOT) for z in ZS if (t, c, z) not in left}
+    decision = bscaler(packed, strict, max_boots=100).compute(ClusterSnapshot(tuple(pods), booting, out), 100.0)
+    assert {s.pool for s in decision.start} == {"p1"}  # none of p2's: its offerings give one type of the three asked
+    assert "default/q0" in decision.bindings  # q0 has no port: it rides on a p1 node booted for a port pod
+    assert "default/q0" not in decision.waiting

@@ -161,9 +161,10 @@ def options_of(run: Run, nodes: Sequence[NewNode]) -> tuple[list[NewNode], dict[
     for node in nodes:
         unmet = options[node.info.name][1]
         if unmet and node.view.pool.launch.min_values.policy is MinValuesPolicy.STRICT:
-            for key in list(node.info.pods):
+            for key, pod in list(node.info.pods.items()):
                 run.unplace(key)
                 run.waiting[key] = f"pool {node.view.name}: {unmet}"
+                run.unbooted.append(pod)
             run.forget(node.info.name)
             del options[node.info.name]
         else:

@@ -63,8 +63,9 @@ def _move(run: Run, node: NewNode, other: Candidate) -> None:
 
 
 def _drop(run: Run, node: NewNode, reservation: str) -> None:
-    for key in list(node.info.pods):
+    for key, pod in list(node.info.pods.items()):
         run.unplace(key)
         run.waiting[key] = f"pool {node.view.name}: capacity reservation {reservation} has no instance left"
+        run.unbooted.append(pod)
     run.kept.discard(node.info.name)
     run.forget(node.info.name)

@@ -121,6 +121,7 @@ class Run:
         self.kept: set[str] = set()  # nodes held for standby entries
         self.missing: list[tuple[PoolView, str, CapacityType, str | None, int]] = []  # standby to boot
         self.stopping: set[str] = set()  # idle past the grace: stopped by this decision
+        self.unbooted: list[Pod] = []  # pods of new nodes not booted after all (minValues, reservations): placed again where they fit
         self.devices: DeviceState | None = None
         if snapshot.devices is not None:
             self.devices = DeviceState(snapshot.devices, self._slices_for)

@@ -78,6 +78,25 @@ def _plan(run: Run) -> list[NewNode]:
     return boot_cap.cap_boots(run)
 
 
+def _launches(run: Run, started: list[NewNode]) -> tuple[list[NewNode], dict[str, tuple[tuple[LaunchOption, ...], str]]]:
+    """The nodes to boot after all, and each one's launch options: none past what its
+    capacity reservation has left (``reservations.settle``), none short of its pool's
+    ``Strict`` minValues (``launch_choices.options_of``). The pods of a node not booted go to
+    the other new nodes where they fit (the next decision would put them there: one that
+    left them waiting would not be the decision it makes again), else they wait."""
+    started, options = launch_choices.options_of(run, reservations.settle(run, started))
+    if not run.unbooted:
+        return started, options
+    pods, run.unbooted = run.unbooted, []
+    existing.fill(run, _classes(run.fw.sort_pods(pods), run.key))
+    placed = [p.key for p in pods if p.key in run.bindings]
+    for key in placed:
+        run.waiting.pop(key, None)
+    if not placed:
+        return started, options
+    return launch_choices.options_of(run, started)  # (their alternatives must hold the pods they took)
+
+
 def smallest_request(pods: Iterable[Pod]) -> Resources:
     """The least cpu and the least memory any of ``pods`` asks for: a node without that
     much room takes none of them."""
@@ -178,7 +197,7 @@ class BindingNodeScaler:
             excluded = {**excluded, **{k: why for k, why in failed.items() if k in last}}
             last = (last | failed.keys()) - excluded.keys()
         try:
-            started, options = launch_choices.options_of(run, reservations.settle(run, started))
+            started, options = _launches(run, started)
             stopping, unneeded = stops.stops(run)
             specs = tuple(_spec(n, run.floor_applied.get(n.view.name), *options[n.info.name]) for n in started)
             return Decision(
