@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from controlplane import ControlPlane
+from controlplane import VERSIONS, ControlPlane
 from kubernetes import client, utils
 from world import World, api_client
 
 from cloud.catalog import Catalog
 from nodemanager.config import parse_config
+from nodemanager.model.labels import RESERVATION_ID, RESERVATION_TYPE
+from nodemanager.model.reservation import Reservation, ReservationKind
 
 pytestmark = pytest.mark.e2e
 
@@ -397,6 +399,38 @@ def test_a_fleet_launch_that_falls_back_registers_as_the_node_it_got(namespace: 
         assert w.core.read_node(pod.spec.node_name).metadata.labels["topology.kubernetes.io/zone"] != "us-east-1a"
     assert w.controller.metrics.boot_failures.labels("insufficient_capacity")._value.get() == 0
     w.apps.delete_namespaced_deployment("web", namespace)
+
+
+def test_a_capacity_blocks_pods_move_to_nodes_booted_for_them_before_it_ends(plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
+    """A real Deployment's pods on a Capacity Block's nodes (labelled as such on the Node): from
+    the block's drain time their new nodes are booted, then the block's Nodes are drained
+    through the real Eviction API and deleted, and the ReplicaSet's new pods run on the
+    nodes that were waiting for them."""
+    if plane.version != VERSIONS[-1]:
+        pytest.skip("one version is enough: nothing here differs between them")
+    block = Reservation("cr-0e2e0e2e0e2e0e2e0", "m5.xlarge", "us-east-1b", 2, 2, ReservationKind.CAPACITY_BLOCK, time.time() + 2400.0 + 25.0)
+    text = PROVIDER.format(mode="scheduler").replace(
+        'instanceTypes: ["m5.*", "c5.*"],',
+        f'instanceTypes: ["m5.*", "c5.*"], capacityTypes: [reserved, on-demand], capacityReservations: [{{id: {block.id}}}],',
+    )
+    config, catalog = parse_config(text, "provider.yaml", tmp_path)
+    w = World(plane, config, catalog, reservations=[(block, 0.0)])
+    try:
+        w.apps.create_namespaced_deployment(namespace, deployment("train", 2))
+        assert w.run_until(lambda: running(w, namespace, 2), 60), w.controller.status()["pods"]
+        first = {p.spec.node_name for p in w.pods(namespace).values()}
+        labels = [w.core.read_node(n).metadata.labels for n in first]
+        assert {(lb[RESERVATION_ID], lb[RESERVATION_TYPE], lb["nodemanager.io/capacity-type"]) for lb in labels} == {(block.id, "capacity-block", "reserved")}
+
+        def moved() -> bool:
+            pods = [p for p in w.pods(namespace).values() if p.metadata.deletion_timestamp is None]
+            return running(w, namespace, 2) and not {p.spec.node_name for p in pods} & first
+
+        assert w.run_until(moved, 90), w.controller.status()["nodes"]
+        assert not [i for i in w.cloud.list_instances() if i.alive and i.reservation == block.id]
+        assert [e for e in w.cloud.events if e.kind == "capacity-block-reclaimed"] == []
+    finally:
+        w.close()
 
 
 def test_a_pod_of_a_zonal_volume_gets_a_node_in_its_zone(namespace: str, scheduling: World) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from controlplane import ControlPlane
 from kubernetes import client
@@ -28,6 +28,7 @@ from nodemanager.clock import RealClock
 from nodemanager.cluster.kubernetes.source import KubernetesCluster
 from nodemanager.config.schema import ProviderConfig
 from nodemanager.controller import InlineExecutor, NodeController
+from nodemanager.model.reservation import Reservation
 
 KWOK = {"kwok.x-k8s.io/node": "fake"}
 UNINITIALIZED = {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}
@@ -127,10 +128,19 @@ class World:
     """A controller over the simulated cloud and the real API server, its loops run in real
     time by ``run_until`` (the cloud's boots take ``boot_delay`` real seconds)."""
 
-    def __init__(self, plane: ControlPlane, config: ProviderConfig, catalog: Catalog, boot_delay: float = 1.0, token: str | None = None) -> None:
+    def __init__(
+        self,
+        plane: ControlPlane,
+        config: ProviderConfig,
+        catalog: Catalog,
+        boot_delay: float = 1.0,
+        token: str | None = None,
+        *,
+        reservations: Sequence[tuple[Reservation, float]] = (),
+    ) -> None:
         self.plane = plane
         self.clock = RealClock()
-        self.cloud = SimulatedCloud(config.controller_id or "e2e", self.clock, boot_delay=boot_delay)
+        self.cloud = SimulatedCloud(config.controller_id or "e2e", self.clock, boot_delay=boot_delay, reservations=reservations)
         self.config, self.catalog, self.token = config, catalog, token
         self.registrar = Registrar(plane, self.cloud, catalog)
         self.core = client.CoreV1Api(api_client(plane))
@@ -152,6 +162,7 @@ class World:
     def step(self) -> None:
         self.registrar.step()
         c = self.controller
+        c.reservations_loop()
         c.pool_loop()
         c.heartbeat_loop()
         c.reaper_loop()
