@@ -13,10 +13,11 @@ from nodemanager.config.catalog_schema import PriceOverride
 from nodemanager.config.launch_schema import LaunchMethod
 from nodemanager.config.prices import overridden
 from nodemanager.config.schema import Limits, Packing, Pool, Standby
-from nodemanager.model import LIVE_STATES, CapacityPolicy, Node, NodeName, NodeState, PodPhase, Resources, Taint, TaintEffect, Toleration
+from nodemanager.model import LIVE_STATES, CapacityPolicy, CapacityType, Node, NodeName, NodeState, PodPhase, Resources, Taint, TaintEffect, Toleration
 from nodemanager.model import labels as wk
 from nodemanager.model.daemonset import DaemonSet, daemon_overhead
 from nodemanager.model.ports import HostPort
+from nodemanager.model.reservation import Reservation, ReservationKind
 from nodemanager.model.selectors import HARD_EFFECTS, untolerated
 from nodemanager.scaler import ClusterSnapshot, Decision
 from nodemanager.scaler.pools import capacity_of
@@ -43,6 +44,12 @@ DAEMON_SETS = (
 )
 POOL_NAMES = ("p1", "p2")
 NOW = 1000.0
+RESERVED = CapacityType.RESERVED
+# Capacity reservations some pools select (``pools[].capacityReservations``): an ODCR and a Capacity Block.
+RESERVATIONS = (
+    Reservation("cr-0aaaaaaaaaaaaaaa1", "m.xlarge", ZONES[0], total=3, available=3),
+    Reservation("cr-0bbbbbbbbbbbbbbb1", "a.large", ZONES[1], total=2, available=2, kind=ReservationKind.CAPACITY_BLOCK, ends_at=NOW + 7200),
+)
 
 
 @st.composite
@@ -57,6 +64,10 @@ def pools(draw):
             standby = [Standby(instance_type=draw(st.sampled_from(types)), count=draw(st.integers(0, 2)), spot=spot)]
         limits = Limits(nodes=draw(st.none() | st.integers(0, 8)), cpu=draw(st.none() | st.sampled_from(["8", "24", "64"])))
         taints = [{"key": "team", "value": name, "effect": "NoSchedule"}] if draw(st.booleans()) else []
+        terms = []
+        if draw(st.integers(0, 2)) == 0:  # reserved capacity first, then what the pool buys
+            caps = [RESERVED, *caps]
+            terms = [{"id": r.id} for r in draw(st.lists(st.sampled_from(RESERVATIONS), min_size=1, max_size=2, unique_by=lambda r: r.id))]
         launch = draw(LAUNCHES)
         if standby and "minValues" in launch and launch["minValues"].get("policy") != "BestEffort":
             # A Strict minValues the pool's types cannot meet leaves a pod waiting while a
@@ -74,6 +85,7 @@ def pools(draw):
                 limits=limits,
                 weight=draw(st.integers(0, 2)),
                 launch=launch,
+                capacity_reservations=terms,
             )
         )
     return out
@@ -144,7 +156,8 @@ def scenarios(draw):
     nodes = [dataclasses.replace(n, bound_pods=tuple(draw(st.lists(st.sampled_from(waiting), max_size=2, unique=True)))) if waiting else n for n in nodes]
     unavailable = {(t, c, z): NOW + 100 for t in TYPES for c in (OD, SPOT) for z in ZONES if draw(st.integers(0, 9)) == 0}
     daemon_sets = tuple(draw(st.lists(st.sampled_from(DAEMON_SETS), max_size=3, unique_by=lambda d: d.key)))
-    return the_pools, ClusterSnapshot(tuple(pods), tuple(nodes), unavailable, daemon_sets=daemon_sets)
+    left = {r.id: draw(st.integers(0, r.total)) for r in RESERVATIONS if draw(st.booleans())}  # (absent: the catalog's count)
+    return the_pools, ClusterSnapshot(tuple(pods), tuple(nodes), unavailable, daemon_sets=daemon_sets, reservations_left=left)
 
 
 def final_node_infos(the_pools, snap: ClusterSnapshot, d: Decision) -> dict[str, NodeInfo]:
@@ -190,7 +203,7 @@ PRICE_OVERRIDES = st.sampled_from(
 @given(scenarios(), st.sampled_from([0.0, 60.0]), st.sampled_from([2, 1000]), PRICE_OVERRIDES)
 def test_decision_invariants(scenario, grace, cap, overrides):
     the_pools, snap = scenario
-    s = scaler(*the_pools, idle_grace=grace, max_boots=cap, catalog=overridden(CATALOG, overrides))
+    s = scaler(*the_pools, idle_grace=grace, max_boots=cap, catalog=overridden(CATALOG, overrides).with_reservations(RESERVATIONS))
     d = s.compute(snap, NOW)
 
     # deterministic
@@ -273,6 +286,14 @@ def test_decision_invariants(scenario, grace, cap, overrides):
         if pool.limits.cpu is not None:
             assert sum(capacity_of(CATALOG[n.instance_type])[0] for n in nodes) <= pool.limits.cpu
 
+    # no reservation past what it has left; a reserved node is of its reservation's type and zone, launched as planned
+    for r in RESERVATIONS:
+        into = [spec for spec in d.start if spec.labels.get(wk.RESERVATION_ID) == r.id]
+        assert len(into) <= snap.reservations_left.get(r.id, r.available), (r.id, len(into))
+        assert all((spec.capacity_type, spec.instance_type, spec.zone) == (RESERVED, r.instance_type, r.zone) for spec in into)
+        assert all(not spec.alternatives for spec in into)
+        assert all(any(t.id == r.id for t in by_pool[spec.pool].capacity_reservations) for spec in into)
+
     # gangs: whole or nothing
     placed = defaultdict(int)
     for p in snap.pods:
@@ -297,14 +318,18 @@ def apply(snap: ClusterSnapshot, d: Decision) -> ClusterSnapshot:
     for spec in d.start:
         created = Node(spec.name, spec.pool, spec.instance_type, spec.capacity_type, spec.zone, spec.allocatable, labels=spec.labels, taints=spec.taints)
         nodes.append(dataclasses.replace(created, bound_pods=spec.pods))
-    return ClusterSnapshot(snap.pods, tuple(nodes), snap.unavailable, d.unneeded_since, daemon_sets=snap.daemon_sets)
+    left = dict(snap.reservations_left)
+    for spec in d.start:  # what the controller counts of a reservation until the cloud is read again
+        if (r := spec.labels.get(wk.RESERVATION_ID)) is not None:
+            left[r] = left.get(r, next(x.available for x in RESERVATIONS if x.id == r)) - 1
+    return ClusterSnapshot(snap.pods, tuple(nodes), snap.unavailable, d.unneeded_since, daemon_sets=snap.daemon_sets, reservations_left=left)
 
 
 @SETTINGS
 @given(scenarios(), st.sampled_from([0.0, 60.0]))
 def test_applying_a_decision_then_computing_again_changes_nothing(scenario, grace):
     the_pools, snap = scenario
-    s = scaler(*the_pools, idle_grace=grace, max_boots=1000)
+    s = scaler(*the_pools, idle_grace=grace, max_boots=1000, catalog=CATALOG.with_reservations(RESERVATIONS))
     first = s.compute(snap, NOW)
     second = s.compute(apply(snap, first), NOW)
     assert second.start == ()

@@ -322,6 +322,7 @@ def _pack(run: Run, view: PoolView, classes: list[PodClass], available: Sequence
         requests = [functools.reduce(Resources.max, (requests[i] for i in g)) for g in groups]
         counts = [sum(counts[i] for i in g) for g in groups]
     fills, _, why = binpack.pack(requests, counts, available, run.budget(view), per_node=per_node, tables=run.type_tables)
+    spent = len(run.spent)
     queues = [deque(p for i in g for p in classes[i].pods) for g in groups]
     refused: set[PodKey] = set()
     for node, fill in _new_nodes_for(run, view, fills, available):
@@ -330,6 +331,21 @@ def _pack(run: Run, view: PoolView, classes: list[PodClass], available: Sequence
                 pod = queues[g].popleft()
                 if not run.place(pod, node.info, CycleState()):
                     refused.add(pod.key)
+    if len(run.spent) > spent and any(queues) and (fewer := run.available(available)) != tuple(available):
+        # A reservation ran out under this plan: what it could not hold is planned again
+        # without it (each round spends one at least, so this ends).
+        for g, members in enumerate(groups):
+            left = {p.key for p in queues[g]} | refused
+            for cls in (classes[i] for i in members):
+                cls.pods = [p for p in cls.pods if p.key in left]
+        rest = [c for c in classes if c.pods]
+        if fewer:
+            _pack(run, view, rest, fewer, reasons)
+        spent_here = ", ".join(sorted({c.offering.reservation for c in available if c.offering.reservation in run.spent}))
+        for cls in rest:
+            if cls.pods:
+                reasons[id(cls)].append((f"pool {view.name}: capacity reservation {spent_here} has no instance left", True))
+        return
     for g, members in enumerate(groups):
         left = {p.key for p in queues[g]}
         for cls in (classes[i] for i in members):
@@ -379,6 +395,10 @@ def _new_nodes_for(run: Run, view: PoolView, fills: list[binpack.Fill], availabl
         # the same type and capacity type at no higher price, in every zone offering it
         zones = [c for c in same_type.get((id(chosen.itype), chosen.offering.capacity_type), ()) if c.price <= chosen.price] or [chosen]
         for _ in range(fill.copies):
+            if run.spent and chosen.offering.reservation:  # copies past what the reservations have left: planned again by the caller
+                zones = [c for c in zones if not run.blocked(c)]
+                if not zones:
+                    break
             yield run.new_node(view, run.emptiest(zones), accepted=available), fill
 
 

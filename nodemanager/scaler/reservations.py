@@ -16,7 +16,7 @@ from nodemanager.scaler.sizing import accepts
 
 def settle(run: Run, nodes: list[NewNode]) -> list[NewNode]:
     """``nodes`` with none past what its reservation has left (see the module)."""
-    left = {r.id: r.available for r in run.memory.catalog.reservations.values()} | dict(run.snapshot.reservations_left)
+    left = {r.id: r.available for r in run.memory.catalog.reservations.values()} | dict(run.snapshot.reservations_left)  # (before this run)
     if not any(n.candidate.offering.reservation for n in nodes):
         return nodes
     kept = []
@@ -58,7 +58,8 @@ def _move(run: Run, node: NewNode, other: Candidate) -> None:
     fresh = offering_node_info(node.view, other, node.info.name)
     for pod in node.info.pods.values():
         fresh.add_pod(pod)
-    node.candidate, node.info = other, fresh
+    run.moved(node, other)
+    node.info = fresh
     run.infos[fresh.name] = fresh
 
 

@@ -116,7 +116,11 @@ class Run:
         self.new_nodes: dict[str, NewNode] = {}
         self.names_taken = {n.name for n in snapshot.nodes}
         self.unavailable = {k for k, until in snapshot.unavailable.items() if until > now}
-        self.spent = {r for r, left in snapshot.reservations_left.items() if left <= 0}  # reservations with no instance left
+        # Capacity reservations: the instances each has left for new nodes, counted as this
+        # run plans nodes into them (``new_node``, ``forget``, ``moved``); those with none left
+        # are not offered (``blocked``).
+        self.left = {r.id: r.available for r in memory.catalog.reservations.values()} | dict(snapshot.reservations_left)
+        self.spent = {r for r, left in self.left.items() if left <= 0}
         self._available_memo: ByIdentity[tuple[Candidate, ...], tuple[Candidate, ...]] = ByIdentity(PROBE_MEMO_SIZE)
         self.kept: set[str] = set()  # nodes held for standby entries
         self.missing: list[tuple[PoolView, str, CapacityType, str | None, int]] = []  # standby to boot
@@ -275,6 +279,7 @@ class Run:
                 break
             i += 1
         self.names_taken.add(name)
+        self._count(candidate, -1)
         info = offering_node_info(view, candidate, name)
         self.infos[name] = info
         self.zone_load[info.zone] += 1
@@ -286,8 +291,26 @@ class Run:
     def forget(self, name: str) -> None:
         """A new node this decision will not boot after all."""
         self.zone_load[self.infos.pop(name).zone] -= 1
+        self._count(self.new_nodes[name].candidate, 1)
         del self.new_nodes[name]
         self.open.remove(name)
+
+    def moved(self, node: NewNode, candidate: Candidate) -> None:
+        """A new node planned as another offering (right-sized, or out of a spent reservation)."""
+        self._count(node.candidate, 1)
+        self._count(candidate, -1)
+        node.candidate = candidate
+
+    def _count(self, candidate: Candidate, change: int) -> None:
+        """A node planned into (-1) or out of (+1) the candidate's reservation, if it has one."""
+        reservation = candidate.offering.reservation
+        if not reservation:
+            return
+        left = self.left[reservation] = self.left.get(reservation, 0) + change
+        was = reservation in self.spent
+        if (left <= 0) != was:
+            (self.spent.add if left <= 0 else self.spent.discard)(reservation)
+            self._available_memo.clear()  # (what ``available`` answered counted it as it was)
 
     def emptiest(self, choices: list[Candidate]) -> Candidate:
         """The choice in the zone with the fewest nodes: where nothing asks for a zone, new

@@ -112,6 +112,8 @@ def right_size(run: Run) -> None:
                 ],
             )
         accepted = floored(run, node.view, found[1], (need,))
+        if run.spent and o.reservation:  # not into a reservation this run has spent since
+            accepted = [c for c in accepted if c is node.candidate or not run.blocked(c)]
         if len({run.key(p) for p in pods}) == 1:  # its pods accept every offering it was chosen among
             asked = (key, need, len(node.info.pods), node.candidate.price, len(accepted))
             if asked not in sized:
@@ -127,7 +129,8 @@ def right_size(run: Run) -> None:
             fresh = offering_node_info(node.view, best, node.info.name)
             for pod in node.info.pods.values():
                 fresh.add_pod(pod)
-            node.candidate, node.info = best, fresh
+            run.moved(node, best)
+            node.info = fresh
             run.infos[fresh.name] = fresh
 
 
