@@ -1,7 +1,8 @@
 """The safety fuzz: random small configurations and workloads, played by the simulator, each
 checked by an independent verifier of what an autoscaler must never do.
 
-A case: one to three pools (zones, taints, labels, limits, bin-pack or cell, GPU types), pods
+A case: one to three pools (zones, taints, labels, limits, bin-pack or cell, GPU types, capacity
+reservations), pods
 arriving over an hour (spread over zones or hosts, affinity, anti-affinity, node selectors,
 tolerations, host ports, GPU claims, pods no controller makes again), and operators cordoning
 and tainting nodes at random. The verifier watches the cloud's launches, the cluster's binds,
@@ -13,7 +14,8 @@ the claims' allocations and the marks for termination, not the controller's own 
 * no node an operator cordoned or tainted is disrupted voluntarily (consolidation, drift,
   expiry, idle stop);
 * no pod runs outside the node its allocated claims are on;
-* no pod without a controller is lost to a voluntary disruption.
+* no pod without a controller is lost to a voluntary disruption;
+* no node is still in a Capacity Block when EC2 starts reclaiming it.
 
     python benchmarks/fuzz_safety.py --cases 2000 --seed 1 --json
 
@@ -138,6 +140,7 @@ def random_case(rng: random.Random) -> tuple[str, dict[str, Any]]:
         workload["deviceClasses"] = [GPU_CLASS]
         workload["resourceClaimTemplates"] = [GPU_TEMPLATE]
     _capacity_and_launches(document, random.Random(rng.random()))  # (drawn last: the cases drawn before keep their draws)
+    _reservations(document, workload, random.Random(rng.random()))
     return json.dumps(document), workload
 
 
@@ -153,6 +156,29 @@ def _capacity_and_launches(document: dict[str, Any], rng: random.Random) -> None
     for pool in document["pools"]:
         if rng.random() < 0.3:
             pool["launch"] = rng.choice([{"method": "runInstances"}, {"priceTolerance": 0.5}, {"minValues": {"instanceTypes": 3, "policy": "BestEffort"}}])
+
+
+RESERVED_TYPES = {"m5.*": "m5.xlarge", "c5.*": "c5.xlarge", "r5.*": "r5.large", "t3.*": "m5.large"}
+
+
+def _reservations(document: dict[str, Any], workload: dict[str, Any], rng: random.Random) -> None:
+    """Now and then, capacity reservations a pool launches into first: an open-ended ODCR, or
+    a Capacity Block that starts and ends within the run (its nodes must be gone before EC2
+    reclaims it)."""
+    if rng.random() >= 0.3:
+        return
+    pool = rng.choice([p for p in document["pools"] if p["name"] != "gpu"])
+    itype = RESERVED_TYPES[pool["instanceTypes"][0]]
+    declared = []
+    for k in range(rng.randint(1, 2)):
+        entry: dict[str, Any] = {"id": f"cr-0{k:016x}", "instanceType": itype, "zone": rng.choice(pool.get("zones", ZONES)), "count": rng.randint(1, 4)}
+        if rng.random() < 0.5:
+            start = rng.randint(0, 1800)
+            entry.update(type="capacity-block", start=start, end=start + rng.randint(2700, 5400))
+        declared.append(entry)
+    workload["reservations"] = declared
+    pool["capacityTypes"] = ["reserved", "on-demand"]
+    pool["capacityReservations"] = [{"id": e["id"]} for e in declared]
 
 
 @dataclass
@@ -227,6 +253,7 @@ def run_case(provider: str, workload: dict[str, Any], until: float = 3600.0) -> 
         violations.append(f"{verdict.boots} boots for {verdict.pods} pod(s)")
     violations += [f"{pod} caused {n} boots that ended idle" for pod, n in sorted(verdict.idle_boots.items()) if n > 1]
     violations += [f"{key} lost (no controller makes it again)" for key in getattr(cluster, "lost", [])]
+    violations += [f"node {e.node_name} still in its Capacity Block when EC2 reclaimed it" for e in cloud.events if e.kind == "capacity-block-reclaimed"]
     return verdict
 
 

@@ -4,6 +4,7 @@ reservation that is spent sends the pods to what else the pool buys (or makes th
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from nodemanager.config.schema import Pool
 from nodemanager.errors import ConfigError
 from nodemanager.model import CapacityPolicy, CapacityType, InstanceType
 from nodemanager.model.labels import RESERVATION_ID, RESERVATION_TYPE
+from nodemanager.model.pod import OwnerRef
 from nodemanager.model.reservation import Reservation, ReservationKind
 from nodemanager.scaler import ClusterSnapshot
 
@@ -86,12 +88,28 @@ def test_only_the_reservations_a_pool_selects_are_its_own():
     assert by_reservation(decision) == {ODCR.id: 2}
 
 
+def owned(p):
+    return dataclasses.replace(p, owner=OwnerRef("batch/v1", "Job", p.name))
+
+
 def test_reserved_capacity_is_used_whatever_the_pools_node_size_floor():
-    # 40 small pods on the pool's existing load would make the floor pass over small types;
-    # a block of a.large is used all the same.
-    decision = decide(pool(terms=({"id": BLOCK.id},), node_size_floor={"share": 1.0, "maxCPU": 16}), [pod(f"p{i}", "1500m", "1Gi") for i in range(4)])
+    # Pods on the pool's existing load would make the floor pass over small types; a block
+    # of a.large is used all the same.
+    decision = decide(pool(terms=({"id": BLOCK.id},), node_size_floor={"share": 1.0, "maxCPU": 16}), [owned(pod(f"p{i}", "1500m", "1Gi")) for i in range(4)])
     assert by_reservation(decision).get(BLOCK.id) == 2
     assert {s.labels[RESERVATION_TYPE] for s in decision.start if s.capacity_type is RSV} == {"capacity-block"}
+
+
+def test_a_pod_no_controller_makes_again_stays_off_a_capacity_block_unless_it_asks_for_one():
+    block_pool = pool(terms=({"id": BLOCK.id},))
+    bare = decide(block_pool, [pod("lone", "1500m", "1Gi")])
+    assert [s.capacity_type for s in bare.start] == [OD]  # it would be lost when the block ends
+    job = decide(block_pool, [owned(pod("job", "1500m", "1Gi"))])
+    assert [s.labels.get(RESERVATION_ID) for s in job.start] == [BLOCK.id]  # its Job makes it again elsewhere
+    asking = decide(block_pool, [pod("asks", "1500m", "1Gi", selector={RESERVATION_TYPE: "capacity-block"})])
+    assert [s.labels.get(RESERVATION_ID) for s in asking.start] == [BLOCK.id]
+    odcr = decide(pool(), [pod("lone", "3", "4Gi")])
+    assert [s.labels.get(RESERVATION_ID) for s in odcr.start] == [ODCR.id]  # an ODCR does not end under it
 
 
 def test_a_pod_that_wants_on_demand_may_run_on_reserved_capacity_but_one_that_wants_spot_may_not():

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from nodemanager.model import CapacityPolicy, CapacityType, Pod, TaintEffect
 from nodemanager.model.added_affinity import parse_added_affinity
+from nodemanager.model.labels import RESERVATION_ID, RESERVATION_TYPE
 from nodemanager.model.ports import port_conflict
 from nodemanager.model.selectors import HARD_EFFECTS, Operator, SelectorTerm, Taint, terms_match, untolerated
 from nodemanager.scheduling.cycle_state import CycleState
@@ -231,15 +232,20 @@ class InstanceTypeMatch(SkipsUnasked, FilterPlugin):
 
 
 class CapacityTypeMatch(SkipsUnasked, FilterPlugin):
-    """Spot policy: ``spot`` needs a spot node, ``on-demand`` a non-spot one, ``any`` either."""
+    """Spot policy: ``spot`` needs a spot node, ``on-demand`` a non-spot one, ``any`` either.
+    And a pod no controller makes again stays off a Capacity Block's nodes, which go when the
+    block ends (it would be lost with them), unless its node selector or required node
+    affinity asks for such nodes."""
 
     name = "CapacityType"
     keeps_nothing = True
 
     def asks(self, pod: Pod) -> bool:
-        return pod.capacity_policy is not CapacityPolicy.ANY
+        return pod.capacity_policy is not CapacityPolicy.ANY or unreplaceable(pod)
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        if node.labels.get(RESERVATION_TYPE) == CAPACITY_BLOCK and unreplaceable(pod) and not asks_for_reservations(pod):
+            return unresolvable("pod has no controller to make it again, and a Capacity Block's nodes go when the block ends", self.name)
         policy = pod.capacity_policy
         if policy is CapacityPolicy.ANY:
             return None
@@ -280,3 +286,17 @@ class CellIsolation(FilterPlugin):
         # A cell node passes when the pods it is there for are none, or the one being filtered.
         key = pod.key
         return [n for n in nodes if not n.cell or (held := len(n.pods) - n.node_pods) == 0 or (held == 1 and key in n.pods)]
+
+
+CAPACITY_BLOCK = "capacity-block"
+
+
+def unreplaceable(pod: Pod) -> bool:
+    """No controller makes the pod again if it is evicted (nor is it a node's own)."""
+    return pod.owner is None and not pod.of_node
+
+
+def asks_for_reservations(pod: Pod) -> bool:
+    """The pod's node selector or a required node-affinity term names a reservation label."""
+    keys = {RESERVATION_TYPE, RESERVATION_ID}
+    return bool(keys & pod.node_selector.keys()) or any(r.key in keys for term in pod.affinity for r in term.requirements)
