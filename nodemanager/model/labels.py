@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from nodemanager.model.reservation import ReservationKind
+
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 ZONE = "topology.kubernetes.io/zone"
 REGION = "topology.kubernetes.io/region"
@@ -38,7 +40,7 @@ def well_known(
         labels[HOSTNAME] = name
     if reservation:
         labels[RESERVATION_ID] = reservation
-        labels[RESERVATION_TYPE] = "capacity-block" if capacity_block else "default"
+        labels[RESERVATION_TYPE] = (ReservationKind.CAPACITY_BLOCK if capacity_block else ReservationKind.DEFAULT).value
     return labels
 
 

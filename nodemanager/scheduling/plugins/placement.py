@@ -9,6 +9,7 @@ from nodemanager.model import CapacityPolicy, CapacityType, Pod, TaintEffect
 from nodemanager.model.added_affinity import parse_added_affinity
 from nodemanager.model.labels import RESERVATION_ID, RESERVATION_TYPE
 from nodemanager.model.ports import port_conflict
+from nodemanager.model.reservation import ReservationKind
 from nodemanager.model.selectors import HARD_EFFECTS, Operator, SelectorTerm, Taint, terms_match, untolerated
 from nodemanager.scheduling.cycle_state import CycleState
 from nodemanager.scheduling.interfaces import FilterPlugin, FrameworkHandle, ScorePlugin, SkipsUnasked
@@ -244,7 +245,7 @@ class CapacityTypeMatch(SkipsUnasked, FilterPlugin):
         return pod.capacity_policy is not CapacityPolicy.ANY or unreplaceable(pod)
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
-        if node.labels.get(RESERVATION_TYPE) == CAPACITY_BLOCK and unreplaceable(pod) and not asks_for_reservations(pod):
+        if node.labels.get(RESERVATION_TYPE) == ReservationKind.CAPACITY_BLOCK and unreplaceable(pod) and not asks_for_reservations(pod):
             return unresolvable("pod has no controller to make it again, and a Capacity Block's nodes go when the block ends", self.name)
         policy = pod.capacity_policy
         if policy is CapacityPolicy.ANY:
@@ -286,9 +287,6 @@ class CellIsolation(FilterPlugin):
         # A cell node passes when the pods it is there for are none, or the one being filtered.
         key = pod.key
         return [n for n in nodes if not n.cell or (held := len(n.pods) - n.node_pods) == 0 or (held == 1 and key in n.pods)]
-
-
-CAPACITY_BLOCK = "capacity-block"
 
 
 def unreplaceable(pod: Pod) -> bool:
