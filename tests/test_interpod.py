@@ -4,6 +4,7 @@ the filters, and the scaler placing groups on existing and new nodes."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 
 import pytest
 from builders import binpack_pool, node, scaler
@@ -13,6 +14,7 @@ from nodemanager.config.schema import Pool
 from nodemanager.errors import InvalidManifest
 from nodemanager.model import InstanceType, Pod, Taint, TaintEffect
 from nodemanager.model.interpod import InclusionPolicy
+from nodemanager.model.pod import OwnerRef
 from nodemanager.scaler import ClusterSnapshot
 from nodemanager.scheduling import CycleState, Framework
 from nodemanager.scheduling.nodeinfo import NodeInfo
@@ -232,8 +234,10 @@ def test_prefilter_skips_the_filters_with_nothing_to_check_as_kube_does() -> Non
     VolumeBinding, VolumeZone and NodeVolumeLimits with no claims, NodeAffinity with no node selector
     or required node affinity, NodePorts with no host ports, DynamicResources with no
     resource claims (their PreFilters in kube-scheduler); this project's InstanceTypeMatch,
-    CapacityType and Zone with no annotation."""
-    plain = pod("plain", {"app": "db"})
+    CapacityType and Zone with no annotation (CapacityType also checks a pod no controller
+    makes again, which stays off Capacity Blocks)."""
+    plain = dataclasses.replace(pod("plain", {"app": "db"}), owner=OwnerRef("apps/v1", "ReplicaSet", "db"))
+    assert "CapacityType" not in _skipped(pod("bare", {"app": "db"}), [info("n1", "A")])
     assert _skipped(plain, [info("n1", "A")]) == {
         "PodTopologySpread",
         "InterPodAffinity",
