@@ -9,7 +9,7 @@ for the next computation, which no longer offers the spent reservation."""
 from __future__ import annotations
 
 from nodemanager.model import CapacityType
-from nodemanager.scaler.pools import Candidate, offering_node_info
+from nodemanager.scaler.pools import Candidate
 from nodemanager.scaler.run import NewNode, Run
 from nodemanager.scaler.sizing import accepts
 
@@ -27,7 +27,7 @@ def settle(run: Run, nodes: list[NewNode]) -> list[NewNode]:
             if other is None:
                 _drop(run, node, reservation)
                 continue
-            _move(run, node, other)
+            run.moved(node, other)
             reservation = other.offering.reservation
         if reservation:
             left[reservation] = left.get(reservation, 0) - 1
@@ -52,15 +52,6 @@ def _other(run: Run, node: NewNode, left: dict[str, int]) -> Candidate | None:
         key=lambda c: (c.price, c.offering.capacity_type.value, c.offering.reservation),
     )
     return next((c for c in choices if not node.info.pods or accepts(run, node, c)), None)
-
-
-def _move(run: Run, node: NewNode, other: Candidate) -> None:
-    fresh = offering_node_info(node.view, other, node.info.name)
-    for pod in node.info.pods.values():
-        fresh.add_pod(pod)
-    run.moved(node, other)
-    node.info = fresh
-    run.infos[fresh.name] = fresh
 
 
 def _drop(run: Run, node: NewNode, reservation: str) -> None:

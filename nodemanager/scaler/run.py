@@ -296,10 +296,15 @@ class Run:
         self.open.remove(name)
 
     def moved(self, node: NewNode, candidate: Candidate) -> None:
-        """A new node planned as another offering (right-sized, or out of a spent reservation)."""
+        """A new node planned as another offering (right-sized, or out of a spent
+        reservation), with the same pods."""
         self._count(node.candidate, 1)
         self._count(candidate, -1)
-        node.candidate = candidate
+        fresh = offering_node_info(node.view, candidate, node.info.name)
+        for pod in node.info.pods.values():
+            fresh.add_pod(pod)
+        node.candidate, node.info = candidate, fresh
+        self.infos[fresh.name] = fresh
 
     def _count(self, candidate: Candidate, change: int) -> None:
         """A node planned into (-1) or out of (+1) the candidate's reservation, if it has one."""

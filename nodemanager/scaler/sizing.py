@@ -126,12 +126,7 @@ def right_size(run: Run) -> None:
             budget.spend(node.candidate.itype, -1)
             if budget.copies(best.itype) == 0:
                 continue
-            fresh = offering_node_info(node.view, best, node.info.name)
-            for pod in node.info.pods.values():
-                fresh.add_pod(pod)
             run.moved(node, best)
-            node.info = fresh
-            run.infos[fresh.name] = fresh
 
 
 def node_need(node: NewNode) -> Resources:
