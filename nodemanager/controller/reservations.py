@@ -45,7 +45,6 @@ class ReservationController:
         self.drain_at: dict[str, float] = {}  # Capacity Block -> when its nodes are drained
         self.waiting: dict[str, tuple[tuple[str, ...], float, str]] = {}  # block node -> (booted for its pods, drained by then, why)
         self.queries = [t.query() for p in state.config.pools for t in p.capacity_reservations]
-        self.error = ""  # the last read's failure ("" once one succeeds)
 
     def run(self) -> None:
         if not self.queries:
@@ -54,12 +53,10 @@ class ReservationController:
         try:
             found = self.cloud.reservations(self.queries, now)  # network: outside the lock
         except CloudError as exc:
-            self.error = str(exc)
             log.warning("reading capacity reservations failed; keeping the last read: %s", exc)
             with self.state.lock:
                 self.drain_ending(now)
             return
-        self.error = ""
         with self.state.lock:
             self.apply(found, now)
 
