@@ -115,6 +115,30 @@ def test_no_query_makes_no_call_and_a_failed_read_is_a_cloud_error(aws, catalog)
             cloud.reservations([ReservationQuery("cr-0aaaaaaaaaaaaaaa1")], 0.0)
 
 
+def test_an_id_ec2_does_not_know_is_left_out_and_the_others_still_read(aws, catalog, caplog):
+    cloud = aws_cloud(catalog)
+    stubber = Stubber(cloud.ec2)
+    both = [ReservationQuery("cr-0aaaaaaaaaaaaaaa1"), ReservationQuery("cr-0aaaaaaaaaaaaaaa9")]
+    active = [{"Name": "state", "Values": ["active"]}]
+    stubber.add_client_error("describe_capacity_reservations", "InvalidCapacityReservationId.NotFound", "no such reservation", 400, describe_params(both)[0])
+    stubber.add_response(
+        "describe_capacity_reservations",
+        {"CapacityReservations": [record("cr-0aaaaaaaaaaaaaaa1")]},
+        {"CapacityReservationIds": ["cr-0aaaaaaaaaaaaaaa1"], "Filters": active},
+    )
+    stubber.add_client_error(
+        "describe_capacity_reservations",
+        "InvalidCapacityReservationId.NotFound",
+        "no such reservation",
+        400,
+        {"CapacityReservationIds": ["cr-0aaaaaaaaaaaaaaa9"], "Filters": active},
+    )
+    with stubber, caplog.at_level("WARNING", logger="nodemanager.cloud.aws"):
+        found = cloud.reservations(both, 0.0)
+    assert [r.id for r in found] == ["cr-0aaaaaaaaaaaaaaa1"]
+    assert "capacity reservation cr-0aaaaaaaaaaaaaaa9: EC2 does not know it" in caplog.text
+
+
 def request(name: str, reservation: str, capacity_block: bool = False) -> BootRequest:
     return BootRequest(
         name,

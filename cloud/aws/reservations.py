@@ -5,10 +5,15 @@ parameters that target one: an instance launched into a reservation names it
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from nodemanager.model.reservation import Reservation, ReservationKind, ReservationQuery
+
+log = logging.getLogger("nodemanager.cloud.aws")
 
 _ACTIVE = {"Name": "state", "Values": ["active"]}
 
@@ -29,17 +34,39 @@ def describe_params(queries: Sequence[ReservationQuery]) -> list[dict[str, Any]]
     return params
 
 
+UNKNOWN_ID = frozenset({"InvalidCapacityReservationId.NotFound", "InvalidCapacityReservationId.Malformed"})
+
+
 def describe(ec2: Any, queries: Sequence[ReservationQuery], now: float) -> list[Reservation]:
-    """The reservations ``queries`` select, each once (paginated)."""
+    """The reservations ``queries`` select, each once (paginated). An id EC2 does not know
+    (a typo, a cancelled reservation) fails the call that names it: the ids are then asked
+    one by one, and those it does not know are left out, with a warning."""
     found: dict[str, Reservation] = {}
     for params in describe_params(queries):
-        paginator = ec2.get_paginator("describe_capacity_reservations")
-        for page in paginator.paginate(**params):
-            for record in page.get("CapacityReservations", []):
-                reservation = reservation_of(record, now)
-                if reservation is not None:
-                    found[reservation.id] = reservation
+        try:
+            records = _records(ec2, params)
+        except ClientError as exc:
+            ids = params.get("CapacityReservationIds", [])
+            if exc.response.get("Error", {}).get("Code") not in UNKNOWN_ID or not ids:
+                raise
+            records = []
+            for rid in ids:
+                try:
+                    records += _records(ec2, {**params, "CapacityReservationIds": [rid]})
+                except ClientError as one:
+                    if one.response.get("Error", {}).get("Code") not in UNKNOWN_ID:
+                        raise
+                    log.warning("capacity reservation %s: EC2 does not know it (%s); left out", rid, one.response["Error"]["Code"])
+        for record in records:
+            reservation = reservation_of(record, now)
+            if reservation is not None:
+                found[reservation.id] = reservation
     return [found[k] for k in sorted(found)]
+
+
+def _records(ec2: Any, params: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    paginator = ec2.get_paginator("describe_capacity_reservations")
+    return [record for page in paginator.paginate(**params) for record in page.get("CapacityReservations", [])]
 
 
 LINUX = "Linux/UNIX"  # the platform of the images nodes boot (EKS-optimized or not)
