@@ -295,6 +295,9 @@ def _print_report(r: dict) -> None:  # type: ignore[type-arg]
             print(f"             {f'${usd:.4f}':>11} {share}  {LABELS[part]}")
     prices = r["prices"]
     print(f"prices:      {prices['catalog']}; spot {prices['spot']}; {prices['spot_interruptions_per_hour']:g} spot interruptions/hour")
+    for res in r.get("reservations", []):
+        used = f"{res['launched']} launched, {res['instance_hours']:.1f} instance-hours, ${res['usd']:.4f}" if res["selected"] else "no pool selects it"
+        print(f"reservation: {res['id']} ({res['count']} {res['instance_type']} in {res['zone']}, {res['type']}): {used}")
     print(f"utilization: cpu {util['cpu']:.1%}, memory {util['memory']:.1%} (requested / allocatable)")
     for reason, d in r["disruption"].items():
         print(f"disruption:  {reason}: {d['nodes']} node(s), {d['pods']} pod(s) moved, ${d['savings_per_hour']:.4f}/h saved when acted")

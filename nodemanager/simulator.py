@@ -11,6 +11,7 @@ The report (``--json``; its fields are a documented contract):
     cost         {usd, lower_bound_usd, clairvoyant_usd, per_hour, by_pool, breakdown}   usd: each instance billed as EC2 bills it (from running,
                  a minute at least); breakdown: its parts, which add up to it (``cost_breakdown.py``)
     prices       {catalog, region, spot, spot_interruptions_per_hour}   where the prices come from, what spot is assumed to cost
+    reservations [{id, instance_type, zone, type, count, selected, launched, instance_hours, usd, active_hours}]   (declared ones only)
     utilization  {cpu, memory}       requested / allocatable of Ready nodes, time-weighted
     decisions    {count, compute_ms {p50, p99, max}}
     unschedulable [{pod, reason}]

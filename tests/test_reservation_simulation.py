@@ -104,3 +104,13 @@ def test_a_capacity_block_ending_mid_run_has_its_nodes_drained_before_ec2_reclai
     assert report["pods"]["evicted"]["pending_seconds"]["max"] <= 10  # their new nodes were Ready before they were evicted
     late = [i for i, _ in sim.cloud.all_instances() if i.launched_at >= drained]
     assert all(i.reservation != BLOCK for i in late)  # no node goes into a block about to end
+
+
+def test_the_human_report_says_how_each_reservation_was_used(tmp_path, capsys):
+    config, work = tmp_path / "provider.yaml", tmp_path / "workload.json"
+    config.write_text(POOL % {"price": 0})
+    work.write_text(json.dumps({**ODCR_WORKLOAD, "reservations": [*ODCR_WORKLOAD["reservations"], {**BLOCK_WORKLOAD["reservations"][0], "tags": {}}]}))
+    assert main(["simulate", "--config", str(config), "--workload", str(work), "--quiet", "--log-level", "error"]) == 0
+    out = capsys.readouterr().out
+    assert f"reservation: {ODCR} (20 m5.xlarge in us-east-1a, default): 20 launched," in out
+    assert f"reservation: {BLOCK} (4 m5.2xlarge in us-east-1b, capacity-block): no pool selects it" in out
