@@ -46,7 +46,14 @@ HOURLY_KEPT = 4096  # offerings whose prices ``hourly`` keeps
 class Catalog:
     """An immutable set of instance types with lookups by name and glob."""
 
-    def __init__(self, instance_types: Iterable[InstanceType], region: str = DEFAULT_REGION, source: str = "", listed: Catalog | None = None) -> None:
+    def __init__(
+        self,
+        instance_types: Iterable[InstanceType],
+        region: str = DEFAULT_REGION,
+        source: str = "",
+        listed: Catalog | None = None,
+        reservations: Mapping[str, Reservation] | None = None,
+    ) -> None:
         self.region = region
         self.source = source
         self.listed = listed if listed is not None else self  # the same types at list prices, when these are what an account pays (price overrides)
@@ -57,7 +64,7 @@ class Catalog:
         self.zones: tuple[str, ...] = tuple(sorted({o.zone for o, _ in ranked}))
         self._match = lru_cache(maxsize=1024)(self._match_uncached)
         self._hourly: dict[OfferingKey, float] = {}  # offerings' prices as asked for (the catalog never changes)
-        self.reservations: dict[str, Reservation] = {}  # by id: those its reserved offerings are of
+        self.reservations: dict[str, Reservation] = dict(reservations or {})  # by id: those its reserved offerings are of
 
     # -- loading ------------------------------------------------------------------------
     @classmethod
@@ -98,7 +105,7 @@ class Catalog:
                 else:
                     offerings.append(o)  # reserved: paid for ahead, whatever the list says
             types.append(replace(t, on_demand_price=od, offerings=tuple(offerings)))
-        return Catalog(types, self.region, source)
+        return Catalog(types, self.region, source, reservations=self.reservations)
 
     def with_reservations(self, reservations: Iterable[Reservation]) -> Catalog:
         """A copy whose types offer ``reservations`` (any earlier ones dropped) as reserved
@@ -120,9 +127,7 @@ class Catalog:
                 for r in sorted(by_type.get(t.name, ()), key=lambda r: r.id)
             )
             types.append(t if not added and kept == t.offerings else replace(t, offerings=kept + added))
-        catalog = Catalog(types, self.region, self.source, listed=self.listed)
-        catalog.reservations = {r.id: r for rs in by_type.values() for r in rs}
-        return catalog
+        return Catalog(types, self.region, self.source, listed=self.listed, reservations={r.id: r for rs in by_type.values() for r in rs})
 
     # -- lookups ------------------------------------------------------------------------
     def __len__(self) -> int:

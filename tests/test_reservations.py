@@ -156,6 +156,7 @@ def test_reserved_offerings_cost_next_to_nothing_and_keep_the_types_order():
     again = CATALOG.with_reservations([BLOCK])  # the last read replaces the one before
     assert {o.reservation for t in again for o in t.offerings if o.reservation} == {BLOCK.id}
     fresher = again.with_prices({"a.large": 0.2}, {}, "refreshed")  # a price refresh keeps reserved offerings at their price
+    assert fresher.reservations == again.reservations  # (and what they are of: pools offer only those it knows)
     assert [o.price for o in fresher["a.large"].offerings if o.reservation] == [o.price for o in again["a.large"].offerings if o.reservation]
 
 
