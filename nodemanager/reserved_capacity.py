@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from cloud.base import Instance
 from cloud.catalog import Catalog
 from cloud.simulated import BilledSpan
-from nodemanager.config.reservation_schema import selecting
+from nodemanager.config.reservation_schema import pools_term, selecting
 from nodemanager.config.schema import Pool, ProviderConfig
 from nodemanager.model import CapacityType
 from nodemanager.model.reservation import Reservation
@@ -39,7 +39,7 @@ class ReservedCapacity:
         self.declared = list(declared)
         self.prices: dict[str, float] = {}  # reservation -> what its nodes are billed at (reservations some pool selects)
         for r, _ in declared:
-            term = next((t for p in config.pools if (t := selecting(p.capacity_reservations, r)) is not None), None)
+            term = pools_term(config.pools, r)
             if term is not None:
                 self.prices[r.id] = term.price
 

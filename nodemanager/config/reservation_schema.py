@@ -4,7 +4,8 @@ Karpenter's ``capacityReservationSelectorTerms``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from pydantic import Field, model_validator
 
@@ -47,9 +48,19 @@ class ReservationTerm(Model):
         return self.query().selects(reservation)
 
 
-def selecting(terms: Sequence[ReservationTerm], reservation: Reservation) -> ReservationTerm | None:
+def selecting(terms: Iterable[ReservationTerm], reservation: Reservation) -> ReservationTerm | None:
     """The first of ``terms`` that selects ``reservation``."""
     return next((t for t in terms if t.selects(reservation)), None)
+
+
+def pools_term(pools: Iterable[HasTerms], reservation: Reservation) -> ReservationTerm | None:
+    """The first term of any of ``pools`` (in provider.yaml's order) that selects ``reservation``:
+    its price and drain lead are the reservation's."""
+    return selecting((t for p in pools for t in p.capacity_reservations), reservation)
+
+
+class HasTerms(Protocol):
+    capacity_reservations: list[ReservationTerm]
 
 
 def reservation_problems(pools: Sequence[tuple[Sequence[ReservationTerm], Sequence[CapacityType]]]) -> list[str]:

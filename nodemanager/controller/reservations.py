@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cloud.errors import CloudError
-from nodemanager.config.reservation_schema import selecting
+from nodemanager.config.reservation_schema import pools_term
 from nodemanager.model import Node, NodeState
 from nodemanager.model.labels import RESERVATION_ID
 from nodemanager.model.reservation import CAPACITY_BLOCK_RECLAIM, Reservation, ReservationKind
@@ -65,7 +65,7 @@ class ReservationController:
         c = self.state
         selected: dict[str, Reservation] = {}
         for r in found:
-            term = next((t for p in c.config.pools if (t := selecting(p.capacity_reservations, r)) is not None), None)
+            term = pools_term(c.config.pools, r)
             if term is None:
                 continue
             if r.ends_at is not None and r.kind is ReservationKind.CAPACITY_BLOCK:

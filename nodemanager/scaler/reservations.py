@@ -16,7 +16,7 @@ from nodemanager.scaler.sizing import accepts
 
 def settle(run: Run, nodes: list[NewNode]) -> list[NewNode]:
     """``nodes`` with none past what its reservation has left (see the module)."""
-    left = {r.id: r.available for r in run.memory.catalog.reservations.values()} | dict(run.snapshot.reservations_left)  # (before this run)
+    left = dict(run.left_at_start)
     if not any(n.candidate.offering.reservation for n in nodes):
         return nodes
     kept = []

@@ -119,7 +119,8 @@ class Run:
         # Capacity reservations: the instances each has left for new nodes, counted as this
         # run plans nodes into them (``new_node``, ``forget``, ``moved``); those with none left
         # are not offered (``blocked``).
-        self.left = {r.id: r.available for r in memory.catalog.reservations.values()} | dict(snapshot.reservations_left)
+        self.left_at_start = {r.id: r.available for r in memory.catalog.reservations.values()} | dict(snapshot.reservations_left)
+        self.left = dict(self.left_at_start)
         self.spent = {r for r, left in self.left.items() if left <= 0}
         self._available_memo: ByIdentity[tuple[Candidate, ...], tuple[Candidate, ...]] = ByIdentity(PROBE_MEMO_SIZE)
         self.kept: set[str] = set()  # nodes held for standby entries
