@@ -115,7 +115,9 @@ class Breakdown:
         return math.fsum(vars(self).values())
 
     def rounded(self) -> dict[str, float]:
-        return {part: round(usd, 4) for part, usd in vars(self).items()}
+        """To the hundredth of a cent; the bound rounded down, as the report's own (a lower
+        bound stays one), so the two never differ."""
+        return {part: math.floor(usd * 10**4) / 10**4 if part == "lower_bound" else round(usd, 4) for part, usd in vars(self).items()}
 
 
 def breakdown(instances: Iterable[tuple[Billed, list[Span]]], bound: float, bound_of_runs: float) -> Breakdown:

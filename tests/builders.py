@@ -6,6 +6,7 @@ from cloud.catalog import Catalog
 from nodemanager.config.schema import NodeDefaults, Pool, Standby
 from nodemanager.model import CapacityPolicy, CapacityType, InstanceType, Node, NodeName, NodeState, Pod, PodPhase, Resources
 from nodemanager.scaler import BindingNodeScaler, ScalerSettings
+from nodemanager.scaler.decision import NodeSpec
 
 ZONES = ("zone-1a", "zone-1b")
 # Two cell-sized types (the reference tables' "A" and "B") and a ladder for bin packing.
@@ -79,6 +80,12 @@ def node(
         instance_id=f"i-{name}",
         bound_pods=tuple(f"default/{b}" for b in bound),
     )
+
+
+def booted(spec: NodeSpec) -> Node:
+    """The node a decision's ``spec`` became, registered and available."""
+    labels = spec.labels
+    return Node(spec.name, spec.pool, spec.instance_type, spec.capacity_type, spec.zone, allocatable=spec.allocatable, state=NodeState.AVAILABLE, labels=labels)
 
 
 def cell_pool(name: str = "cells", standby: list[Standby] | None = None, **kw: object) -> Pool:

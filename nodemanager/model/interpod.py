@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -58,6 +58,9 @@ class SpreadConstraint:
     # One of kube's system defaults (``defaultingType: System``): its score does not leave
     # out nodes that lack the key (a node without a zone still spreads by hostname).
     system_default: bool = False
+    # Given by the profile's defaults (System or List), not written in the pod: Karpenter,
+    # which reads only the pod, does not treat it as a preference to honour at first.
+    defaulted: bool = False
 
     @property
     def hard(self) -> bool:
@@ -106,8 +109,8 @@ NO_AFFINITY = PodAffinity()
 #: kube-scheduler's system default constraints (PodTopologySpreadArgs ``defaultingType: System``),
 #: given with the pod's default selector to pods that have no constraints of their own.
 SYSTEM_DEFAULT_SPREAD = (
-    SpreadConstraint(3, HOSTNAME, WhenUnsatisfiable.SCHEDULE_ANYWAY, None, system_default=True),
-    SpreadConstraint(5, ZONE, WhenUnsatisfiable.SCHEDULE_ANYWAY, None, system_default=True),
+    SpreadConstraint(3, HOSTNAME, WhenUnsatisfiable.SCHEDULE_ANYWAY, None, system_default=True, defaulted=True),
+    SpreadConstraint(5, ZONE, WhenUnsatisfiable.SCHEDULE_ANYWAY, None, system_default=True, defaulted=True),
 )
 
 
@@ -246,4 +249,4 @@ def parse_spread_defaults(args: Mapping[str, Any], path: str = "") -> tuple[Spre
         if pair in seen:
             raise InvalidManifest(where, f"repeats topologyKey {pair[0]!r} with whenUnsatisfiable {pair[1]!r}")
         seen.add(pair)
-    return parse_spread(listed, at("defaultConstraints"), {})
+    return tuple(replace(c, defaulted=True) for c in parse_spread(listed, at("defaultConstraints"), {}))

@@ -16,6 +16,7 @@ from nodemanager.model.labels import ZONE
 from nodemanager.model.pod import as_regular
 from nodemanager.model.pod_owners import SpreadDefaults
 from nodemanager.scaler import interpod_plan as plan
+from nodemanager.scaler import preferences
 from nodemanager.scaler.room import RoomIndex
 from nodemanager.scaler.run import PodClass, Run
 from nodemanager.scaler.steering import Steer, meets
@@ -33,6 +34,10 @@ def rebuild(run: Run) -> list[Pod]:
     regular = not settings.colocation  # no pool offers batch resources: batch requests are ordinary cpu and memory
     defaults = SpreadDefaults(settings.spread_defaults, run.snapshot.pod_selecting)
     as_given = settings.plans_pods_as_given  # (the profile changes no pod: most)
+    # A consolidation's what-if keeps the preferences of the pods it moves as Karpenter's
+    # does: required, everywhere (it would boot a node for them rather than relax them), so
+    # what provisioning kept apart is not put together again.
+    strict = settings.respect_preferences and run.snapshot.one_new_node
     grouped = run.snapshot.by_node  # the placed pods by node (batch ones as the pictures see them: see NodePictures)
     waiting: dict[PodKey, Pod] = {}
     for pod in grouped.waiting:
@@ -40,6 +45,8 @@ def rebuild(run: Run) -> list[Pod]:
             planned = run.memory.regular_pods.get(pod, as_regular) if regular and pod.batch else pod
             if not as_given:
                 planned = run.memory.planned_pods.get(planned, settings.as_planned)
+            if strict:
+                planned = run.memory.strict_pods.get(planned, preferences.strictest)
             waiting[pod.key] = defaults.apply(planned)
     run.waiting.update(run.excluded)
     pictures = run.memory.pictures  # allowing for these DaemonSets: views_for saw them first

@@ -39,6 +39,7 @@ class Memory:
         self.keeps_placed = all(type(p) in BUILTIN_PLUGINS for p in self.framework.plugins.values())
         self.regular_pods: ByIdentity[Pod, Pod] = ByIdentity(REGULAR_KEPT)  # a batch pod -> it as_regular (the same copy while it waits)
         self.planned_pods: ByIdentity[Pod, Pod] = ByIdentity(REGULAR_KEPT)  # a waiting pod -> settings.as_planned of it (likewise)
+        self.strict_pods: ByIdentity[Pod, Pod] = ByIdentity(REGULAR_KEPT)  # a pod a what-if moves -> preferences.strictest of it (likewise)
         self.views = pool_views(list(settings.pools), catalog, settings.nodes.volume_size, settings.colocation)
         self._views_daemon_sets: tuple = ()
         # (pool, pod constraints) -> accepted offerings: the same answer every time, so it

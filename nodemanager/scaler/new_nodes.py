@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 
 from nodemanager.model import CapacityPolicy, CapacityType, Pod, PodKey, Resources
 from nodemanager.model.labels import HOSTNAME, ZONE
-from nodemanager.scaler import binpack, existing, group_order, launch_choices, sizing, steering
+from nodemanager.scaler import binpack, existing, group_order, launch_choices, preferences, sizing, steering
 from nodemanager.scaler import interpod_plan as plan
 from nodemanager.scaler.memory import PROBE_MEMO_SIZE
 from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info
@@ -80,14 +80,41 @@ def place_on_new(run: Run, classes: list[PodClass]) -> None:
         return 0 if plan.host_cap(rep, None, run.topology) is not None else 1
 
     # ``groups`` are in queue order (``classes`` are, by their first pod)
+    respect = run.memory.settings.respect_preferences
     for group in group_order.packing_order(list(groups.values()), lambda g: g[0].rep, rank, run.topology.namespace_labels):
-        _place_group(run, group)
+        if respect and preferences.preferring(group[0].rep):
+            _place_preferring(run, group)
+        else:
+            _place_group(run, group)
 
 
-def _place_group(run: Run, group: list[PodClass], zoned: bool = False) -> None:
+def _place_preferring(run: Run, group: list[PodClass]) -> None:
+    """Karpenter's ladder (``preferences``): the group's pods at its strictest step first;
+    those no new node takes go a step down, until the pods themselves. The steps of a group
+    are alike (its pods share every constraint): each pod's is its own with the step's."""
+    steps = preferences.ladder(group[0].rep)
+    pending = [list(c.pods) for c in group]
+    for p in (p for pods in pending for p in pods):
+        run.stepped[p.key] = p
+    for i, (step, keep_steer) in enumerate(steps):
+        last = i == len(steps) - 1
+        classes = [PodClass(pods if last else [dataclasses.replace(p, pod_affinity=step.pod_affinity, spread=step.spread) for p in pods]) for pods in pending]
+        _place_group(run, classes, relax_steer=not keep_steer)
+        if last:
+            return
+        pending = [left for pods in pending if (left := [p for p in pods if p.key not in run.bindings])]
+        if not pending:
+            return
+        for p in (p for pods in pending for p in pods):  # reported by this step: the next one decides
+            run.waiting.pop(p.key, None)
+            run.unschedulable.pop(p.key, None)
+
+
+def _place_group(run: Run, group: list[PodClass], zoned: bool = False, relax_steer: bool = True) -> None:
     """New nodes for one constraint group: each pool in turn takes what it can; what a
     pool cannot take (no match, no fit, limit, unavailable) moves on to the next.
-    ``zoned``: the zone-level constraints are settled (the pods are pinned)."""
+    ``zoned``: the zone-level constraints are settled (the pods are pinned).
+    ``relax_steer``: the node affinity's steer may be let go if pods are left over."""
     pending = [c for c in group if c.pods]
     if not pending:
         return
@@ -98,7 +125,7 @@ def _place_group(run: Run, group: list[PodClass], zoned: bool = False) -> None:
     repelled = {t.topology_key for t, seen in anti.items() if any(seen.values()) and t.selects(rep.namespace, rep.labels, namespaces)}
     repelled.discard(HOSTNAME)
     if not zoned and plan.plannable(rep) and ((rep.inter_pod and plan.zone_level(rep)) or repelled == {ZONE}):
-        _place_by_zone(run, pending)
+        _place_by_zone(run, pending, relax_steer)
         return
     steers = {id(c): _steer(run, c.rep) for c in pending}
     if len(set(steers.values())) > 1:  # sizes that relax the node affinity differently go apart
@@ -106,13 +133,13 @@ def _place_group(run: Run, group: list[PodClass], zoned: bool = False) -> None:
         for c in pending:
             by_steer[steers[id(c)]].append(c)
         for share in by_steer.values():
-            _place_group(run, share, zoned)
+            _place_group(run, share, zoned, relax_steer)
         return
     steer = steers[id(pending[0])]
     reasons: dict[int, list[tuple[str, bool]]] = defaultdict(list)  # class -> (why, may clear)
     one_by_one = (rep.inter_pod and not plan.static(rep, run.topology.namespace_labels)) or bool(repelled - {ZONE})
     _through_pools(run, group, steer, one_by_one, reasons)
-    if steer is not None and any(c.pods for c in group):  # a pool limit, say: relaxed in full, as Karpenter would go on
+    if steer is not None and relax_steer and any(c.pods for c in group):  # a pool limit, say: relaxed in full, as Karpenter would go on
         _through_pools(run, group, None, one_by_one, reasons)
     _report(run, group, reasons)
 
@@ -196,7 +223,7 @@ def _report(run: Run, group: list[PodClass], reasons: dict[int, list[tuple[str, 
             c.pods = []
 
 
-def _place_by_zone(run: Run, group: list[PodClass]) -> None:
+def _place_by_zone(run: Run, group: list[PodClass], relax_steer: bool = True) -> None:
     """Zone-level constraints settled for the whole group (``interpod_plan``), then each
     zone's share placed as zonal pods."""
     rep = group[0].rep
@@ -213,7 +240,7 @@ def _place_by_zone(run: Run, group: list[PodClass]) -> None:
             by_zone[zone].append(PodClass(members))
         cls.pods = [p for p in cls.pods if p.key not in chosen]
     for zone in sorted(by_zone):
-        _place_group(run, by_zone[zone], zoned=True)
+        _place_group(run, by_zone[zone], zoned=True, relax_steer=relax_steer)
     # Bindings list pods in the order they may be bound: each passes every filter given
     # the ones before it. Zone by zone is not such an order; the plan's is.
     for key in chosen:

@@ -127,6 +127,9 @@ class Run:
         self.missing: list[tuple[PoolView, str, CapacityType, str | None, int]] = []  # standby to boot
         self.stopping: set[str] = set()  # idle past the grace: stopped by this decision
         self.unbooted: list[Pod] = []  # pods of new nodes not booted after all (minValues, reservations): placed again where they fit
+        # Pods placed at a step of Karpenter's preferences ladder (``preferences``) -> the pod
+        # itself, which is what their node records: their preferences keep no other pod away.
+        self.stepped: dict[PodKey, Pod] = {}
         self.devices: DeviceState | None = None
         if snapshot.devices is not None:
             self.devices = DeviceState(snapshot.devices, self._slices_for)
@@ -223,10 +226,11 @@ class Run:
     def place(self, pod: Pod, info: NodeInfo, state: CycleState) -> bool:
         """Assume ``pod`` onto ``info``: Reserve, then Permit. False (and undone) on failure."""
         self.changed.add(info.name)
-        info.add_pod(pod)
+        recorded = self.stepped.get(pod.key, pod)
+        info.add_pod(recorded)
         if self.fw.run_reserve_and_permit(state, pod, info.name).code in (Code.SUCCESS, Code.WAIT):
             self.bindings[pod.key] = info.name
-            self.topology.added(pod, info)
+            self.topology.added(recorded, info)
             if info.name in self.new_nodes:
                 self.open.update(info)
             return True

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from cloud.catalog import Catalog
 from nodemanager.model import LaunchOption, NodeName, Pod, PodKey, Resources
 from nodemanager.model.resources import extended
-from nodemanager.scaler import binpack, boot_cap, existing, gangs, launch_choices, new_nodes, reservations, sizing, standby, stops
+from nodemanager.scaler import binpack, boot_cap, existing, gangs, launch_choices, new_nodes, preferences, reservations, sizing, standby, stops
 from nodemanager.scaler.by_identity import ByIdentity
 from nodemanager.scaler.decision import Decision, NodeSpec, SizeFloor
 from nodemanager.scaler.memory import Memory
@@ -107,7 +107,8 @@ def smallest_request(pods: Iterable[Pod]) -> Resources:
 def _keeps_floor(pod: Pod) -> bool:
     """Whether nothing in ``pod``, placed again by a what-if, lets its new node's size floor
     go (see ``sure_floors``)."""
-    return new_nodes.offering_blind(pod, moving=True) and not (pod.inter_pod or pod.pod_group or pod.batch or extended(pod.requests))
+    kept = pod.inter_pod or preferences.preferring(pod) or pod.pod_group or pod.batch or extended(pod.requests)
+    return new_nodes.offering_blind(pod, moving=True) and not kept
 
 
 class BindingNodeScaler:
@@ -138,7 +139,7 @@ class BindingNodeScaler:
         Consolidation's quick test prices a replacement from these. A pool is named only
         where every new node for these pods goes through ``sizing.floored`` and it cannot let the
         floor go: no other pod waits, none of these asks for GPUs or batch resources, tells
-        offerings apart (``new_nodes.offering_blind``), keeps near or apart from other pods or is of a
+        offerings apart (``new_nodes.offering_blind``), keeps near or apart from other pods (or prefers to) or is of a
         gang, no placed pod keeps others away by a key other than the hostname, no default
         spread constraint is hard, the profile changes no pod (``ScalerSettings.as_planned``), no offering is marked unavailable, no capped plan is kept,
         the pool has no limits, and each of these pods fits one of its types of at least its

@@ -24,6 +24,7 @@ class ScalerSettings:
     profile: Profile = DEFAULT_PROFILE
     seed: int = 0
     colocation: Mapping[str, ColocationStrategy] = field(default_factory=dict)  # pools that offer batch resources
+    respect_preferences: bool = True  # ``scheduling.preferencePolicy`` Respect: see ``preferences``
 
     @cached_property
     def spread_defaults(self) -> tuple[SpreadConstraint, ...]:
@@ -62,4 +63,5 @@ class ScalerSettings:
     @classmethod
     def from_config(cls, config: ProviderConfig) -> ScalerSettings:
         colocation = {p.name: s for p in config.pools if (s := config.colocation_for(p)).enable}
-        return cls(tuple(config.pools), config.nodes, config.scheduling.profile(), config.scheduling.seed, colocation)
+        scheduling = config.scheduling
+        return cls(tuple(config.pools), config.nodes, scheduling.profile(), scheduling.seed, colocation, scheduling.preference_policy == "Respect")
