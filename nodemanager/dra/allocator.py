@@ -85,7 +85,7 @@ class Allocator:
     def allocate(self, node_name: str, node_labels: Mapping[str, str] | None = None) -> list[AllocationResult] | None:
         """One result per claim, None when the node cannot satisfy them; raises AllocationError."""
         self._pools = gather_pools(self.slices, node_name, node_labels or {})
-        self._in_use: set[DeviceId] = {(d.driver, d.pool, d.device) for c in self.allocated if c.allocation for d in c.allocation.devices}
+        self._in_use: set[DeviceId] = devices_of(c.allocation for c in self.allocated if c.allocation)
         self._in_use |= set(self.reserved)
         self._selectable: dict[tuple[DeviceId, str, str], bool] = {}
         self._plan: list[list[list[_Candidate] | int]] = []
@@ -94,6 +94,8 @@ class Allocator:
             total = sum(len(x) if isinstance(x, list) else x for x in self._plan[-1])
             if total > MAX_DEVICES_PER_CLAIM:
                 raise AllocationError(f"claim {claim.key}: asks for {total} devices, more than the limit of {MAX_DEVICES_PER_CLAIM}")
+        if any(plan == [] for plans in self._plan for plan in plans):
+            return None  # All of no device at all: nothing to allocate it from (kube's table: all-devices-no-slices)
         self._states = [[_ConstraintState(c) for c in claim.constraints] for claim in self.claims]
         self._results: list[list[tuple[DeviceResult, _Candidate]]] = [[] for _ in self.claims]
         try:
@@ -126,6 +128,8 @@ class Allocator:
         return fixed
 
     def _candidates(self, pool: DevicePool) -> Iterable[_Candidate]:
+        if pool.invalid:
+            raise AllocationError(f"pool {pool.name} is invalid: {pool.invalid}")
         for s in sorted(pool.slices, key=lambda x: x.name):
             for device in s.devices:
                 yield _Candidate(pool, s, device)
@@ -203,7 +207,7 @@ class Allocator:
             added.append(state)
         if not request.admin_access:
             self._in_use.add(candidate.id)
-        self._results[ci].append((DeviceResult(request.name, *candidate.id), candidate))
+        self._results[ci].append((DeviceResult(request.name, *candidate.id, admin_access=request.admin_access), candidate))
 
         def undo() -> None:
             self._results[ci].pop()
@@ -217,22 +221,29 @@ class Allocator:
     # -- results ---------------------------------------------------------------------------
     def _result(self, ci: int, claim: ResourceClaim) -> AllocationResult:
         chosen = self._results[ci]
-        selector: tuple[SelectorTerm, ...] | None = None
-        named = sorted({c.slice.node_name for _, c in chosen if c.slice.node_name})
+        return AllocationResult(tuple(r for r, _ in chosen), self._node_selector(claim, [c for _, c in chosen]), self._config(claim))
+
+    @staticmethod
+    def _node_selector(claim: ResourceClaim, chosen: list[_Candidate]) -> tuple[SelectorTerm, ...] | None:
+        """Where the devices are: the node of the first node-local one; else one term that
+        holds every requirement of the network-attached devices' selectors (each must hold
+        where the pod runs, as kube ANDs them); None (anywhere) when there are none."""
+        named = next((c.slice.node_name for c in chosen if c.slice.node_name), "")
         if named:
-            selector = (SelectorTerm((Requirement("metadata.name", Operator.IN, tuple(named), on_field=True),)),)
-        else:
-            terms = []
-            for _, c in chosen:
-                if c.slice.node_selector is not None and not c.slice.all_nodes:
-                    if len(c.slice.node_selector) != 1:
-                        raise AllocationError(f"claim {claim.key}: resource slice {c.slice.name} has a node selector with more than one term")
-                    terms.append(c.slice.node_selector[0])
-            selector = tuple(dict.fromkeys(terms)) or None
+            return (SelectorTerm((Requirement("metadata.name", Operator.IN, (named,), on_field=True),)),)
+        requirements: dict[Requirement, None] = {}
+        for c in chosen:
+            if c.slice.node_selector is not None and not c.slice.all_nodes:
+                if len(c.slice.node_selector) > 1:
+                    raise AllocationError(f"claim {claim.key}: resource slice {c.slice.name} has a node selector with more than one term")
+                requirements.update(dict.fromkeys(r for term in c.slice.node_selector for r in term.requirements))
+        return (SelectorTerm(tuple(requirements)),) if requirements else None
+
+    def _config(self, claim: ResourceClaim) -> tuple[Mapping[str, object], ...]:
         config = tuple({**cfg, "source": "FromClass"} for r in claim.requests for cfg in self.classes[r.device_class].config)
-        config += tuple({**cfg, "source": "FromClaim"} for cfg in claim.config)
-        return AllocationResult(tuple(r for r, _ in chosen), selector, config)
+        return config + tuple({**cfg, "source": "FromClaim"} for cfg in claim.config)
 
 
 def devices_of(results: Iterable[AllocationResult]) -> set[DeviceId]:
-    return {(d.driver, d.pool, d.device) for r in results for d in r.devices}
+    """The devices these allocations take (one for admin access takes none: others may use it)."""
+    return {(d.driver, d.pool, d.device) for r in results for d in r.devices if not d.admin_access}

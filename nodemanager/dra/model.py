@@ -96,6 +96,7 @@ class DeviceResult:
     driver: str
     pool: str
     device: str
+    admin_access: bool = False  # allocated for admin access: the device stays available to others
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,9 @@ def parse_claim_spec(spec: Mapping[str, Any], namespace: str, name: str, where: 
         except ValueError:
             raise InvalidManifest(f"{rpath}.allocationMode", f"expected ExactCount or All, got {mode_text!r}") from None
         count = exactly.get("count", 1)
-        if not isinstance(count, int) or count < 1:
+        if mode is AllocationMode.ALL:
+            count = 1  # (not read: every matching device)
+        elif not isinstance(count, int) or isinstance(count, bool) or count < 1:
             raise InvalidManifest(f"{rpath}.count", f"expected an integer >= 1, got {count!r}")
         requests.append(
             DeviceRequest(
@@ -254,7 +257,7 @@ def parse_allocation(doc: Mapping[str, Any], where: str = "allocation") -> Alloc
         missing = [k for k in ("request", "driver", "pool", "device") if not _get(r, k, path)]
         if missing:
             raise InvalidManifest(f"{path}.{missing[0]}", "required")
-        devices.append(DeviceResult(str(r["request"]), str(r["driver"]), str(r["pool"]), str(r["device"])))
+        devices.append(DeviceResult(str(r["request"]), str(r["driver"]), str(r["pool"]), str(r["device"]), bool(r.get("adminAccess"))))
     selector = doc.get("nodeSelector")  # where the devices are: a pod using the claim runs there or nowhere
     return AllocationResult(tuple(devices), node_selector=_terms(selector, f"{where}.nodeSelector") if selector is not None else None)
 
@@ -264,7 +267,10 @@ def allocation_document(result: AllocationResult, node: str) -> dict[str, Any]:
     term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
     return {
         "devices": {
-            "results": [{"request": d.request, "driver": d.driver, "pool": d.pool, "device": d.device} for d in result.devices],
+            "results": [
+                {"request": d.request, "driver": d.driver, "pool": d.pool, "device": d.device, **({"adminAccess": True} if d.admin_access else {})}
+                for d in result.devices
+            ],
             "config": [{"source": "FromClaim", **c} for c in result.config],
         },
         "nodeSelector": {"nodeSelectorTerms": [term]},

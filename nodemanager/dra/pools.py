@@ -22,6 +22,17 @@ class DevicePool:
     slices: list[ResourceSlice] = field(default_factory=list)
 
     @property
+    def invalid(self) -> str:
+        """Why the pool cannot be used ("" if it can): a device name twice in its slices."""
+        seen: set[str] = set()
+        for s in self.slices:
+            for d in s.devices:
+                if d.name in seen:
+                    return f"duplicate device name {d.name}"
+                seen.add(d.name)
+        return ""
+
+    @property
     def incomplete(self) -> bool:
         """Not every slice of the pool's generation has been seen (it is being updated)."""
         return len(self.slices) != self.slices[0].slice_count
