@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import MaxRetryError
+
 from nodemanager.clock import VirtualClock
+from nodemanager.cluster.kubernetes.events import EventRecorder
 from nodemanager.cluster.kubernetes.reachability import Reachability
 
 
@@ -45,3 +51,46 @@ def test_an_answer_to_a_call_made_before_the_outage_began_does_not_end_it(caplog
         "API server answers again after 10s unreachable",
     ]
     assert reach.describe()["outages"] == 1
+
+
+class _Unanswering:
+    """A CoreV1Api whose writes get no answer (the server is gone), or a refusal."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.refuse = refuse
+
+    def create_namespaced_event(self, *_args, **_kwargs):
+        if self.refuse:
+            raise ApiException(status=403, reason="Forbidden")
+        raise MaxRetryError(None, "/api/v1/namespaces/default/events", "connection refused")
+
+
+def _post(recorder, n: int) -> None:
+    node = {"kind": "Node", "name": "n1", "apiVersion": "v1"}
+    for i in range(n):
+        recorder._send("default", {"reason": f"R{i}", "involvedObject": node})
+
+
+def test_events_lost_to_an_outage_are_the_outages_one_warning(caplog) -> None:
+    """An event write the server does not answer counts toward the outage, told once by
+    reachability; it says nothing of its own (it said "unreachable" a second time)."""
+    reach = Reachability(VirtualClock(0.0))
+    recorder = EventRecorder(_Unanswering(), VirtualClock(0.0), "me", threading.Event(), threaded=False, reachability=reach)  # type: ignore[arg-type]
+    with caplog.at_level("WARNING", logger="nodemanager.kubernetes"):
+        reach.failed("pods watch", "API server unreachable: ProtocolError")
+        _post(recorder, 3)
+    assert [r.getMessage() for r in caplog.records] == [
+        "API server unreachable (pods watch: API server unreachable: ProtocolError); retrying, and saying so again only when it answers"
+    ]
+    assert reach.failures == 4
+
+
+def test_a_refused_event_write_is_still_warned_once(caplog) -> None:
+    reach = Reachability(VirtualClock(0.0))
+    recorder = EventRecorder(_Unanswering(refuse=True), VirtualClock(0.0), "me", threading.Event(), threaded=False, reachability=reach)  # type: ignore[arg-type]
+    with caplog.at_level("WARNING", logger="nodemanager.kubernetes"):
+        _post(recorder, 3)
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1
+    assert warnings[0].startswith("event R0 on n1 not recorded (1 so far)")
+    assert reach.failures == 0

@@ -13,6 +13,7 @@ from kubernetes import client
 from nodemanager.clock import Clock
 from nodemanager.cluster.kubernetes.errors import NETWORK_ERRORS, api_message
 from nodemanager.cluster.kubernetes.event_queue import EventQueue
+from nodemanager.cluster.kubernetes.reachability import Reachability
 from nodemanager.deadline import api_timeout
 
 log = logging.getLogger("nodemanager.kubernetes")
@@ -21,7 +22,10 @@ EVENT_MEMORY = 10_000  # (object, reason) pairs remembered to avoid repeating an
 
 
 class EventRecorder:
-    def __init__(self, core: client.CoreV1Api, clock: Clock, identity: str, stopped: threading.Event, *, threaded: bool = True) -> None:
+    def __init__(
+        self, core: client.CoreV1Api, clock: Clock, identity: str, stopped: threading.Event, *, threaded: bool = True, reachability: Reachability | None = None
+    ) -> None:
+        self._reachability = reachability  # an outage is told once, there, not by each event lost to it
         self.core = core
         self.clock = clock
         self.identity = identity
@@ -66,6 +70,8 @@ class EventRecorder:
         try:
             self.core.create_namespaced_event(namespace, body, _preload_content=False, _request_timeout=api_timeout())
         except NETWORK_ERRORS as exc:
+            if self._reachability is not None and self._reachability.unanswered("event write", exc):
+                return
             level = logging.DEBUG if self._failures else logging.WARNING  # warn once, not per event
             self._failures += 1
             log.log(level, "event %s on %s not recorded (%d so far): %s", body["reason"], body["involvedObject"]["name"], self._failures, api_message(exc))

@@ -11,7 +11,10 @@ import logging
 import threading
 from collections.abc import Callable
 
+from kubernetes.client.exceptions import ApiException
+
 from nodemanager.clock import Clock
+from nodemanager.cluster.kubernetes.errors import api_message
 from nodemanager.tally import ErrorTally
 
 log = logging.getLogger("nodemanager.kubernetes")
@@ -58,6 +61,14 @@ class Reachability:
             log.warning("API server unreachable (%s: %s); retrying, and saying so again only when it answers", what, problem)
         else:
             log.debug("API server still unreachable (%s: %s)", what, problem)
+
+    def unanswered(self, what: str, exc: BaseException) -> bool:
+        """A call that failed: True (and the outage counted, told once) when the server did
+        not answer at all; False for an answer that refused it, which is the caller's to tell."""
+        if isinstance(exc, ApiException):
+            return False
+        self.failed(what, api_message(exc))
+        return True
 
     def unreachable_for(self) -> float:
         with self._lock:

@@ -116,7 +116,7 @@ class KubernetesCluster:
         self._changes: queue.SimpleQueue[tuple[str, Change]] = queue.SimpleQueue()
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._events = EventRecorder(self.core, clock, identity, self._stopped, threaded=threaded)
+        self._events = EventRecorder(self.core, clock, identity, self._stopped, threaded=threaded, reachability=self.reachability)
         self._listed = False
         self._names = NodeNames(cloud, clock)  # Node names <-> our node names, through the instances
         # The controller's loops and a follower's poll may meet at a leadership change.
@@ -412,6 +412,8 @@ class KubernetesCluster:
                 self.core.create_namespaced_config_map(namespace, body, _preload_content=False, _request_timeout=api_timeout())
             self._status_failures = 0
         except NETWORK_ERRORS as exc:
+            if self.reachability.unanswered("status ConfigMap write", exc):
+                return
             level = logging.DEBUG if self._status_failures else logging.WARNING  # once per run of failures
             self._status_failures += 1
             log.log(level, "status ConfigMap %s/%s not written: %s", namespace, name, api_message(exc))
