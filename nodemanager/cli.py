@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 _FITS_ALIASES = {"gpu": "nvidia.com/gpu", "mem": "memory"}
+# The bar counts steps of the pods' lives, which mean nothing to a user: a percentage, the
+# wall time and the estimate left, and what the run is at (simulated time, pods, instances).
+PROGRESS_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]{postfix}"  # (tqdm puts ", " before the postfix)
 
 
 def parse_fits(text: str) -> Resources:
@@ -144,11 +147,14 @@ def _run_command(args: argparse.Namespace) -> int:
     return run_service(config, catalog, source, args.config)
 
 
-def _progress(simulation: Simulation, span: float, stream: TextIO) -> tuple[Callable[[float, float], None], Callable[[], None]]:
-    """A progress bar (tqdm) over simulated time up to ``span``, with the pods bound, the
-    instances alive and the fleet's cost so far; refreshed at most twice a second of wall time. Returns the
-    callback for ``Simulation.run`` and the function that closes the bar."""
-    bar = tqdm(total=max(round(span), 1), file=stream, unit="s", desc="simulated", leave=False, dynamic_ncols=True)
+def _progress(simulation: Simulation, stream: TextIO) -> tuple[Callable[[float, float], None], Callable[[], None]]:
+    """A progress bar (tqdm) over the pods' lives (``Simulation.work_done``), so its estimate
+    of the time left follows the work and not the simulated clock (which a quiet stretch
+    skips in no time), with the simulated time, the pods bound, the instances alive and the
+    fleet's cost so far; refreshed at most twice a second of wall time. Returns the callback
+    for ``Simulation.run`` and the function that closes the bar."""
+    total = simulation.work_done()[1]
+    bar = tqdm(total=max(total, 1), file=stream, desc="simulating", leave=False, dynamic_ncols=True, bar_format=PROGRESS_FORMAT)
     total_pods = simulation.total_pods
     shown = [0.0]
 
@@ -156,9 +162,11 @@ def _progress(simulation: Simulation, span: float, stream: TextIO) -> tuple[Call
         if time.monotonic() - shown[0] < 0.5:
             return
         shown[0] = time.monotonic()
-        bar.n = min(round(now), bar.total)
+        bar.n = min(simulation.work_done()[0], bar.total)
         bound, alive = len(simulation.cluster.first_bound), simulation.cloud.live_count()
-        bar.set_postfix_str(f"{bound:,}/{total_pods:,} pods bound, {alive:,} instances, ${simulation.fleet()[0]:,.2f}")
+        day, rest = divmod(int(now), 86400)
+        clock = f"day {day + 1} {rest // 3600:02d}:{rest % 3600 // 60:02d}"
+        bar.set_postfix_str(f"{clock} simulated, {bound:,}/{total_pods:,} pods bound, {alive:,} instances, ${simulation.fleet()[0]:,.2f}")
 
     return show, bar.close
 
@@ -193,13 +201,12 @@ def _simulate_command(args: argparse.Namespace) -> int:
         raise InvalidInput(f"{args.workload}: {len(late)} pod(s) arrive after --until {args.until}, e.g. {first.pod.key} at {first.at:g}s")
     devices, objects = loaded_workload.devices, loaded_workload.objects
     reports, simulations = [], []
-    span = until if until is not None else max((a.at for a in workload), default=0.0)
     for path, config, catalog in loaded:
         simulation = Simulation(config, catalog, workload, devices, objects, timeline=bool(args.plot), clairvoyant=not args.no_clairvoyant)
         simulations.append(simulation)
         with simulated_time(simulation.clock.now):  # log lines say when in the run they happened
             if sys.stderr.isatty() and not args.quiet:
-                show, close = _progress(simulation, span, sys.stderr)
+                show, close = _progress(simulation, sys.stderr)
                 try:
                     reports.append((path, simulation.run(until=until, progress=show)))
                 finally:

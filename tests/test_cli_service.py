@@ -364,12 +364,14 @@ def test_the_progress_bar_shows_simulated_time_pods_bound_instances_and_cost():
     workload = loaded.arrivals
     simulation = Simulation(config, catalog, workload, None, loaded.objects)
     stream = io.StringIO()
-    show, close = _progress(simulation, 600, stream)
+    show, close = _progress(simulation, stream)
     simulation.run(until=600, progress=show)
     close()
     shown = stream.getvalue()
-    assert "simulated" in shown
+    assert re.search(r"day 1 \d\d:\d\d simulated", shown)
     assert re.search(rf"/{len(workload):,} pods bound, \d+ instances, \$", shown)
+    assert re.search(r"\d+%\|", shown)  # how far, and the estimate of the time left
+    assert "<" in shown
 
 
 @pytest.fixture

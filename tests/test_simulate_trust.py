@@ -353,3 +353,25 @@ def test_a_simulation_keeps_no_metrics_and_decides_as_a_scraped_controller_does(
     assert registry.get_sample_value("nodemanager_decisions_total") == unscraped["decisions"]["count"]
     booted = [s.value for m in registry.collect() if m.name == "nodemanager_boots" for s in m.samples if s.name == "nodemanager_boots_total"]
     assert sum(booted) == unscraped["nodes"]["booted"] > 0
+
+
+def test_progress_follows_the_pods_not_the_clock() -> None:
+    """Two short pods on the first day, forty on the tenth, one that stays: at day nine the
+    clock is nine tenths of the way and the work is not a tenth done (the bar's estimate of
+    the time left follows ``work_done``); at the end every pod's three steps are done."""
+    config, catalog = parse_config(BOUND_PROVIDER % {"boot": "30s", "boots": 10}, "provider.yaml", Path("."))
+    spec = "{containers: [{name: c, resources: {requests: {cpu: 100m}}}]}"
+    workload = parse_workload(
+        "pods:\n"
+        f"  - {{name: early, count: 2, duration: 1h, pod: {{spec: {spec}}}}}\n"
+        f"  - {{name: late, count: 40, at: 240h, duration: 1h, pod: {{spec: {spec}}}}}\n"
+        f"  - {{name: stays, at: 240h, pod: {{spec: {spec}}}}}\n"
+    )
+    at_day_nine = Simulation(config, catalog, workload)
+    at_day_nine.run(until=216 * 3600)
+    done, total = at_day_nine.work_done()
+    assert total == 3 * 43
+    assert done == 3 * 2  # the two early pods arrived, were bound and finished
+    whole = Simulation(config, catalog, workload)
+    whole.run()
+    assert whole.work_done() == (total, total)
