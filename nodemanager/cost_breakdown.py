@@ -115,9 +115,14 @@ class Breakdown:
         return math.fsum(vars(self).values())
 
     def rounded(self) -> dict[str, float]:
-        """To the hundredth of a cent; the bound rounded down, as the report's own (a lower
-        bound stays one), so the two never differ."""
-        return {part: math.floor(usd * 10**4) / 10**4 if part == "lower_bound" else round(usd, 4) for part, usd in vars(self).items()}
+        """To the hundredth of a cent; the bound as the report gives it (``round_down``)."""
+        return {part: round_down(usd) if part == "lower_bound" else round(usd, 4) for part, usd in vars(self).items()}
+
+
+def round_down(bound: float) -> float:
+    """A lower bound to the hundredth of a cent, rounded down: it stays a lower bound. The
+    report's bound and its breakdown's are both this, so they never differ."""
+    return math.floor(bound * 10**4) / 10**4
 
 
 def breakdown(instances: Iterable[tuple[Billed, list[Span]]], bound: float, bound_of_runs: float) -> Breakdown:

@@ -35,7 +35,7 @@ from nodemanager.config.schema import ProviderConfig
 from nodemanager.controller.executor import InlineExecutor
 from nodemanager.controller.node_controller import NodeController
 from nodemanager.controller.virtual import VirtualDriver
-from nodemanager.cost_breakdown import Billed, Breakdown, OccupancyMeter, breakdown
+from nodemanager.cost_breakdown import Billed, Breakdown, OccupancyMeter, breakdown, round_down
 from nodemanager.dra.context import DeviceContext
 from nodemanager.model import STABLE_STATES, NodeState, PodKey
 from nodemanager.model.journal import Mark, changed_since
@@ -430,7 +430,7 @@ class Simulation:
             },
             "cost": {
                 "usd": round(cost, 4),
-                "lower_bound_usd": math.floor(lower_bound * 10**4) / 10**4,
+                "lower_bound_usd": round_down(lower_bound),
                 "clairvoyant_usd": round(self.clairvoyant_usd(), 4) if self.clairvoyant else None,
                 "per_hour": round(cost / hours, 4),  # the run's mean rate
                 "by_pool": {pool: {"usd": round(usd, 4), "per_hour": round(usd / hours, 4)} for pool, usd in sorted(by_pool.items())},
