@@ -90,7 +90,7 @@ def _keeps_pods(snapshot: ClusterSnapshot, name: str, pool: Pool) -> str:
     if claimed is not None:
         return f"pod {claimed.key} holds device claims allocated on this node ({', '.join(claimed.claims)}): its devices do not move"
     if not pool.disruption.evict_bare_pods:
-        bare = next((p for p in held if p.owner is None and not p.of_node), None)
+        bare = next((p for p in held if p.unreplaceable), None)
         if bare is not None:
             return f"pod {bare.key} has no controller to make it again (pools[].disruption.evictBarePods is false)"
     return ""

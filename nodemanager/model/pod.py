@@ -154,6 +154,12 @@ class Pod:
         return any(c.hard for c in self.spread) or bool(self.pod_affinity.required or self.pod_affinity.anti_required)
 
     @property
+    def unreplaceable(self) -> bool:
+        """No controller makes it again if it is evicted (nor is it a node's own): evicted,
+        it is gone for good."""
+        return self.owner is None and not self.of_node
+
+    @property
     def completes(self) -> bool:
         """It runs to completion (a Job's pods, ``restartPolicy`` Never or OnFailure): evicted,
         it starts its work again."""

@@ -22,7 +22,6 @@ from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info
 from nodemanager.scaler.run import NEW_HOST, NewNode, PodClass, Run, node_level
 from nodemanager.scheduling import CycleState
 from nodemanager.scheduling.plugins.interpod import spread_domains
-from nodemanager.scheduling.plugins.placement import unreplaceable
 from nodemanager.scheduling.plugins.queue_sort import priority_key
 from nodemanager.scheduling.status import Code
 
@@ -49,7 +48,7 @@ def _probe_uncached(run: Run, view: PoolView, pod: Pod) -> tuple[tuple[Candidate
     if not status.is_success():
         return (), status.message, status.code is Code.UNSCHEDULABLE
     with_room = tuple(c for c in view.candidates if c.allocatable.pods >= 1)  # the one thing an empty request checks
-    blocks = unreplaceable(probe) and any(c.offering.capacity_block for c in with_room)  # (which such a pod may not take)
+    blocks = probe.unreplaceable and any(c.offering.capacity_block for c in with_room)  # (which such a pod may not take)
     if with_room and offering_blind(probe) and not blocks:  # every offering with a pod slot answers as the first does
         status = run.fw.run_filter_plugins(state, probe, offering_node_info(view, with_room[0], NEW_HOST))
         if status.is_success():

@@ -242,10 +242,10 @@ class CapacityTypeMatch(SkipsUnasked, FilterPlugin):
     keeps_nothing = True
 
     def asks(self, pod: Pod) -> bool:
-        return pod.capacity_policy is not CapacityPolicy.ANY or unreplaceable(pod)
+        return pod.capacity_policy is not CapacityPolicy.ANY or pod.unreplaceable
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
-        if node.labels.get(RESERVATION_TYPE) == ReservationKind.CAPACITY_BLOCK and unreplaceable(pod) and not asks_for_reservations(pod):
+        if node.labels.get(RESERVATION_TYPE) == ReservationKind.CAPACITY_BLOCK and pod.unreplaceable and not asks_for_reservations(pod):
             return unresolvable("pod has no controller to make it again, and a Capacity Block's nodes go when the block ends", self.name)
         policy = pod.capacity_policy
         if policy is CapacityPolicy.ANY:
@@ -287,11 +287,6 @@ class CellIsolation(FilterPlugin):
         # A cell node passes when the pods it is there for are none, or the one being filtered.
         key = pod.key
         return [n for n in nodes if not n.cell or (held := len(n.pods) - n.node_pods) == 0 or (held == 1 and key in n.pods)]
-
-
-def unreplaceable(pod: Pod) -> bool:
-    """No controller makes the pod again if it is evicted (nor is it a node's own)."""
-    return pod.owner is None and not pod.of_node
 
 
 def asks_for_reservations(pod: Pod) -> bool:
