@@ -52,6 +52,21 @@ GPU_CLASS = {"metadata": {"name": "gpu"}, "spec": {"selectors": [{"cel": {"expre
 GPU_TEMPLATE = {"metadata": {"name": "one-gpu"}, "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "deviceClassName": "gpu"}]}}}}
 
 
+def _pod_preferences(spec: dict[str, Any], j: int, rng: random.Random) -> None:
+    """Preferred pod anti-affinity to the pod's own kind and preferred affinity to an earlier
+    kind now and then, which new nodes take as requirements at first and relax in Karpenter's
+    order; from their own generator, as ``_node_preferences``."""
+    kinds = []
+    if rng.random() < 0.2:
+        key = rng.choice(["kubernetes.io/hostname", "topology.kubernetes.io/zone"])
+        kinds.append(("podAntiAffinity", {"labelSelector": {"matchLabels": {"app": f"a{j}"}}, "topologyKey": key}))
+    if j and rng.random() < 0.1:
+        kinds.append(("podAffinity", {"labelSelector": {"matchLabels": {"app": f"a{rng.randrange(j)}"}}, "topologyKey": "topology.kubernetes.io/zone"}))
+    for kind, term in kinds:
+        preferred = spec.setdefault("affinity", {}).setdefault(kind, {}).setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+        preferred.append({"weight": rng.randint(1, 100), "podAffinityTerm": term})
+
+
 def _node_preferences(spec: dict[str, Any], rng: random.Random) -> None:
     """Preferred node affinity and ORed required terms now and then, which steer new nodes in
     Karpenter's order of relaxation; drawn from their own generator (seeded by the pod) so
@@ -119,6 +134,7 @@ def random_case(rng: random.Random) -> tuple[str, dict[str, Any]]:
             spec["tolerations"] = [*spec.get("tolerations", []), {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
             spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
         _node_preferences(spec, random.Random(f"{j}/{json.dumps(spec, sort_keys=True)}"))
+        _pod_preferences(spec, j, random.Random(f"pods/{j}/{json.dumps(spec, sort_keys=True)}"))
         entry: dict[str, Any] = {"name": f"w{j}", "count": rng.randint(1, 4), "at": rng.randint(0, 3000), "pod": {"metadata": {"labels": labels}, "spec": spec}}
         if rng.random() < 0.5:
             entry["duration"] = rng.randint(300, 3600)

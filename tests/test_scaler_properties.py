@@ -16,6 +16,7 @@ from nodemanager.config.schema import Limits, Packing, Pool, Standby
 from nodemanager.model import LIVE_STATES, CapacityPolicy, CapacityType, Node, NodeName, NodeState, PodPhase, Resources, Taint, TaintEffect, Toleration
 from nodemanager.model import labels as wk
 from nodemanager.model.daemonset import DaemonSet, daemon_overhead
+from nodemanager.model.interpod import parse_pod_affinity, parse_spread
 from nodemanager.model.ports import HostPort
 from nodemanager.model.reservation import Reservation, ReservationKind
 from nodemanager.model.selectors import HARD_EFFECTS, untolerated
@@ -30,6 +31,17 @@ OPERATOR_TAINTS = (
     Taint("slow", TaintEffect.PREFER_NO_SCHEDULE),
 )
 TOLERATIONS = (Toleration("team", "Exists"), Toleration("dedicated", "Equal", "db"), Toleration("node.kubernetes.io/unschedulable", "Exists"))
+
+
+def _preferred(kind: str, app: str, key: str) -> dict:
+    term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
+    return {kind: {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50, "podAffinityTerm": term}]}}
+
+
+# Preferences new nodes treat as requirements at first and relax (scaler.preferences): soft
+# anti-affinity to a pod's own kind, soft affinity to the other kind, a ScheduleAnyway spread.
+PREFERENCES = (None, _preferred("podAntiAffinity", "a", wk.HOSTNAME), _preferred("podAffinity", "b", wk.ZONE))
+SOFT_SPREAD = ((), ({"maxSkew": 1, "topologyKey": wk.ZONE, "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "a"}}},))
 
 
 def _daemon_set(name: str, cpu: str, memory: str, **spec: object) -> DaemonSet:
@@ -145,6 +157,12 @@ def scenarios(draw):
         p = dataclasses.replace(p, tolerations=tuple(draw(st.sets(st.sampled_from(TOLERATIONS)))))
         if draw(st.integers(0, 4)) == 0:
             p = dataclasses.replace(p, host_ports=(HostPort(8080),))
+        if draw(st.integers(0, 3)) == 0:
+            labels = {"app": draw(st.sampled_from(["a", "b"]))}
+            affinity = draw(st.sampled_from(PREFERENCES))
+            spread = parse_spread(list(draw(st.sampled_from(SOFT_SPREAD))), "spread", labels)
+            leaning = parse_pod_affinity(affinity, "affinity", p.namespace, labels) if affinity else p.pod_affinity
+            p = dataclasses.replace(p, labels=labels, spread=spread, pod_affinity=leaning)
         if free and draw(st.integers(0, 4)) == 0:
             target = draw(st.sampled_from(sorted(free)))
             if (p.requests + Resources({"pods": 1})).fits(free[target]):
