@@ -28,7 +28,7 @@ test: $(STAMP) controlplane browser docs  ## lint, check layers, build the docs,
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/pytest -n 2 -q
+	$(BIN)/pytest -n 3 --dist worksteal -q  # three workers on two cores: one of them waits through the slow idle test
 
 docs: $(STAMP)  ## the docs site, into build/site; a broken link or anchor fails it
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict  # not --quiet: it hides the warnings strict counts

@@ -29,3 +29,9 @@ def stub(clock: VirtualClock) -> Iterator[KubeStub]:
     server = KubeStub(clock=clock.now).start()
     yield server
     server.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that wait minutes in real time first: one worker waits through them while the
+    others take the rest (``make test``'s ``--dist worksteal`` moves its queue to them)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

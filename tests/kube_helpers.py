@@ -35,9 +35,11 @@ def kube_config(*pools: Pool, mode: KubernetesMode = KubernetesMode.SCHEDULER, d
     )
 
 
-def source(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock, config: ProviderConfig, token: str | None = None) -> KubernetesCluster:
+def source(
+    stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock, config: ProviderConfig, token: str | None = None, *, threaded: bool = False
+) -> KubernetesCluster:
     assert config.cluster.kubernetes is not None
-    return KubernetesCluster(api_client(stub, token), cloud, clock, config.cluster.kubernetes, threaded=False, identity="test-replica")
+    return KubernetesCluster(api_client(stub, token), cloud, clock, config.cluster.kubernetes, threaded=threaded, identity="test-replica")
 
 
 def controller(config: ProviderConfig, cloud: SimulatedCloud, cluster: KubernetesCluster, clock: VirtualClock) -> NodeController:

@@ -3,6 +3,7 @@ by providerID, binding, draining with disruption budgets, labels and events."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -379,3 +380,31 @@ def test_the_client_pools_a_connection_for_every_watch_and_says_once_that_tls_is
     assert [r.getMessage() for r in caplog.records] == [
         "cluster.kubernetes: the API server's certificate is not verified (insecure-skip-tls-verify in the kubeconfig)"
     ]
+
+
+def test_binds_go_out_at_once_and_each_says_what_it_did(stub: KubeStub, cloud: SimulatedCloud, clock: VirtualClock) -> None:
+    """A burst is bound in parallel (each bind waits here until a second is in flight: bound
+    one after another, the first would wait in vain), and a refused bind is reported in its
+    place without hiding the others."""
+    registered(stub, cloud, clock, "nm-1")
+    for name in ("a", "b", "c"):
+        stub.create_pod(name)
+    cluster = source(stub, cloud, clock, kube_config(), threaded=True)
+    try:
+        cluster.list()
+        together = threading.Barrier(2, timeout=10)
+        post = cluster.core.create_namespaced_pod_binding
+
+        def meeting(name: str, *args: object, **kwargs: object) -> object:
+            if name in ("a", "c"):
+                together.wait()
+            return post(name, *args, **kwargs)
+
+        cluster.core.create_namespaced_pod_binding = meeting  # type: ignore[method-assign]
+        outcomes = cluster.bind_all([(PodKey("default/a"), "nm-1"), (PodKey("default/gone"), "nm-1"), (PodKey("default/c"), "nm-1")])
+    finally:
+        cluster.stop()
+    assert outcomes[0] == outcomes[2] == "ip-10-0-0-1.ec2.internal"
+    assert isinstance(outcomes[1], BindError)
+    assert 'pods "gone" not found' in str(outcomes[1])
+    assert stub.get("pods", "default", "c")["spec"]["nodeName"] == "ip-10-0-0-1.ec2.internal"  # type: ignore[index]

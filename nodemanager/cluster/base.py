@@ -3,7 +3,7 @@ the cache and the controller decide everything else."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Protocol
@@ -120,6 +120,22 @@ class BindError(NodeManagerError):
         super().__init__(f"binding {pod} to {node} refused: {reason}")
 
 
+Mapper = Callable[[Callable[[tuple[PodKey, str]], str | Exception], Iterable[tuple[PodKey, str]]], Iterator[str | Exception]]
+
+
+def bind_each(bind: Callable[[PodKey, str], str], binds: Sequence[tuple[PodKey, str]], mapper: Mapper = map) -> list[str | Exception]:
+    """``bind`` over ``binds`` through ``mapper`` (``map``, or a thread pool's): each outcome
+    kept, a refusal as its exception, so one failed bind never hides what the others did."""
+
+    def one(pair: tuple[PodKey, str]) -> str | Exception:
+        try:
+            return bind(*pair)
+        except Exception as exc:  # whatever it was, the caller must learn the pod is not bound
+            return exc
+
+    return list(mapper(one, binds))
+
+
 class ClusterSource(Protocol):
     schedules_pods: bool  # True: the controller binds pods; False: another scheduler does
     publishes_status: bool  # whether publish_status shows anything to anyone (a real cluster's ConfigMap)
@@ -136,6 +152,11 @@ class ClusterSource(Protocol):
     def bind(self, pod: PodKey, node: str) -> str:
         """Bind a pending pod to a node; raises BindError. The watch confirms it. Returns the
         name the cluster knows the node by (a kubelet names its Node)."""
+        ...
+
+    def bind_all(self, binds: Sequence[tuple[PodKey, str]]) -> list[str | Exception]:
+        """Bind each pod to its node (as ``bind``, in any order or at once); what each did, in
+        the order given: the Node's name, or the error that refused it."""
         ...
 
     def remove_node(self, name: str) -> None:

@@ -23,13 +23,25 @@ import heapq
 import itertools
 import math
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from cloud.base import STARTUP_TAINTS_TAG, TAINTS_TAG, CloudClient, Instance, InstanceState, parse_taints
 from cloud.errors import CloudError
 from nodemanager.clock import Clock
-from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, ClusterObject, DrainStatus, EventType, Heartbeats, NodeEvent, ObjectEvent, PodEvent
+from nodemanager.cluster.base import (
+    BindError,
+    ClusterEvent,
+    ClusterNode,
+    ClusterObject,
+    DrainStatus,
+    EventType,
+    Heartbeats,
+    NodeEvent,
+    ObjectEvent,
+    PodEvent,
+    bind_each,
+)
 from nodemanager.cluster.kubelets import KUBELET_HEARTBEAT, KubeletBeats
 from nodemanager.cluster.volume_controller import VolumeController
 from nodemanager.cluster.workload import Arrival, ClusterObjects, NodeAction, UsageProfile
@@ -176,6 +188,9 @@ class SimulatedCluster:
         self.first_bound.setdefault(pod, now)
         self._emit(PodEvent(EventType.MODIFIED, sim.pod))
         return node
+
+    def bind_all(self, binds: Sequence[tuple[PodKey, str]]) -> list[str | Exception]:
+        return bind_each(self.bind, binds)  # one after another: the simulation stays deterministic
 
     def remove_node(self, name: str) -> None:
         node = self.nodes.get(name)

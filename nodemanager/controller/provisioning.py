@@ -218,12 +218,7 @@ class Provisioner:
         """Outside the lock: the bind calls; then, under it, what each did. A pod whose bind
         failed is forgotten (waiting again) and placed again."""
         c = self.state
-        outcomes: list[str | Exception] = []
-        for pod, name in binds:
-            try:
-                outcomes.append(self.cluster.bind(pod.key, name))
-            except Exception as exc:  # whatever it was, the pod must not stay assumed
-                outcomes.append(exc)
+        outcomes = self.cluster.bind_all([(pod.key, name) for pod, name in binds])
         with c.lock:
             for (pod, name), outcome in zip(binds, outcomes, strict=True):
                 key = pod.key

@@ -137,3 +137,76 @@ def test_a_watch_from_a_revision_compacted_away_relists_and_misses_nothing(serve
     reflector.watch(seen.extend)
     assert reflector.relists == 2  # the 410 made it list again
     assert ours(seen) == [("ADDED", "during"), ("DELETED", "before")]
+
+
+def test_an_idle_watch_ends_at_its_timeout_and_resumes_without_a_list(server: Server, namespace: str) -> None:
+    """A watch where nothing changes (bookmarks asked for) ends when its timeout runs out,
+    with no event; the reflector's resourceVersion never goes back, and the next watch
+    resumes from it rather than listing again (a relist storm on an idle cluster)."""
+    from functools import partial
+
+    from nodemanager.cluster.kubernetes.reflector import Reflector
+
+    _pod(server, namespace, "there")
+    reflector = Reflector("pods", partial(server.core.list_namespaced_pod, namespace), watch_seconds=(2, 2))
+    assert [c.key for c in reflector.relist()] == [f"{namespace}/there"]
+    listed = int(reflector.resource_version or 0)
+    seen: list = []
+    for _ in range(2):
+        began = time.monotonic()
+        reflector.watch(seen.extend)
+        assert time.monotonic() - began < 15  # the server ended it
+    assert seen == []
+    assert reflector.relists == 1
+    assert int(reflector.resource_version or 0) >= listed
+
+
+def test_a_stale_write_is_a_conflict_and_a_patch_without_a_revision_wins(server: Server, namespace: str) -> None:
+    """What leader election and Node labels rely on: a replace from an old resourceVersion
+    is a 409 the caller reads again after; creating a name that exists is a 409 AlreadyExists;
+    a patch that names no resourceVersion is applied whatever the object's."""
+    leases = client.CoordinationV1Api(server.api)
+    body = {"metadata": {"name": "l"}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}}
+    first = leases.create_namespaced_lease(namespace, body)
+    with pytest.raises(client.ApiException) as exists:
+        leases.create_namespaced_lease(namespace, body)
+    assert (exists.value.status, json.loads(exists.value.body)["reason"]) == (409, "AlreadyExists")
+    leases.patch_namespaced_lease("l", namespace, {"spec": {"holderIdentity": "b"}})
+    stale = first.to_dict() | {"spec": {"holderIdentity": "c", "leaseDurationSeconds": 15}}
+    with pytest.raises(client.ApiException) as conflict:
+        leases.replace_namespaced_lease("l", namespace, stale)
+    said = json.loads(conflict.value.body)
+    assert (conflict.value.status, said["reason"]) == (409, "Conflict")
+    assert "the object has been modified" in said["message"]
+    assert leases.read_namespaced_lease("l", namespace).spec.holder_identity == "b"
+
+
+def test_device_classes_are_read_in_the_newest_resource_version_served(server: Server, namespace: str) -> None:
+    """Discovery of resource.k8s.io: a DeviceClass written in the version the server prefers
+    is read back by nodemanager in the newest version the server serves (1.32: v1beta1 only,
+    behind its feature gate; later: v1)."""
+    from nodemanager.clock import RealClock
+    from nodemanager.cluster.kubernetes.devices import RESOURCE_VERSIONS, DeviceApi
+
+    group = client.ResourceApi(server.api).get_api_group()
+    served = {v.version for v in group.versions}
+    version = group.preferred_version.version
+    name = f"{namespace}-gpu"
+    body = {
+        "apiVersion": f"resource.k8s.io/{version}",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]},
+    }
+    custom = client.CustomObjectsApi(server.api)
+    custom.create_cluster_custom_object("resource.k8s.io", version, "deviceclasses", body)
+    try:
+        devices = DeviceApi(server.api, RealClock())
+        context = devices.read()
+        assert context is not None
+        assert context.unavailable == ""
+        assert name in context.classes
+        newest = next(v for v in RESOURCE_VERSIONS if v in served)
+        assert isinstance(devices.resource, RESOURCE_VERSIONS[newest])
+    finally:
+        custom.delete_cluster_custom_object("resource.k8s.io", version, "deviceclasses", name)

@@ -25,6 +25,7 @@ from cloud.base import InstanceState
 from cloud.catalog import Catalog
 from cloud.simulated import SimulatedCloud
 from nodemanager.clock import RealClock
+from nodemanager.cluster.kubernetes.connect import CONNECTIONS
 from nodemanager.cluster.kubernetes.source import KubernetesCluster
 from nodemanager.config.schema import ProviderConfig
 from nodemanager.controller import InlineExecutor, NodeController
@@ -38,7 +39,7 @@ _REGISTRARS = itertools.count(1)
 def api_client(plane: ControlPlane, user: str = "admin", token: str | None = None) -> client.ApiClient:
     configuration = client.Configuration(host=plane.host, api_key={"authorization": token or plane.token(user)}, api_key_prefix={"authorization": "Bearer"})
     configuration.ssl_ca_cert = str(plane.root / "certs" / "apiserver.crt")  # its self-signed serving certificate
-    configuration.connection_pool_maxsize = 32
+    configuration.connection_pool_maxsize = CONNECTIONS
     return client.ApiClient(configuration)
 
 

@@ -23,7 +23,7 @@ from nodemanager.errors import ConfigError
 from nodemanager.tally import ErrorTally
 
 log = logging.getLogger("nodemanager.kubernetes")
-CONNECTIONS = 32  # urllib3's pool per API client
+CONNECTIONS = 48  # urllib3's pool per API client: thirteen watches, sixteen binds, the loops' calls
 
 
 def api_client(settings: KubernetesCluster, errors: ErrorTally | None = None) -> client.ApiClient:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -27,7 +28,7 @@ from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception_ty
 
 from cloud.base import CloudClient
 from nodemanager.clock import Clock
-from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, DrainStatus, EventType, NodeEvent, ObjectEvent, PodEvent
+from nodemanager.cluster.base import BindError, ClusterEvent, ClusterNode, DrainStatus, EventType, NodeEvent, ObjectEvent, PodEvent, bind_each
 from nodemanager.cluster.kubernetes.convert import drain_facts, node_from_api, parse_time, pod_from_api
 from nodemanager.cluster.kubernetes.devices import DeviceApi
 from nodemanager.cluster.kubernetes.errors import NETWORK_ERRORS, api_message
@@ -54,6 +55,7 @@ log = logging.getLogger("nodemanager.kubernetes")
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 NODE_EVENT_NAMESPACE = "default"  # events on cluster-scoped objects live here
+BIND_WORKERS = 16  # binds in flight at once (each holds a connection of connect.CONNECTIONS)
 # Kinds that become ObjectEvents, and how each API document is read.
 OBJECT_PARSERS = {
     "daemonsets": DaemonSet.from_manifest,
@@ -116,6 +118,7 @@ class KubernetesCluster:
         self._changes: queue.SimpleQueue[tuple[str, Change]] = queue.SimpleQueue()
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._binders = ThreadPoolExecutor(BIND_WORKERS, thread_name_prefix="k8s-bind") if threaded else None
         self._events = EventRecorder(self.core, clock, identity, self._stopped, threaded=threaded, reachability=self.reachability)
         self._listed = False
         self._names = NodeNames(cloud, clock)  # Node names <-> our node names, through the instances
@@ -200,6 +203,8 @@ class KubernetesCluster:
     def stop(self) -> None:
         self._stopped.set()
         self._events.close()
+        if self._binders is not None:
+            self._binders.shutdown(wait=False)
 
     # -- raw changes to cache events ------------------------------------------------------------
     def _drain_changes(self) -> list[ClusterEvent]:
@@ -309,6 +314,13 @@ class KubernetesCluster:
         except NETWORK_ERRORS as exc:
             raise BindError(pod, node, api_message(exc)) from None
         return kube
+
+    def bind_all(self, binds: Sequence[tuple[PodKey, str]]) -> list[str | Exception]:
+        """The binds at once, ``BIND_WORKERS`` at a time, as kube-scheduler binds each pod in
+        a goroutine of its own: one after another, a burst was bound at one round trip a pod."""
+        if self._binders is None or len(binds) < 2:
+            return bind_each(self.bind, binds)
+        return bind_each(self.bind, binds, self._binders.map)
 
     def remove_node(self, name: str) -> None:
         kube = self._names.kube.get(name)
