@@ -22,6 +22,8 @@ server: every pod Running on a Node that exists, no Node's pods asking more than
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import resource
 import statistics
@@ -30,6 +32,7 @@ import tempfile
 import threading
 import time
 import tracemalloc
+import uuid
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -104,9 +107,10 @@ def verify(core: client.CoreV1Api, namespace: str, pods: int) -> list[str]:
     return problems
 
 
-def busy(w: World, core: client.CoreV1Api, nodes: int, pods: int, timeout: float) -> float:
-    """``nodes`` Ready nodes of nodemanager's running ``pods`` pods (namespace ``existing``),
-    nodemanager restarted over them; the seconds it took."""
+def busy(w: World, core: client.CoreV1Api, namespace: str, size: tuple[int, int], timeout: float) -> float:
+    """``size``: so many Ready nodes of nodemanager's running so many pods (in ``namespace``,
+    made here), nodemanager restarted over them; the seconds it took."""
+    nodes, pods = size
     began = time.monotonic()
     zones = ("us-east-1a", "us-east-1b", "us-east-1c")
     for i in range(nodes):
@@ -121,13 +125,13 @@ def busy(w: World, core: client.CoreV1Api, nodes: int, pods: int, timeout: float
     while not ready():
         assert time.monotonic() < deadline, f"{len(w.registrar.initialized)} of {nodes} nodes Ready within {timeout} s"
         time.sleep(1.0)
-    core.create_namespace({"metadata": {"name": "existing"}})
+    core.create_namespace({"metadata": {"name": namespace}})
     names = sorted(w.registrar.names.values())
     requests = {"cpu": "170m", "memory": "512Mi"}
 
     def create(i: int) -> None:
         spec = {"nodeName": names[i % len(names)], "containers": [{"name": "app", "image": "app:1", "resources": {"requests": requests}}]}
-        core.create_namespaced_pod("existing", {"metadata": {"name": f"busy-{i}", "labels": {"app": "busy"}}, "spec": spec})
+        core.create_namespaced_pod(namespace, {"metadata": {"name": f"busy-{i}", "labels": {"app": "busy"}}, "spec": spec})
 
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(create, range(pods)))
@@ -136,42 +140,60 @@ def busy(w: World, core: client.CoreV1Api, nodes: int, pods: int, timeout: float
     return time.monotonic() - began
 
 
-def run(version: str, mode: str, pods: int, timeout: float, *, existing_nodes: int = 0, existing_pods: int = 0, heap: bool = False) -> dict[str, object]:
+def run(version: str, burst: Burst) -> dict[str, object]:
     """On a control plane of its own, stopped after."""
     plane = ControlPlane(version, Path(tempfile.mkdtemp(prefix="nodemanager-scale-")), scheduler=True).start()
     try:
-        return measure(plane, mode, pods, timeout, existing_nodes=existing_nodes, existing_pods=existing_pods, heap=heap)
+        return measure(plane, burst)
     finally:
         plane.stop()
 
 
-def measure(
-    plane: ControlPlane,
-    mode: str,
-    pods: int,
-    timeout: float,
-    *,
-    existing_nodes: int = 0,
-    existing_pods: int = 0,
-    heap: bool = False,
-    settle: float = 30.0,
-) -> dict[str, object]:
-    """The run on a started control plane (its namespaces ``scale`` and ``existing`` new);
-    the steady request rate over ``settle`` seconds after."""
+@dataclasses.dataclass(frozen=True)
+class Burst:
+    """What ``measure`` plays: ``pods`` pending pods (a Deployment), after ``existing_pods``
+    running on ``existing_nodes`` (none: an empty cluster)."""
+
+    mode: str
+    pods: int
+    timeout: float
+    existing_nodes: int = 0
+    existing_pods: int = 0
+    heap: bool = False  # the Python heap's peak too (tracemalloc: slower passes)
+    settle: float = 30.0  # seconds the steady request rate is counted over, after
+
+
+def measure(plane: ControlPlane, burst: Burst) -> dict[str, object]:
+    """The run on a started control plane, in namespaces of its own (deleted after, with what
+    they hold, so that no pod of theirs waits for a later controller)."""
     root = Path(tempfile.mkdtemp(prefix="nodemanager-scale-"))
-    config, catalog = parse_config(PROVIDER.format(mode=mode), "provider.yaml", root)
-    if heap:
+    config, catalog = parse_config(PROVIDER.format(mode=burst.mode), "provider.yaml", root)
+    if burst.heap:
         tracemalloc.start()
     w = World(plane, config, catalog)
-    admin = api_client(plane)
-    core, apps = client.CoreV1Api(admin), client.AppsV1Api(admin)
-    setup = busy(w, core, existing_nodes, existing_pods, timeout) if existing_nodes else 0.0
+    core = client.CoreV1Api(api_client(plane))
+    namespace, existing = f"scale-{uuid.uuid4().hex[:6]}", f"existing-{uuid.uuid4().hex[:6]}"
+    try:
+        setup = busy(w, core, existing, (burst.existing_nodes, burst.existing_pods), burst.timeout) if burst.existing_nodes else 0.0
+        return {
+            "version": plane.version,
+            **_burst(w, core, namespace, burst),
+            "existing": {"nodes": burst.existing_nodes, "pods": burst.existing_pods, "setup_seconds": round(setup, 1)},
+        }
+    finally:
+        for made in (namespace, existing):  # Terminating at once: no new pod can be made in it
+            with contextlib.suppress(client.ApiException):
+                core.delete_namespace(made)
+        w.close()
+
+
+def _burst(w: World, core: client.CoreV1Api, namespace: str, burst: Burst) -> dict[str, object]:
+    pods = burst.pods
     counted = _Counted(w.cluster.core.api_client)
     passes: list[float] = []
     w.controller.timers["pool"].observe = passes.append
-    namespace = "scale"
     core.create_namespace({"metadata": {"name": namespace}})
-    scheduler = "nodemanager" if mode == "scheduler" else "default-scheduler"
+    scheduler = "nodemanager" if burst.mode == "scheduler" else "default-scheduler"
     spec = {
         "schedulerName": scheduler,
         "containers": [{"name": "app", "image": "app:1", "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}}}],
@@ -192,12 +214,12 @@ def measure(
         return len(listed) == pods and all(p.status.phase == "Running" for p in listed)
 
     began = time.monotonic()
-    apps.create_namespaced_deployment(namespace, body)
-    done = w.run_until(all_running, timeout, every=1.0)
+    client.AppsV1Api(core.api_client).create_namespaced_deployment(namespace, body)
+    done = w.run_until(all_running, burst.timeout, every=1.0)
     took = time.monotonic() - began
     scaling_requests, scaling_passes = counted.count, list(passes)
     before, settled_from = counted.count, time.monotonic()
-    w.run_for(settle, every=1.0)
+    w.run_for(burst.settle, every=1.0)
     steady_rate = (counted.count - before) / (time.monotonic() - settled_from)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -208,25 +230,21 @@ def measure(
         if scheduled is not None:
             waits.append((scheduled.last_transition_time - pod.metadata.creation_timestamp).total_seconds())
     problems = verify(core, namespace, pods)
-    report = {
-        "version": plane.version,
-        "mode": mode,
+    return {
+        "mode": burst.mode,
         "pods": pods,
-        "existing": {"nodes": existing_nodes, "pods": existing_pods, "setup_seconds": round(setup, 1)},
         "all_running": done,
         "seconds_to_all_running": round(took, 1),
         "bind_seconds": {"p50": _percentile(waits, 0.5), "p99": _percentile(waits, 0.99), "max": max(waits, default=0.0)},
-        "nodes_booted": len(w.live_instances()) - existing_nodes,
+        "nodes_booted": len(w.live_instances()) - burst.existing_nodes,
         "api_requests_per_second": {"scaling": round(scaling_requests / took, 1), "steady": round(steady_rate, 2)},
         "peak_rss_mib": round(rss_mib, 1),
-        **({"peak_python_heap_mib": round(peak / 2**20, 1)} if heap else {}),
+        **({"peak_python_heap_mib": round(peak / 2**20, 1)} if burst.heap else {}),
         "pool_pass_ms": {"p50": round(1000 * statistics.median(scaling_passes), 1), "max": round(1000 * max(scaling_passes), 1)},
         "status_ms": {"p50": round(statistics.median(status_ms), 1), "max": round(max(status_ms), 1)},
         "verified": not problems,
         "problems": problems[:10],
     }
-    w.close()
-    return report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -240,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heap", action="store_true", help="also the peak Python heap (tracemalloc: every pass two to three times slower)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    report = run(args.version, args.mode, args.pods, args.timeout, existing_nodes=args.existing_nodes, existing_pods=args.existing_pods, heap=args.heap)
+    burst = Burst(args.mode, args.pods, args.timeout, args.existing_nodes, args.existing_pods, args.heap)
+    report = run(args.version, burst)
     print(json.dumps(report, indent=None if args.json else 2))
     return 0 if report["verified"] and report["all_running"] else 1
 

@@ -90,7 +90,7 @@ def test_no_loop_calls_the_cloud_or_the_cluster_while_holding_the_controller(cat
     # every kind of call the loops make was made: boots, binds, events, labels, drains,
     # terminations and their confirmation, Node deletions, device objects, claim
     # allocations, node metrics, the interruption queue, the cloud's listing
-    assert {"boot", "bind", "record_event", "label_node", "drain", "terminate", "describe", "remove_node"} <= made
+    assert {"boot", "bind_all", "record_event", "label_node", "drain", "terminate", "describe", "remove_node"} <= made
     assert {"devices", "allocate_claim", "node_metrics", "receive", "delete", "list_instances", "poll"} <= made
     assert sorted({name for name, held in calls if held}) == []
 

@@ -233,8 +233,7 @@ class SimulatedCluster:
         pass
 
     def devices(self) -> DeviceContext:
-        """Classes and claims; nodes publish no slices here, so the scaler uses each node's
-        instance type's GPUs (what its driver would publish)."""
+        """Classes and claims; no slices: the scaler takes each node's type's GPUs (as its driver would publish)."""
         return DeviceContext(dict(self._classes), dict(self._claims))
 
     def allocate_claim(self, claim: str, node: str, result: AllocationResult) -> None:
