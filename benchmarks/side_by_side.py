@@ -30,9 +30,13 @@ Cases: ``mixed`` (the scaler benchmark's web/app/memory/CPU shapes) and ``karpen
 (Karpenter's own benchmark pods: generic, zonal and hostname spread, zonal affinity, hostname
 anti-affinity) at 1k, 5k and 20k pods with 11 types, 101 types (ten m/c/r families) and every
 x86 type that is not burstable (919); the 5k/101 cases with EKS's usual DaemonSets; and
-``karpenter-mix-5k-101-busy``, whose pods come to 300 running m6i.2xlarge nodes two thirds full.
-The problem's ``labels`` and ``taints`` (a pool's) are read by the check only; every case
-leaves them empty.
+``karpenter-mix-5k-101-busy``, whose pods come to 300 running m6i.2xlarge nodes two thirds full;
+and ``mixed-5k-101-ds-tainted``, a dedicated pool: its nodes carry the taint
+``dedicated=bench:NoSchedule`` and the label ``team=bench``, nine pods in ten tolerate the taint
+(a quarter of all select the label), the tenth cannot go anywhere (both must say so), and a
+fifth DaemonSet that does not tolerate the taint runs on none of the pool's nodes (neither may
+count it). The problem's ``labels`` and ``taints`` are the pool's: both schedulers put them on
+every new node, and the check reads them.
 """
 
 from __future__ import annotations
@@ -76,20 +80,25 @@ class Case:
     types: str  # a key of TYPES
     daemonsets: bool = False
     busy: bool = False  # the pods come to a cluster already running BUSY_NODES nodes, two thirds full
+    tainted: bool = False  # the pool is dedicated: TAINT and LABELS on its nodes (see ``dedicated``)
 
     @property
     def name(self) -> str:
-        return f"{self.workload}-{self.pods // 1000}k-{self.types}" + ("-ds" if self.daemonsets else "") + ("-busy" if self.busy else "")
+        flags = ("-ds" if self.daemonsets else "") + ("-busy" if self.busy else "") + ("-tainted" if self.tainted else "")
+        return f"{self.workload}-{self.pods // 1000}k-{self.types}{flags}"
 
 
 CASES = [Case(w, n, t) for w in ("mixed", "karpenter-mix") for n in (1000, 5000, 20_000) for t in TYPES] + [
     Case("mixed", 5000, "101", daemonsets=True),
     Case("karpenter-mix", 5000, "101", daemonsets=True),
     Case("karpenter-mix", 5000, "101", busy=True),
+    Case("mixed", 5000, "101", daemonsets=True, tainted=True),
 ]
 QUICK = ("mixed-1k-11", "karpenter-mix-1k-101", "mixed-5k-101-ds")
 BUSY_NODES, BUSY_TYPE, BUSY_CPU = 300, "m6i.2xlarge", 5000  # nodes already running, their type, the milli-CPU their pods ask on each
 RUNNING = [(200, 512), (300, 1024), (100, 256)]  # the running pods' shapes (milli-CPU, MiB), in turn
+TAINT, LABELS = {"key": "dedicated", "value": "bench", "effect": "NoSchedule"}, {"team": "bench"}  # a dedicated pool's
+UNTOLERATING_DAEMONSET = ("monitoring", "node-exporter", 100, 180 * MI, False)  # runs only where nothing is tainted
 
 
 def problem(case: Case, seed: int = 42) -> dict:
@@ -112,6 +121,9 @@ def problem(case: Case, seed: int = 42) -> dict:
     else:
         pods = [karpenter_mix.manifest(f"p{i}", {}, c, m // MI, {}) for i, (c, m) in enumerate(mixed_pods(case.pods, rng))]
     existing, running = busy_cluster(catalog) if case.busy else ([], [])
+    daemons = [*EKS_DAEMONSETS, *([UNTOLERATING_DAEMONSET] if case.tainted else [])] if case.daemonsets else []
+    if case.tainted:
+        dedicated(pods)
     return {
         "case": case.name,
         "nodePool": "bench",
@@ -120,10 +132,21 @@ def problem(case: Case, seed: int = 42) -> dict:
         "pool": {"instanceTypes": patterns, "exclude": exclude, "architectures": ["x86_64"]},
         "instanceTypes": types,
         "pods": pods,
-        "daemonSetPods": [daemon_pod(*d) for d in EKS_DAEMONSETS] if case.daemonsets else [],
-        "labels": {},
-        "taints": [],
+        "daemonSetPods": [daemon_pod(*d) for d in daemons],
+        "labels": dict(LABELS) if case.tainted else {},
+        "taints": [dict(TAINT)] if case.tainted else [],
     }
+
+
+def dedicated(pods: list[dict]) -> None:
+    """The pods of a dedicated pool's case, in place: nine in ten tolerate TAINT, every fourth
+    selects LABELS, every tenth tolerates nothing (no node of the pool can take it)."""
+    for i, pod in enumerate(pods):
+        spec = pod["spec"]
+        if i % 10 != 9:
+            spec["tolerations"] = [{"key": TAINT["key"], "operator": "Equal", "value": TAINT["value"], "effect": TAINT["effect"]}]
+        if i % 4 == 0:
+            spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **LABELS}
 
 
 def busy_cluster(catalog: Catalog) -> tuple[list[dict], list[dict]]:
@@ -153,6 +176,8 @@ def solve_nodemanager(prob: dict) -> dict:
         exclude_instance_types=p["exclude"],
         architectures=p["architectures"],
         capacity_types=[CapacityType.ON_DEMAND],
+        labels=prob["labels"],
+        taints=prob["taints"],
     )
     given = {t["name"]: t for t in prob["instanceTypes"]}
     if set(catalog.matching(pool.instance_types, pool.architectures, pool.exclude_instance_types)) != set(given):
@@ -220,17 +245,20 @@ def run_one(scheduler: str, path: Path, karpenter: Path) -> dict:
 
 # -- the bound --------------------------------------------------------------------------------
 def lower_bound(prob: dict) -> float:
-    """What no plan can undercut (see the module's docstring), in $/h of new nodes."""
-    ds = [plan_check.requests(d) for d in prob["daemonSetPods"]]
+    """What no plan can undercut (see the module's docstring), in $/h of new nodes: of the pods
+    a new node can take (tolerating the pool's taints), with the DaemonSets that run there."""
+    taints = prob.get("taints") or []
+    ds = [plan_check.requests(d) for d in prob["daemonSetPods"] if plan_check.tolerates(d["spec"], taints)]
     ds_cpu, ds_memory, ds_pods = sum(c for c, _ in ds), sum(m for _, m in ds), len(ds)
     prices, columns = [], []
     for t in prob["instanceTypes"]:
         if t["cpuMillis"] > ds_cpu and t["memoryBytes"] > ds_memory and t["pods"] > ds_pods:
             prices.append(min(o["price"] for o in t["offerings"] if o["available"]))
             columns.append((t["cpuMillis"] - ds_cpu, t["memoryBytes"] - ds_memory, t["pods"] - ds_pods, 1))
-    asks = [plan_check.requests(m) for m in prob["pods"]]
+    placeable = [m for m in prob["pods"] if plan_check.tolerates(m["spec"], taints)]
+    asks = [plan_check.requests(m) for m in placeable]
     repelling: Counter[str] = Counter()
-    for m in prob["pods"]:
+    for m in placeable:
         own = m["metadata"].get("labels") or {}
         for term in ((m["spec"].get("affinity") or {}).get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []:
             if term["topologyKey"] == plan_check.HOSTNAME and plan_check.selects(term.get("labelSelector"), own):

@@ -238,3 +238,21 @@ def test_the_bound_takes_the_room_left_on_existing_nodes_as_free(monkeypatch: py
 
 def test_the_quick_cases_are_cases() -> None:
     assert set(side.QUICK) <= {c.name for c in side.CASES}
+
+
+def test_a_dedicated_pools_bound_counts_only_what_its_nodes_can_run() -> None:
+    """The tainted case: pods that do not tolerate the pool's taint and the DaemonSet that
+    does not are left out of the bound; nodemanager leaves exactly those pods unplaced."""
+    prob = side.problem(side.Case("mixed", 200, "11", daemonsets=True, tainted=True))
+    assert prob["taints"] == [side.TAINT]
+    assert prob["labels"] == side.LABELS
+    assert sum(1 for p in prob["pods"] if p["spec"].get("nodeSelector") == side.LABELS) == 50
+    untolerating = {f"bench/{p['metadata']['name']}" for p in prob["pods"] if not p["spec"].get("tolerations")}
+    assert len(untolerating) == 20
+    tolerating = [p for p in prob["pods"] if p["spec"].get("tolerations")]
+    running = [d for d in prob["daemonSetPods"] if d["metadata"]["name"] != "node-exporter"]
+    assert side.lower_bound(prob) == side.lower_bound({**prob, "taints": [], "pods": tolerating, "daemonSetPods": running})
+    the_plan = side.solve_nodemanager(copy.deepcopy(prob))
+    assert set(the_plan["unplaced"]) == untolerating
+    report = check_mod.check(prob, the_plan)
+    assert (report.placed, report.total_violations, report.unaccounted) == (180, 0, 0)

@@ -76,3 +76,20 @@ def test_karpenter_plans_onto_nodes_already_running(driver: str, monkeypatch: py
     report = check_mod.check(problem, side.karpenter_plan(out))
     assert (report.unaccounted, report.violations["overfull"]) == (0, [])
     assert report.placed + report.unplaced == 200
+
+
+def test_a_dedicated_pool_is_honoured_alike_by_both_schedulers(driver: str) -> None:
+    """The tainted case: both put the pool's taint and label on every new node, leave the pods
+    that do not tolerate it unplaced (and only those), and neither counts the DaemonSet that
+    does not tolerate it; the bound counts neither either."""
+    problem = side.problem(side.Case("mixed", 200, "11", daemonsets=True, tainted=True))
+    untolerating = {f"bench/{p['metadata']['name']}" for p in problem["pods"] if not p["spec"].get("tolerations")}
+    assert len(untolerating) == 20
+    bound = side.lower_bound(problem)
+    for plan in (side.karpenter_plan(run(driver, problem)), side.solve_nodemanager(problem)):
+        report = check_mod.check(problem, plan)
+        assert set(plan["unplaced"]) == untolerating
+        assert (report.placed, report.unaccounted, report.total_violations) == (180, 0, 0)
+        assert report.cost_per_hour >= bound > 0
+    untainted = dict(problem, taints=[], daemonSetPods=[d for d in problem["daemonSetPods"] if d["metadata"]["name"] != "node-exporter"])
+    assert side.lower_bound(untainted) > bound  # the 20 pods counted, the pool's taint or not

@@ -81,6 +81,9 @@ type Problem struct {
 	DaemonSetPods []*corev1.Pod  `json:"daemonSetPods"`
 	ExistingNodes []Node         `json:"existingNodes"`
 	RunningPods   []*corev1.Pod  `json:"runningPods"`
+	// The NodePool's own: on every node it launches (a dedicated pool's taint and label).
+	Labels map[string]string `json:"labels"`
+	Taints []corev1.Taint     `json:"taints"`
 }
 
 // Launch is the offering the cloud provider would launch for a NodeClaim: the cheapest
@@ -247,7 +250,10 @@ func solve(problem Problem) (Plan, error) {
 		// and 10M GiB, which its worst-case accounting of in-flight NodeClaims, each at its
 		// largest option, reaches with the full EC2 catalog's 24 TiB types; test.NodePool
 		// sets 2,000 CPUs when given none, so an empty list is given.)
-		Spec: v1.NodePoolSpec{Limits: v1.Limits{}},
+		Spec: v1.NodePoolSpec{Limits: v1.Limits{}, Template: v1.NodeClaimTemplate{
+			ObjectMeta: v1.ObjectMeta{Labels: problem.Labels},
+			Spec:       v1.NodeClaimTemplateSpec{Taints: problem.Taints},
+		}},
 	})
 	types := make([]*cloudprovider.InstanceType, 0, len(problem.InstanceTypes))
 	for _, it := range problem.InstanceTypes {
