@@ -241,6 +241,10 @@ class SimulatedCloud:
         """The instances billed now: live and past their boot delay."""
         return [i for r in self._live.values() if (i := self._view(r)).state is InstanceState.RUNNING]
 
+    def live_ids(self) -> set[str]:
+        """The instances not terminated, looked at without a call (none counted, no failure drawn)."""
+        return set(self._live)
+
     # -- internals --------------------------------------------------------------------------
     def live_count(self) -> int:
         return len(self._live)

@@ -2,7 +2,8 @@
 would otherwise cost a run of every loop at its period, all doing nothing.
 
 A stretch is quiet when nothing can happen in it but what the cluster does on its own at a
-known time (the next arrival, finish, operator's node action or startup taint's removal):
+known time (the next arrival, finish, operator's node action, startup taint's removal or a
+Terminated node record forgotten):
 no pod waits, no node is booting, stopping, idle or marked, every loop has run since the last
 change, and consolidation's last pass found nothing. The loops are then not run until that
 time; each runs next at the instant of its own beat it would have run at, so the report is
@@ -20,9 +21,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from nodemanager.controller.sync import TERMINATED_KEPT_FOR
 from nodemanager.model import STABLE_STATES, NodeState
 
 if TYPE_CHECKING:
+    from cloud.simulated import SimulatedCloud
     from nodemanager.cluster.simulated import SimulatedCluster
     from nodemanager.config.schema import ProviderConfig
     from nodemanager.controller.node_controller import NodeController
@@ -31,16 +34,20 @@ SHORTEST = 2.0  # loop periods: a stretch shorter than this many pool periods is
 
 
 class QuietTime:
-    def __init__(self, config: ProviderConfig, controller: NodeController, cluster: SimulatedCluster) -> None:
+    def __init__(self, config: ProviderConfig, controller: NodeController, cluster: SimulatedCluster, cloud: SimulatedCloud) -> None:
         self.controller = controller
         self.cluster = cluster
+        self.cloud = cloud
         intervals = config.loops.intervals()
         self.pool_period = intervals["pool"]
         pools = config.pools
         # How long nothing must have changed before a stretch may be skipped: two runs of
-        # every loop (but the price loop's: a simulated cloud has no prices but the
-        # catalog's; and colocation's, off when skipping), so each has seen what is now.
-        self.settle = 2 * max(seconds for name, seconds in intervals.items() if name not in ("prices", "colocation"))
+        # every loop that may act on it, so each has seen what is now. Not the price loop (a
+        # simulated cloud has no prices but the catalog's), colocation (off when skipping),
+        # the reservations loop (no reservations when skipping) nor the orphan collector,
+        # whose next pass is told directly (``_collector_idle``): waiting two of its minutes
+        # after every change cost a busy month more than all its quiet ones.
+        self.settle = 2 * max(seconds for name, seconds in intervals.items() if name not in ("prices", "colocation", "reservations", "orphan_gc"))
         self.expire_after = {p.name: p.disruption.expire_after for p in pools}
         sim = config.cloud.simulated
         faults = sim is not None and (sim.throttle_rate or sim.instance_death_per_hour or sim.spot_interruption_per_hour)
@@ -54,7 +61,7 @@ class QuietTime:
     def saw(self, now: float) -> None:
         """Note what the cluster and the controller look like after the loops ran at ``now``."""
         c = self.controller.state
-        seen = (self.cluster.version, c.nodes.stamp, len(c.marked), len(c.unneeded_since), self.controller.disruption.busy)
+        seen = (self.cluster.version, c.cache.generation, c.nodes.stamp, len(c.marked), len(c.unneeded_since), self.controller.disruption.busy)
         if seen != self._seen:
             self._seen, self._since = seen, now
 
@@ -70,7 +77,17 @@ class QuietTime:
         if consolidation is None or own is None:
             return None
         expiring = (n.created_at + e for n in c.nodes.values() if n.state is not NodeState.TERMINATED and (e := self.expire_after.get(n.pool)) is not None)
-        target = min(own, consolidation, min(expiring, default=math.inf), horizon)
-        if target - now < SHORTEST * self.pool_period or math.isinf(target):
+        # a Terminated record is forgotten TERMINATED_KEPT_FOR after (the candidates change with it)
+        purged = (c.terminated_at.get(name, now) + TERMINATED_KEPT_FOR for name in c.nodes.in_states(NodeState.TERMINATED))
+        target = min(own, consolidation, min(expiring, default=math.inf), min(purged, default=math.inf), horizon)
+        if target - now < SHORTEST * self.pool_period or math.isinf(target) or not self._collector_idle():
             return None
         return target
+
+    def _collector_idle(self) -> bool:
+        """The orphan collector's next pass does nothing, nor any after while nothing changes:
+        it suspects nothing, misses nothing, and the instances alive are the records'."""
+        gc = self.controller.gc
+        if gc.suspects or gc.missing:
+            return False
+        return self.cloud.live_ids() == {n.instance_id for n in self.controller.state.nodes.values() if n.instance_id and n.state is not NodeState.TERMINATED}

@@ -129,7 +129,7 @@ class Simulation:
         self.waits = WaitCauses()
         self.occupancy = OccupancyMeter()  # each node's time empty or holding pods (the cost breakdown)
         # Quiet stretches skipped (the same report: see ``quiet_time``); not while a timeline is drawn.
-        self.quiet = QuietTime(config, self.controller, self.cluster) if skip_quiet and not timeline and not self.cluster.usage_varies else None
+        self.quiet = QuietTime(config, self.controller, self.cluster, self.cloud) if skip_quiet and not timeline and not self.cluster.usage_varies else None
         self._occupancy_marks: tuple[Mark, ...] | None = None
 
     def _on_decision(self, decision: Decision, now: float) -> None:

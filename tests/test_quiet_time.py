@@ -153,3 +153,62 @@ def test_what_a_move_counts_for_does_not_depend_on_when_passes_forget(passes: tu
     assert worth._moved[pods[1].key].count == 2
     assert worth.next_change(REMEMBERED + 100) == REMEMBERED + 60 + 1800  # ("late": one move, one cooldown)
     assert worth.next_change(REMEMBERED + 60 + 1800) == REMEMBERED - 60 + 1800 * 4  # ("soon": its second move, four)
+
+
+def test_a_stretch_is_skipped_two_passes_after_the_last_change_not_two_orphan_collections() -> None:
+    """Skipping waits for two runs of each loop that may act (ten seconds apiece), not for
+    the orphan collector's minute: its next pass is told directly. Waiting 120 s after
+    every change cost a busy month more than all its quiet ones."""
+    config, catalog = parse_config(CONFIG % "", "quiet", Path("."))
+    sim = Simulation(config, catalog, parse_workload(json.dumps(LONG), "quiet"), clairvoyant=False)
+    assert sim.quiet is not None
+    waited: list[float] = []
+    until = sim.quiet.until
+
+    def noting(now: float, horizon: float) -> float | None:
+        target = until(now, horizon)
+        if target is not None:
+            waited.append(now - sim.quiet._since)  # type: ignore[union-attr]
+        return target
+
+    sim.quiet.until = noting  # type: ignore[method-assign]
+    sim.run()
+    assert waited
+    assert min(waited) >= 20
+    assert max(waited) < 60  # (before: 120 s at least)
+
+
+def test_an_instance_no_record_knows_or_a_suspect_keeps_the_collector_awake() -> None:
+    from cloud.base import BootRequest
+    from nodemanager.model import CapacityType
+
+    config, catalog = parse_config(CONFIG % "", "quiet", Path("."))
+    sim = Simulation(config, catalog, parse_workload(json.dumps(LONG), "quiet"), clairvoyant=False)
+    assert sim.quiet is not None
+    assert sim.quiet._collector_idle()
+    sim.controller.gc.suspects.add("i-suspected")
+    assert not sim.quiet._collector_idle()
+    sim.controller.gc.suspects.clear()
+    sim.cloud.boot(BootRequest("stray", "general", "m5.large", CapacityType.ON_DEMAND, "us-east-1a", "stray", 0))
+    assert not sim.quiet._collector_idle()  # an orphan: the collector's next pass terminates it
+
+
+def test_the_candidates_order_changes_where_two_ranks_meet() -> None:
+    """Ranked by work lost per dollar (pods × seconds run, over the price): a node with more
+    pods overtakes a cheaper rank as time passes, at the instant the lines meet."""
+    from nodemanager.controller.tenure import Held, first_overtaking
+    from nodemanager.model import PodKey
+
+    def held(*starts: float) -> Held:
+        started = {PodKey(f"ns/p{i}"): s for i, s in enumerate(starts)}
+        return Held(min(starts), started, sum(starts))
+
+    one, three = held(0.0), held(900.0, 900.0, 900.0)  # at 1000: 1000 s of work, 300 s
+    ranked = [(three, 1.0), (one, 1.0)]
+    assert three.work(1000.0) < one.work(1000.0)
+    met = first_overtaking(ranked, 1000.0)
+    assert 1349 < met <= 1350  # 3t - 2700 = t: t = 1350 (a hair early, never late)
+    assert three.work(met - 1) < one.work(met - 1)
+    assert three.work(met + 1) > one.work(met + 1)
+    assert first_overtaking([(one, 1.0), (three, 1.0)], 2000.0) == float("inf")  # the faster already leads
+    assert first_overtaking([(three, 0.0), (one, 1.0)], 1000.0) == float("inf")  # a node with no price never moves

@@ -26,7 +26,7 @@ from nodemanager.controller.budgets import allowed
 from nodemanager.controller.consolidation_prices import ConsolidationPrices
 from nodemanager.controller.labels import LABELS
 from nodemanager.controller.move_worth import MoveWorth
-from nodemanager.controller.tenure import Tenure
+from nodemanager.controller.tenure import Tenure, first_overtaking
 from nodemanager.model import LIVE_STATES, Node, NodeName, NodeState
 from nodemanager.model.pod import DO_NOT_DISRUPT_ANNOTATION
 from nodemanager.scaler import ClusterSnapshot, StopOrder
@@ -111,6 +111,7 @@ class DisruptionController:
         self.candidates = 0
         self._fruitless: tuple | None = None  # the inputs of the last pass that found nothing
         self._fruitless_until = math.inf  # ... and until when that holds (a move not worth it now may be later)
+        self.reranked_at = math.inf  # when the candidates' order changes next, with nothing else changing
         self.actions: deque[dict[str, object]] = deque(maxlen=ACTIONS_KEPT)
         self.totals: Counter[str] = Counter()  # nodes, pods, savings by reason (simulation report)
         prices = ConsolidationPrices(state)
@@ -359,6 +360,8 @@ class DisruptionController:
                 price = c.price_of(node)
                 found.append((held.work(now) / price if price > 0 else math.inf, -price, node.name, node, pool))
         found.sort(key=_RANK)
+        # the order (and so which candidates each budget keeps) changes with time alone, as pods run on
+        self.reranked_at = first_overtaking(((self.tenure.pods_since[name], -minus_price) for _, minus_price, name, *_ in found), now)
         room: dict[str, tuple[int, str]] = {}  # pool -> (how many more may go, the budget that says so)
         allowance = {b.key: b.allowed(snapshot.pods) for b in snapshot.pdbs}
         used: Counter[str] = Counter()  # evictions the candidates so far would take, by budget
@@ -468,12 +471,13 @@ class DisruptionController:
     def quiet_until(self, now: float) -> float | None:
         """While nothing changes, until when its passes do nothing (None: something is under
         way, or no pass has found nothing yet): the retry of a move not yet worth it, a
-        node's pods reaching consolidateAfter, a pod's cooldown ending."""
+        node's pods reaching consolidateAfter, a pod's cooldown ending, the candidates'
+        order changing (a budget may keep others)."""
         if self.busy or self._fruitless is None:
             return None
         c = self.state
         after = lambda name: (p := c.pool_config(c.nodes[name].pool)) and p.disruption.consolidate_after if name in c.nodes else None  # noqa: E731
-        return min(self._fruitless_until, self.worth.next_change(now), self.tenure.first_past(now, after))
+        return min(self._fruitless_until, self.worth.next_change(now), self.tenure.first_past(now, after), self.reranked_at)
 
     def summary(self) -> dict[str, dict[str, float]]:
         """Nodes disrupted, pods moved and $/h saved (when acted), by reason."""

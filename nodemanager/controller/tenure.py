@@ -9,9 +9,10 @@ from the first pass.
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ from nodemanager.model import Pod, PodKey
 from nodemanager.model.journal import Mark, changed_since
 
 _KEY = operator.attrgetter("key")
+_ROUNDING = 1e-6  # seconds: where two lines meet is computed a hair early, never late (a pass at that very instant counts)
 
 if TYPE_CHECKING:
     from nodemanager.controller.state import ClusterState
@@ -43,6 +45,19 @@ class Held:
         """The seconds its pods have run on it, summed: what they lose if moved (a Job's pod
         starts its work again)."""
         return len(self.started) * now - self.started_sum
+
+
+def first_overtaking(ranked: Iterable[tuple[Held, float]], now: float) -> float:
+    """Nodes (what they hold, their price) ranked by ``work(now) / price``, the least first:
+    the first time from ``now`` that one's rank passes the next one's (inf: never, with
+    nothing else changing). Each rank is a line in time; an order of lines first changes
+    between neighbours. Nodes with no price (ranked last, at infinity) never move."""
+    lines = [(len(h.started) / price, -h.started_sum / price) for h, price in ranked if price > 0]
+    soonest = math.inf
+    for (rise, at), (next_rise, next_at) in itertools.pairwise(lines):
+        if rise > next_rise:  # it rises faster than the next: it passes it where the lines meet
+            soonest = min(soonest, max(now, (next_at - at) / (rise - next_rise) - _ROUNDING))
+    return soonest
 
 
 @dataclass
