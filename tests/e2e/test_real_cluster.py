@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 from controlplane import VERSIONS, ControlPlane
-from kubernetes import client, utils
-from world import World, api_client
+from kubernetes import client
+from world import SHIPPED, World, api_client, apply_shipped
 
 from cloud.catalog import Catalog
 from nodemanager.config import parse_config
@@ -131,9 +131,7 @@ def test_the_shipped_rbac_allows_every_call_the_controller_makes(plane: ControlP
     ServiceAccount: pods placed, bound and their nodes labelled, events written, idle nodes
     drained and deleted, without one 403."""
     admin = api_client(plane)
-    repo = Path(__file__).resolve().parents[2]
-    for manifest in ("namespace.yaml", "rbac.yaml"):
-        utils.create_from_yaml(admin, str(repo / "deploy" / "kubernetes" / manifest))
+    apply_shipped(admin, "namespace.yaml", "rbac.yaml")
     token = client.CoreV1Api(admin).create_namespaced_service_account_token("nodemanager", "nodemanager", {"spec": {"expirationSeconds": 3600}})
     w = world(plane, "scheduler", tmp_path, token=token.status.token)
     apps = client.AppsV1Api(admin)
@@ -475,15 +473,8 @@ def test_the_shipped_manifests_are_admitted_and_their_pods_meet_the_restricted_s
     replicas in the namespace that enforces "restricted", and a pod without a seccomp
     profile is refused there (the standard is enforced, so the first check means something)."""
     admin = api_client(plane)
-    folder = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
     first = ["namespace.yaml", "rbac.yaml"]
-    for path in [folder / name for name in first] + sorted(p for p in folder.glob("*.yaml") if p.name not in first):
-        refusals = []
-        try:
-            utils.create_from_yaml(admin, str(path))
-        except utils.FailToCreateError as err:
-            refusals = [e for e in err.api_exceptions if e.status != 409]  # 409: applied already by another test on this plane
-        assert refusals == [], [e.body for e in refusals]
+    apply_shipped(admin, *first, *sorted(p.name for p in SHIPPED.glob("*.yaml") if p.name not in first))
     core, apps = client.CoreV1Api(admin), client.AppsV1Api(admin)
     try:
         deadline = time.monotonic() + 60

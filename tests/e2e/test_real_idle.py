@@ -8,7 +8,6 @@ first by the suite so that it waits while the other tests run."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
@@ -21,7 +20,7 @@ from conftest import Planes
 from controlplane import VERSIONS, free_port
 from kubernetes import client
 from test_kubernetes_service import eventually
-from world import Registrar, api_client
+from world import Registrar, api_client, apply_shipped
 
 from cloud.catalog import Catalog
 from nodemanager.config.load import parse_config
@@ -69,8 +68,7 @@ def test_ten_idle_minutes_pass_without_a_warning_a_relist_or_a_change(planes: Pl
         for version in VERSIONS:
             plane = planes[version]
             core = client.CoreV1Api(api_client(plane))
-            with contextlib.suppress(client.ApiException):
-                core.create_namespace({"metadata": {"name": "nodemanager"}})
+            apply_shipped(api_client(plane), "namespace.yaml")  # where the status ConfigMap goes
             namespace = f"idle-{uuid.uuid4().hex[:8]}"
             core.create_namespace({"metadata": {"name": namespace}})
             port = free_port()

@@ -3,7 +3,6 @@ acts, the other follows; a stop hands the Lease over and the follower takes the 
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +11,7 @@ import pytest
 from controlplane import ControlPlane, free_port
 from kubernetes import client
 from test_kubernetes_service import eventually
-from world import Registrar, api_client
+from world import Registrar, api_client, apply_shipped
 
 from cloud.catalog import Catalog
 from nodemanager.config.load import parse_config
@@ -38,8 +37,7 @@ status: {{listen: "127.0.0.1:{port}"}}
 
 def test_two_replicas_one_leads_and_a_stop_hands_over(plane: ControlPlane, tmp_path: Path) -> None:
     core = client.CoreV1Api(api_client(plane))
-    with contextlib.suppress(client.ApiException):
-        core.create_namespace({"metadata": {"name": "nodemanager"}})
+    apply_shipped(api_client(plane), "namespace.yaml")  # where the status ConfigMap goes
     namespace = f"lead-{uuid.uuid4().hex[:8]}"
     core.create_namespace({"metadata": {"name": namespace}})
     lease = f"nodemanager-{uuid.uuid4().hex[:6]}"

@@ -3,11 +3,12 @@ Where they differ, the stub is wrong (it serves the fast unit tests the truth mu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pytest
 from conftest import Planes
@@ -24,6 +25,8 @@ class Server:
     api: client.ApiClient
     running: Callable[[str, str], None]  # make a bound pod Running (a kubelet's part)
     compact: Callable[[], None]  # forget the history before now (etcd's compaction; the stub's expiry)
+    real: bool = False  # a real API server (its controllers act a moment later)
+    nodes: list[str] = field(default_factory=list)  # made by the test: deleted after it (a later test's DaemonSet would run on them)
 
     @property
     def core(self) -> client.CoreV1Api:
@@ -47,20 +50,34 @@ def server(request: pytest.FixtureRequest, planes: Planes) -> Iterator[Server]:
             assert time.monotonic() < deadline, "kwok did not start the pod"
             time.sleep(0.2)
 
-    yield Server(api, running, lambda: planes[request.param].compact_etcd() and None)
+    made = Server(api, running, lambda: planes[request.param].compact_etcd() and None, real=True)
+    yield made
+    for node in made.nodes:
+        with contextlib.suppress(client.ApiException):
+            core.delete_node(node)
 
 
 @pytest.fixture
-def namespace(server: Server) -> str:
+def namespace(server: Server) -> Iterator[str]:
+    """A namespace of the test's, deleted after it: its pods (some waiting for nodemanager)
+    must not reach a later test's controller on the same control plane."""
     name = f"agree-{uuid.uuid4().hex[:8]}"
     server.core.create_namespace({"metadata": {"name": name}})
-    return name
+    deadline = time.monotonic() + 30
+    # pods are admitted once the ServiceAccount controller has made "default"
+    while server.real and not any(a.metadata.name == "default" for a in server.core.list_namespaced_service_account(name).items):
+        assert time.monotonic() < deadline, "no default ServiceAccount within 30 s"
+        time.sleep(0.1)
+    yield name
+    with contextlib.suppress(client.ApiException):
+        server.core.delete_namespace(name)
 
 
 def _node(server: Server) -> str:
     name = f"agree-{uuid.uuid4().hex[:8]}"
     capacity = {"cpu": "4", "memory": "8Gi", "pods": "110"}
     server.core.create_node({"metadata": {"name": name, "annotations": dict(KWOK)}, "status": {"capacity": capacity, "allocatable": capacity}})
+    server.nodes.append(name)
     return name
 
 

@@ -17,9 +17,10 @@ import contextlib
 import itertools
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from controlplane import ControlPlane
-from kubernetes import client
+from kubernetes import client, utils
 
 from cloud.base import InstanceState
 from cloud.catalog import Catalog
@@ -41,6 +42,22 @@ def api_client(plane: ControlPlane, user: str = "admin", token: str | None = Non
     configuration.ssl_ca_cert = str(plane.root / "certs" / "apiserver.crt")  # its self-signed serving certificate
     configuration.connection_pool_maxsize = CONNECTIONS
     return client.ApiClient(configuration)
+
+
+SHIPPED = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
+
+
+def apply_shipped(api: client.ApiClient, *manifests: str) -> None:
+    """``deploy/kubernetes/<manifest>`` applied as a user would. Tests share a control plane:
+    what another applied already stands (409), so the namespace is always the shipped one,
+    with its Pod Security labels, whichever test made it first."""
+    for name in manifests:
+        try:
+            utils.create_from_yaml(api, str(SHIPPED / name))
+        except utils.FailToCreateError as err:
+            refused = [e for e in err.api_exceptions if e.status != 409]
+            if refused:
+                raise AssertionError(f"{name}: {[e.body for e in refused]}") from None
 
 
 def kube_answer(core: client.CoreV1Api, namespace: str, name: str, timeout: float = 15.0) -> tuple[str, str]:
