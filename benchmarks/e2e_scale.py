@@ -42,7 +42,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests" / "e2e")]
 
 from controlplane import ControlPlane  # noqa: E402
 from kubernetes import client  # noqa: E402
-from world import World, api_client  # noqa: E402
+from world import World, api_client, new_namespace  # noqa: E402
 
 from cloud.base import BootRequest  # noqa: E402
 from nodemanager.config import parse_config  # noqa: E402
@@ -125,7 +125,7 @@ def busy(w: World, core: client.CoreV1Api, namespace: str, size: tuple[int, int]
     while not ready():
         assert time.monotonic() < deadline, f"{len(w.registrar.initialized)} of {nodes} nodes Ready within {timeout} s"
         time.sleep(1.0)
-    core.create_namespace({"metadata": {"name": namespace}})
+    new_namespace(core, namespace)  # (pods made at once: it waits for the namespace's ServiceAccount)
     names = sorted(w.registrar.names.values())
     requests = {"cpu": "170m", "memory": "512Mi"}
 

@@ -60,6 +60,17 @@ def apply_shipped(api: client.ApiClient, *manifests: str) -> None:
                 raise AssertionError(f"{name}: {[e.body for e in refused]}") from None
 
 
+def new_namespace(core: client.CoreV1Api, name: str, timeout: float = 30.0) -> str:
+    """A namespace made, once pods can be made in it: the ServiceAccount controller has made
+    its ``default`` account (until then the API server refuses pods: 403)."""
+    core.create_namespace({"metadata": {"name": name}})
+    deadline = time.monotonic() + timeout
+    while not any(a.metadata.name == "default" for a in core.list_namespaced_service_account(name).items):
+        assert time.monotonic() < deadline, f"no default ServiceAccount in {name} within {timeout} s"
+        time.sleep(0.1)
+    return name
+
+
 def kube_answer(core: client.CoreV1Api, namespace: str, name: str, timeout: float = 15.0) -> tuple[str, str]:
     """kube-scheduler's answer for a pod: (its node, "") once bound, ("", why) once it has
     said the pod is unschedulable (its PodScheduled condition)."""
