@@ -45,7 +45,7 @@ class QuietTime:
         # every loop that may act on it, so each has seen what is now. Not the price loop (a
         # simulated cloud has no prices but the catalog's), colocation (off when skipping),
         # the reservations loop (no reservations when skipping) nor the orphan collector,
-        # whose next pass is told directly (``_collector_idle``): waiting two of its minutes
+        # whose next pass is told directly (``OrphanCollector.idle``): waiting two of its minutes
         # after every change cost a busy month more than all its quiet ones.
         self.settle = 2 * max(seconds for name, seconds in intervals.items() if name not in ("prices", "colocation", "reservations", "orphan_gc"))
         self.expire_after = {p.name: p.disruption.expire_after for p in pools}
@@ -80,14 +80,6 @@ class QuietTime:
         # a Terminated record is forgotten TERMINATED_KEPT_FOR after (the candidates change with it)
         purged = (c.terminated_at.get(name, now) + TERMINATED_KEPT_FOR for name in c.nodes.in_states(NodeState.TERMINATED))
         target = min(own, consolidation, min(expiring, default=math.inf), min(purged, default=math.inf), horizon)
-        if target - now < SHORTEST * self.pool_period or math.isinf(target) or not self._collector_idle():
+        if target - now < SHORTEST * self.pool_period or math.isinf(target) or not self.controller.gc.idle(self.cloud.live_ids()):
             return None
         return target
-
-    def _collector_idle(self) -> bool:
-        """The orphan collector's next pass does nothing, nor any after while nothing changes:
-        it suspects nothing, misses nothing, and the instances alive are the records'."""
-        gc = self.controller.gc
-        if gc.suspects or gc.missing:
-            return False
-        return self.cloud.live_ids() == {n.instance_id for n in self.controller.state.nodes.values() if n.instance_id and n.state is not NodeState.TERMINATED}

@@ -185,12 +185,13 @@ def test_an_instance_no_record_knows_or_a_suspect_keeps_the_collector_awake() ->
     config, catalog = parse_config(CONFIG % "", "quiet", Path("."))
     sim = Simulation(config, catalog, parse_workload(json.dumps(LONG), "quiet"), clairvoyant=False)
     assert sim.quiet is not None
-    assert sim.quiet._collector_idle()
-    sim.controller.gc.suspects.add("i-suspected")
-    assert not sim.quiet._collector_idle()
-    sim.controller.gc.suspects.clear()
+    gc = sim.controller.gc
+    assert gc.idle(sim.cloud.live_ids())
+    gc.suspects.add("i-suspected")
+    assert not gc.idle(sim.cloud.live_ids())
+    gc.suspects.clear()
     sim.cloud.boot(BootRequest("stray", "general", "m5.large", CapacityType.ON_DEMAND, "us-east-1a", "stray", 0))
-    assert not sim.quiet._collector_idle()  # an orphan: the collector's next pass terminates it
+    assert not gc.idle(sim.cloud.live_ids())  # an orphan: the collector's next pass terminates it
 
 
 def test_the_candidates_order_changes_where_two_ranks_meet() -> None:

@@ -66,6 +66,11 @@ class OrphanCollector:
                 with c.lock:
                     self.suspects |= set(doomed)
 
+    def idle(self, alive: set[str]) -> bool:
+        """With ``alive`` the instances alive: its next pass does nothing, nor any after while
+        nothing changes (it suspects none, misses none, and they are the records')."""
+        return not self.suspects and not self.missing and alive == set(self._recorded().values())
+
     def _recorded(self) -> dict[str, str]:
         return {n.name: n.instance_id for n in self.state.nodes.values() if n.instance_id and n.state is not NodeState.TERMINATED}
 
