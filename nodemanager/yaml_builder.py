@@ -35,16 +35,15 @@ class Refused(ValueError):
 class _Open:
     """A mapping or a sequence being built."""
 
-    __slots__ = ("anchor", "key", "key_text", "line", "merges", "seen", "start", "value")
+    __slots__ = ("anchor", "key", "key_text", "merges", "seen", "start", "value")
 
-    def __init__(self, value: dict | list, anchor: str | None, start: int, line: int) -> None:
-        self.value = value
+    def __init__(self, mapping: bool, anchor: str | None, start: int) -> None:
+        self.value: dict | list = {} if mapping else []
         self.anchor = anchor
         self.start = start  # values counted before this one began
-        self.line = line
         self.key: Any = _NO_KEY  # a mapping's key waiting for its value
         self.key_text = ""  # the key's scalar text, for a duplicate's message
-        self.seen: dict[Any, int] = {}  # a mapping's keys written out: the line of each
+        self.seen: dict[Any, Any] | None = {} if mapping else None  # a mapping's keys written out: where each was
         self.merges: list[dict] = []
 
 
@@ -81,20 +80,31 @@ class _Builder:
                 if event.anchor is not None:
                     self.anchors[event.anchor] = (value, 1)
                 parent = stack[-1] if stack else None
-                if parent is not None and parent.key is not _NO_KEY and parent.key is not _MERGE_KEY:
+                if parent is None:
+                    self.root = value
+                elif parent.key is _NO_KEY:
+                    seen = parent.seen
+                    if seen is None:  # (a list)
+                        parent.value.append(value)
+                    elif plain and value not in seen and value is not _MERGE_KEY:  # (most keys)
+                        seen[value] = event.start_mark
+                        parent.key, parent.key_text = value, event.value
+                    else:
+                        self._add(value, event, event.value if plain else None)
+                elif parent.key is not _MERGE_KEY:
                     parent.value[parent.key] = value  # (most scalars: a mapping's value)
                     parent.key = _NO_KEY
                 else:
-                    self._add(value, event, event.value if plain else None)
+                    self._add(value, event, None)
             elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
                 if event.tag not in _PLAIN_TAGS:
                     raise Refused(f"line {event.start_mark.line + 1}: the tag {event.tag!r} is not supported (plain mappings and lists only)")
-                if len(self.stack) >= self.max_depth:
+                if len(stack) >= self.max_depth:
                     raise Refused(f"nested too deeply (more than {self.max_depth} levels)")
-                self.stack.append(_Open({} if kind is yaml.MappingStartEvent else [], event.anchor, self.count, event.start_mark.line + 1))
+                stack.append(_Open(kind is yaml.MappingStartEvent, event.anchor, self.count))
                 self._counted(1)
             elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
-                done = self.stack.pop()
+                done = stack.pop()
                 if done.merges:
                     _merge(done)
                 if done.anchor is not None:
@@ -161,18 +171,18 @@ class _Builder:
             self.root = value
             return
         parent = self.stack[-1]
-        if isinstance(parent.value, list):
+        if parent.seen is None:  # (a list)
             parent.value.append(value)
         elif parent.key is _NO_KEY:
             if isinstance(value, (dict, list)):
                 raise Refused(f"line {event.start_mark.line + 1}: a mapping or a list used as a key")
             parent.key, parent.key_text = value, text if text is not None else str(value)
-            line = event.start_mark.line + 1
             if value is not _MERGE_KEY:
                 first = parent.seen.get(value)
                 if first is not None:
-                    raise Refused(f"line {line}: key {parent.key_text!r} is given twice in one mapping (first on line {first})")
-                parent.seen[value] = line
+                    line, first_line = event.start_mark.line + 1, first.line + 1
+                    raise Refused(f"line {line}: key {parent.key_text!r} is given twice in one mapping (first on line {first_line})")
+                parent.seen[value] = event.start_mark
         else:
             key, parent.key = parent.key, _NO_KEY
             if key is _MERGE_KEY:

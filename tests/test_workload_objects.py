@@ -136,3 +136,17 @@ def test_a_listed_job_runs_as_long_as_its_duration_annotation_says():
     job["spec"]["template"]["metadata"]["annotations"]["simulate.nodemanager.io/duration"] = "soon"
     with pytest.raises(WorkloadError, match=r"items\[0\]\.metadata\.annotations\.simulate\.nodemanager\.io/duration"):
         parse_workload(json.dumps({"kind": "List", "items": [job]}), "x.json")
+
+
+def test_the_schema_snapshot_is_the_pinned_clients_own():
+    """Fields are checked against ``api_schema.json`` (importing the client's models costs
+    0.4 CPU-s a read); it must say what the client the constraints pin says, field for field
+    (after an upgrade: ``python -m nodemanager.cluster.api_schema``)."""
+    from nodemanager.cluster import api_schema
+    from nodemanager.cluster.manifests import MODELS
+
+    snapshot = json.loads(api_schema.SNAPSHOT.read_text())
+    assert snapshot == api_schema.from_client(tuple(sorted(set(MODELS.values()))))
+    assert "resources" in snapshot["models"]["V1Container"]
+    assert "nodeSelector" in snapshot["models"]["V1PodSpec"]
+    assert snapshot["models"]["V1PodTemplateSpec"]["spec"] == "V1PodSpec"  # (a Deployment's template reaches the pod's fields)

@@ -3,7 +3,7 @@ the objects that make pods expanded to the pods their controllers would make.
 
 The schema is the one the official Kubernetes client is generated from (its models'
 ``attribute_map`` and ``openapi_types``, the OpenAPI document of the Kubernetes release the
-client names): a field it does not have is refused with its path, so a typo such as
+client names, kept in ``api_schema.json``): a field it does not have is refused with its path, so a typo such as
 ``resource:`` or ``nodeSelecter:`` is an error, not a pod that asks for nothing."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from kubernetes.client import models
+from nodemanager.cluster import api_schema
 
 MAX_PROBLEMS = 50  # unknown fields reported per object (a file of typos is refused all the same)
 # kind -> (the client's model, the API version and kind of the controller owning its pods)
@@ -29,13 +29,6 @@ MODELS = {"Pod": "V1Pod", "PodSpec": "V1PodSpec", "DaemonSet": "V1DaemonSet", **
 DURATION_ANNOTATION = "simulate.nodemanager.io/duration"
 _LIST = re.compile(r"^list\[(.+)\]$", re.IGNORECASE)
 _DICT = re.compile(r"^dict[(\[]([^,]+), (.+)[)\]]$", re.IGNORECASE)
-
-
-@cache
-def _fields(model: str) -> dict[str, str]:
-    """JSON field name -> its type, for one of the client's models."""
-    cls = getattr(models, model)
-    return {json_name: cls.openapi_types[attr] for attr, json_name in cls.attribute_map.items()}
 
 
 def unknown_fields(doc: Any, kind: str, where: str) -> list[str]:
@@ -56,8 +49,8 @@ def _shape(type_name: str) -> tuple[str, Any]:
     if match := _LIST.match(type_name) or _DICT.match(type_name):
         inner = match[match.lastindex or 1]
         return ("leaf", None) if _shape(inner)[0] == "leaf" else ("list" if type_name.lower().startswith("list") else "dict", inner)
-    if hasattr(models, type_name):
-        return "model", _fields(type_name)
+    if (fields := api_schema.models().get(type_name)) is not None:
+        return "model", fields
     return "leaf", None
 
 
@@ -65,13 +58,17 @@ def _known(value: Any, type_name: str) -> bool:
     """Whether every field in ``value`` is one its schema has (a document's mappings are
     dicts: anything else is looked at by ``_walk``)."""
     shape, of = _shape(type_name)
-    if shape == "leaf":
+    if shape == "model" and isinstance(value, dict):
+        for key, item in value.items():
+            field = of.get(key)
+            if field is None or not _known(item, field):
+                return False
         return True
-    if shape == "model":
-        return not isinstance(value, dict) or all(key in of and _known(item, of[key]) for key, item in value.items())
-    if shape == "list":
-        return not isinstance(value, list) or all(_known(item, of) for item in value)
-    return not isinstance(value, dict) or all(_known(item, of) for item in value.values())
+    if shape == "list" and isinstance(value, list):
+        return all(_known(item, of) for item in value)
+    if shape == "dict" and isinstance(value, dict):
+        return all(_known(item, of) for item in value.values())
+    return True
 
 
 def _walk(value: Any, type_name: str, where: str, problems: list[str]) -> None:
