@@ -8,7 +8,7 @@ import dataclasses
 import random
 
 import pytest
-from builders import ZONES, binpack_pool, node, pod, scaler
+from builders import ZONES, binpack_pool, cell_pool, node, pod, scaler
 from hypothesis import given
 from hypothesis import strategies as st
 from test_scaler_properties import NOW, SETTINGS, apply, final_node_infos, scenarios
@@ -18,6 +18,7 @@ from nodemanager.model.daemonset import daemon_overhead
 from nodemanager.scaler import ClusterSnapshot, binpack
 from nodemanager.scaler.room import RoomIndex
 from nodemanager.scheduling import NodeInfo
+from nodemanager.scheduling.plugins import CellIsolation
 from nodemanager.scheduling.sampling import feasible_nodes_to_find
 
 
@@ -131,6 +132,21 @@ def test_the_room_index_offers_every_node_with_the_cpu_free(nodes: list[tuple[in
     if cpu > 0:
         by_room = sorted(range(len(infos)), key=lambda k: -(infos[k].allocatable.cpu - infos[k].requested.cpu))
         assert [i.name for i in offered] == [infos[k].name for k in by_room][: len(offered)]
+
+
+def test_a_cell_node_holding_its_pod_is_not_searched_for_a_waiting_pod(monkeypatch) -> None:
+    """A taken cell node takes no other pod: a fill offers only the free one to the filters
+    (each decision of a cell-pool day filtered every taken node for every pod class)."""
+    taken = [node(f"c{i:03d}") for i in range(300)]
+    running = tuple(pod(f"run{i}", "500m", node=n.name, phase=PodPhase.RUNNING) for i, n in enumerate(taken))
+    looked: list[str] = []
+    filter_nodes = CellIsolation.filter_nodes
+    seen = lambda self, state, p, nodes: looked.extend(n.name for n in nodes) or filter_nodes(self, state, p, nodes)  # noqa: E731
+    monkeypatch.setattr(CellIsolation, "filter_nodes", seen)
+    d = scaler(cell_pool()).compute(ClusterSnapshot((*running, pod("w", "500m")), (*taken, node("free"))), NOW)
+    assert dict(d.bindings) == {"default/w": "free"}
+    assert d.start == ()
+    assert set(looked) == {"free"}
 
 
 @pytest.mark.parametrize(("nodes", "want"), [(10, 10), (99, 99), (100, 100), (1000, 420), (6000, 300)])
