@@ -26,6 +26,8 @@ _STR = "tag:yaml.org,2002:str"
 _INT = "tag:yaml.org,2002:int"
 _MERGE = "tag:yaml.org,2002:merge"
 _PLAIN_TAGS = (None, "!", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+_SCALAR, _MAPPING_START, _MAPPING_END = yaml.ScalarEvent, yaml.MappingStartEvent, yaml.MappingEndEvent
+_SEQUENCE_START, _SEQUENCE_END = yaml.SequenceStartEvent, yaml.SequenceEndEvent
 
 
 class Refused(ValueError):
@@ -64,22 +66,26 @@ class _Builder:
         self._scalars: dict[tuple, Any] = {}
 
     def build(self, loader: yaml.CSafeLoader) -> Any:
+        """The document's data. (One loop with the common cases written out and the counts in
+        locals: a call or an attribute per event was most of the time past libyaml's own.)"""
         documents = 0
-        scalars, stack = self._scalars, self.stack
-        while loader.check_event():
-            event = loader.get_event()
+        scalars, stack, anchors, get_event = self._scalars, self.stack, self.anchors, loader.get_event
+        count, max_values = self.count, self.max_values
+        parent: _Open | None = None  # stack[-1], or None
+        while True:
+            event = get_event()
             kind = type(event)
-            if kind is yaml.ScalarEvent:
-                self.count += 1
-                if self.count > self.max_values:
-                    self._counted(0)
-                plain = event.tag is None or event.tag == "!"
+            if kind is _SCALAR:
+                count += 1
+                if count > max_values:
+                    self._too_many()
+                tag = event.tag
+                plain = tag is None or tag == "!"
                 value = scalars.get((event.value, event.implicit), _NO_KEY) if plain else _NO_KEY
                 if value is _NO_KEY:
                     value = self._scalar(event)
                 if event.anchor is not None:
-                    self.anchors[event.anchor] = (value, 1)
-                parent = stack[-1] if stack else None
+                    anchors[event.anchor] = (value, 1)
                 if parent is None:
                     self.root = value
                 elif parent.key is _NO_KEY:
@@ -96,38 +102,52 @@ class _Builder:
                     parent.key = _NO_KEY
                 else:
                     self._add(value, event, None)
-            elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+            elif kind is _MAPPING_START or kind is _SEQUENCE_START:
                 if event.tag not in _PLAIN_TAGS:
                     raise Refused(f"line {event.start_mark.line + 1}: the tag {event.tag!r} is not supported (plain mappings and lists only)")
                 if len(stack) >= self.max_depth:
                     raise Refused(f"nested too deeply (more than {self.max_depth} levels)")
-                stack.append(_Open(kind is yaml.MappingStartEvent, event.anchor, self.count))
-                self._counted(1)
-            elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+                parent = _Open(kind is _MAPPING_START, event.anchor, count)
+                stack.append(parent)
+                count += 1
+                if count > max_values:
+                    self._too_many()
+            elif kind is _MAPPING_END or kind is _SEQUENCE_END:
                 done = stack.pop()
                 if done.merges:
                     _merge(done)
                 if done.anchor is not None:
-                    self.anchors[done.anchor] = (done.value, self.count - done.start)
-                self._add(done.value, event, None)
+                    anchors[done.anchor] = (done.value, count - done.start)
+                parent = stack[-1] if stack else None
+                if parent is None:
+                    self.root = done.value
+                elif parent.seen is None:  # (a list)
+                    parent.value.append(done.value)
+                elif parent.key is not _NO_KEY and parent.key is not _MERGE_KEY:
+                    parent.value[parent.key] = done.value  # (a mapping's value)
+                    parent.key = _NO_KEY
+                else:
+                    self._add(done.value, event, None)
             elif kind is yaml.AliasEvent:
-                found = self.anchors.get(event.anchor)
+                found = anchors.get(event.anchor)
                 if found is None:
-                    opened = any(o.anchor == event.anchor for o in self.stack)
+                    opened = any(o.anchor == event.anchor for o in stack)
                     why = "refers to a value that contains it" if opened else "is not defined"
                     raise Refused(f"line {event.start_mark.line + 1}: the alias *{event.anchor} {why}")
-                self._counted(found[1])
+                count += found[1]
+                if count > max_values:
+                    self._too_many()
                 self._add(found[0], event, None)
             elif kind is yaml.DocumentStartEvent:
                 documents += 1
                 if documents > 1:
                     raise Refused(f"line {event.start_mark.line + 1}: more than one document (a '---' separates documents; give one)")
-        return self.root
+            elif event is None or kind is yaml.StreamEndEvent:
+                self.count = count
+                return self.root
 
-    def _counted(self, n: int) -> None:
-        self.count += n
-        if self.count > self.max_values:
-            raise Refused(f"expands to more than {self.max_values:,} values (YAML aliases repeating aliases?)")
+    def _too_many(self) -> None:
+        raise Refused(f"expands to more than {self.max_values:,} values (YAML aliases repeating aliases?)")
 
     def _scalar(self, event: yaml.ScalarEvent) -> Any:
         tag, text = event.tag, event.value
