@@ -3,8 +3,9 @@ the objects that make pods expanded to the pods their controllers would make.
 
 The schema is the one the official Kubernetes client is generated from (its models'
 ``attribute_map`` and ``openapi_types``, the OpenAPI document of the Kubernetes release the
-client names, kept in ``api_schema.json``): a field it does not have is refused with its path, so a typo such as
-``resource:`` or ``nodeSelecter:`` is an error, not a pod that asks for nothing."""
+client names, kept in ``api_schema.json``): a field it does not have is refused with its
+path, so a typo such as ``resource:`` or ``nodeSelecter:`` is an error, not a pod that asks
+for nothing."""
 
 from __future__ import annotations
 
