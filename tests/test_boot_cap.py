@@ -141,7 +141,11 @@ def test_a_cell_node_holding_its_pod_is_not_searched_for_a_waiting_pod(monkeypat
     running = tuple(pod(f"run{i}", "500m", node=n.name, phase=PodPhase.RUNNING) for i, n in enumerate(taken))
     looked: list[str] = []
     filter_nodes = CellIsolation.filter_nodes
-    seen = lambda self, state, p, nodes: looked.extend(n.name for n in nodes) or filter_nodes(self, state, p, nodes)  # noqa: E731
+
+    def seen(self: CellIsolation, state: object, p: object, nodes: list) -> list:
+        looked.extend(n.name for n in nodes)
+        return filter_nodes(self, state, p, nodes)
+
     monkeypatch.setattr(CellIsolation, "filter_nodes", seen)
     d = scaler(cell_pool()).compute(ClusterSnapshot((*running, pod("w", "500m")), (*taken, node("free"))), NOW)
     assert dict(d.bindings) == {"default/w": "free"}
