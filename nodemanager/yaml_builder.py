@@ -57,7 +57,6 @@ class _Builder:
         self.max_values = max_values
         self.max_depth = max_depth
         self.max_digits = max_digits
-        self.count = 0  # values so far, every alias expanded
         self.anchors: dict[str, tuple[Any, int]] = {}  # anchor -> (value, values it stands for)
         self.stack: list[_Open] = []
         self.root: Any = None
@@ -70,7 +69,7 @@ class _Builder:
         locals: a call or an attribute per event was most of the time past libyaml's own.)"""
         documents = 0
         scalars, stack, anchors, get_event = self._scalars, self.stack, self.anchors, loader.get_event
-        count, max_values = self.count, self.max_values
+        count, max_values = 0, self.max_values  # values so far, every alias expanded
         parent: _Open | None = None  # stack[-1], or None
         while True:
             event = get_event()
@@ -143,7 +142,6 @@ class _Builder:
                 if documents > 1:
                     raise Refused(f"line {event.start_mark.line + 1}: more than one document (a '---' separates documents; give one)")
             elif event is None or kind is yaml.StreamEndEvent:
-                self.count = count
                 return self.root
 
     def _too_many(self) -> None:

@@ -22,24 +22,14 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 
 from cloud.catalog import Catalog
-from nodemanager.model import LIVE_STATES, Node, NodeState, Pod
+from nodemanager.model import Node, NodeState, Pod
 from nodemanager.model.daemonset import daemon_overhead
 from nodemanager.model.pod import as_regular
 from nodemanager.scaler.pools import PoolView, node_node_info
 from nodemanager.scheduling.nodeinfo import NodeInfo
-
-
-@dataclass(frozen=True)
-class LiveNodes:
-    """The live nodes of a list of node records (see ``NodePictures.live``)."""
-
-    members: list[tuple[Node, PoolView | None]]  # in name order, each with its pool's view
-    states: dict[str, NodeState]
-    readiness: dict[str, int]  # those that may take pods: Ready first (0), then booting
 
 
 class NodePictures:
@@ -57,32 +47,6 @@ class NodePictures:
         # (which are unchanged): the computation now asking keeps or takes them off
         # (``settle``) before it looks at the picture.
         self.placed: dict[str, tuple[Pod, ...]] = {}
-        self._live: tuple[Sequence[Node] | None, LiveNodes] = (None, LiveNodes([], {}, {}))
-
-    def live(self, nodes: Sequence[Node], view_of: Callable[[str], PoolView | None]) -> LiveNodes:
-        """The live nodes of ``nodes``, in name order, with their pools' views: made again only
-        when ``nodes`` is another tuple (the controller gives the same one while no record
-        changed; the views are this object's, fixed for its life)."""
-        if nodes is not self._live[0]:
-            members = [(n, view_of(n.pool)) for n in sorted(nodes, key=_NAME) if n.state in LIVE_STATES]
-            states = {n.name: n.state for n, _ in members}
-            self._live = (nodes, LiveNodes(members, states, {name: READINESS[s] for name, s in states.items() if s in READINESS}))
-        return self._live[1]
-
-    def pictured(self, live: LiveNodes, placed: Mapping[str, tuple[Pod, ...]]) -> dict[str, NodeInfo]:
-        """``info`` of each live node with its pods in ``placed``, by name: the kept picture
-        itself, without a call, where neither the node, nor its pods, nor the picture changed
-        (most nodes, at every decision: this walks the whole cluster each time)."""
-        kept, spoiled, out = self._kept, self._spoiled, {}
-        for node, view in live.members:
-            name = node.name
-            pods = placed.get(name, ())
-            k = kept.get(name)
-            if k is not None and k[0] is node and k[2] is pods and k[1] is view and name not in spoiled:
-                out[name] = k[3]
-            else:
-                out[name] = self.info(node, view, pods)
-        return out
 
     def info(self, node: Node, view: PoolView | None, pods: Sequence[Pod]) -> NodeInfo:
         """A picture of ``node`` holding ``pods`` (in key order; the same tuple as last time
@@ -173,8 +137,6 @@ class NodePictures:
 
 
 _BOOTING = (NodeState.CREATING, NodeState.CREATED)
-_NAME = operator.attrgetter("name")
-READINESS = {NodeState.AVAILABLE: 0, NodeState.CLAIMED: 0, NodeState.CREATED: 1, NodeState.CREATING: 2}
 _KEY = operator.attrgetter("key")
 _BATCH = operator.attrgetter("batch")
 

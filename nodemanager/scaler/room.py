@@ -8,7 +8,7 @@ it: a class is tried only on the nodes that had room for its CPU then, a superse
 that can take it (the same nodes pass the filters, so the same are chosen), and on none if
 no node had its memory free (as kube, a search that finds nothing leaves the next one
 starting where it would have). A node of a ``cell`` pool that holds its pod has room for
-none: a cell pool's nodes are not looked at once taken (each pass looked at all of them).
+none (``NodeInfo.cell_taken``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ _FREE_MEMORY = attrgetter("free_memory")
 
 class RoomIndex:
     def __init__(self, nodes: list[NodeInfo]) -> None:
-        nodes = [i for i in nodes if not i.cell or len(i.pods) == i.node_pods]  # a cell node holding its pod takes no other
+        nodes = [i for i in nodes if not i.cell_taken]
         self._all = nodes
         self._nodes = sorted(nodes, key=_FREE_CPU, reverse=True)  # most free CPU first (a reversed sort keeps ties as given)
         self._less_free = [-i.free_cpu for i in self._nodes]  # ascending: minus the free CPU

@@ -157,11 +157,16 @@ class NodeInfo:
         self.affinity_pods += sign * bool(pod.pod_affinity)
         self.generation += 1
 
+    @property
+    def cell_taken(self) -> bool:
+        """A cell-pool node that holds its one pod (besides its DaemonSet and mirror pods): it takes no other."""
+        return self.cell and len(self.pods) > self.node_pods
+
     def fit_count(self, requests: Resources, limit: int) -> int:
         """How many more pods of ``requests`` fit (resources and the pod count), up to ``limit``."""
         room = self.allocatable.pods - len(self.pods)
-        if self.cell:  # one pod besides its DaemonSet and mirror pods
-            room = min(room, 0 if len(self.pods) > self.node_pods else 1)
+        if self.cell:
+            room = min(room, 0 if self.cell_taken else 1)
         count = min(limit, room)
         within = requests.copies_within(self.allocatable, self.requested)
         return max(count if within is None else min(count, within), 0)
