@@ -9,18 +9,19 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from builders import CATALOG, OD, SPOT, pod
+from builders import CATALOG, OD, SPOT, TYPES, ZONES, pod
 from harness import Harness, arrive, binpack_pool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cloud.catalog import Catalog
 from nodemanager.cluster.workload import ClusterObjects, WorkloadError, parse_cluster_objects
 from nodemanager.config import parse_config
 from nodemanager.config.schema import Disruption, DisruptionBudget, DisruptionReason, Pool, Standby
 from nodemanager.controller.budgets import active, allowed
 from nodemanager.controller.disruption import VALIDATION_DELAY
 from nodemanager.errors import ConfigError, InvalidManifest
-from nodemanager.model import Node, NodeName, NodeState, PodPhase, Resources
+from nodemanager.model import Gpu, InstanceType, Node, NodeName, NodeState, Pod, PodPhase, Resources
 from nodemanager.model.interpod import parse_label_selector
 from nodemanager.model.pdb import PodDisruptionBudget
 from nodemanager.model.selectors import Taint, TaintEffect, Toleration
@@ -317,11 +318,11 @@ TOLERATES = (Toleration("dedicated", "Equal", "batch", TaintEffect.NO_SCHEDULE),
 KINDS = ["plain", "tolerant", "pinned"]  # pods that may use the general pool, both pools, the tainted pool only
 
 
-def _real_planner(*pools: Pool, spot_choices: int = 0, asked: list[ClusterSnapshot] | None = None, factor: float = 1.0) -> Planner:
+def _real_planner(*pools: Pool, spot_choices: int = 0, asked: list[ClusterSnapshot] | None = None, factor: float = 1.0, catalog: Catalog = CATALOG) -> Planner:
     """A planner over the real scaler of ``pools``, at catalog prices; what-ifs go to ``asked``."""
     from builders import scaler
 
-    sc = scaler(*pools)
+    sc = scaler(*pools, catalog=catalog)
 
     def compute(what_if: ClusterSnapshot) -> Decision:
         if asked is not None:
@@ -330,7 +331,7 @@ def _real_planner(*pools: Pool, spot_choices: int = 0, asked: list[ClusterSnapsh
 
     sizes = CheaperSizes(sc.views)
     cells = {p.name for p in pools if p.packing == "cell"}
-    hourly = CATALOG.hourly
+    hourly = catalog.hourly
     return Planner(
         compute,
         lambda n: hourly(n.instance_type, n.capacity_type, n.zone),
@@ -569,6 +570,107 @@ def test_the_quick_test_looks_for_a_cheaper_node_only_where_the_moving_pods_may_
     else:
         assert result is not None
         assert [r.instance_type for r in result.replacements] == ["a.large"]
+
+
+GPU = "nvidia.com/gpu"
+GPU_TAINT = {"key": GPU, "value": "true", "effect": "NoSchedule"}
+TOLERATES_GPU = (Toleration(GPU, "Exists", "", TaintEffect.NO_SCHEDULE),)
+# GPU types by GPU count (4 vCPU and 16 GiB a GPU), dearer than the CPU types for their CPU
+GPU_CATALOG = Catalog(
+    (*TYPES, *(InstanceType(f"g{n}.xlarge", 4 * n, 16384 * n, 0.50 * n, zones=ZONES, max_pods=29, gpus=(Gpu(n, "NVIDIA", "T4", 16384),)) for n in (1, 2, 4))),
+    region="zone-1",
+)
+
+
+def _gpu_pools() -> tuple[Pool, Pool]:
+    general = Pool(name="general", instance_types=["m.xlarge"], capacity_types=[OD])
+    gpu = Pool(name="gpu", instance_types=["g1.xlarge", "g2.xlarge", "g4.xlarge"], capacity_types=[OD], taints=[GPU_TAINT])
+    return general, gpu
+
+
+def _gpu_node(name: str, itype: str) -> Node:
+    return dataclasses.replace(
+        _node(name, itype), pool="gpu", allocatable=GPU_CATALOG[itype].allocatable, taints=(Taint(GPU, TaintEffect.NO_SCHEDULE, "true"),)
+    )
+
+
+def _gpu_pod(name: str, node: str, gpus: int, cpu: str = "1") -> Pod:
+    return dataclasses.replace(
+        pod(name, cpu=cpu, memory="1Gi", node=node, phase=PodPhase.RUNNING, extra={GPU: gpus} if gpus else None),
+        tolerations=TOLERATES_GPU if gpus else (),
+    )
+
+
+def test_the_quick_test_counts_no_room_on_a_node_whose_taint_the_moving_pods_do_not_tolerate() -> None:
+    """A CPU pod fills most of its m.xlarge, the cheapest node that holds it; the only other
+    node is a GPU node, tainted, with CPU and memory to spare. The pod cannot go there, so
+    the what-if (which would boot another m.xlarge, at the same price) is not asked."""
+    asked: list[ClusterSnapshot] = []
+    planner = _real_planner(*_gpu_pools(), asked=asked, catalog=GPU_CATALOG)
+    general = dataclasses.replace(_node("n1", "m.xlarge"), allocatable=GPU_CATALOG["m.xlarge"].allocatable)
+    gpu_node = _gpu_node("g1", "g4.xlarge")
+    held = _gpu_pod("p1", "n1", 0, cpu="3")
+    snapshot = ClusterSnapshot((held, _gpu_pod("t1", "g1", 1)), (general, gpu_node))
+    result, why = planner.consolidate(snapshot, [general])
+    assert (result, why, asked) == (None, "its pods fit neither on the other nodes nor with them on a cheaper node", [])
+    planner._hopeless = lambda _s, _n: False  # ask the scaler after all: it refuses
+    result, why = planner.consolidate(snapshot, [general])
+    assert result is None
+    assert "would not be cheaper" in why
+
+
+def test_the_quick_test_counts_the_gpus_a_node_has_free_and_a_cheaper_one_sells() -> None:
+    """A pod asking 2 GPUs on a g2.xlarge; the other GPU node has CPU and memory to spare but
+    no GPU free, and the only cheaper GPU type has one GPU: hopeless, no what-if. With a GPU
+    free beside it on the other node... still not 2 in one place: hopeless. With 2 free: asked."""
+    general, gpu = _gpu_pools()
+    candidate = _gpu_node("g1", "g2.xlarge")
+    other = _gpu_node("g2", "g4.xlarge")
+    moving = _gpu_pod("p1", "g1", 2)
+    for others_gpus, skipped in (((1, 1, 1, 1), True), ((1, 1, 1), True), ((1, 1), False)):
+        asked: list[ClusterSnapshot] = []
+        planner = _real_planner(general, gpu, asked=asked, catalog=GPU_CATALOG)
+        pods = (moving, *(_gpu_pod(f"o{i}", "g2", n, cpu="500m") for i, n in enumerate(others_gpus)))
+        result, why = planner.consolidate(ClusterSnapshot(pods, (candidate, other)), [candidate])
+        assert (asked == []) is skipped, others_gpus
+        if skipped:
+            assert (result, why) == (None, "its pods fit neither on the other nodes nor with them on a cheaper node")
+        else:
+            assert result is not None
+            assert result.replacements == ()  # it fits beside the others: a deletion
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["m.xlarge", "g1.xlarge", "g2.xlarge", "g4.xlarge"]),
+            st.lists(st.tuples(st.sampled_from(["250m", "1500m", "3"]), st.sampled_from([0, 0, 1, 2, 4])), max_size=4),
+        ),
+        min_size=2,
+        max_size=4,
+    ),
+    st.integers(1, 2),
+)
+def test_a_consolidation_the_gpu_aware_quick_test_skips_is_one_the_scaler_refuses(layout: list[tuple[str, list[tuple[str, int]]]], take: int) -> None:
+    """Soundness of the quick test's taints and GPUs against the real scaler: CPU pods and
+    pods asking 1-4 GPUs (tolerating the GPU pool's taint) on CPU and GPU nodes, overfull or
+    not as the draw falls; whatever the quick test skips, the what-if would not have allowed."""
+    planner = _real_planner(*_gpu_pools(), catalog=GPU_CATALOG)
+    nodes = [
+        _gpu_node(f"n{i}", itype) if itype.startswith("g") else dataclasses.replace(_node(f"n{i}", itype), allocatable=GPU_CATALOG[itype].allocatable)
+        for i, (itype, _) in enumerate(layout)
+    ]
+    pods = tuple(
+        _gpu_pod(f"p{i}-{j}", f"n{i}", gpus if itype.startswith("g") else 0, cpu=cpu)
+        for i, (itype, asks) in enumerate(layout)
+        for j, (cpu, gpus) in enumerate(asks)
+    )
+    snapshot = ClusterSnapshot(pods, tuple(nodes))
+    candidates = nodes[:take]
+    if planner._hopeless(snapshot, candidates):
+        planner._hopeless = lambda _s, _n: False  # ask the scaler after all
+        assert planner.consolidate(snapshot, candidates)[0] is None
 
 
 # -- the controller on the virtual clock ----------------------------------------------------

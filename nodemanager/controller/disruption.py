@@ -96,6 +96,20 @@ def _keeps_pods(snapshot: ClusterSnapshot, name: str, pool: Pool) -> str:
     return ""
 
 
+def _cluster(state: ClusterState, inputs: tuple, reserved: frozenset[NodeName], now: float) -> tuple:
+    """What a pass's snapshot was made of, as far as a what-if reads it: equal only for the
+    same cluster (``inputs``), prices, offerings and pools paused, and nodes held."""
+    return (
+        inputs,
+        state.catalog,  # (the object: its prices are fixed, and kept here it cannot be freed and its id reused)
+        frozenset(state.keeper.active(now).items()),
+        frozenset(state.backoff.active(now)),
+        frozenset(state.braked),
+        frozenset(state.operator_held.items()),
+        reserved,
+    )
+
+
 class DisruptionController:
     def __init__(self, state: ClusterState, cloud: CloudClient, metrics: Metrics, boots: Boots) -> None:
         self.state = state
@@ -205,7 +219,7 @@ class DisruptionController:
         inputs = (c.cache.generation, c.nodes.stamp, frozenset(n.name for n in candidates), frozenset(c.unneeded_since), together)
         if inputs == self._fruitless and now < self._fruitless_until:
             return  # nothing changed since the last pass found nothing (but the candidates' order, as their pods age)
-        found, why = self.planner.best(snapshot, candidates, SINGLE_NODE_TRIES, together)
+        found, why = self.planner.best(snapshot, candidates, SINGLE_NODE_TRIES, together, cluster=_cluster(c, inputs, self.reserved, now))
         self.blocked = {**blocked, **why}
         if found is None:
             # (a move turned down as not worth it now may be worth it later, as its pods run on:

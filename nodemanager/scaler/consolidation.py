@@ -9,11 +9,13 @@ import bisect
 import dataclasses
 import math
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nodemanager.model import LIVE_STATES, CapacityType, Node, NodeName, NodeState, Pod, PodKey, PodPhase
 from nodemanager.model.by_node import PodsByNode
+from nodemanager.model.resources import CPU, MEMORY
+from nodemanager.model.selectors import HARD_EFFECTS, untolerated
 from nodemanager.scaler.by_identity import ByIdentity
 from nodemanager.scaler.decision import Decision, NodeSpec
 from nodemanager.scaler.pools import PoolView
@@ -24,6 +26,7 @@ SPOT_TO_SPOT_CHOICES = 15  # cheaper spot types needed before a spot node is rep
 MULTI_NODE_MAX = 100  # candidates multi-node consolidation considers at once (Karpenter's)
 SIZES_KEPT = 256  # kinds of moving pods (and placements) whose cheaper offerings the quick test keeps
 PODS_KEPT = 65536  # placed pods whose moving copies the what-ifs keep
+TURNED_DOWN_KEPT = 4096  # sets of nodes turned down in one cluster that best remembers (a bound on memory)
 HELD_KEPT = 8192  # nodes' pod tuples whose asks and own_node the quick test keeps (beyond most clusters' nodes; each holds its pods)
 _KEY = operator.attrgetter("key")
 
@@ -82,16 +85,21 @@ class Planner:
         self.evaluations = 0
         # The last snapshot's room, kept with it: an id could be reused once a snapshot is freed.
         self._room: _Room | None = None
+        self._rooms: dict[frozenset, _Room] = {}  # the last snapshot's room of the nodes some pods may go to, by the pods' needs (see _room_for)
+        self._tainted = False  # whether a node of the last snapshot has a taint no pod without tolerations may ignore
         # Each node's room as the last room counted it, with its record and pods: the same
         # objects while they are unchanged, as most nodes' are from one pass to the next.
-        self._free: dict[str, tuple[Node, tuple[Pod, ...], tuple[int, int] | None]] = {}
+        self._free: dict[str, _Free] = {}
         self._asked: ByIdentity[tuple[Pod, ...], tuple[tuple[tuple[int, int], ...], tuple[int, int]]] = ByIdentity(HELD_KEPT)  # a node's pods -> _asks_of them
         self._moved: ByIdentity[Pod, Pod] = ByIdentity(PODS_KEPT)  # a placed pod -> it waiting again (what-ifs move the same pods pass after pass)
+        self._turned_down: dict[frozenset[NodeName], str] = {}  # sets of nodes that cannot consolidate in this cluster, and why (see best)
+        self._turned_down_in: Hashable = None  # ... the cluster: ``best``'s key
 
     def _hopeless(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> bool:
         """A quick test before the what-if, with room counted generously (only CPU and
-        memory, every other node as if it took any pod), so a consolidation that may work is
-        never skipped. It cannot work if the nodes' pods exceed the room the other nodes have
+        memory, every other node as if it took any of the pods, where one of them tolerates
+        its taints and has room for what it asks of other resources, such as GPUs), so a
+        consolidation that may work is never skipped. It cannot work if the nodes' pods exceed the room the other nodes have
         plus the largest node that costs less than they do (at most their pools'
         consolidationPriceImprovementFactor of it); or if the pods no other node has room
         for, which must all go on that one node, fit on no offering that costs less and
@@ -102,8 +110,6 @@ class Planner:
         less, of at least the vCPU its pool's node size floor surely has then (``floors``: a
         pool of 16-vCPU nodes cannot replace one of them with a new node of the same floor
         for less)."""
-        if self._room is None or self._room.snapshot is not snapshot:
-            self._room = self._room_in(snapshot)
         names = {n.name for n in nodes}
         # Each node's pods (its tuple, the same object while they are) and what is derived
         # from them, kept by that tuple: every pass tests the same candidates again.
@@ -113,17 +119,18 @@ class Planner:
             moving, asks, own = held[0], asked[0][0], self.own_nodes(held[0])
         else:
             moving, asks, own = [p for on in held for p in on], [a for each in asked for a in each[0]], [o for on in held for o in self.own_nodes(on)]
+        room = self._room_for(snapshot, moving)
         price = sum(self.price_of(n) for n in nodes)
         factor = self.price_factor(nodes)
         if factor < 1.0:  # a replacement may cost this much at most (a little over: never too strict)
             price *= factor * (1 + 1e-9)
         sizes = self.sizes_below(price, ())
         big = (max((c for c, _ in sizes), default=0), max((m for _, m in sizes), default=0))
-        total = self._room.total_without(names)
+        total = room.total_without(names)
         for i in (0, 1):
             if sum(each[1][i] for each in asked) > total[i] + big[i]:
                 return True
-        roomiest = self._room.maximal_without(names)
+        roomiest = room.maximal_without(names)
         # (a cell pool's nodes take no more: a pod that may go only to one has no room elsewhere)
         homeless = [p for p, r, alone in zip(moving, asks, own, strict=True) if alone or not _holds(roomiest, r)]
         if len(homeless) > 1 and any(own):
@@ -131,7 +138,7 @@ class Planner:
         need = (sum(p.requests.cpu for p in homeless), sum(p.requests.memory for p in homeless))
         if homeless and not _holds(self.sizes_below(price, homeless), need):
             return True
-        over = self._room.overflow(names, asks)
+        over = room.overflow(names, asks)
         if over == (0, 0):
             return False  # perhaps a deletion
         # A new node must hold at least that much, and be as large as its pool's node size floor.
@@ -141,22 +148,42 @@ class Planner:
         """The room of the snapshot's nodes that take more pods, counted again only for the
         nodes whose record or pods changed since the last room was."""
         by_node, before = snapshot.by_node, self._free
-        entries: dict[str, tuple[Node, tuple[Pod, ...], tuple[int, int] | None]] = {}
+        entries: dict[str, _Free] = {}
         free: dict[str, tuple[int, int]] = {}
         for n in snapshot.nodes:
             on = by_node.on(n.name)
             entry = before.get(n.name)
             if entry is None or entry[0] is not n or entry[1] is not on:
-                room = None
+                room, other = None, {}
                 if n.state in LIVE_STATES and self.takes_more(n):
-                    cpu, memory = _asks_of(by_node.held(n.name))[1]
+                    held = by_node.held(n.name)
+                    cpu, memory = _asks_of(held)[1]
                     room = (n.allocatable.cpu - cpu, n.allocatable.memory - memory)
-                entry = (n, on, room)
+                    other = _other_room(n, held)
+                entry = (n, on, room, other)
             entries[n.name] = entry
             if entry[2] is not None:
                 free[n.name] = entry[2]
         self._free = entries
         return _Room(snapshot, free)
+
+    def _room_for(self, snapshot: ClusterSnapshot, moving: Sequence[Pod]) -> _Room:
+        """The room of the snapshot's nodes that some of ``moving`` may go to, as far as
+        their taints and the room for resources other than CPU and memory tell; each such
+        set of nodes counted once a snapshot (the candidates' pods are of a few kinds)."""
+        if self._room is None or self._room.snapshot is not snapshot:
+            self._room = self._room_in(snapshot)
+            self._rooms = {}
+            self._tainted = any(untolerated(e[0].taints, (), HARD_EFFECTS) for e in self._free.values() if e[2] is not None)
+        needs = frozenset((p.tolerations, _other_asks(p)) for p in moving)
+        if not self._tainted and not any(other for _, other in needs):
+            return self._room
+        room = self._rooms.get(needs)
+        if room is None:
+            entries = self._free
+            may = lambda e: any(not untolerated(e[0].taints, t, HARD_EFFECTS) and all(e[3].get(r, 0) >= a for r, a in other) for t, other in needs)  # noqa: E731
+            room = self._rooms[needs] = _Room(snapshot, {name: f for name, f in self._room.free.items() if may(entries[name])})
+        return room
 
     def relocate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node], one_new_node: bool = False) -> tuple[Command | None, str]:
         """``relocate`` with this planner's scaler and prices, counted."""
@@ -170,37 +197,65 @@ class Planner:
         """The consolidation of ``nodes``: their pods elsewhere plus at most one node that
         costs strictly less (and at most ``price_factor`` of them), never of their type, and
         ``worth`` its evictions; or None and why not."""
-        if self._hopeless(snapshot, nodes):
-            return None, "its pods fit neither on the other nodes nor with them on a cheaper node"
-        if why := self.promising(snapshot, nodes):
+        moved, why, _ = self._consolidate(snapshot, nodes)
+        return self._weighed(snapshot, moved) if moved is not None else (None, why)
+
+    def _tried(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Command | None, str]:
+        """``consolidate``, but a set of nodes turned down in this same cluster for a reason
+        only a change of the cluster can undo is not asked again (see ``best``)."""
+        key = frozenset(n.name for n in nodes)
+        why = self._turned_down.get(key)
+        if why is not None:
             return None, why
-        moved, why = self.relocate(snapshot, nodes, one_new_node=True)
-        if moved is None:
-            return None, why
-        if any(s.standby for s in moved.replacements):
-            return None, "its pods would take a standby node"
-        if len(moved.replacements) > 1:
-            return None, f"its pods would need {len(moved.replacements)} new nodes"
-        factor = self.price_factor(nodes) if moved.replacements else 1.0
-        for replacement in moved.replacements:
-            if replacement.price >= moved.price:
-                return None, f"a replacement ({replacement.instance_type}, ${replacement.price:.4f}/h) would not be cheaper than ${moved.price:.4f}/h"
-            if replacement.price > moved.price * factor * (1 + 1e-9):  # (a saving of exactly the share asked is enough)
-                return None, (
-                    f"a replacement ({replacement.instance_type}, ${replacement.price:.4f}/h) would save less than "
-                    f"{1 - factor:.0%} of ${moved.price:.4f}/h (consolidationPriceImprovementFactor {factor:g})"
-                )
-            same = [n for n in nodes if (n.instance_type, n.capacity_type) == (replacement.instance_type, replacement.capacity_type)]
-            if same:
-                return None, f"the replacement would be the same type as {same[0].name} ({replacement.instance_type})"
-            spot = replacement.capacity_type is CapacityType.SPOT
-            if spot and len(nodes) == 1 and nodes[0].is_spot and (have := self.spot_choices(nodes[0])) < (need := self.spot_minimum(nodes[0])):
-                return None, f"spot to spot needs {need} cheaper spot types (has {have})"
+        moved, why, lasting = self._consolidate(snapshot, nodes)
+        if moved is not None:
+            return self._weighed(snapshot, moved)
+        if lasting:
+            if len(self._turned_down) >= TURNED_DOWN_KEPT:
+                self._turned_down.clear()
+            self._turned_down[key] = why
+        return None, why
+
+    def _weighed(self, snapshot: ClusterSnapshot, moved: Command) -> tuple[Command | None, str]:
         why = self.worth(snapshot, moved) if moved.savings > 0 else ""
         return (None, why) if why else (moved, "")
 
+    def _consolidate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> tuple[Command | None, str, bool]:
+        """``consolidate`` short of weighing the evictions: the move, or None and why not;
+        and whether that why holds for as long as the cluster is the same (not when
+        ``promising`` turned it down: as their pods run on, a move may pay)."""
+        if self._hopeless(snapshot, nodes):
+            return None, "its pods fit neither on the other nodes nor with them on a cheaper node", True
+        if why := self.promising(snapshot, nodes):
+            return None, why, False
+        moved, why = self.relocate(snapshot, nodes, one_new_node=True)
+        if moved is None:
+            return None, why, True
+        if any(s.standby for s in moved.replacements):
+            return None, "its pods would take a standby node", True
+        if len(moved.replacements) > 1:
+            return None, f"its pods would need {len(moved.replacements)} new nodes", True
+        factor = self.price_factor(nodes) if moved.replacements else 1.0
+        for replacement in moved.replacements:
+            if replacement.price >= moved.price:
+                return None, f"a replacement ({replacement.instance_type}, ${replacement.price:.4f}/h) would not be cheaper than ${moved.price:.4f}/h", True
+            if replacement.price > moved.price * factor * (1 + 1e-9):  # (a saving of exactly the share asked is enough)
+                return (
+                    None,
+                    f"a replacement ({replacement.instance_type}, ${replacement.price:.4f}/h) would save less than "
+                    f"{1 - factor:.0%} of ${moved.price:.4f}/h (consolidationPriceImprovementFactor {factor:g})",
+                    True,
+                )
+            same = [n for n in nodes if (n.instance_type, n.capacity_type) == (replacement.instance_type, replacement.capacity_type)]
+            if same:
+                return None, f"the replacement would be the same type as {same[0].name} ({replacement.instance_type})", True
+            spot = replacement.capacity_type is CapacityType.SPOT
+            if spot and len(nodes) == 1 and nodes[0].is_spot and (have := self.spot_choices(nodes[0])) < (need := self.spot_minimum(nodes[0])):
+                return None, f"spot to spot needs {need} cheaper spot types (has {have})", True
+        return moved, "", True
+
     def best(
-        self, snapshot: ClusterSnapshot, candidates: Sequence[Node], single_tries: int, together: int | None = None
+        self, snapshot: ClusterSnapshot, candidates: Sequence[Node], single_tries: int, together: int | None = None, cluster: Hashable = None
     ) -> tuple[Command | None, dict[NodeName, str]]:
         """Karpenter's order: the longest prefix of ``candidates`` (cheapest to disrupt first,
         at most ``together`` of them) that consolidates together, found by bisection; else
@@ -208,13 +263,21 @@ class Planner:
         tried did not. Nodes that never hold a second pod (a cell pool's) are left out of the
         prefix: each of their pods needs a new node of its own, so two of them made every
         longer prefix fail, and the bisection stopped short of the merges of the nodes after
-        them (they are tried one at a time)."""
+        them (they are tried one at a time).
+
+        ``cluster``: what ``snapshot`` was made of, equal for the same cluster (None: not
+        known). A pass that found only moves not worth their evictions yet is made again
+        later on the same cluster; the sets of nodes it turned down for other reasons (their
+        pods would not fit, the replacement would cost as much) are not asked again then."""
+        if cluster is None or cluster != self._turned_down_in:
+            self._turned_down = {}
+        self._turned_down_in = cluster
         why: dict[NodeName, str] = {}
         merging = [n for n in candidates[:together] if self.takes_more(n)]  # (None: all of them)
         lo, hi, found = 2, min(len(merging), MULTI_NODE_MAX), None
         while lo <= hi:
             mid = (lo + hi) // 2
-            result, _ = self.consolidate(snapshot, merging[:mid])
+            result, _ = self._tried(snapshot, merging[:mid])
             if result is not None and result.savings > 0:
                 found, lo = result, mid + 1
             else:
@@ -222,7 +285,7 @@ class Planner:
         if found is not None:
             return found, why
         for node in candidates[:single_tries]:
-            result, reason = self.consolidate(snapshot, [node])
+            result, reason = self._tried(snapshot, [node])
             if result is not None:
                 return result, why
             why[node.name] = reason
@@ -328,7 +391,9 @@ class CheaperSizes:
         self.usable = UsableOfferings(views, limit=SIZES_KEPT)
         self._cells = frozenset(v.name for v in views if v.cell)
         self._own: ByIdentity[tuple[Pod, ...], tuple[bool, ...]] = ByIdentity(HELD_KEPT)  # a node's pods -> own_node of each (each quick test asks it)
-        self._kinds: dict[frozenset, tuple[list[tuple[float, int, int]], dict[int, list[tuple[int, int]]]]] = {}  # kind -> (offers by price, sizes below each)
+        self._kinds: dict[
+            tuple, tuple[list[tuple[float, int, int]], dict[int, list[tuple[int, int]]]]
+        ] = {}  # (kinds, other resources asked) -> (offers by price, sizes below each)
         self._floored: dict[tuple[frozenset, tuple], list[tuple[float, int, int]]] = {}  # (kinds, floors) -> their offers by price (see cheapest)
 
     def own_nodes(self, pods: tuple[Pod, ...]) -> tuple[bool, ...]:
@@ -341,13 +406,20 @@ class CheaperSizes:
         return bool(usable) and all(pool in self._cells for pool, _ in usable)
 
     def below(self, price: float, pods: Sequence[Pod]) -> list[tuple[int, int]]:
+        """The (CPU, memory) of the offerings under ``price`` that all ``pods`` may use and
+        that hold what they ask together of other resources (GPUs, say), as maximal points."""
         each = {placement_key(p): p for p in pods}  # one pod of each kind
-        kind = frozenset(each)
+        other: dict[str, int] = {}
+        for pod in pods:
+            for r, a in _other_asks(pod):
+                other[r] = other.get(r, 0) + a
+        kind = (frozenset(each), tuple(sorted(other.items())))
         entry = self._kinds.get(kind)
         if entry is None:
             if len(self._kinds) >= SIZES_KEPT:
                 self._kinds.clear()
-            offers = sorted((c.price, c.allocatable.cpu, c.allocatable.memory) for _, c in self.usable.shared(each.values()))
+            usable = (c for _, c in self.usable.shared(each.values()) if all(c.allocatable.get(r) >= a for r, a in other.items()))
+            offers = sorted((c.price, c.allocatable.cpu, c.allocatable.memory) for c in usable)
             entry = self._kinds[kind] = (offers, {})
         offers, found = entry
         at = bisect.bisect_left(offers, (price,))
@@ -368,6 +440,25 @@ class CheaperSizes:
             usable = {id(c): c for p in kinds.values() for pool, c in self.usable.of(p) if c.itype.vcpu >= floors.get(pool, 0)}
             offers = self._floored[key] = sorted((c.price, c.allocatable.cpu, c.allocatable.memory) for c in usable.values())
         return next((price for price, cpu, memory in offers if cpu >= holding[0] and memory >= holding[1]), math.inf)
+
+
+# a node, its pods, its CPU and memory free and its other resources' (None and {}: it takes no more pods)
+_Free = tuple[Node, tuple[Pod, ...], tuple[int, int] | None, dict[str, int]]
+_CPU_MEMORY = frozenset({CPU, MEMORY})
+
+
+def _other_asks(pod: Pod) -> tuple[tuple[str, int], ...]:
+    """What ``pod`` asks of resources other than CPU and memory (GPUs, say)."""
+    return tuple(sorted((r, a) for r, a in pod.requests.items() if r not in _CPU_MEMORY))
+
+
+def _other_room(node: Node, held: tuple[Pod, ...]) -> dict[str, int]:
+    """The room ``node`` has free for resources other than CPU and memory."""
+    free = {r: a for r, a in node.allocatable.items() if r not in _CPU_MEMORY}
+    for pod in held:
+        for r, a in _other_asks(pod):
+            free[r] = free.get(r, 0) - a
+    return free
 
 
 def _asks_of(held: tuple[Pod, ...]) -> tuple[tuple[tuple[int, int], ...], tuple[int, int]]:
