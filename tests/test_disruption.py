@@ -329,9 +329,10 @@ def _real_planner(*pools: Pool, spot_choices: int = 0, asked: list[ClusterSnapsh
             asked.append(what_if)
         return sc.compute(what_if, 0.0)
 
-    sizes = CheaperSizes(sc.views)
+    sizes = CheaperSizes(sc.views, sc.settings.device_asks)
     cells = {p.name for p in pools if p.packing == "cell"}
     hourly = catalog.hourly
+    settings = sc.settings
     return Planner(
         compute,
         lambda n: hourly(n.instance_type, n.capacity_type, n.zone),
@@ -342,6 +343,7 @@ def _real_planner(*pools: Pool, spot_choices: int = 0, asked: list[ClusterSnapsh
         price_factor=lambda _nodes: factor,
         floors=sc.sure_floors,
         cheapest=sizes.cheapest,
+        needs=lambda p: (p.tolerations if settings.filters_taints else None, settings.device_asks(p)),
     )
 
 
@@ -638,6 +640,37 @@ def test_the_quick_test_counts_the_gpus_a_node_has_free_and_a_cheaper_one_sells(
         else:
             assert result is not None
             assert result.replacements == ()  # it fits beside the others: a deletion
+
+
+def test_the_quick_test_reads_taints_and_gpus_only_as_the_profiles_filters_do() -> None:
+    """What a pod needs besides CPU and memory is what the scaler's filters check: its
+    extended resources (not those NodeResourcesFit's ``ignoredResources`` leaves out, nor
+    batch capacity, a ``kubernetes.io/`` resource), and its tolerations only where
+    TaintToleration filters. A planner told nothing of them (a profile filtering on neither)
+    asks the what-if where the GPU-aware one skips it."""
+    from nodemanager.scaler import ScalerSettings
+    from nodemanager.scheduling.profile import DEFAULT_PROFILE
+
+    general, gpu = _gpu_pools()
+    gpu_pod = _gpu_pod("p1", "g1", 2)
+    batch = pod("b", cpu="0", memory="0", extra={"kubernetes.io/batch-cpu": 500, "kubernetes.io/batch-memory": 1 << 30})
+    plain = ScalerSettings((general, gpu))
+    assert plain.device_asks(gpu_pod) == ((GPU, 2),)
+    assert plain.device_asks(batch) == ()
+    assert plain.filters_taints
+    ignoring = ScalerSettings((general, gpu), profile=dataclasses.replace(DEFAULT_PROFILE, plugin_args={"NodeResourcesFit": {"ignoredResources": [GPU]}}))
+    assert ignoring.device_asks(gpu_pod) == ()
+    filters = tuple(f for f in DEFAULT_PROFILE.filter if f != "TaintToleration")
+    untainted = ScalerSettings((general, gpu), profile=dataclasses.replace(DEFAULT_PROFILE, filter=filters))
+    assert not untainted.filters_taints
+
+    candidate, other = _gpu_node("g1", "g2.xlarge"), _gpu_node("g2", "g4.xlarge")
+    snapshot = ClusterSnapshot((gpu_pod, *(_gpu_pod(f"o{i}", "g2", 1, cpu="500m") for i in range(4))), (candidate, other))
+    asked: list[ClusterSnapshot] = []
+    blind = _real_planner(general, gpu, asked=asked, catalog=GPU_CATALOG)
+    blind.needs = lambda _pod: (None, ())
+    blind.consolidate(snapshot, [candidate])
+    assert len(asked) == 1
 
 
 @settings(max_examples=150, deadline=None)

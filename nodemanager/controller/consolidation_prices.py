@@ -1,17 +1,18 @@
 """What consolidation's planner asks about prices and sizes (``scaler/consolidation.py``'s
 ``Planner`` hooks): the cheaper sizes a pool offers for pods, the floors a what-if surely
-keeps, each pool's price improvement factor, whether a node may take more pods, and how
-many cheaper spot types a node's pool has and needs. Answered from the scaler's current offerings."""
+keeps, each pool's price improvement factor, whether a node may take more pods, how
+many cheaper spot types a node's pool has and needs, and what keeps a pod off a node besides
+CPU and memory. Answered from the scaler's current offerings and settings."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from nodemanager.config.schema import Packing
 from nodemanager.model import CapacityType, Node, Pod
 from nodemanager.scaler import ClusterSnapshot
-from nodemanager.scaler.consolidation import SPOT_TO_SPOT_CHOICES, CheaperSizes
+from nodemanager.scaler.consolidation import SPOT_TO_SPOT_CHOICES, CheaperSizes, Command, Needs, Planner
 
 if TYPE_CHECKING:
     from nodemanager.controller.state import ClusterState
@@ -21,6 +22,26 @@ class ConsolidationPrices:
     def __init__(self, state: ClusterState) -> None:
         self.state = state
         self._sizes: CheaperSizes | None = None  # of the scaler's current views
+
+    def planner(self, worth: Callable[[ClusterSnapshot, Command], str], promising: Callable[[ClusterSnapshot, Sequence[Node]], str]) -> Planner:
+        """The planner of the state's scaler, asking these prices, and whether a move is
+        ``worth`` its evictions (and ``promising`` before its what-if)."""
+        state = self.state
+        return Planner(
+            state.what_if,
+            state.price_of,
+            self.spot_choices,
+            spot_minimum=self.spot_minimum,
+            sizes_below=self.sizes_below,
+            takes_more=self.takes_more,
+            own_nodes=self.own_nodes,
+            price_factor=self.price_factor,
+            floors=self.sure_floors,
+            cheapest=self.cheapest,
+            worth=worth,
+            promising=promising,
+            needs=self.needs,
+        )
 
     def sizes_below(self, price: float, pods: Sequence[Pod]) -> list[tuple[int, int]]:
         return self._cheaper().below(price, pods)
@@ -37,8 +58,13 @@ class ConsolidationPrices:
     def _cheaper(self) -> CheaperSizes:
         views = self.state.scaler.views
         if self._sizes is None or self._sizes.views is not views:
-            self._sizes = CheaperSizes(views)
+            self._sizes = CheaperSizes(views, self.state.scaler.settings.device_asks)
         return self._sizes
+
+    def needs(self, pod: Pod) -> Needs:
+        """What keeps ``pod`` off a node besides CPU and memory, as the scaler's filters judge it."""
+        settings = self.state.scaler.settings
+        return (pod.tolerations if settings.filters_taints else None, settings.device_asks(pod))
 
     def price_factor(self, nodes: Sequence[Node]) -> float:
         """The most demanding ``consolidationPriceImprovementFactor`` of the nodes' pools."""

@@ -30,7 +30,7 @@ from nodemanager.controller.tenure import Tenure, first_overtaking
 from nodemanager.model import LIVE_STATES, Node, NodeName, NodeState
 from nodemanager.model.pod import DO_NOT_DISRUPT_ANNOTATION
 from nodemanager.scaler import ClusterSnapshot, StopOrder
-from nodemanager.scaler.consolidation import Command, Planner
+from nodemanager.scaler.consolidation import Command
 from nodemanager.scaler.drift import drifted
 
 if TYPE_CHECKING:
@@ -128,19 +128,8 @@ class DisruptionController:
         self.reranked_at = math.inf  # when the candidates' order changes next, with nothing else changing
         self.actions: deque[dict[str, object]] = deque(maxlen=ACTIONS_KEPT)
         self.totals: Counter[str] = Counter()  # nodes, pods, savings by reason (simulation report)
-        prices = ConsolidationPrices(state)
         self.worth = MoveWorth(state, metrics, self.tenure)
-        self.planner = Planner(
-            state.what_if,
-            state.price_of,
-            prices.spot_choices,
-            spot_minimum=prices.spot_minimum,
-            sizes_below=prices.sizes_below,
-            takes_more=prices.takes_more,
-            own_nodes=prices.own_nodes,
-            price_factor=prices.price_factor,
-            floors=prices.sure_floors,
-            cheapest=prices.cheapest,
+        self.planner = ConsolidationPrices(state).planner(
             worth=lambda snapshot, command: self.worth.verdict(snapshot, command, state.clock.now()),
             promising=lambda snapshot, nodes: self.worth.unpromising(snapshot, nodes, state.clock.now()),
         )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from nodemanager.model import LIVE_STATES, CapacityType, Node, NodeName, NodeState, Pod, PodKey, PodPhase
 from nodemanager.model.by_node import PodsByNode
 from nodemanager.model.resources import CPU, MEMORY
-from nodemanager.model.selectors import HARD_EFFECTS, untolerated
+from nodemanager.model.selectors import HARD_EFFECTS, Toleration, untolerated
 from nodemanager.scaler.by_identity import ByIdentity
 from nodemanager.scaler.decision import Decision, NodeSpec
 from nodemanager.scaler.pools import PoolView
@@ -69,6 +69,7 @@ class Planner:
         cheapest: Callable[[Sequence[Pod], Mapping[str, int], tuple[int, int]], float] = lambda _pods, _floors, _holding: 0.0,
         worth: Callable[[ClusterSnapshot, Command], str] = lambda _snapshot, _command: "",
         promising: Callable[[ClusterSnapshot, Sequence[Node]], str] = lambda _snapshot, _nodes: "",
+        needs: Callable[[Pod], Needs] = lambda _pod: (None, ()),
     ) -> None:
         self.compute = compute  # the scaler's compute at this instant
         self.price_of = price_of
@@ -82,6 +83,7 @@ class Planner:
         self.cheapest = cheapest  # the least price of an offering some of these pods may use, of at least those vCPU, holding this much
         self.worth = worth  # why a consolidation found is not worth its evictions ("" if it is)
         self.promising = promising  # why no consolidation of these nodes can be worth it, before the what-if ("" if one may)
+        self.needs = needs  # what keeps a pod off a node besides CPU and memory, as the scaler's filters judge it
         self.evaluations = 0
         # The last snapshot's room, kept with it: an id could be reused once a snapshot is freed.
         self._room: _Room | None = None
@@ -159,7 +161,7 @@ class Planner:
                     held = by_node.held(n.name)
                     cpu, memory = _asks_of(held)[1]
                     room = (n.allocatable.cpu - cpu, n.allocatable.memory - memory)
-                    other = _other_room(n, held)
+                    other = self._other_room(n, held)
                 entry = (n, on, room, other)
             entries[n.name] = entry
             if entry[2] is not None:
@@ -175,15 +177,23 @@ class Planner:
             self._room = self._room_in(snapshot)
             self._rooms = {}
             self._tainted = any(untolerated(e[0].taints, (), HARD_EFFECTS) for e in self._free.values() if e[2] is not None)
-        needs = frozenset((p.tolerations, _other_asks(p)) for p in moving)
-        if not self._tainted and not any(other for _, other in needs):
+        needs = frozenset(map(self.needs, moving))
+        if not any(other or (tolerations is not None and self._tainted) for tolerations, other in needs):
             return self._room
         room = self._rooms.get(needs)
         if room is None:
             entries = self._free
-            may = lambda e: any(not untolerated(e[0].taints, t, HARD_EFFECTS) and all(e[3].get(r, 0) >= a for r, a in other) for t, other in needs)  # noqa: E731
-            room = self._rooms[needs] = _Room(snapshot, {name: f for name, f in self._room.free.items() if may(entries[name])})
+            room = self._rooms[needs] = _Room(snapshot, {name: f for name, f in self._room.free.items() if _may_take(entries[name], needs)})
         return room
+
+    def _other_room(self, node: Node, held: tuple[Pod, ...]) -> dict[str, int]:
+        """The room ``node`` has free for resources other than CPU and memory, as ``needs``
+        counts its pods' asks (never less than the filters see free)."""
+        free = {r: a for r, a in node.allocatable.items() if r not in _CPU_MEMORY}
+        for pod in held:
+            for r, a in self.needs(pod)[1]:
+                free[r] = free.get(r, 0) - a
+        return free
 
     def relocate(self, snapshot: ClusterSnapshot, nodes: Sequence[Node], one_new_node: bool = False) -> tuple[Command | None, str]:
         """``relocate`` with this planner's scaler and prices, counted."""
@@ -386,8 +396,9 @@ class CheaperSizes:
     of some pods may use (none: of any pool), those another is at least as large as in both
     left out. Kept per kind of pods (their ``placement_key``s) and per price step."""
 
-    def __init__(self, views: Sequence[PoolView]) -> None:
+    def __init__(self, views: Sequence[PoolView], asks: Callable[[Pod], tuple[tuple[str, int], ...]] = lambda _pod: ()) -> None:
         self.views = views
+        self.asks = asks  # the extended resources a pod asks that the filters check (Needs)
         self.usable = UsableOfferings(views, limit=SIZES_KEPT)
         self._cells = frozenset(v.name for v in views if v.cell)
         self._own: ByIdentity[tuple[Pod, ...], tuple[bool, ...]] = ByIdentity(HELD_KEPT)  # a node's pods -> own_node of each (each quick test asks it)
@@ -411,7 +422,7 @@ class CheaperSizes:
         each = {placement_key(p): p for p in pods}  # one pod of each kind
         other: dict[str, int] = {}
         for pod in pods:
-            for r, a in _other_asks(pod):
+            for r, a in self.asks(pod):
                 other[r] = other.get(r, 0) + a
         kind = (frozenset(each), tuple(sorted(other.items())))
         entry = self._kinds.get(kind)
@@ -447,18 +458,19 @@ _Free = tuple[Node, tuple[Pod, ...], tuple[int, int] | None, dict[str, int]]
 _CPU_MEMORY = frozenset({CPU, MEMORY})
 
 
-def _other_asks(pod: Pod) -> tuple[tuple[str, int], ...]:
-    """What ``pod`` asks of resources other than CPU and memory (GPUs, say)."""
-    return tuple(sorted((r, a) for r, a in pod.requests.items() if r not in _CPU_MEMORY))
+# What keeps a pod off a node besides CPU and memory: its tolerations (None: the filters do
+# not read taints) and the extended resources it asks (GPUs, say) by name.
+Needs = tuple[tuple[Toleration, ...] | None, tuple[tuple[str, int], ...]]
 
 
-def _other_room(node: Node, held: tuple[Pod, ...]) -> dict[str, int]:
-    """The room ``node`` has free for resources other than CPU and memory."""
-    free = {r: a for r, a in node.allocatable.items() if r not in _CPU_MEMORY}
-    for pod in held:
-        for r, a in _other_asks(pod):
-            free[r] = free.get(r, 0) - a
-    return free
+def _may_take(entry: _Free, needs: frozenset[Needs]) -> bool:
+    """Whether the node of ``entry`` may take one of the pods of these needs: it has no
+    taint the pod does not tolerate, and room for what it asks of extended resources."""
+    node, other = entry[0], entry[3]
+    return any(
+        (tolerations is None or not untolerated(node.taints, tolerations, HARD_EFFECTS)) and all(other.get(r, 0) >= a for r, a in asks)
+        for tolerations, asks in needs
+    )
 
 
 def _asks_of(held: tuple[Pod, ...]) -> tuple[tuple[tuple[int, int], ...], tuple[int, int]]:

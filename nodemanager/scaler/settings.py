@@ -10,7 +10,7 @@ from nodemanager.config.schema import NodeDefaults, Pool, ProviderConfig
 from nodemanager.model import Pod
 from nodemanager.model.added_affinity import AddedAffinity, parse_added_affinity
 from nodemanager.model.interpod import SpreadConstraint, parse_spread_defaults
-from nodemanager.model.resources import IgnoredResources
+from nodemanager.model.resources import IgnoredResources, is_extended_resource
 from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scheduling import Profile
 from nodemanager.scheduling.plugins.resources import parse_ignored_resources
@@ -46,6 +46,18 @@ class ScalerSettings:
         if "NodeResourcesFit" not in self.profile.filter:
             return IgnoredResources()
         return parse_ignored_resources(self.profile.plugin_args.get("NodeResourcesFit", {}))
+
+    @cached_property
+    def filters_taints(self) -> bool:
+        """Whether the profile's filters keep pods off nodes whose taints they do not tolerate."""
+        return "TaintToleration" in self.profile.filter
+
+    def device_asks(self, pod: Pod) -> tuple[tuple[str, int], ...]:
+        """The extended resources (GPUs, say) of ``pod``'s requests that NodeResourcesFit
+        checks, by name (none where the profile does not filter on resources)."""
+        if "NodeResourcesFit" not in self.profile.filter:
+            return ()
+        return tuple(sorted((r, a) for r, a in self.ignored_resources.strip(pod.requests).items() if is_extended_resource(r)))
 
     @cached_property
     def plans_pods_as_given(self) -> bool:
