@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from nodemanager.model import LIVE_STATES, CapacityType, Node, NodeName, NodeState, Pod, PodKey, PodPhase
 from nodemanager.model.by_node import PodsByNode
-from nodemanager.model.resources import CPU, MEMORY
+from nodemanager.model.resources import CPU, MEMORY, extended
 from nodemanager.model.selectors import HARD_EFFECTS, Toleration, untolerated
 from nodemanager.scaler.by_identity import ByIdentity
 from nodemanager.scaler.decision import Decision, NodeSpec
@@ -93,6 +93,7 @@ class Planner:
         # objects while they are unchanged, as most nodes' are from one pass to the next.
         self._free: dict[str, _Free] = {}
         self._asked: ByIdentity[tuple[Pod, ...], tuple[tuple[tuple[int, int], ...], tuple[int, int]]] = ByIdentity(HELD_KEPT)  # a node's pods -> _asks_of them
+        self._needed: ByIdentity[tuple[Pod, ...], frozenset[Needs]] = ByIdentity(HELD_KEPT)  # a node's pods -> their needs
         self._moved: ByIdentity[Pod, Pod] = ByIdentity(PODS_KEPT)  # a placed pod -> it waiting again (what-ifs move the same pods pass after pass)
         self._turned_down: dict[frozenset[NodeName], str] = {}  # sets of nodes that cannot consolidate in this cluster, and why (see best)
         self._turned_down_in: Hashable = None  # ... the cluster: ``best``'s key
@@ -121,7 +122,7 @@ class Planner:
             moving, asks, own = held[0], asked[0][0], self.own_nodes(held[0])
         else:
             moving, asks, own = [p for on in held for p in on], [a for each in asked for a in each[0]], [o for on in held for o in self.own_nodes(on)]
-        room = self._room_for(snapshot, moving)
+        room = self._room_for(snapshot, frozenset().union(*(self._needed.get(on, self._needs_of) for on in held)))
         price = sum(self.price_of(n) for n in nodes)
         factor = self.price_factor(nodes)
         if factor < 1.0:  # a replacement may cost this much at most (a little over: never too strict)
@@ -169,15 +170,14 @@ class Planner:
         self._free = entries
         return _Room(snapshot, free)
 
-    def _room_for(self, snapshot: ClusterSnapshot, moving: Sequence[Pod]) -> _Room:
-        """The room of the snapshot's nodes that some of ``moving`` may go to, as far as
-        their taints and the room for resources other than CPU and memory tell; each such
-        set of nodes counted once a snapshot (the candidates' pods are of a few kinds)."""
+    def _room_for(self, snapshot: ClusterSnapshot, needs: frozenset[Needs]) -> _Room:
+        """The room of the snapshot's nodes that a pod of one of these ``needs`` may go to,
+        as far as their taints and the room for extended resources tell; each such set of
+        nodes counted once a snapshot (the candidates' pods are of a few kinds)."""
         if self._room is None or self._room.snapshot is not snapshot:
             self._room = self._room_in(snapshot)
             self._rooms = {}
             self._tainted = any(untolerated(e[0].taints, (), HARD_EFFECTS) for e in self._free.values() if e[2] is not None)
-        needs = frozenset(map(self.needs, moving))
         if not any(other or (tolerations is not None and self._tainted) for tolerations, other in needs):
             return self._room
         room = self._rooms.get(needs)
@@ -186,9 +186,14 @@ class Planner:
             room = self._rooms[needs] = _Room(snapshot, {name: f for name, f in self._room.free.items() if _may_take(entries[name], needs)})
         return room
 
+    def _needs_of(self, held: tuple[Pod, ...]) -> frozenset[Needs]:
+        return frozenset(map(self.needs, held))
+
     def _other_room(self, node: Node, held: tuple[Pod, ...]) -> dict[str, int]:
-        """The room ``node`` has free for resources other than CPU and memory, as ``needs``
-        counts its pods' asks (never less than the filters see free)."""
+        """The room ``node`` has free for extended resources, as ``needs`` counts its pods'
+        asks (never less than the filters see free); none on a node that has none."""
+        if not extended(node.allocatable):
+            return {}
         free = {r: a for r, a in node.allocatable.items() if r not in _CPU_MEMORY}
         for pod in held:
             for r, a in self.needs(pod)[1]:
