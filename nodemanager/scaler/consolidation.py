@@ -407,9 +407,8 @@ class CheaperSizes:
         self.usable = UsableOfferings(views, limit=SIZES_KEPT)
         self._cells = frozenset(v.name for v in views if v.cell)
         self._own: ByIdentity[tuple[Pod, ...], tuple[bool, ...]] = ByIdentity(HELD_KEPT)  # a node's pods -> own_node of each (each quick test asks it)
-        self._kinds: dict[
-            tuple, tuple[list[tuple[float, int, int]], dict[int, list[tuple[int, int]]]]
-        ] = {}  # (kinds, other resources asked) -> (offers by price, sizes below each)
+        # (kinds, extended resources asked) -> (offers by price, sizes below each)
+        self._kinds: dict[tuple, tuple[list[tuple[float, int, int]], dict[int, list[tuple[int, int]]]]] = {}
         self._floored: dict[tuple[frozenset, tuple], list[tuple[float, int, int]]] = {}  # (kinds, floors) -> their offers by price (see cheapest)
 
     def own_nodes(self, pods: tuple[Pod, ...]) -> tuple[bool, ...]:
@@ -423,7 +422,7 @@ class CheaperSizes:
 
     def below(self, price: float, pods: Sequence[Pod]) -> list[tuple[int, int]]:
         """The (CPU, memory) of the offerings under ``price`` that all ``pods`` may use and
-        that hold what they ask together of other resources (GPUs, say), as maximal points."""
+        that hold what they ask together of extended resources (GPUs, say), as maximal points."""
         each = {placement_key(p): p for p in pods}  # one pod of each kind
         other: dict[str, int] = {}
         for pod in pods:
