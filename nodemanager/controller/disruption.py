@@ -98,10 +98,11 @@ def _keeps_pods(snapshot: ClusterSnapshot, name: str, pool: Pool) -> str:
 
 def _cluster(state: ClusterState, inputs: tuple, reserved: frozenset[NodeName], now: float) -> tuple:
     """What a pass's snapshot was made of, as far as a what-if reads it: equal only for the
-    same cluster (``inputs``), prices, offerings and pools paused, and nodes held."""
+    same cluster (``inputs``), prices, devices, offerings and pools paused, and nodes held."""
     return (
         inputs,
-        state.catalog,  # (the object: its prices are fixed, and kept here it cannot be freed and its id reused)
+        state.catalog,  # (the objects: kept here, they cannot be freed and their ids reused)
+        state.devices,
         frozenset(state.keeper.active(now).items()),
         frozenset(state.backoff.active(now)),
         frozenset(state.braked),
