@@ -29,8 +29,9 @@ POD = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memo
 LONG = {"pods": [{"name": f"q{i}", "at": round(i * 0.4 * DAY), "duration": round((1 + i % 3) * 0.3 * DAY), "pod": POD} for i in range(5)]}
 
 
-def play(doc: dict, skip: bool, faults: str = "") -> tuple[dict, Simulation]:
-    config, catalog = parse_config(CONFIG % faults, "quiet", Path("."))
+def play(doc: dict, skip: bool, faults: str = "", config: str = "") -> tuple[dict, Simulation]:
+    """The simulation of ``doc`` (on ``config``, else ``CONFIG`` with ``faults``), and its report."""
+    config, catalog = parse_config(config or CONFIG % faults, "quiet", Path("."))
     sim = Simulation(config, catalog, parse_workload(json.dumps(doc), "quiet"), clairvoyant=False, skip_quiet=skip)
     report = sim.run()
     report.pop("decisions")  # (the scaler's own timings: never the same twice)
@@ -52,19 +53,13 @@ def test_an_idle_nodes_grace_is_skipped_up_to_its_stop_and_reports_the_same() ->
     to a pool period before the stop, which comes at the same instant as when played; the
     last is played, as the run ends with it. (The empty day between is skipped apart.)"""
     doc = {"pods": [{"name": f"p{i}", "at": i * 2 * DAY, "duration": 3600, "pod": POD} for i in range(2)]}
-    config = CONFIG.replace("pools:", "nodes: {idleGrace: 6h}\npools:")
-    reports = []
-    for skip in (True, False):
-        conf, catalog = parse_config(config % "", "quiet", Path("."))
-        sim = Simulation(conf, catalog, parse_workload(json.dumps(doc), "quiet"), clairvoyant=False, skip_quiet=skip)
-        report = sim.run()
-        report.pop("decisions")
-        reports.append(report)
-        if skip:
-            assert sim.quiet is not None
-            assert sim.quiet.skipped > 7 * 3600  # most of the first pod's hour and its node's six idle hours (2 h before)
-    assert reports[0] == reports[1]
-    assert reports[0]["simulated_seconds"] > 2 * DAY + 6 * 3600
+    config = CONFIG.replace("pools:", "nodes: {idleGrace: 6h}\npools:") % ""
+    skipped, sim = play(doc, skip=True, config=config)
+    played, _ = play(doc, skip=False, config=config)
+    assert skipped == played
+    assert skipped["simulated_seconds"] > 2 * DAY + 6 * 3600
+    assert sim.quiet is not None
+    assert sim.quiet.skipped > 7 * 3600  # most of the first pod's hour and its node's six idle hours (2 h before)
 
 
 @pytest.mark.heavy
@@ -73,17 +68,11 @@ def test_a_corpus_workload_with_payback_retries_and_cooldowns_reports_the_same()
     pods' cooldowns: a skip that ran past either missed passes the played run made."""
     corpus = load_benchmark("corpus")
     doc, text = corpus.workload("jobs", 1)
-    reports = []
-    for skip in (True, False):
-        config, catalog = parse_config(text, "jobs", Path("."))
-        sim = Simulation(config, catalog, parse_workload(json.dumps(doc), "jobs"), clairvoyant=False, skip_quiet=skip)
-        report = sim.run()
-        report.pop("decisions")
-        reports.append(report)
-        if skip:
-            assert sim.quiet is not None
-            assert sim.quiet.skipped > 3600
-    assert reports[0] == reports[1]
+    skipped, sim = play(doc, skip=True, config=text)
+    played, _ = play(doc, skip=False, config=text)
+    assert skipped == played
+    assert sim.quiet is not None
+    assert sim.quiet.skipped > 3600
 
 
 def test_injected_failures_turn_skipping_off() -> None:
