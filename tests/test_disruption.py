@@ -332,7 +332,6 @@ def _real_planner(*pools: Pool, spot_choices: int = 0, asked: list[ClusterSnapsh
     sizes = CheaperSizes(sc.views, sc.settings.device_asks)
     cells = {p.name for p in pools if p.packing == "cell"}
     hourly = catalog.hourly
-    settings = sc.settings
     return Planner(
         compute,
         lambda n: hourly(n.instance_type, n.capacity_type, n.zone),
@@ -343,7 +342,7 @@ def _real_planner(*pools: Pool, spot_choices: int = 0, asked: list[ClusterSnapsh
         price_factor=lambda _nodes: factor,
         floors=sc.sure_floors,
         cheapest=sizes.cheapest,
-        needs=lambda p: (p.tolerations if settings.filters_taints else None, settings.device_asks(p)),
+        needs=sc.settings.node_needs,
     )
 
 

@@ -63,8 +63,7 @@ class ConsolidationPrices:
 
     def needs(self, pod: Pod) -> Needs:
         """What keeps ``pod`` off a node besides CPU and memory, as the scaler's filters judge it."""
-        settings = self.state.scaler.settings
-        return (pod.tolerations if settings.filters_taints else None, settings.device_asks(pod))
+        return self.state.scaler.settings.node_needs(pod)
 
     def price_factor(self, nodes: Sequence[Node]) -> float:
         """The most demanding ``consolidationPriceImprovementFactor`` of the nodes' pools."""

@@ -11,6 +11,7 @@ from nodemanager.model import Pod
 from nodemanager.model.added_affinity import AddedAffinity, parse_added_affinity
 from nodemanager.model.interpod import SpreadConstraint, parse_spread_defaults
 from nodemanager.model.resources import IgnoredResources, is_extended_resource
+from nodemanager.model.selectors import Toleration
 from nodemanager.noderesource.strategy import ColocationStrategy
 from nodemanager.scheduling import Profile
 from nodemanager.scheduling.plugins.resources import parse_ignored_resources
@@ -51,6 +52,11 @@ class ScalerSettings:
     def filters_taints(self) -> bool:
         """Whether the profile's filters keep pods off nodes whose taints they do not tolerate."""
         return "TaintToleration" in self.profile.filter
+
+    def node_needs(self, pod: Pod) -> tuple[tuple[Toleration, ...] | None, tuple[tuple[str, int], ...]]:
+        """What keeps ``pod`` off a node besides CPU and memory, as the filters judge it: its
+        tolerations (None where the filters do not read taints) and ``device_asks``."""
+        return (pod.tolerations if self.filters_taints else None, self.device_asks(pod))
 
     def device_asks(self, pod: Pod) -> tuple[tuple[str, int], ...]:
         """The extended resources (GPUs, say) of ``pod``'s requests that NodeResourcesFit
