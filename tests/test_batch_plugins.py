@@ -20,6 +20,7 @@ from nodemanager.scheduling.registry import default_registry
 from nodemanager.scheduling.status import Code
 
 ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
 ZONES = ("z-a", "z-b")
 TYPES = ("m.large", "c.large")
 GI = 2**30
@@ -66,7 +67,21 @@ def pods(draw: st.DrawFn, name: str = "incoming") -> Pod:
         annotations[CAPACITY_TYPE_ANNOTATION] = draw(st.sampled_from(["spot", "on-demand", "any"]))
     if draw(st.booleans()):
         annotations[ZONE_ANNOTATION] = draw(st.sampled_from(ZONES))
-    return Pod.from_manifest({"metadata": {"name": name, "namespace": "default", "annotations": annotations}, "spec": spec})
+    # Where other pods are: hard spread and required (anti-)affinity on a zone or a hostname,
+    # selecting pods by ``app``; and a pod that names its node.
+    key, app = st.sampled_from([ZONE, HOSTNAME]), st.sampled_from(["a", "b"])
+    if draw(st.booleans()):
+        selector = {"matchLabels": {"app": draw(app)}}
+        spec["topologySpreadConstraints"] = [
+            {"maxSkew": draw(st.integers(1, 2)), "topologyKey": draw(key), "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector}
+        ]
+    for kind in draw(st.lists(st.sampled_from(["podAffinity", "podAntiAffinity"]), max_size=2, unique=True)):
+        term = {"labelSelector": {"matchLabels": {"app": draw(app)}}, "topologyKey": draw(key)}
+        spec.setdefault("affinity", {})[kind] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    if draw(st.integers(0, 5)) == 0:
+        spec["nodeName"] = f"n{draw(st.integers(0, 3))}"
+    metadata = {"name": name, "namespace": "default", "annotations": annotations, "labels": {"app": draw(app)}}
+    return Pod.from_manifest({"metadata": metadata, "spec": spec})
 
 
 @st.composite
@@ -84,7 +99,7 @@ def nodes(draw: st.DrawFn) -> list[NodeInfo]:
             draw(st.sampled_from(list(CapacityType))),
             zone,
             allocatable,
-            {ZONE: zone},
+            {ZONE: zone, HOSTNAME: f"n{i}"},
             draw(st.sampled_from(pools)),
             cell=draw(st.booleans()),
             unschedulable=draw(st.booleans()),
@@ -116,6 +131,17 @@ def test_the_nodes_every_filter_passes_are_those_each_node_passes_alone(pod: Pod
         fw, state = _prefiltered(pod, infos, profile)
         alone = [n.name for n in infos if fw.run_filter_plugins(state, pod, n).is_success()]
         assert [n.name for n in fw.feasible(state, pod, infos)] == alone
+
+
+@settings(max_examples=150, deadline=None)
+@given(pods(), nodes())
+def test_each_filter_passes_over_many_nodes_the_nodes_it_passes_one_by_one(pod: Pod, infos: list[NodeInfo]) -> None:
+    """Plugin by plugin, over all the nodes: in ``feasible`` a plugin sees only the nodes
+    the plugins before it passed, often too few to tell."""
+    fw, state = _prefiltered(pod, infos, NO_SKIPS)
+    for plugin in fw._filter:
+        alone = [n.name for n in infos if (status := plugin.filter(state, pod, n)) is None or status.is_success()]
+        assert [n.name for n in plugin.filter_nodes(state, pod, infos)] == alone, plugin.name
 
 
 @settings(max_examples=150, deadline=None)

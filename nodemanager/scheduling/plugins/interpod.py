@@ -103,6 +103,13 @@ def spread_domains(handle: object, pod: Pod, constraint: SpreadConstraint, topol
     return topology.memo(memo_key, compute)
 
 
+def _least(counts: Counter[str], domains: frozenset[str]) -> int:
+    """The fewest matching pods in any of ``domains`` (0 for none), looking only at the
+    domains that hold some: a hostname's domains are every node's, and most hold none."""
+    held = [n for d, n in counts.items() if n > 0 and d in domains]
+    return min(held) if len(held) == len(domains) and held else 0
+
+
 @dataclass(frozen=True, slots=True)
 class _Spread:
     constraint: SpreadConstraint
@@ -137,9 +144,7 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
         for c in constraints:
             counts = topology.selector_counts(pod.namespace, c.selector, c.topology_key, counted_nodes(pod, c))
             domains = spread_domains(self.handle, pod, c, topology)
-            min_match = min((counts.get(d, 0) for d in domains), default=0)
-            if len(domains) < c.min_domains:
-                min_match = 0
+            min_match = _least(counts, domains) if len(domains) >= c.min_domains else 0
             self_match = int(c.selector is not None and c.selector.matches(pod.labels))
             out.append(_Spread(c, counts, min_match, self_match))
         return out
@@ -162,6 +167,13 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
             if s.counts.get(value, 0) + s.self_match - s.min_match > s.constraint.max_skew:
                 return unschedulable("node(s) didn't match pod topology spread constraints", self.name)
         return None
+
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
+        # ``filter`` with each constraint's most pods a domain may hold worked out once
+        for s in state.get(_SPREAD_KEY) or ():
+            key, most, counts = s.constraint.topology_key, s.constraint.max_skew + s.min_match - s.self_match, s.counts
+            nodes = [n for n in nodes if (value := n.labels.get(key)) is not None and counts.get(value, 0) <= most]
+        return list(nodes)
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         """kube's PreScore: for each ScheduleAnyway constraint, the matching pods per domain and
@@ -274,6 +286,21 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
             if value is not None and domains.get(value, 0) > 0:
                 return unschedulable("node(s) didn't satisfy existing pods anti-affinity rules", self.name)
         return None
+
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
+        # ``filter``, each condition over every node in turn
+        s: _Affinity | None = state.get(_AFFINITY_KEY)
+        if s is None:
+            return list(nodes)
+        terms = pod.pod_affinity.required
+        if terms:
+            keys = [t.topology_key for t in terms]
+            nodes = [n for n in nodes if all(k in n.labels for k in keys)]
+            if s.anyone or not s.self_affine:  # (the first of a self-affine group may start anywhere)
+                nodes = [n for n in nodes if all(c.get(n.labels[k], 0) > 0 for k, c in zip(keys, s.affinity, strict=True))]
+        for key, counts in [(t.topology_key, c) for t, c in s.anti] + s.repelled:
+            nodes = [n for n in nodes if (value := n.labels.get(key)) is None or counts.get(value, 0) <= 0]
+        return list(nodes)
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         """kube's PreScore: each domain's pull on the pod, from its preferred terms (+weight

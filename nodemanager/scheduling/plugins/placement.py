@@ -200,6 +200,10 @@ class NodeName(SkipsUnasked, FilterPlugin):
             return unresolvable("node(s) didn't match the requested node name", self.name)
         return None
 
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
+        # (kube's NodeName has no PreFilter to Skip it: a pod naming no node passes everywhere)
+        return [n for n in nodes if n.name == pod.node_name] if pod.node_name else list(nodes)
+
 
 class NodePorts(SkipsUnasked, FilterPlugin):
     """Host ports: a pod's hostPorts must not conflict with those of the node's pods."""
