@@ -1,7 +1,7 @@
 """Scaler benchmark: N pending pods on an empty cluster, one compute().
 
     python benchmarks/scaler.py --workload {karpenter,karpenter-mix,mixed,distinct} --pods N
-        [--types families10] [--daemonsets eks] [--warm] [--json] [--seed S]
+        [--types {all,families10,newer10,small11}] [--daemonsets eks] [--warm] [--json] [--seed S]
 
 * karpenter: 400 synthetic instance types (type i: i+1 vCPU, 2(i+1) GiB, 10(i+1) pods,
   price proportional to size, offered in three zones), pods of Karpenter's benchmark sizes.
@@ -18,7 +18,9 @@
   memory 64Mi to 16Gi, uniformly at random), as a snapshot of hand-sized pods is.
 
 * --types families10: mixed and distinct on every size of ten m/c/r families (m5, m6i, m6a,
-  c5, c6i, c6a, r5, r6i, r6a, m7i: 101 types, metal included) instead of the whole catalog.
+  c5, c6i, c6a, r5, r6i, r6a, m7i: 101 types, metal included) instead of the whole catalog;
+  ``newer10``: another ten (m5, c5, r5, m6i, c6i, r6i, m7i, c7i, r7i, m6a: 101 types);
+  ``small11``: eleven small sizes (m5 and c5 large to 4xlarge, r5 large to 2xlarge).
 
 * --warm: the timed decision is the scaler's second: it decided for other pods of the same
   workload (the next seed) first, as a service's scaler has (what it keeps between decisions
@@ -42,9 +44,10 @@ import dataclasses
 import json
 import random
 import resource
+import subprocess
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -173,6 +176,10 @@ def verify(pods: list[Pod], decision, catalog: Catalog, daemons: list[tuple[str,
 
 
 FAMILIES10 = ("m5", "m6i", "m6a", "m7i", "c5", "c6i", "c6a", "r5", "r6i", "r6a")  # 101 types
+NEWER10 = ("m5", "c5", "r5", "m6i", "c6i", "r6i", "m7i", "c7i", "r7i", "m6a")  # 101 types, three generations of each letter
+SMALL11 = ("m5.large", "m5.xlarge", "m5.2xlarge", "m5.4xlarge", "c5.large", "c5.xlarge", "c5.2xlarge", "c5.4xlarge", "r5.large", "r5.xlarge", "r5.2xlarge")
+# --types: the patterns a pool of the mixed and distinct workloads allows
+TYPE_SETS = {"all": ["*"], "families10": [f"{f}.*" for f in FAMILIES10], "newer10": [f"{f}.*" for f in NEWER10], "small11": list(SMALL11)}
 
 
 def _workload(workload: str, n: int, seed: int, types: str) -> tuple[Catalog, Pool, list[karpenter_mix.Spec], list[tuple[int, int]], list[Pod]]:
@@ -193,7 +200,7 @@ def _workload(workload: str, n: int, seed: int, types: str) -> tuple[Catalog, Po
         shapes = (distinct_pods if workload == "distinct" else mixed_pods)(n, rng)
         # Burstable types are left out: their list price holds only below the CPU credit
         # baseline, and pods with sustained requests pay the unlimited-mode surcharge.
-        patterns = [f"{family}.*" for family in FAMILIES10] if types == "families10" else ["*"]
+        patterns = TYPE_SETS[types]
         pool = Pool(name="bench", instance_types=patterns, exclude_instance_types=["t*"], architectures=["x86_64"], capacity_types=[CapacityType.ON_DEMAND])
     if specs:
         pods = [dataclasses.replace(Pod.from_manifest(s.manifest), created_at=float(i)) for i, s in enumerate(specs)]
@@ -202,7 +209,7 @@ def _workload(workload: str, n: int, seed: int, types: str) -> tuple[Catalog, Po
     return catalog, pool, specs, shapes, pods
 
 
-def run(workload: str, n: int, seed: int, daemonsets: str = "none", types: str = "all", *, warm: bool = False) -> dict[str, object]:
+def run(workload: str, n: int, seed: int, daemonsets: str = "none", types: str = "all", *, warm: bool = False, ray: str | None = None) -> dict[str, object]:
     catalog, pool, specs, shapes, pods = _workload(workload, n, seed, types)
     settings = ScalerSettings((pool,), NodeDefaults(default_instance_type=next(iter(catalog)).name, max_boots_per_loop=MAX_BOOTS))
     scaler = BindingNodeScaler(settings, catalog)
@@ -234,11 +241,58 @@ def run(workload: str, n: int, seed: int, daemonsets: str = "none", types: str =
         "unplaced": verify(pods, decision, catalog, daemons),
         "distinct_pod_shapes": len(set(shapes)),
     }
+    if ray is not None:
+        planned = ray_plan(ray, allowed, shapes, daemons)
+        result.update(planned)
+        if "ray_cost_per_hour" in planned and bound:
+            result["ray_cost_ratio"] = round(planned["ray_cost_per_hour"] / bound, 4)  # type: ignore[operator]
     if specs:
         zones = {spec.name: spec.zone for spec in decision.start}
         result["violations"] = len(karpenter_mix.constraint_violations(specs, decision.bindings, zones))
         result["pods_by_zone"] = karpenter_mix.zone_counts(specs, decision.bindings, zones)
     return result
+
+
+RAY_PLANNER = Path(__file__).resolve().parent / "peers" / "ray_planner.py"
+RAY_TIMEOUT = 900.0  # seconds Ray's planner is given (its work grows with nodes x types x pods)
+
+
+def ray_plan(python: str, allowed: list[InstanceType], shapes: list[tuple[int, int]], daemons: list[tuple[str, str, int, int, bool]]) -> dict[str, object]:
+    """The same pods and types through Ray's autoscaler planner (``peers/ray_planner.py``, in a
+    fresh process of ``python``, which has ray installed): each type offers what its DaemonSets
+    leave of its allocatable, CPU in cores as Ray counts it, and a pod slot per pod (its max
+    pods). Its plan is priced at the types' on-demand prices and checked here (``ray_overfull``):
+    what Ray put on each node it added must fit that node, and those pods must be all the pods."""
+    cpu_d, memory_d = sum(d[2] for d in daemons), sum(d[3] for d in daemons)
+    room = {t.name: (t.allocatable.cpu - cpu_d, t.allocatable.memory - memory_d, t.max_pods - len(daemons)) for t in allowed}
+    node_types = {n: {"resources": {"CPU": c / 1000, "memory": m, "pods": p}, "max_workers": len(shapes)} for n, (c, m, p) in room.items() if min(c, m, p) > 0}
+    demands = [{"CPU": c / 1000, "memory": m, "pods": 1} for c, m in shapes]
+    problem = json.dumps({"node_types": node_types, "demands": demands})
+    try:
+        done = subprocess.run([python, str(RAY_PLANNER)], input=problem, capture_output=True, text=True, check=False, timeout=RAY_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return {"ray_timed_out_after_seconds": RAY_TIMEOUT}
+    if done.returncode != 0:
+        raise SystemExit(f"scaler.py: Ray's planner failed:\n{done.stderr[-2000:]}")
+    out = json.loads(done.stdout)
+    price = {t.name: t.on_demand_price for t in allowed}
+    placed: Counter[tuple[int, int]] = Counter()
+    overfull = 0
+    for name, on in out["fills"]:
+        pods = [((round(d["CPU"] * 1000), d["memory"]), k) for d, k in on]
+        placed.update(dict(pods))
+        cpu, memory, slots = room[name]
+        overfull += sum(c * k for (c, _), k in pods) > cpu or sum(m * k for (_, m), k in pods) > memory or sum(k for _, k in pods) > slots
+    if sorted(Counter(n for n, _ in out["fills"]).items()) != sorted(out["nodes"].items()) or placed != Counter(shapes):
+        raise SystemExit("scaler.py: Ray's nodes are not the nodes it packed, or its pods not the pods asked")
+    return {
+        "ray": out["ray"],
+        "ray_seconds": round(out["seconds"], 3),
+        "ray_nodes": len(out["fills"]),
+        "ray_cost_per_hour": round(sum(price[name] for name, _ in out["fills"]), 4),
+        "ray_unfulfilled": out["unfulfilled"],
+        "ray_overfull": overfull,
+    }
 
 
 def main() -> int:
@@ -247,11 +301,14 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--daemonsets", choices=["none", "eks"], default="none", help="DaemonSets every node runs besides its pods")
-    parser.add_argument("--types", choices=["all", "families10"], default="all", help="the instance types mixed and distinct may use")
+    parser.add_argument("--types", choices=list(TYPE_SETS), default="all", help="the instance types mixed and distinct may use")
     parser.add_argument("--warm", action="store_true", help="time a second decision: the scaler has decided for other pods of the workload before")
+    parser.add_argument("--ray", metavar="PYTHON", help="also plan the pods with Ray's autoscaler planner, in a fresh process of this Python (ray installed)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = run(args.workload, args.pods, args.seed, args.daemonsets, args.types, warm=args.warm)
+    if args.ray and args.workload not in ("mixed", "distinct"):
+        parser.error("--ray plans mixed and distinct only (Ray's planner knows no inter-pod constraints)")
+    result = run(args.workload, args.pods, args.seed, args.daemonsets, args.types, warm=args.warm, ray=args.ray)
     if args.json:
         print(json.dumps(result))
     else:

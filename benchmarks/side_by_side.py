@@ -60,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "e2e")
 import karpenter_mix
 import plan_check
 from controlplane import binaries
-from scaler import EKS_DAEMONSETS, FAMILIES10, MI, cheapest_cover, daemon_pod, daemon_set_of, mixed_pods
+from scaler import EKS_DAEMONSETS, FAMILIES10, MI, SMALL11, cheapest_cover, daemon_pod, daemon_set_of, mixed_pods
 
 from cloud.catalog import Catalog
 from nodemanager.config.blocks import MAX_BOOTS
@@ -69,8 +69,7 @@ from nodemanager.model import CapacityType, Node, NodeName, NodeState, Pod
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, ScalerSettings
 
 HOSTNAME, ZONE, INSTANCE_TYPE = "kubernetes.io/hostname", "topology.kubernetes.io/zone", "node.kubernetes.io/instance-type"
-FEW = ("m5.large", "m5.xlarge", "m5.2xlarge", "m5.4xlarge", "c5.large", "c5.xlarge", "c5.2xlarge", "c5.4xlarge", "r5.large", "r5.xlarge", "r5.2xlarge")
-TYPES = {"11": (list(FEW), []), "101": ([f"{f}.*" for f in FAMILIES10], []), "all": (["*"], ["t*"])}
+TYPES = {"11": (list(SMALL11), []), "101": ([f"{f}.*" for f in FAMILIES10], []), "all": (["*"], ["t*"])}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,13 +1,16 @@
 """The scaler benchmark's own checks: its independent verifier catches a node that cannot
-hold its DaemonSet pods, and a small run with EKS's DaemonSets places everything."""
+hold its DaemonSet pods, a small run with EKS's DaemonSets places everything, and the check
+of Ray's plans catches a node Ray overfilled and a pod it lost."""
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
 import random
+import sys
 from types import SimpleNamespace
 
+import pytest
 from bench_modules import load_benchmark
 
 from nodemanager.model import Pod, Resources
@@ -95,3 +98,29 @@ def test_the_scale_verifier_refuses_a_pod_not_running_and_a_node_asked_more_than
     problems = scale.verify(client.CoreV1Api(api_client(stub)), "scale", 3)
     assert problems == ["c: Pending on None", "node n1: its pods ask 1500m and 536870912 bytes, more than it has"]
     assert scale.verify(client.CoreV1Api(api_client(stub)), "scale", 4)[0] == "3 pods, not 4"
+
+
+def _fake_ray(tmp_path, monkeypatch, fills: list) -> None:  # type: ignore[no-untyped-def]
+    """Ray's planner replaced by a script that reads the problem and answers with ``fills``
+    (what it put on each node it added)."""
+    plan = {"ray": "fake", "seconds": 0.5, "nodes": {}, "unfulfilled": 0, "fills": fills}
+    for name, _ in fills:
+        plan["nodes"][name] = plan["nodes"].get(name, 0) + 1
+    script = tmp_path / "ray_planner.py"
+    script.write_text(f"import json, sys\njson.load(sys.stdin)\nprint(json.dumps({plan!r}))\n")
+    monkeypatch.setattr(bench, "RAY_PLANNER", script)
+
+
+def test_the_ray_check_counts_a_node_ray_overfilled_and_refuses_a_plan_that_loses_a_pod(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    catalog = bench.karpenter_catalog()
+    small, large = catalog["fake-it-0"], catalog["fake-it-3"]  # 1 and 4 vCPU
+    shapes = [(600, 1 << 28), (600, 1 << 28)]
+    pod = {"CPU": 0.6, "memory": 1 << 28, "pods": 1}
+    _fake_ray(tmp_path, monkeypatch, [["fake-it-3", [[pod, 2]]]])
+    held = bench.ray_plan(sys.executable, [small, large], shapes, [])
+    assert (held["ray_nodes"], held["ray_overfull"], held["ray_cost_per_hour"]) == (1, 0, large.on_demand_price)
+    _fake_ray(tmp_path, monkeypatch, [["fake-it-0", [[pod, 2]]]])  # 1.2 CPU on a node of less than 1
+    assert bench.ray_plan(sys.executable, [small, large], shapes, [])["ray_overfull"] == 1
+    _fake_ray(tmp_path, monkeypatch, [["fake-it-3", [[pod, 1]]]])  # one pod nowhere
+    with pytest.raises(SystemExit, match="not the pods asked"):
+        bench.ray_plan(sys.executable, [small, large], shapes, [])
