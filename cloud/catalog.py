@@ -161,9 +161,13 @@ class Catalog:
         self, patterns: tuple[str, ...], architectures: tuple[str, ...], exclude: tuple[str, ...], generation: str, burstable: bool
     ) -> frozenset[str]:
         out = set()
+        # Exact names are looked up, not matched: a pool's types are often given as a list of
+        # a hundred names, each of which fnmatch would try against every type of the catalog.
+        exact, globs = _split(patterns)
+        exact_out, globs_out = _split(exclude)
         for n, t in self._types.items():
-            matched = [p for p in patterns if fnmatch.fnmatchcase(n, p)]
-            if not matched or any(fnmatch.fnmatchcase(n, p) for p in exclude):
+            matched = [n] * (n in exact) + [p for p in globs if fnmatch.fnmatchcase(n, p)]
+            if not matched or n in exact_out or any(fnmatch.fnmatchcase(n, p) for p in globs_out):
                 continue
             if architectures and not set(t.architectures) & set(architectures):
                 continue
@@ -245,6 +249,15 @@ def json_file(path: Path, what: str) -> Any:
         return json.loads(Path(path).read_bytes())
     except RecursionError:
         raise ValueError(f"{path} nests deeper than {what} does") from None
+
+
+def _split(patterns: tuple[str, ...]) -> tuple[frozenset[str], list[str]]:
+    """``patterns`` as the exact names among them and the globs (those with ``*``, ``?`` or ``[``)."""
+    globs = [p for p in patterns if _GLOB.search(p)]
+    return frozenset(patterns) - frozenset(globs), globs
+
+
+_GLOB = re.compile(r"[*?\[]")
 
 
 def _names(pattern: str, name: str) -> bool:

@@ -1,3 +1,4 @@
+import fnmatch
 import json
 
 import pytest
@@ -83,6 +84,23 @@ def test_lookup_by_name_and_glob(catalog):
     assert "m5a.large" not in catalog.matching(["m5.*"])
     assert all(n.startswith("c5") for n in catalog.matching(["c5*"]))
     assert "m6g.large" not in catalog.matching(["m6*"], ["x86_64"])
+
+
+def test_exact_names_and_globs_select_as_fnmatch_does(catalog):
+    """Exact names are looked up rather than matched; the selection is fnmatch's, listed
+    types, globs and exclusions mixed (a hundred names, as a pool built from a list gives)."""
+    names = sorted(n for n in catalog.matching(["*"]))
+    listed = names[::13]
+    cases = [
+        (listed, ()),
+        ([*listed, "c5*", "m6?.large", "[rx]6i.*"], ()),
+        ([*listed, "m5.*"], ["m5.large", "c*"]),
+        (["*"], [*listed[:40], "t*"]),
+        (["m5.large", "no-such.type"], ()),
+    ]
+    for patterns, exclude in cases:
+        expected = {n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns) and not any(fnmatch.fnmatchcase(n, p) for p in exclude)}
+        assert catalog.matching(patterns, (), exclude) == expected
 
 
 def test_generator_builds_from_ec2_apis_and_prices(tmp_path):
