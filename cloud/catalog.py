@@ -166,7 +166,7 @@ class Catalog:
         exact, globs = _split(patterns)
         exact_out, globs_out = _split(exclude)
         for n, t in self._types.items():
-            matched = [n] * (n in exact) + [p for p in globs if fnmatch.fnmatchcase(n, p)]
+            matched = ([n] if n in exact else []) + [p for p in globs if fnmatch.fnmatchcase(n, p)]
             if not matched or n in exact_out or any(fnmatch.fnmatchcase(n, p) for p in globs_out):
                 continue
             if architectures and not set(t.architectures) & set(architectures):

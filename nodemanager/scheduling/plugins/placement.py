@@ -201,7 +201,8 @@ class NodeName(SkipsUnasked, FilterPlugin):
         return None
 
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
-        # (kube's NodeName has no PreFilter to Skip it: a pod naming no node passes everywhere)
+        # (the profile runs NodeName at no PreFilter, as kube's does, so nothing Skips its Filter:
+        # a pod that names no node passes everywhere)
         return [n for n in nodes if n.name == pod.node_name] if pod.node_name else list(nodes)
 
 
