@@ -33,7 +33,7 @@ from nodemanager.model import Pod, PodKey
 from nodemanager.model.interpod import AffinityTerm, SpreadConstraint
 from nodemanager.model.labels import CAPACITY_TYPE, HOSTNAME, ZONE
 from nodemanager.scheduling.nodeinfo import NodeInfo
-from nodemanager.scheduling.plugins.interpod import counted_nodes
+from nodemanager.scheduling.plugins.interpod import counted_nodes, least_matching
 from nodemanager.scheduling.topology import PodTopology
 
 _PLANNED_KEYS = (ZONE, HOSTNAME)
@@ -142,7 +142,7 @@ class _Rule:
         """Why a pod of the group may not go to ``zone`` now ("" if it may)."""
         if self.kind == "spread":
             counts = self.counts[0]
-            low = 0 if len(self.domains) < self.min_domains else min((counts.get(d, 0) for d in self.domains), default=0)
+            low = 0 if len(self.domains) < self.min_domains else least_matching(counts, self.domains)
             if counts.get(zone, 0) + self.counts_self - low > self.skew:
                 return "node(s) didn't match pod topology spread constraints"
         elif self.kind == "affinity":

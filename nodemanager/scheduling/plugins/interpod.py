@@ -103,7 +103,7 @@ def spread_domains(handle: object, pod: Pod, constraint: SpreadConstraint, topol
     return topology.memo(memo_key, compute)
 
 
-def _least(counts: Counter[str], domains: frozenset[str]) -> int:
+def least_matching(counts: Mapping[str, int], domains: frozenset[str]) -> int:
     """The fewest matching pods in any of ``domains`` (0 for none), looking only at the
     domains that hold some: a hostname's domains are every node's, and most hold none."""
     held = [n for d, n in counts.items() if n > 0 and d in domains]
@@ -144,7 +144,7 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
         for c in constraints:
             counts = topology.selector_counts(pod.namespace, c.selector, c.topology_key, counted_nodes(pod, c))
             domains = spread_domains(self.handle, pod, c, topology)
-            min_match = _least(counts, domains) if len(domains) >= c.min_domains else 0
+            min_match = least_matching(counts, domains) if len(domains) >= c.min_domains else 0
             self_match = int(c.selector is not None and c.selector.matches(pod.labels))
             out.append(_Spread(c, counts, min_match, self_match))
         return out
