@@ -411,6 +411,28 @@ def test_a_gang_planned_again_puts_its_largest_member_first_so_it_fits_under_the
     assert d.bindings["default/q0"] == d.bindings["default/q9"]
 
 
+def test_a_gang_left_short_by_a_node_strict_min_values_drops_fails_whole():
+    """Found by the property test: a member bound to a booting node and another planned on
+    a new node completed the gang with one already running; the new node then fell short of
+    its pool's Strict minValues and was not booted, and the first member stayed bound: two
+    of three."""
+    types = ["a.large", "b.large", "m.4xlarge", "m.xlarge"]
+    pool = binpack_pool("p1", instance_types=types, capacity_types=[OD, SPOT], launch={"minValues": {"instanceTypes": 3}})
+    ported = {"host_ports": (HostPort(8080),)}
+    gang = [
+        dataclasses.replace(pod(f"w{i}", policy=CapacityPolicy.SPOT, group="train", min_member=3, created=float(i), **kw), **ported)
+        for i, kw in enumerate([{"phase": PodPhase.RUNNING, "node": "n0"}, {}, {}])
+    ]
+    nodes = [node("n0", pool="p1"), node("n1", pool="p1", capacity=SPOT, state=NodeState.CREATING)]
+    left = {("b.large", SPOT, "zone-1b"), ("m.4xlarge", SPOT, "zone-1b"), ("m.xlarge", SPOT, "zone-1b")}
+    out = {(t, c, z): 200.0 for t in pool.instance_types for c in (OD, SPOT) for z in ("zone-1a", "zone-1b") if (t, c, z) not in left}
+    d = compute(scaler(pool), gang, nodes, unavailable=out)
+    assert d.bindings == {}
+    assert d.start == ()
+    assert "minValues not met" in d.waiting["default/w2"]
+    assert "pod group train" in d.waiting["default/w1"]
+
+
 # -- determinism and naming -----------------------------------------------------------------
 
 

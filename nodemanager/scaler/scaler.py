@@ -83,7 +83,10 @@ def _launches(run: Run, started: list[NewNode]) -> tuple[list[NewNode], dict[str
     capacity reservation has left (``reservations.settle``), none short of its pool's
     ``Strict`` minValues (``launch_choices.options_of``). The pods of a node not booted go to
     the other new nodes where they fit (the next decision would put them there: one that
-    left them waiting would not be the decision it makes again), else they wait."""
+    left them waiting would not be the decision it makes again), else they wait. A gang left
+    below its minimum by a node not booted fails (``run.failed``), as under the boot cap."""
+    if run.failed:
+        return started, {}
     started, options = launch_choices.options_of(run, reservations.settle(run, started))
     if not run.unbooted:
         return started, options
@@ -92,7 +95,8 @@ def _launches(run: Run, started: list[NewNode]) -> tuple[list[NewNode], dict[str
     placed = [p.key for p in pods if p.key in run.bindings]
     for key in placed:
         run.waiting.pop(key, None)
-    if not placed:
+    gangs.drop_incomplete_gangs(run)
+    if run.failed or not placed:
         return started, options
     return launch_choices.options_of(run, started)  # (their alternatives must hold the pods they took)
 
@@ -188,7 +192,7 @@ class BindingNodeScaler:
         while True:
             run = Run(self.memory, snapshot, now, excluded, last)
             try:
-                started = _plan(run)
+                started, options = _launches(run, _plan(run))
             finally:
                 self.memory.pictures.spoiled(run.changed)  # lent to the run, which changed these
             if not run.failed:
@@ -198,7 +202,6 @@ class BindingNodeScaler:
             excluded = {**excluded, **{k: why for k, why in failed.items() if k in last}}
             last = (last | failed.keys()) - excluded.keys()
         try:
-            started, options = _launches(run, started)
             stopping, unneeded = stops.stops(run)
             specs = tuple(_spec(n, run.floor_applied.get(n.view.name), *options[n.info.name]) for n in started)
             return Decision(
