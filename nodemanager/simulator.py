@@ -303,7 +303,7 @@ class Simulation:
         while (now := driver.next_due()) <= horizon:
             upcoming = self.cluster.next_arrival()
             if upcoming is not None and upcoming > now and self._quiet():
-                driver.skip_to(min(upcoming, horizon))  # an empty cluster until then: nothing to simulate
+                driver.jump_to(min(upcoming, horizon))  # an empty cluster until then: nothing to simulate
                 now = driver.next_due()
                 if now > horizon:
                     break

@@ -62,6 +62,18 @@ def test_an_idle_nodes_grace_is_skipped_up_to_its_stop_and_reports_the_same() ->
     assert sim.quiet.skipped > 7 * 3600  # most of the first pod's hour and its node's six idle hours (2 h before)
 
 
+def test_an_empty_cluster_is_skipped_to_the_beat_each_loop_would_have_run_at(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With nothing alive, the run jumps to the next arrival; the pool loop then sees the pod
+    at its own next beat, as when every empty pass is played (not at the arrival itself,
+    which a beat seldom falls on: the pod waited less than it would have)."""
+    doc = {"pods": [{"name": f"p{i}", "at": i * DAY + 7, "duration": 600, "pod": POD} for i in range(2)]}
+    skipped, _ = play(doc, skip=False)
+    monkeypatch.setattr(Simulation, "_quiet", lambda self: False)
+    played, _ = play(doc, skip=False)
+    assert skipped == played
+    assert skipped["pods"]["bound"] == 2
+
+
 @pytest.mark.heavy
 def test_a_corpus_workload_with_payback_retries_and_cooldowns_reports_the_same() -> None:
     """``jobs`` seed 1 skips stretches that end at consolidation's payback retry and at

@@ -31,10 +31,6 @@ class VirtualDriver:
                 self.due[name] = now + self.intervals[name]
         return now
 
-    def skip_to(self, when: float) -> None:
-        """No loop runs before ``when`` (nothing would happen: the caller knows the cluster is empty)."""
-        self.due = {name: max(due, when) for name, due in self.due.items()}
-
     def jump_to(self, when: float) -> float:
         """No loop runs before ``when``: each loop's next run is the first of its own beat
         from there, the very time (to the last bit) it would have run at had every run
