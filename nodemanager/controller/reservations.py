@@ -4,7 +4,7 @@ then, under it, the instances each has left for the scaler (``ClusterState.reser
 the catalog's reserved offerings made again where a reservation came, went or changed, and
 the nodes of a Capacity Block near its end replaced ahead of EC2: from the block's
 ``drainLead`` before its end, what their pods need is booted, then they are drained and
-terminated (no new node goes into the block from then either). A node keeps its
+terminated (no new node goes into the block from ``LAUNCH_CUTOFF`` before then). A node keeps its
 block's end after the block stops being listed (EC2 lists active reservations only)."""
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ log = logging.getLogger("nodemanager.controller")
 
 ENDS_KEPT = 10_000  # Capacity Blocks whose drain time is remembered after they stop being listed
 RECLAIM_MARGIN = 300.0  # a block's nodes are drained at the latest this long before EC2 starts reclaiming it
+# No new node goes into a block from this long before its drain time: it would be drained
+# again within the half hour, its pods moved twice for minutes of reserved capacity.
+LAUNCH_CUTOFF = 1800.0
 BOOTING = frozenset({NodeState.CREATING, NodeState.CREATED})  # not Ready yet (nor failed)
 
 
@@ -70,7 +73,7 @@ class ReservationController:
                 continue
             if r.ends_at is not None and r.kind is ReservationKind.CAPACITY_BLOCK:
                 self._remember(r.id, r.ends_at - term.drain_lead)
-            ending = r.id in self.drain_at and now >= self.drain_at[r.id]
+            ending = r.id in self.drain_at and now >= self.drain_at[r.id] - LAUNCH_CUTOFF
             selected[r.id] = dataclasses.replace(r, available=0) if ending else r  # no new node into a block about to end
         shapes = lambda rs: sorted(r.shape for r in rs.values())  # noqa: E731
         changed = shapes(selected) != shapes(c.reservations)
