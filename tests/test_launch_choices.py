@@ -224,3 +224,31 @@ def test_the_pods_of_a_node_strict_min_values_drops_go_to_another_new_node_where
     assert {s.pool for s in decision.start} == {"p1"}  # none of p2's: its offerings give one type of the three asked
     assert "default/q0" in decision.bindings  # q0 has no port: it rides on a p1 node booted for a port pod
     assert "default/q0" not in decision.waiting
+
+
+def test_a_pod_pinned_to_one_type_that_joins_a_node_waits_alone_under_strict_min_values():
+    """Found by the scaler's property test: a pod asking for one instance type rode on the
+    node booted for a host-port pod; the node's offerings then gave one type of the three
+    asked, and the node was dropped with both pods. Placed again, the pinned pod joined the
+    next such node and dropped it too: no pod of the pool got a node, decision after
+    decision. Now the pinned pod is taken off and waits; the others' nodes boot, and it
+    joins one once that node is launched (its type then known)."""
+    from builders import SPOT, binpack_pool
+    from builders import pod as bpod
+    from builders import scaler as bscaler
+    from test_scaler_properties import apply
+
+    from nodemanager.model.ports import HostPort
+
+    strict = binpack_pool("p1", instance_types=["a.large", "b.large", "m.4xlarge"], capacity_types=[SPOT], launch={"minValues": {"instanceTypes": 3}})
+    ported = [dataclasses.replace(bpod(f"h{i}", created=float(i)), host_ports=(HostPort(8080),)) for i in (1, 2)]
+    snapshot = ClusterSnapshot((*ported, bpod("pinned", itype="a.large", created=3.0)), ())
+    s = bscaler(strict)
+    first = s.compute(snapshot, 100.0)
+    assert sorted(first.bindings) == ["default/h1", "default/h2"]
+    assert len(first.start) == 2
+    assert all(not spec.relaxed and len({o.instance_type for o in spec.alternatives} | {spec.instance_type}) == 3 for spec in first.start)
+    assert first.waiting == {"default/pinned": "pool p1: minValues not met: the pods' offerings give 1 instance type(s) of the 3 asked"}
+    second = s.compute(apply(snapshot, first), 100.0)
+    assert second.start == ()
+    assert second.bindings["default/pinned"] in {spec.name for spec in first.start}

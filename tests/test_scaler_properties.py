@@ -352,4 +352,8 @@ def test_applying_a_decision_then_computing_again_changes_nothing(scenario, grac
     second = s.compute(apply(snap, first), NOW)
     assert second.start == ()
     assert second.stop == ()
-    assert second.bindings == first.bindings
+    # A pod whose type would leave any new node short of its pool's Strict minValues waits;
+    # once a node is launched its type is known, and the pod may join it.
+    started = {spec.name for spec in first.start}
+    joined = {k for k, why in first.waiting.items() if "minValues not met" in why and second.bindings.get(k) in started}
+    assert {k: v for k, v in second.bindings.items() if k not in joined} == first.bindings

@@ -21,7 +21,7 @@ import itertools
 from collections.abc import Sequence
 
 from nodemanager.config.launch_schema import LaunchMethod, MinValues, MinValuesPolicy
-from nodemanager.model import LaunchOption, Pod, Resources
+from nodemanager.model import LaunchOption, Pod, PodKey, Resources
 from nodemanager.scaler import interpod_plan as plan
 from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info
 from nodemanager.scaler.run import NewNode, Run
@@ -159,17 +159,41 @@ def options_of(run: Run, nodes: Sequence[NewNode]) -> tuple[list[NewNode], dict[
     options = {n.info.name: chooser.alternatives(n) for n in nodes}
     kept = []
     for node in nodes:
+        strict = node.view.pool.launch.min_values.policy is MinValuesPolicy.STRICT
+        if options[node.info.name][1] and strict:
+            options[node.info.name] = _narrowing_taken_off(run, chooser, node, options[node.info.name][1])
         unmet = options[node.info.name][1]
-        if unmet and node.view.pool.launch.min_values.policy is MinValuesPolicy.STRICT:
-            for key, pod in list(node.info.pods.items()):
-                run.unplace(key)
-                run.waiting[key] = f"pool {node.view.name}: {unmet}"
-                run.unbooted.append(pod)
+        if unmet and strict:
+            for key in list(node.info.pods):
+                _give_back(run, node, key, unmet)
             run.forget(node.info.name)
             del options[node.info.name]
         else:
             kept.append(node)
     return kept, options
+
+
+def _narrowing_taken_off(run: Run, chooser: _Chooser, node: NewNode, unmet: str) -> tuple[tuple[LaunchOption, ...], str]:
+    """The node's options once the pods that narrowed them below its pool's ``Strict``
+    minValues are taken off, the last placed first (a pod pinned to one type that joined a
+    node booted for others): those pods wait, saying why, not the pods the node was booted
+    for. (Dropping the whole node left every pod it held waiting, decision after decision,
+    while the narrowing pod kept joining their next node.) Its first pod stays: a node
+    still short with it alone is dropped whole."""
+    answer: tuple[tuple[LaunchOption, ...], str] = ((), unmet)
+    placed = list(node.info.pods)
+    while answer[1] and len(placed) > 1:
+        _give_back(run, node, placed.pop(), answer[1])
+        answer = chooser.alternatives(node)
+    return answer
+
+
+def _give_back(run: Run, node: NewNode, key: PodKey, unmet: str) -> None:
+    """``key`` off the node, waiting for ``unmet``, to be placed again where it fits."""
+    pod = node.info.pods[key]
+    run.unplace(key)
+    run.waiting[key] = f"pool {node.view.name}: {unmet}"
+    run.unbooted.append(pod)
 
 
 def _shortfall(wanted: MinValues, types: set[str], families: set[str]) -> str:

@@ -88,17 +88,16 @@ def _launches(run: Run, started: list[NewNode]) -> tuple[list[NewNode], dict[str
     if run.failed:
         return started, {}
     started, options = launch_choices.options_of(run, reservations.settle(run, started))
-    if not run.unbooted:
-        return started, options
-    pods, run.unbooted = run.unbooted, []
-    existing.fill(run, _classes(run.fw.sort_pods(pods), run.key))
-    placed = [p.key for p in pods if p.key in run.bindings]
-    for key in placed:
-        run.waiting.pop(key, None)
-    gangs.drop_incomplete_gangs(run)
-    if run.failed or not placed:
-        return started, options
-    return launch_choices.options_of(run, started)  # (their alternatives must hold the pods they took)
+    if run.unbooted:
+        pods, run.unbooted = run.unbooted, []
+        existing.fill(run, _classes(run.fw.sort_pods(pods), run.key))
+        placed = [p.key for p in pods if p.key in run.bindings]
+        for key in placed:
+            run.waiting.pop(key, None)
+        if placed:  # their alternatives must hold the pods they took (those that narrow them wait)
+            started, options = launch_choices.options_of(run, started)
+        gangs.drop_incomplete_gangs(run)
+    return started, options
 
 
 def smallest_request(pods: Iterable[Pod]) -> Resources:
