@@ -10,13 +10,14 @@ from harness import Harness, arrive, binpack_pool
 
 from cloud.errors import CloudError
 from cloud.simulated import SimulatedCloud
-from nodemanager.controller.reservations import LAUNCH_CUTOFF, RECLAIM_MARGIN
+from nodemanager.controller.reservations import RECLAIM_MARGIN
 from nodemanager.model import CapacityType, NodeState
 from nodemanager.model.labels import RESERVATION_ID, RESERVATION_TYPE
 from nodemanager.model.reservation import Reservation, ReservationKind
 
 RSV = CapacityType.RESERVED
 START = 1000.0  # the harness's clock when the workload starts (its arrivals count from then)
+LAUNCH_CUTOFF = 1800.0  # a term's launchCutoff by default
 ODCR = Reservation("cr-0aaaaaaaaaaaaaaa1", "m.xlarge", ZONES[0], total=2, available=2)
 BLOCK = Reservation("cr-0bbbbbbbbbbbbbbb1", "m.xlarge", ZONES[1], total=2, available=2, kind=ReservationKind.CAPACITY_BLOCK, ends_at=START + 7200.0)
 
@@ -77,7 +78,7 @@ def test_a_capacity_blocks_nodes_are_replaced_from_its_drain_time_and_not_before
 def test_no_new_node_goes_into_a_block_it_would_be_drained_from_within_half_an_hour():
     """Found by the safety fuzz: a pod was booted into a block 82 s before the block's drain
     time, moved into a second block 462 s before that one's, then onto on-demand: three boots
-    for one pod in ten minutes. From LAUNCH_CUTOFF before a block's drain time its capacity
+    for one pod in ten minutes. From its launchCutoff before a block's drain time its capacity
     is not offered for new nodes; the nodes already in it stay until the drain."""
     drain_at = BLOCK.ends_at - 2400.0
     early, late = arrive("early", cpu="3", memory="4Gi"), arrive("late", at=drain_at - LAUNCH_CUTOFF + 300 - START, cpu="3", memory="4Gi")
@@ -88,6 +89,15 @@ def test_no_new_node_goes_into_a_block_it_would_be_drained_from_within_half_an_h
     assert placed["default/late"].capacity_type is CapacityType.ON_DEMAND
     assert h.controller.state.reservations[BLOCK.id].available == 0  # a block left: no more into it
     assert not h.controller.state.marked  # the node in it stays until the drain
+
+
+def test_a_launch_cutoff_of_zero_launches_into_a_block_until_its_drain_time():
+    drain_at = BLOCK.ends_at - 2400.0
+    late = arrive("late", at=drain_at - 600 - START, cpu="3", memory="4Gi")
+    h = Harness(pool({"id": BLOCK.id, "launchCutoff": "0s"}), arrivals=[late], reservations=[(BLOCK, 0.0)], resume_evicted=True)
+    h.driver.run_until(drain_at - 300)
+    [node] = h.bound().values()
+    assert h.controller.state.nodes[node].labels.get(RESERVATION_ID) == BLOCK.id
 
 
 class _Failing(SimulatedCloud):

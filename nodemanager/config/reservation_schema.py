@@ -31,8 +31,10 @@ class ReservationTerm(Model):
     not. Planning, consolidation, `/status` and `/metrics` count reserved capacity as next to free, so it is used first."""
     drain_lead: Duration = Field(default=2400.0, gt=CAPACITY_BLOCK_RECLAIM, le=86400.0)
     """For a Capacity Block: how long before the block ends its nodes are drained and terminated (their pods planned elsewhere first).
-    Default 40m: ten minutes before EC2 begins terminating the block's instances (30 minutes before its end). No new node goes into the
-    block from 30 minutes before its drain time."""
+    Default 40m: ten minutes before EC2 begins terminating the block's instances (30 minutes before its end)."""
+    launch_cutoff: Duration = Field(default=1800.0, ge=0.0, le=86400.0)
+    """For a Capacity Block: no new node goes into the block from this long before its drain time (default 30m): such a node would be
+    drained again within that time, its pods moved twice for minutes of reserved capacity. The block's running nodes stay until the drain."""
 
     @model_validator(mode="after")
     def _one_way(self) -> ReservationTerm:

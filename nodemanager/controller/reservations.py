@@ -4,7 +4,7 @@ then, under it, the instances each has left for the scaler (``ClusterState.reser
 the catalog's reserved offerings made again where a reservation came, went or changed, and
 the nodes of a Capacity Block near its end replaced ahead of EC2: from the block's
 ``drainLead`` before its end, what their pods need is booted, then they are drained and
-terminated (no new node goes into the block from ``LAUNCH_CUTOFF`` before then). A node keeps its
+terminated (no new node goes into the block from its ``launchCutoff`` before then). A node keeps its
 block's end after the block stops being listed (EC2 lists active reservations only)."""
 
 from __future__ import annotations
@@ -30,9 +30,6 @@ log = logging.getLogger("nodemanager.controller")
 
 ENDS_KEPT = 10_000  # Capacity Blocks whose drain time is remembered after they stop being listed
 RECLAIM_MARGIN = 300.0  # a block's nodes are drained at the latest this long before EC2 starts reclaiming it
-# No new node goes into a block from this long before its drain time: it would be drained
-# again within the half hour, its pods moved twice for minutes of reserved capacity.
-LAUNCH_CUTOFF = 1800.0
 BOOTING = frozenset({NodeState.CREATING, NodeState.CREATED})  # not Ready yet (nor failed)
 
 
@@ -46,6 +43,7 @@ class ReservationController:
         self.reprice = reprice  # the catalog's reserved offerings made again (the operator swaps the scaler)
         self.replace = replace  # a node's pods planned elsewhere and what they need booted: the names booted
         self.drain_at: dict[str, float] = {}  # Capacity Block -> when its nodes are drained
+        self.no_launch_at: dict[str, float] = {}  # Capacity Block -> from when no new node goes into it (its launchCutoff before the drain)
         self.waiting: dict[str, tuple[tuple[str, ...], float, str]] = {}  # block node -> (booted for its pods, drained by then, why)
         self.queries = [t.query() for p in state.config.pools for t in p.capacity_reservations]
 
@@ -73,7 +71,8 @@ class ReservationController:
                 continue
             if r.ends_at is not None and r.kind is ReservationKind.CAPACITY_BLOCK:
                 self._remember(r.id, r.ends_at - term.drain_lead)
-            ending = r.id in self.drain_at and now >= self.drain_at[r.id] - LAUNCH_CUTOFF
+                self.no_launch_at[r.id] = r.ends_at - term.drain_lead - term.launch_cutoff
+            ending = r.id in self.no_launch_at and now >= self.no_launch_at[r.id]
             selected[r.id] = dataclasses.replace(r, available=0) if ending else r  # no new node into a block about to end
         shapes = lambda rs: sorted(r.shape for r in rs.values())  # noqa: E731
         changed = shapes(selected) != shapes(c.reservations)
@@ -136,7 +135,9 @@ class ReservationController:
 
     def _remember(self, block: str, when: float) -> None:
         if block not in self.drain_at and len(self.drain_at) >= ENDS_KEPT:
-            del self.drain_at[next(iter(self.drain_at))]
+            gone = next(iter(self.drain_at))
+            del self.drain_at[gone]
+            self.no_launch_at.pop(gone, None)
         self.drain_at[block] = when
 
     def status(self) -> list[dict[str, object]]:

@@ -413,7 +413,7 @@ def test_a_capacity_blocks_pods_move_to_nodes_booted_for_them_before_it_ends(pla
     block = Reservation("cr-0e2e0e2e0e2e0e2e0", "m5.xlarge", "us-east-1b", 2, 2, ReservationKind.CAPACITY_BLOCK, time.time() + 2400.0 + 25.0)
     text = PROVIDER.format(mode="scheduler").replace(
         'instanceTypes: ["m5.*", "c5.*"],',
-        f'instanceTypes: ["m5.*", "c5.*"], capacityTypes: [reserved, on-demand], capacityReservations: [{{id: {block.id}}}],',
+        f'instanceTypes: ["m5.*", "c5.*"], capacityTypes: [reserved, on-demand], capacityReservations: [{{id: {block.id}, launchCutoff: 0s}}],',
     )
     config, catalog = parse_config(text, "provider.yaml", tmp_path)
     w = World(plane, config, catalog, reservations=[(block, 0.0)])
