@@ -81,10 +81,11 @@ def _plan(run: Run) -> list[NewNode]:
 def _launches(run: Run, started: list[NewNode]) -> tuple[list[NewNode], dict[str, tuple[tuple[LaunchOption, ...], str]]]:
     """The nodes to boot after all, and each one's launch options: none past what its
     capacity reservation has left (``reservations.settle``), none short of its pool's
-    ``Strict`` minValues (``launch_choices.options_of``). The pods of a node not booted go to
-    the other new nodes where they fit (the next decision would put them there: one that
-    left them waiting would not be the decision it makes again), else they wait. A gang left
-    below its minimum by a node not booted fails (``run.failed``), as under the boot cap."""
+    ``Strict`` minValues (``launch_choices.options_of``: the pods that narrow a node's
+    offerings are taken off it first). The pods of a node not booted, and those taken off,
+    go to the other new nodes where they fit (the next decision would put them there: one
+    that left them waiting would not be the decision it makes again), else they wait. A gang
+    left below its minimum by them fails (``run.failed``), as under the boot cap."""
     if run.failed:
         return started, {}
     started, options = launch_choices.options_of(run, reservations.settle(run, started))
