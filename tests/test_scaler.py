@@ -433,6 +433,29 @@ def test_a_gang_left_short_by_a_node_strict_min_values_drops_fails_whole():
     assert "pod group train" in d.waiting["default/w1"]
 
 
+def test_a_new_standby_node_that_a_pod_placed_again_takes_is_replaced_in_the_same_decision():
+    """Found by the property test: a pod's node in a first pool fell short of its Strict
+    minValues once the pool's CPU limit kept the larger types out, and the pod was placed
+    again on the second pool's new standby node. That node booted for it, but no standby
+    took its place until the next decision found it busy: a decision it did not make again."""
+    from test_scaler_properties import apply
+
+    strict = cell_pool("p1", instance_types=["a.large", "b.large", "m.4xlarge", "m.xlarge"], limits=Limits(cpu="8"), launch={"minValues": {"instanceTypes": 3}})
+    warm = cell_pool("p2", standby=[Standby(instance_type="a.large", count=1)])
+    open_ = {("a.large", OD, "zone-1b"), ("m.4xlarge", OD, "zone-1b"), ("m.xlarge", OD, "zone-1b")}
+    types = ("a.large", "b.large", "m.4xlarge", "m.xlarge")
+    out = {(t, c, z): 200.0 for t in types for c in (OD, SPOT) for z in ("zone-1a", "zone-1b") if (t, c, z) not in open_}
+    ported = dataclasses.replace(pod("q0", policy=CapacityPolicy.ON_DEMAND), host_ports=(HostPort(8080),))
+    s = scaler(strict, warm)
+    snapshot = ClusterSnapshot((ported,), (), out)
+    first = s.compute(snapshot, 100.0)
+    assert sorted((spec.pool, spec.pods) for spec in first.start) == [("p2", ()), ("p2", ("default/q0",))]
+    assert [spec.standby for spec in first.start if spec.pods] == [False]
+    second = s.compute(apply(snapshot, first), 100.0)
+    assert second.start == ()
+    assert second.bindings == first.bindings
+
+
 # -- determinism and naming -----------------------------------------------------------------
 
 

@@ -85,7 +85,8 @@ def _launches(run: Run, started: list[NewNode]) -> tuple[list[NewNode], dict[str
     offerings are taken off it first). The pods of a node not booted, and those taken off,
     go to the other new nodes where they fit (the next decision would put them there: one
     that left them waiting would not be the decision it makes again), else they wait. A gang
-    left below its minimum by them fails (``run.failed``), as under the boot cap."""
+    left below its minimum by them fails (``run.failed``), as under the boot cap. A new
+    standby node such pods take boots for them, and another takes its place."""
     if run.failed:
         return started, {}
     started, options = launch_choices.options_of(run, reservations.settle(run, started))
@@ -96,7 +97,11 @@ def _launches(run: Run, started: list[NewNode]) -> tuple[list[NewNode], dict[str
         for key in placed:
             run.waiting.pop(key, None)
         if placed:  # their alternatives must hold the pods they took (those that narrow them wait)
+            taken = standby.taken_by_pods(run, started)
             started, options = launch_choices.options_of(run, started)
+            if taken:
+                more = standby.replace_taken(run, taken, run.memory.settings.nodes.max_boots_per_loop - len(started))
+                started, options = started + more, {**options, **launch_choices.options_of(run, more)[1]}
         gangs.drop_incomplete_gangs(run)
     return started, options
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from nodemanager.model import BINDABLE_STATES, CapacityType
 from nodemanager.scaler.pools import PoolView
-from nodemanager.scaler.run import Run, holds_work
+from nodemanager.scaler.run import NewNode, Run, holds_work
 
 
 def _standby_entries(run: Run) -> Iterable[tuple[PoolView, str, CapacityType, str | None, int]]:
@@ -52,3 +52,28 @@ def top_up_standby(run: Run) -> None:
                 break
             budget.spend(options[0].itype)
             run.kept.add(run.new_node(view, options[0], standby=True).info.name)
+
+
+def taken_by_pods(run: Run, started: list[NewNode]) -> list[NewNode]:
+    """The new standby nodes that pods took when they were placed again (their own node was
+    not booted after all, ``scaler._launches``): each now boots for its pods, no longer as
+    standby. Returned so that the standby pool gets nodes in their place."""
+    taken = [n for n in started if n.standby and n.info.pods]
+    for node in taken:
+        node.standby = False
+        run.kept.discard(node.info.name)
+    return taken
+
+
+def replace_taken(run: Run, taken: list[NewNode], room: int) -> list[NewNode]:
+    """A new standby node of the same offering for each of ``taken``, at most ``room`` (what
+    the boot cap leaves) and within the pool's limits: the decision the next one would
+    make, finding those nodes busy."""
+    out: list[NewNode] = []
+    for node in taken[: max(room, 0)]:
+        if run.blocked(node.candidate) or run.budget(node.view).copies(node.candidate.itype) == 0:
+            continue
+        new = run.new_node(node.view, node.candidate, standby=True)
+        run.kept.add(new.info.name)
+        out.append(new)
+    return out
