@@ -43,7 +43,6 @@ class ReservationController:
         self.reprice = reprice  # the catalog's reserved offerings made again (the operator swaps the scaler)
         self.replace = replace  # a node's pods planned elsewhere and what they need booted: the names booted
         self.drain_at: dict[str, float] = {}  # Capacity Block -> when its nodes are drained
-        self.no_launch_at: dict[str, float] = {}  # Capacity Block -> from when no new node goes into it (its launchCutoff before the drain)
         self.waiting: dict[str, tuple[tuple[str, ...], float, str]] = {}  # block node -> (booted for its pods, drained by then, why)
         self.queries = [t.query() for p in state.config.pools for t in p.capacity_reservations]
 
@@ -71,8 +70,7 @@ class ReservationController:
                 continue
             if r.ends_at is not None and r.kind is ReservationKind.CAPACITY_BLOCK:
                 self._remember(r.id, r.ends_at - term.drain_lead)
-                self.no_launch_at[r.id] = r.ends_at - term.drain_lead - term.launch_cutoff
-            ending = r.id in self.no_launch_at and now >= self.no_launch_at[r.id]
+            ending = r.id in self.drain_at and now >= self.drain_at[r.id] - term.launch_cutoff
             selected[r.id] = dataclasses.replace(r, available=0) if ending else r  # no new node into a block about to end
         shapes = lambda rs: sorted(r.shape for r in rs.values())  # noqa: E731
         changed = shapes(selected) != shapes(c.reservations)
@@ -135,9 +133,7 @@ class ReservationController:
 
     def _remember(self, block: str, when: float) -> None:
         if block not in self.drain_at and len(self.drain_at) >= ENDS_KEPT:
-            gone = next(iter(self.drain_at))
-            del self.drain_at[gone]
-            self.no_launch_at.pop(gone, None)
+            del self.drain_at[next(iter(self.drain_at))]
         self.drain_at[block] = when
 
     def status(self) -> list[dict[str, object]]:

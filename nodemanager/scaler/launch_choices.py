@@ -159,17 +159,16 @@ def options_of(run: Run, nodes: Sequence[NewNode]) -> tuple[list[NewNode], dict[
     options = {n.info.name: chooser.alternatives(n) for n in nodes}
     kept = []
     for node in nodes:
-        strict = node.view.pool.launch.min_values.policy is MinValuesPolicy.STRICT
-        if options[node.info.name][1] and strict:
-            options[node.info.name] = _narrowing_taken_off(run, chooser, node, options[node.info.name][1])
-        unmet = options[node.info.name][1]
-        if unmet and strict:
-            for key in list(node.info.pods):
-                _give_back(run, node, key, unmet)
-            run.forget(node.info.name)
-            del options[node.info.name]
-        else:
-            kept.append(node)
+        name = node.info.name
+        if options[name][1] and node.view.pool.launch.min_values.policy is MinValuesPolicy.STRICT:
+            options[name] = _narrowing_taken_off(run, chooser, node, options[name][1])
+            if unmet := options[name][1]:
+                for key in list(node.info.pods):
+                    _give_back(run, node, key, unmet)
+                run.forget(name)
+                del options[name]
+                continue
+        kept.append(node)
     return kept, options
 
 

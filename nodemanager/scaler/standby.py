@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from nodemanager.model import BINDABLE_STATES, CapacityType
-from nodemanager.scaler.pools import PoolView
+from nodemanager.scaler.pools import Candidate, PoolView
 from nodemanager.scaler.run import NewNode, Run, holds_work
 
 
@@ -51,7 +51,13 @@ def top_up_standby(run: Run) -> None:
             if not options or budget.copies(options[0].itype) == 0:
                 break
             budget.spend(options[0].itype)
-            run.kept.add(run.new_node(view, options[0], standby=True).info.name)
+            _new_standby(run, view, options[0])
+
+
+def _new_standby(run: Run, view: PoolView, candidate: Candidate) -> NewNode:
+    node = run.new_node(view, candidate, standby=True)
+    run.kept.add(node.info.name)
+    return node
 
 
 def taken_by_pods(run: Run, started: list[NewNode]) -> list[NewNode]:
@@ -73,7 +79,5 @@ def replace_taken(run: Run, taken: list[NewNode], room: int) -> list[NewNode]:
     for node in taken[: max(room, 0)]:
         if run.blocked(node.candidate) or run.budget(node.view).copies(node.candidate.itype) == 0:
             continue
-        new = run.new_node(node.view, node.candidate, standby=True)
-        run.kept.add(new.info.name)
-        out.append(new)
+        out.append(_new_standby(run, node.view, node.candidate))
     return out
