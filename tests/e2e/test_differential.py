@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import pytest
 from controlplane import ControlPlane
-from world import World, kube_answer
+from world import World, kube_answer, new_namespace
 
 from cloud.catalog import Catalog
 from nodemanager.config import parse_config
@@ -58,7 +58,7 @@ def nodes(planes, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     assert isinstance(catalog, Catalog)
     w = World(plane, config, catalog)
     namespace = f"diff-boot-{uuid.uuid4().hex[:6]}"
-    w.core.create_namespace({"metadata": {"name": namespace}})
+    new_namespace(w.core, namespace)
     apart = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": HOST, "labelSelector": {"matchLabels": {"app": "hold"}}}]}}
     for i in range(NODES):
         spec = {"schedulerName": "nodemanager", "affinity": apart, "containers": [{"name": "c", "image": "hold:1", "resources": {"requests": {"cpu": "100m"}}}]}
@@ -129,7 +129,7 @@ def test_every_binding_is_one_kube_scheduler_accepts_and_nothing_it_could_place_
         w.core.patch_node(name, {"metadata": {"labels": {"differential": tag, "disk": rng.choice(["ssd", "hdd"])}}, "spec": {"taints": taints}})
     w.run_for(2)  # nodemanager sees the nodes' new labels and taints before the pods
     namespace = f"diff-{seed}-{uuid.uuid4().hex[:6]}"
-    w.core.create_namespace({"metadata": {"name": namespace}})
+    new_namespace(w.core, namespace)
     try:
         pods = [_pod_spec(rng, tag, i) for i in range(PODS)]
         planned: list[str] = []  # the pods in the order the scaler placed them (its decisions' bindings, first seen)

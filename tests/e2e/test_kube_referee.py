@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import pytest
 from controlplane import ControlPlane
 from kubernetes import client
-from world import KWOK, api_client, kube_answer
+from world import KWOK, api_client, kube_answer, new_namespace
 
 from nodemanager.cluster.objects import pod_from_v1
 from nodemanager.model import CapacityType, Pod, Resources
@@ -47,7 +47,7 @@ def place(core: client.CoreV1Api) -> Iterator[tuple[str, str]]:
     node, namespace = f"ref-{uuid.uuid4().hex[:8]}", f"ref-{uuid.uuid4().hex[:8]}"
     labels = {"kubernetes.io/hostname": node}
     core.create_node({"metadata": {"name": node, "annotations": dict(KWOK), "labels": labels}, "status": {"capacity": CAPACITY, "allocatable": CAPACITY}})
-    core.create_namespace({"metadata": {"name": namespace}})
+    new_namespace(core, namespace)
     try:
         yield node, namespace
     finally:

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from controlplane import VERSIONS, ControlPlane
 from kubernetes import client
-from world import SHIPPED, World, api_client, apply_shipped
+from world import SHIPPED, World, api_client, apply_shipped, new_namespace
 
 from cloud.catalog import Catalog
 from nodemanager.config import parse_config
@@ -44,7 +44,7 @@ pools:
 def namespace(plane: ControlPlane) -> Iterator[str]:
     core = client.CoreV1Api(api_client(plane))
     name = f"e2e-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
+    new_namespace(core, name)
     yield name
     core.delete_namespace(name)
 

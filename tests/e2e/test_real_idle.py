@@ -20,7 +20,7 @@ from conftest import Planes
 from controlplane import VERSIONS, free_port
 from kubernetes import client
 from test_kubernetes_service import eventually
-from world import Registrar, api_client, apply_shipped
+from world import Registrar, api_client, apply_shipped, new_namespace
 
 from cloud.catalog import Catalog
 from nodemanager.config.load import parse_config
@@ -60,7 +60,7 @@ def test_ten_idle_minutes_pass_without_a_warning_a_relist_or_a_change(planes: Pl
             core = client.CoreV1Api(api_client(plane))
             apply_shipped(api_client(plane), "namespace.yaml")  # where the status ConfigMap goes
             namespace = f"idle-{uuid.uuid4().hex[:8]}"
-            core.create_namespace({"metadata": {"name": namespace}})
+            new_namespace(core, namespace)
             port = free_port()
             text = CONFIG.format(version=version.replace(".", "-"), kubeconfig=plane.kubeconfig(), lease=f"idle-{uuid.uuid4().hex[:6]}", port=port)
             config, catalog = parse_config(text, "provider.yaml", tmp_path)

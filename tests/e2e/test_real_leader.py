@@ -11,7 +11,7 @@ import pytest
 from controlplane import ControlPlane, free_port
 from kubernetes import client
 from test_kubernetes_service import eventually
-from world import Registrar, api_client, apply_shipped
+from world import Registrar, api_client, apply_shipped, new_namespace
 
 from cloud.catalog import Catalog
 from nodemanager.config.load import parse_config
@@ -39,7 +39,7 @@ def test_two_replicas_one_leads_and_a_stop_hands_over(plane: ControlPlane, tmp_p
     core = client.CoreV1Api(api_client(plane))
     apply_shipped(api_client(plane), "namespace.yaml")  # where the status ConfigMap goes
     namespace = f"lead-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": namespace}})
+    new_namespace(core, namespace)
     lease = f"nodemanager-{uuid.uuid4().hex[:6]}"
     replicas = []
     for name in ("first", "second"):
