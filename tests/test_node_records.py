@@ -11,23 +11,25 @@ from nodemanager.controller.records import NodeRecords
 from nodemanager.model import CapacityType, Node, NodeName, NodeState, Resources
 
 NAMES = ["n1", "n2", "n3", "n4"]
+PODS = ["default/p", "default/q", "default/r"]
 change = st.one_of(
-    st.tuples(st.just("set"), st.sampled_from(NAMES), st.sampled_from(list(NodeState)), st.booleans()),
-    st.tuples(st.just("del"), st.sampled_from(NAMES), st.just(NodeState.CREATING), st.just(False)),
+    st.tuples(st.just("set"), st.sampled_from(NAMES), st.sampled_from(list(NodeState)), st.lists(st.sampled_from(PODS), unique=True).map(tuple)),
+    st.tuples(st.just("del"), st.sampled_from(NAMES), st.just(NodeState.CREATING), st.just(())),
 )
 
 
-def record(name: str, state: NodeState, bound: bool) -> Node:
+def record(name: str, state: NodeState, bound: bool | tuple[str, ...]) -> Node:
     node = Node(NodeName(name), "pool", "m5.large", CapacityType.ON_DEMAND, "us-east-1a")
-    return dataclasses.replace(node, state=state, bound_pods=("default/p",) if bound else ())
+    pods = bound if isinstance(bound, tuple) else ("default/p",) if bound else ()
+    return dataclasses.replace(node, state=state, bound_pods=pods)
 
 
 @given(st.lists(change, max_size=30))
-def test_the_index_matches_the_records(changes: list[tuple[str, str, NodeState, bool]]) -> None:
+def test_the_index_matches_the_records(changes: list[tuple[str, str, NodeState, tuple[str, ...]]]) -> None:
     records, plain = NodeRecords(), {}
-    for op, name, state, bound in changes:
+    for op, name, state, pods in changes:
         if op == "set":
-            records[name] = plain[name] = record(name, state, bound)
+            records[name] = plain[name] = record(name, state, pods)
         elif name in plain:
             del records[name], plain[name]
     assert list(records) == list(plain)
@@ -35,6 +37,8 @@ def test_the_index_matches_the_records(changes: list[tuple[str, str, NodeState, 
         for second in NodeState:
             assert records.in_states(first, second) == [n for n, node in plain.items() if node.state in (first, second)]
     assert records.with_bindings() == sorted(n for n, node in plain.items() if node.bound_pods)
+    for pod in PODS:
+        assert records.binding_of(pod) == min((n for n, node in plain.items() if pod in node.bound_pods), default=None)
 
 
 def test_mutators_that_would_bypass_the_index_are_refused() -> None:

@@ -1,8 +1,9 @@
 """The controller's node records, indexed as they change.
 
 A few loops look, every pass, only at the nodes in some states (booting, being removed) or
-at the nodes holding bindings. With thousands of settled nodes, walking every record for
-them was a tenth of a busy simulation; the records keep those names as they change instead.
+at the nodes holding bindings, and each bind asks which node holds the pod's binding. With
+thousands of settled nodes, walking every record for them was a tenth of a busy simulation;
+the records keep those names as they change instead.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class NodeRecords(dict[str, Node]):
         super().__init__()
         self._states: dict[NodeState, set[str]] = {state: set() for state in NodeState}
         self._bound: set[str] = set()
+        self._binding: dict[str, set[str]] = {}  # pod key -> the records holding its binding (one, unless a decision erred)
         self._order: dict[str, int] = {}  # a record's place among the records (a dict's order)
         self._next = count()
         self.stamp = next(_STAMPS)  # new whenever a record is set or removed
@@ -44,6 +46,11 @@ class NodeRecords(dict[str, Node]):
         if old is None or _counted(old) != _counted(node):
             self.census = self.stamp
         self._states[node.state].add(name)
+        if old is None or old.bound_pods is not node.bound_pods:
+            if old is not None:
+                self._unbind(name, old.bound_pods)
+            for key in node.bound_pods:
+                self._binding.setdefault(key, set()).add(name)
         if node.bound_pods:
             self._bound.add(name)
         else:
@@ -56,7 +63,16 @@ class NodeRecords(dict[str, Node]):
         self.changes.add(name)
         self._states[node.state].discard(name)
         self._bound.discard(name)
+        self._unbind(name, node.bound_pods)
         del self._order[name]
+
+    def _unbind(self, name: str, pods: Iterable[str]) -> None:
+        for key in pods:
+            holders = self._binding.get(key)
+            if holders is not None:
+                holders.discard(name)
+                if not holders:
+                    del self._binding[key]
 
     def _refuse(self, *_args: object, **_kwargs: object) -> None:
         raise TypeError("node records change by assignment and del only (they keep an index)")
@@ -78,6 +94,11 @@ class NodeRecords(dict[str, Node]):
     def with_bindings(self) -> list[str]:
         """Names of the records holding bound pods, by name."""
         return sorted(self._bound)
+
+    def binding_of(self, pod: str) -> str | None:
+        """The record holding ``pod``'s binding (one at most; of more, the first by name)."""
+        holders = self._binding.get(pod)
+        return min(holders) if holders else None
 
 
 def _counted(node: Node) -> tuple:

@@ -136,11 +136,8 @@ class ClusterState:
         self.lock.after_release(self._post_event, kind, key, reason, message, warning=warning)
 
     def binding_of(self, pod: PodKey) -> str | None:
-        """The node the scaler bound ``pod`` to (one at most), among the few that hold bindings."""
-        for name in self.nodes.with_bindings():
-            if pod in self.nodes[name].bound_pods:
-                return name
-        return None
+        """The node the scaler bound ``pod`` to (one at most)."""
+        return self.nodes.binding_of(pod)
 
     def node_has_pods(self, name: str) -> bool:
         """Pods the node is for (DaemonSet and mirror pods do not keep a node)."""

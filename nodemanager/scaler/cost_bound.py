@@ -45,6 +45,7 @@ def _gpus(requests: Resources) -> int:
 
 
 GIB = float(2**30)
+HOLDERS_KEPT = 100_000  # node prices kept for the pods a node holds (each a few hundred bytes); past it they are found again
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,7 @@ class CostBound:
         self._views = {v.name: v for v in views}
         self._cheapest: dict[tuple[tuple, Resources], float] = {}
         self._holders: dict[tuple[frozenset[tuple], Resources, int], float | None] = {}
+        self._shared: dict[frozenset[tuple], list[Candidate]] = {}  # placements -> the offerings all may use, cheapest first
 
     def _node_price(self, pod: Pod, placement: tuple) -> float:
         """The cheapest hourly price of an offering the pod may use that holds it (0: none)."""
@@ -120,11 +122,15 @@ class CostBound:
             if found is None:
                 return None
             placements.append(found[1])
-        total, count = Resources.total(p.requests for p in pods), len(pods)
-        key = (frozenset(placements), total, count)
+        total, count, together = Resources.total(p.requests for p in pods), len(pods), frozenset(placements)
+        key = (together, total, count)
         if key not in self._holders:
-            fits = (c.price for _, c in self._usable.shared(pods) if total.fits(c.allocatable) and not 0 < c.allocatable.pods < count)
-            self._holders[key] = min(fits, default=None)
+            if len(self._holders) >= HOLDERS_KEPT:
+                self._holders.clear()  # (a long run meets ever new totals: the memory stays bounded)
+            shared = self._shared.get(together)
+            if shared is None:
+                shared = self._shared[together] = sorted((c for _, c in self._usable.shared(pods)), key=lambda c: c.price)
+            self._holders[key] = next((c.price for c in shared if total.fits(c.allocatable) and not 0 < c.allocatable.pods < count), None)
         return self._holders[key]
 
     def usd(self, ran: Mapping[PodKey, float], reserved: Sequence[Reserved] = ()) -> float:

@@ -46,9 +46,11 @@ class UsableOfferings:
     def shared(self, pods: Iterable[Pod]) -> list[tuple[str, Candidate]]:
         """The (pool, offering)s every one of ``pods`` may use, in the pools' order (all of
         them for no pods)."""
-        found = [self.of(p) for p in pods]
+        found = list({id(each): each for each in map(self.of, pods)}.values())  # each placement once: a node's pods share a few
         if not found:
             return [(pool, cand) for pool, cand, _ in self.offers]
+        if len(found) == 1:
+            return list(found[0])
         common = set.intersection(*({id(c) for _, c in each} for each in found))
         return [(pool, cand) for pool, cand in found[0] if id(cand) in common]
 
