@@ -195,10 +195,9 @@ def _simulate_command(args: argparse.Namespace) -> int:
         raise InvalidInput(f"--until: {exc}") from None
     loaded_workload = load_workload_file(args.workload, args.max_pods)
     workload = loaded_workload.arrivals
-    late = [a for a in workload if until is not None and a.at > until]
-    if late:
-        first = late[0]
-        raise InvalidInput(f"{args.workload}: {len(late)} pod(s) arrive after --until {args.until}, e.g. {first.pod.key} at {first.at:g}s")
+    late, first = workload.after(until) if until is not None else (0, None)
+    if first is not None:
+        raise InvalidInput(f"{args.workload}: {late} pod(s) arrive after --until {args.until}, e.g. {first.pod.key} at {first.at:g}s")
     devices, objects = loaded_workload.devices, loaded_workload.objects
     reports, simulations = [], []
     for path, config, catalog in loaded:

@@ -24,20 +24,21 @@ from __future__ import annotations
 import gc
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from cloud.base import InstanceState
 from cloud.catalog import Catalog
 from nodemanager.clock import VirtualClock
-from nodemanager.cluster.workload import Arrival, ClusterObjects
+from nodemanager.cluster.arrivals import Arrival
+from nodemanager.cluster.workload import ClusterObjects
 from nodemanager.config.schema import ProviderConfig
 from nodemanager.controller.executor import InlineExecutor
 from nodemanager.controller.node_controller import NodeController
 from nodemanager.controller.virtual import VirtualDriver
 from nodemanager.cost_breakdown import Billed, Breakdown, OccupancyMeter, breakdown, round_down
 from nodemanager.dra.context import DeviceContext
-from nodemanager.model import STABLE_STATES, NodeState, PodKey
+from nodemanager.model import STABLE_STATES, NodeState, Pod, PodKey, Resources
 from nodemanager.model.journal import Mark, changed_since
 from nodemanager.quiet_time import QuietTime
 from nodemanager.reserved_capacity import ReservedCapacity, bound_pools
@@ -85,7 +86,7 @@ class Simulation:
         self,
         config: ProviderConfig,
         catalog: Catalog,
-        workload: list[Arrival],
+        workload: Sequence[Arrival],
         devices: DeviceContext | None = None,
         objects: ClusterObjects | None = None,
         *,
@@ -103,10 +104,10 @@ class Simulation:
         self.controller = NodeController(config, catalog, self.cloud, self.cluster, self.clock, executor=InlineExecutor(), metrics=Metrics(scraped=False))
         self.controller.provisioner.on_decision = self._on_decision
         self.total_pods = len(workload)
-        self._arrived_at = {a.pod.key: a.at for a in workload}
-        self._finite = {a.pod.key: (a.pod.requests, a.duration) for a in workload if a.duration is not None}
+        self._arrived_at: dict[PodKey, float] = {}
+        self._finite: dict[PodKey, tuple[Resources, float]] = {}
         self._workload = workload
-        self._batch_pods = {a.pod.key for a in workload if a.pod.batch}
+        self._batch_pods: set[PodKey] = set()
         self.unschedulable: dict[PodKey, str] = {}
         self.tracker = _Tracker()
         self._load_as_of: tuple[int, int] | None = None  # (cluster version, records census) of _load
@@ -118,7 +119,7 @@ class Simulation:
         self._allocatable_marks: tuple[Mark, ...] | None = None
         self._waiting_as_of: tuple[int, Decision | None, tuple[PodKey, ...]] | None = None
         views = pool_views(bound_pools(config.pools), catalog, config.nodes.volume_size, daemon_sets=objects.daemon_sets if objects else ())
-        self.bound = CostBound(views, (a.pod for a in workload))
+        self.bound = CostBound(views, self._each_pod(workload))
         self._views = views
         self.clairvoyant = clairvoyant  # whether the report prices the clairvoyant fleet (a few seconds per 10,000 pods)
         self.ended = "until"  # why the last run stopped: settled, until, stalled or unsettled
@@ -131,6 +132,18 @@ class Simulation:
         # Quiet stretches skipped (the same report: see ``quiet_time``); not while a timeline is drawn.
         self.quiet = QuietTime(config, self.controller, self.cluster, self.cloud) if skip_quiet and not timeline and not self.cluster.usage_varies else None
         self._occupancy_marks: tuple[Mark, ...] | None = None
+
+    def _each_pod(self, workload: Iterable[Arrival]) -> Iterator[Pod]:
+        """The workload's pods, once over (made one at a time: millions are never all held),
+        noting what the report needs of each."""
+        for a in workload:
+            key = a.pod.key
+            self._arrived_at[key] = a.at
+            if a.duration is not None:
+                self._finite[key] = (a.pod.requests, a.duration)
+            if a.pod.batch:
+                self._batch_pods.add(key)
+            yield a.pod
 
     def _on_decision(self, decision: Decision, now: float) -> None:
         self.unschedulable.update(decision.unschedulable)

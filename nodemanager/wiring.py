@@ -12,9 +12,10 @@ from cloud.base import CloudClient
 from cloud.catalog import Catalog
 from cloud.simulated import SimulatedCloud
 from nodemanager.clock import Clock
+from nodemanager.cluster.arrivals import Arrival
 from nodemanager.cluster.base import ClusterSource
 from nodemanager.cluster.simulated import SimulatedCluster
-from nodemanager.cluster.workload import Arrival, ClusterObjects, load_workload_file
+from nodemanager.cluster.workload import ClusterObjects, load_workload_file
 from nodemanager.config import cloud_schema, cluster_schema
 from nodemanager.config.cloud_schema import CloudProvider
 from nodemanager.config.schema import ProviderConfig
@@ -60,7 +61,7 @@ def build_cluster(
     config: ProviderConfig,
     clock: Clock,
     cloud: CloudClient,
-    workload: list[Arrival] | None = None,
+    workload: Sequence[Arrival] | None = None,
     *,
     identity: str = "nodemanager",
     reachability: Reachability | None = None,
@@ -82,7 +83,7 @@ def simulated_cluster(
     config: ProviderConfig,
     clock: Clock,
     cloud: CloudClient,
-    arrivals: list[Arrival],
+    arrivals: Sequence[Arrival],
     *,
     devices: DeviceContext | None = None,
     objects: ClusterObjects | None = None,
@@ -108,7 +109,7 @@ def build_controller(
     *,
     cloud: CloudClient | None = None,
     cluster: ClusterSource | None = None,
-    workload: list[Arrival] | None = None,
+    workload: Sequence[Arrival] | None = None,
     executor: Executor | None = None,
     metrics: Metrics | None = None,
     stop: threading.Event | None = None,

@@ -11,8 +11,9 @@ from cloud.base import CloudClient
 from cloud.catalog import Catalog
 from cloud.simulated import SimulatedCloud
 from nodemanager.clock import VirtualClock
+from nodemanager.cluster.arrivals import Arrival
 from nodemanager.cluster.simulated import SimulatedCluster
-from nodemanager.cluster.workload import Arrival, ClusterObjects, workload_owner
+from nodemanager.cluster.workload import ClusterObjects, workload_owner
 from nodemanager.config.schema import Loops, NodeDefaults, Pool, ProviderConfig
 from nodemanager.controller import InlineExecutor, NodeController
 from nodemanager.controller.virtual import VirtualDriver

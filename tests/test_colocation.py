@@ -9,7 +9,8 @@ import pytest
 from builders import CATALOG, node, pod, scaler
 from harness import Harness, arrive
 
-from nodemanager.cluster.workload import UsageProfile, load_workload_file
+from nodemanager.cluster.arrivals import UsageProfile
+from nodemanager.cluster.workload import load_workload_file
 from nodemanager.config import parse_config
 from nodemanager.config.schema import Colocation, Pool
 from nodemanager.model import NodeState, PodPhase, Resources

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from cloud.base import STARTUP_TAINTS_TAG, TAINTS_TAG, CloudClient, Instance, InstanceState, parse_taints
 from cloud.errors import CloudError
 from nodemanager.clock import Clock
+from nodemanager.cluster.arrivals import Arrival, Arrivals, UsageProfile
 from nodemanager.cluster.base import (
     BindError,
     ClusterEvent,
@@ -44,7 +45,7 @@ from nodemanager.cluster.base import (
 )
 from nodemanager.cluster.kubelets import KUBELET_HEARTBEAT, KubeletBeats
 from nodemanager.cluster.volume_controller import VolumeController
-from nodemanager.cluster.workload import Arrival, ClusterObjects, NodeAction, UsageProfile
+from nodemanager.cluster.workload import ClusterObjects, NodeAction
 from nodemanager.dra.context import DeviceContext
 from nodemanager.dra.model import AllocationResult, ResourceClaim, allocation_document, parse_allocation
 from nodemanager.model import Pod, PodKey, PodPhase
@@ -74,7 +75,7 @@ class SimulatedCluster:
         self,
         clock: Clock,
         cloud: CloudClient,
-        workload: list[Arrival],
+        workload: Sequence[Arrival],
         *,
         register_delay: float = 10.0,
         heartbeat_interval: float = KUBELET_HEARTBEAT,
@@ -103,9 +104,10 @@ class SimulatedCluster:
         self.cloud = cloud
         self.register_delay = register_delay
         self.origin = clock.now()  # workload times are relative to when the cluster started
-        self._arrivals = sorted(workload, key=lambda a: (a.at, a.pod.key))
-        self.usage_varies = any(a.usage is not None for a in workload)  # what metrics report changes with time alone
-        self._next_arrival = 0
+        arrivals = workload if isinstance(workload, Arrivals) else Arrivals(workload)  # (in the order they arrive)
+        self.usage_varies = arrivals.usage_varies  # what metrics report changes with time alone
+        self._arrivals, self._arrivals_left = iter(arrivals), len(arrivals)  # each pod made as it arrives
+        self._next_arrival: Arrival | None = next(self._arrivals, None)
         self.pods: dict[PodKey, _SimPod] = {}
         self._on_node: dict[str, set[PodKey]] = {}  # node -> the pods bound to it (a removed node's are found at once)
         # The workload pods bound now (DaemonSet pods are their nodes'): their CPU and memory
@@ -262,11 +264,11 @@ class SimulatedCluster:
 
     # -- inspection ------------------------------------------------------------------------
     def arrivals_left(self) -> int:
-        return len(self._arrivals) - self._next_arrival
+        return self._arrivals_left
 
     def next_arrival(self) -> float | None:
         """Clock time of the next arrival, if any."""
-        return self.origin + self._arrivals[self._next_arrival].at if self._next_arrival < len(self._arrivals) else None
+        return self.origin + self._next_arrival.at if self._next_arrival is not None else None
 
     def next_own_change(self) -> float | None:
         """When the cluster itself next changes something with no one acting (an arrival, a
@@ -458,9 +460,8 @@ class SimulatedCluster:
             self._emit(PodEvent(EventType.DELETED, done))
 
     def _arrive(self, now: float) -> None:
-        while self._next_arrival < len(self._arrivals) and self.origin + self._arrivals[self._next_arrival].at <= now:
-            arrival = self._arrivals[self._next_arrival]
-            self._next_arrival += 1
+        while (arrival := self._next_arrival) is not None and self.origin + arrival.at <= now:
+            self._next_arrival, self._arrivals_left = next(self._arrivals, None), self._arrivals_left - 1
             at = self.origin + arrival.at
             pod = arrival.pod if arrival.pod.created_at == at else arrival.pod.living(created_at=at)  # (a workload's pods are made with theirs)
             self.pods[pod.key] = _SimPod(pod, arrival.duration, usage=arrival.usage, seq=next(self._added))

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from nodemanager import documents
+from nodemanager.cluster.arrivals import Arrival, Arrivals, Copies, UsageProfile
 from nodemanager.cluster.manifests import DURATION_ANNOTATION, POD_MAKERS, expand, unknown_fields
 from nodemanager.cluster.workload_reservations import parse_reservation
 from nodemanager.dra.context import DeviceContext
@@ -53,7 +54,7 @@ from nodemanager.model import Pod, PodPhase, Taint, TaintEffect
 from nodemanager.model import volumes as kv
 from nodemanager.model.daemonset import DaemonSet
 from nodemanager.model.pdb import PodDisruptionBudget
-from nodemanager.model.pod import OwnerRef, PodKey
+from nodemanager.model.pod import OwnerRef
 from nodemanager.model.pod_owners import Namespace, PodSelecting, ReplicaSet, ReplicationController, Service, StatefulSet
 from nodemanager.model.reservation import Reservation
 from nodemanager.model.slot_copy import copied
@@ -99,35 +100,6 @@ class WorkloadError(InvalidInput):
         super().__init__(f"{source}: {len(problems)} error(s)\n{listing}")
 
 
-@dataclass(frozen=True)
-class UsageProfile:
-    """What a running pod uses, as a fraction of its request: steps of (seconds since it
-    started, fraction), per resource. Without a profile a pod uses what it requests."""
-
-    cpu: tuple[tuple[float, float], ...] = ((0.0, 1.0),)
-    memory: tuple[tuple[float, float], ...] = ((0.0, 1.0),)
-
-    @staticmethod
-    def _at(steps: tuple[tuple[float, float], ...], elapsed: float) -> float:
-        fraction = steps[0][1]
-        for start, value in steps:
-            if elapsed >= start:
-                fraction = value
-        return fraction
-
-    def fractions(self, elapsed: float) -> tuple[float, float]:
-        return self._at(self.cpu, elapsed), self._at(self.memory, elapsed)
-
-
-@dataclass(frozen=True)
-class Arrival:
-    at: float
-    duration: float | None  # None: runs until the end
-    pod: Pod
-    usage: UsageProfile | None = None
-    claims: tuple[ResourceClaim, ...] = ()  # made for this pod from claim templates
-
-
 def _read(path: str | Path) -> str:
     try:
         return documents.read_text(path, documents.WORKLOAD_BYTES)
@@ -142,11 +114,11 @@ def _document(text: str, source: str) -> Any:
         raise WorkloadError(source, [str(exc)]) from None
 
 
-def parse_workload(text: str, source: str = "workload", max_pods: int = DEFAULT_MAX_PODS) -> list[Arrival]:
+def parse_workload(text: str, source: str = "workload", max_pods: int = DEFAULT_MAX_PODS) -> Arrivals:
     return _arrivals(_document(text, source), source, max_pods)
 
 
-def _arrivals(doc: Any, source: str, max_pods: int, label: Callable[[int], str] = "pods[{}]".format) -> list[Arrival]:
+def _arrivals(doc: Any, source: str, max_pods: int, label: Callable[[int], str] = "pods[{}]".format) -> Arrivals:
     """The pods a workload document makes; ``label`` names its i-th ``pods`` entry in a problem."""
     if isinstance(doc, Mapping) and doc.get("kind") == "List":
         return _from_list(doc, source, max_pods)
@@ -154,7 +126,8 @@ def _arrivals(doc: Any, source: str, max_pods: int, label: Callable[[int], str] 
         return _from_list({"items": [doc]}, source, max_pods)  # one object: a plain deployment.yaml
     if not isinstance(doc, Mapping) or not isinstance(doc.get("pods"), list):
         raise WorkloadError(source, ["expected a mapping with a 'pods' list, a Kubernetes List, or one Pod, Deployment, ReplicaSet, StatefulSet or Job"])
-    arrivals: list[Arrival] = []
+    parts: list[Arrival | Copies] = []
+    copies: dict[tuple[str, str], tuple[int, int]] = {}  # (namespace, name) of an entry of copies -> (its count, the entry)
     problems: list[str] = [f"{k}: unknown key" for k in sorted(set(doc) - _TOP_KEYS)]
     templates: dict[str, Mapping[str, Any]] = {}
     for i, template in enumerate(doc.get("resourceClaimTemplates") or []):
@@ -233,33 +206,48 @@ def _arrivals(doc: Any, source: str, max_pods: int, label: Callable[[int], str] 
             problems.append(f"{where}.pod.spec.containers: at least one container is required")
             continue
         # A pod whose manifest names nothing after the pod (claims, volumes, a uid) is read
-        # once per entry: the rest of its count are copies under their own names.
-        alike = not (manifest.get("metadata") or {}).get("uid")
-        first: Pod | None = None
+        # once per entry: the rest of its count are copies under their own names, made as
+        # the simulation reaches them.
+        alike = count > 1 and not (manifest.get("metadata") or {}).get("uid")
         for n in range(count):
             pod_name = name if count == 1 else f"{name}-{n}"
-            if first is not None:
-                pod, claims = _renamed(first, pod_name), ()
-            else:
-                doc_n = {**manifest, "metadata": {**dict(manifest.get("metadata") or {}), "name": pod_name}}
-                try:
-                    pod = Pod.from_manifest(doc_n, f"{where}.pod")
-                    if pod.owner is None and not bare:
-                        pod = copied(pod, {"owner": workload_owner(name, duration)})  # (nothing of the pod is made from its owner)
-                    claims = _template_claims(doc_n, pod, templates, f"{where}.pod")
-                except InvalidInput as exc:
-                    problems.append(str(exc))
-                    break
-                if alike and not (pod.claims or pod.volume_claims):
-                    first = pod
+            doc_n = {**manifest, "metadata": {**dict(manifest.get("metadata") or {}), "name": pod_name}}
+            try:
+                pod = Pod.from_manifest(doc_n, f"{where}.pod")
+                if pod.owner is None and not bare:
+                    pod = copied(pod, {"owner": workload_owner(name, duration)})  # (nothing of the pod is made from its owner)
+                claims = _template_claims(doc_n, pod, templates, f"{where}.pod")
+            except InvalidInput as exc:
+                problems.append(str(exc))
+                break
+            arrival = Arrival(at, duration, _created(pod, at), usage, claims)
+            if alike and not (pod.claims or pod.volume_claims):
+                copies[(pod.namespace, name)] = (count, i)
+                parts.append(Copies(arrival, name, count))
+                break
             if made.setdefault(pod.key, i) != i:
                 problems.append(f"{where}.name: makes pod {pod.key}, which {label(made[pod.key])} makes too")
                 break
-            arrivals.append(Arrival(at, duration, _created(pod, at), usage, claims))
+            parts.append(arrival)
+    problems += _copied_twice(made, copies, label)
     if problems:
         raise WorkloadError(source, problems)
-    arrivals.sort(key=lambda a: (a.at, a.pod.key))
-    return arrivals
+    return Arrivals(parts)
+
+
+def _copied_twice(made: Mapping[str, int], copies: Mapping[tuple[str, str], tuple[int, int]], label: Callable[[int], str]) -> list[str]:
+    """The pods made one by one that an entry of copies makes too (``a-1`` beside ``a`` of
+    ``count`` 3). Two entries of copies never make one pod: their names differ, and a copy's
+    name adds only a dash and digits."""
+    problems = []
+    for key, i in made.items():
+        namespace, _, name = key.partition("/")
+        base, dash, digits = name.rpartition("-")
+        entry = copies.get((namespace, base)) if dash and digits.isdigit() and str(int(digits)) == digits else None
+        if entry is not None and int(digits) < entry[0]:
+            first, later = sorted((i, entry[1]))
+            problems.append(f"{label(later)}.name: makes pod {key}, which {label(first)} makes too")
+    return problems
 
 
 def _past_limit(entries: list[Any], max_pods: int, label: Callable[[int], str]) -> str | None:
@@ -438,16 +426,11 @@ def _node_action(value: Any, where: str) -> NodeAction:
     return action
 
 
-def _renamed(pod: Pod, name: str) -> Pod:
-    """``pod`` under another name (its manifest names nothing else after the pod)."""
-    return copied(pod, {"name": name, "uid": f"{pod.namespace}/{name}", "key": PodKey(f"{pod.namespace}/{name}")})
-
-
 def _created(pod: Pod, at: float) -> Pod:
     return pod.living(created_at=at)
 
 
-def _from_list(doc: Mapping[str, Any], source: str, max_pods: int) -> list[Arrival]:
+def _from_list(doc: Mapping[str, Any], source: str, max_pods: int) -> Arrivals:
     """A Kubernetes List (``kubectl get ... -o yaml``) of Pods and of the objects that make
     them, each expanded to its pods: every pod arrives at 0 and runs for good."""
     problems: list[str] = []
@@ -490,7 +473,7 @@ def _from_list(doc: Mapping[str, Any], source: str, max_pods: int) -> list[Arriv
             arrivals.append(Arrival(0.0, duration, pod.living(node_name="", phase=PodPhase.PENDING, created_at=0.0)))
     if problems:
         raise WorkloadError(source, problems)
-    return arrivals
+    return Arrivals(arrivals)
 
 
 def _listed_duration(manifest: Mapping[str, Any], where: str) -> float | None:
@@ -529,7 +512,7 @@ def _listed_daemon_sets(doc: Mapping[str, Any], problems: list[str]) -> tuple[Da
 class WorkloadFile:
     """Everything a workload file holds, read and parsed once."""
 
-    arrivals: list[Arrival]
+    arrivals: Arrivals
     devices: DeviceContext
     objects: ClusterObjects
 
@@ -545,7 +528,7 @@ def load_workload_file(path: str | Path, max_pods: int = DEFAULT_MAX_PODS) -> Wo
 JSON_LINES = (".jsonl", ".ndjson")  # a workload file with these endings holds one ``pods`` entry per line
 
 
-def _from_lines(path: str | Path, max_pods: int) -> list[Arrival]:
+def _from_lines(path: str | Path, max_pods: int) -> Arrivals:
     """A JSON Lines workload: each line not blank is one entry of ``pods`` (named by its line
     in problems). Pods are counted as lines are read: past ``max_pods`` the reading stops."""
     source = str(path)

@@ -68,7 +68,10 @@ class _Component:
 
 class CostBound:
     def __init__(self, views: Sequence[PoolView], pods: Iterable[Pod]) -> None:
-        self._pods: dict[PodKey, tuple[Pod, tuple]] = {}  # the workload's pods and their placements
+        # The workload's pods: each one's requests and placement (a pair shared by the pods
+        # alike in both: millions of pods hold a few pairs, not their Pods)
+        self._pods: dict[PodKey, tuple[Resources, tuple]] = {}
+        shapes: dict[tuple[Resources, tuple], tuple[Resources, tuple]] = {}
         self._usable = UsableOfferings(views)
         parent = {v.name: v.name for v in views}
 
@@ -80,7 +83,8 @@ class CostBound:
 
         for pod in pods:
             key = placement_key(pod)
-            self._pods[pod.key] = (pod, key)
+            shape = (pod.requests, key)
+            self._pods[pod.key] = shapes.setdefault(shape, shape)
             if key in self._usable.found:
                 continue
             pools = sorted({pool for pool, _ in self._usable.of(pod)})
@@ -91,9 +95,9 @@ class CostBound:
         for view in views:
             members.setdefault(root(view.name), []).extend(view.candidates)
         kinds: dict[str, set[Resources]] = {}  # component -> the requests of its pods
-        for pod, key in self._pods.values():
+        for requests, key in shapes:
             if found := self._usable.found.get(key):
-                kinds.setdefault(root(found[0][0]), set()).add(pod.requests)
+                kinds.setdefault(root(found[0][0]), set()).add(requests)
         self._components = {
             name: _Component(all(cells[p] for p in parent if root(p) == name), *_solvers(cands, kinds.get(name, set()))) for name, cands in members.items()
         }
@@ -105,12 +109,12 @@ class CostBound:
         self._holders: dict[tuple[frozenset[tuple], Resources, int], float | None] = {}
         self._shared: dict[frozenset[tuple], list[Candidate]] = {}  # placements -> the offerings all may use, cheapest first
 
-    def _node_price(self, pod: Pod, placement: tuple) -> float:
-        """The cheapest hourly price of an offering the pod may use that holds it (0: none)."""
-        key = (placement, pod.requests)
+    def _node_price(self, requests: Resources, placement: tuple) -> float:
+        """The cheapest hourly price of an offering a pod of this placement may use that holds it (0: none)."""
+        key = (placement, requests)
         price = self._cheapest.get(key)
         if price is None:
-            price = self._cheapest[key] = min((c.price for _, c in self._usable.found[placement] if pod.requests.fits(c.allocatable)), default=0.0)
+            price = self._cheapest[key] = min((c.price for _, c in self._usable.found[placement] if requests.fits(c.allocatable)), default=0.0)
         return price
 
     def holder_price(self, pods: Sequence[Pod]) -> float | None:
@@ -139,20 +143,20 @@ class CostBound:
         cell_usd: dict[str, float] = {}
         totals: dict[str, list[float]] = {}  # component -> CPU-, memory-, GPU-seconds
         for key, seconds in ran.items():
-            pod, placement = self._pods[key]
+            requests, placement = self._pods[key]
             component = self._component_of.get(placement)
             if component is None or seconds <= 0:
                 continue  # no offering would take it: it never ran
             if self._components[component].cell:
-                cell_usd[component] = cell_usd.get(component, 0.0) + self._node_price(pod, placement) * seconds / 3600.0
+                cell_usd[component] = cell_usd.get(component, 0.0) + self._node_price(requests, placement) * seconds / 3600.0
                 continue
             total = totals.setdefault(component, [0.0, 0.0, 0.0, 0.0, 0.0])
-            total[0] += pod.requests.cpu * seconds
-            total[1] += pod.requests.memory * seconds
-            if gpus := _gpus(pod.requests):  # what must be on GPU offerings
+            total[0] += requests.cpu * seconds
+            total[1] += requests.memory * seconds
+            if gpus := _gpus(requests):  # what must be on GPU offerings
                 total[2] += gpus * seconds
-                total[3] += pod.requests.cpu * seconds
-                total[4] += pod.requests.memory * seconds
+                total[3] += requests.cpu * seconds
+                total[4] += requests.memory * seconds
         for r in reserved:
             self._take_reserved(r, cell_usd, totals)
         return sum(cell_usd.values()) + sum(self._lp(self._components[c], total) for c, total in totals.items()) / 3600.0
