@@ -24,13 +24,13 @@ from __future__ import annotations
 import gc
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from cloud.base import InstanceState
 from cloud.catalog import Catalog
 from nodemanager.clock import VirtualClock
-from nodemanager.cluster.arrivals import Arrival
+from nodemanager.cluster.arrivals import Arrival, Arrivals
 from nodemanager.cluster.workload import ClusterObjects
 from nodemanager.config.schema import ProviderConfig
 from nodemanager.controller.executor import InlineExecutor
@@ -38,7 +38,7 @@ from nodemanager.controller.node_controller import NodeController
 from nodemanager.controller.virtual import VirtualDriver
 from nodemanager.cost_breakdown import Billed, Breakdown, OccupancyMeter, breakdown, round_down
 from nodemanager.dra.context import DeviceContext
-from nodemanager.model import STABLE_STATES, NodeState, Pod, PodKey, Resources
+from nodemanager.model import STABLE_STATES, NodeState, Pod, PodKey
 from nodemanager.model.journal import Mark, changed_since
 from nodemanager.quiet_time import QuietTime
 from nodemanager.reserved_capacity import ReservedCapacity, bound_pools
@@ -100,14 +100,14 @@ class Simulation:
         # Offline whatever provider.yaml says: the cloud and the cluster are always simulated.
         self.cloud = simulated_cloud(config, self.clock, objects.reservations if objects else ())
         self.reserved = ReservedCapacity(config, catalog, objects.reservations if objects else ())
-        self.cluster = simulated_cluster(config, self.clock, self.cloud, workload, devices=devices, objects=objects)
+        self._workload = workload if isinstance(workload, Arrivals) else Arrivals(workload)  # (in the order they arrive)
+        self.cluster = simulated_cluster(config, self.clock, self.cloud, self._workload, devices=devices, objects=objects)
         self.controller = NodeController(config, catalog, self.cloud, self.cluster, self.clock, executor=InlineExecutor(), metrics=Metrics(scraped=False))
         self.controller.provisioner.on_decision = self._on_decision
         self.total_pods = len(workload)
-        self._arrived_at: dict[PodKey, float] = {}
-        self._finite: dict[PodKey, tuple[Resources, float]] = {}
-        self._workload = workload
-        self._batch_pods: set[PodKey] = set()
+        # Each pod's arrival (when, for how long, its requests), built with the bound: copies
+        # of one entry share their first pod's, so millions of pods hold a key each, not a pod.
+        self._arrival_of: dict[PodKey, Arrival] = {}
         self.unschedulable: dict[PodKey, str] = {}
         self.tracker = _Tracker()
         self._load_as_of: tuple[int, int] | None = None  # (cluster version, records census) of _load
@@ -119,7 +119,7 @@ class Simulation:
         self._allocatable_marks: tuple[Mark, ...] | None = None
         self._waiting_as_of: tuple[int, Decision | None, tuple[PodKey, ...]] | None = None
         views = pool_views(bound_pools(config.pools), catalog, config.nodes.volume_size, daemon_sets=objects.daemon_sets if objects else ())
-        self.bound = CostBound(views, self._each_pod(workload))
+        self.bound = CostBound(views, keyed=self._each_pod(self._workload))
         self._views = views
         self.clairvoyant = clairvoyant  # whether the report prices the clairvoyant fleet (a few seconds per 10,000 pods)
         self.ended = "until"  # why the last run stopped: settled, until, stalled or unsettled
@@ -133,17 +133,11 @@ class Simulation:
         self.quiet = QuietTime(config, self.controller, self.cluster, self.cloud) if skip_quiet and not timeline and not self.cluster.usage_varies else None
         self._occupancy_marks: tuple[Mark, ...] | None = None
 
-    def _each_pod(self, workload: Iterable[Arrival]) -> Iterator[Pod]:
-        """The workload's pods, once over (made one at a time: millions are never all held),
-        noting what the report needs of each."""
-        for a in workload:
-            key = a.pod.key
-            self._arrived_at[key] = a.at
-            if a.duration is not None:
-                self._finite[key] = (a.pod.requests, a.duration)
-            if a.pod.batch:
-                self._batch_pods.add(key)
-            yield a.pod
+    def _each_pod(self, workload: Arrivals) -> Iterator[tuple[PodKey, Pod]]:
+        """Each pod's key and the pod it is (a copy: its entry's first), noting its arrival."""
+        for key, a in workload.keyed():
+            self._arrival_of[key] = a
+            yield key, a.pod
 
     def _on_decision(self, decision: Decision, now: float) -> None:
         self.unschedulable.update(decision.unschedulable)
@@ -159,8 +153,8 @@ class Simulation:
 
     def _counted(self, ran: dict[PodKey, float]) -> dict[PodKey, float]:
         """The seconds the bound counts for each pod, from the seconds each was bound."""
-        end, finite = self.clock.now(), self._finite  # a pod with a duration: its work once, however often it was evicted and ran again
-        return {key: min(finite[key][1], max(end - self._arrived_at[key], 0.0)) if key in finite else seconds for key, seconds in ran.items()}
+        end, arrival_of = self.clock.now(), self._arrival_of  # a pod with a duration: its work once, however often it was evicted and ran again
+        return {key: seconds if (a := arrival_of[key]).duration is None else min(a.duration, max(end - a.at, 0.0)) for key, seconds in ran.items()}
 
     def _integrate(self, dt: float) -> None:
         if dt <= 0:
@@ -204,7 +198,7 @@ class Simulation:
         node would have paid for the pods that ran (``scaler/clairvoyant.py``): each from its
         arrival for its duration (or until now)."""
         end, bound = self.clock.now(), self.cluster.first_bound
-        runs = [Run(a.pod, a.at, min(end, a.at + a.duration) if a.duration is not None else end) for a in self._workload if a.pod.key in bound]
+        runs = [Run(a.pod, a.at, min(end, a.at + a.duration) if a.duration is not None else end, key) for key, a in self._workload.keyed() if key in bound]
         return ClairvoyantPacker(self._views).plan(runs).usd()
 
     def _observe_occupancy(self, now: float) -> None:
@@ -411,7 +405,7 @@ class Simulation:
         cost, launched, terminated, by_pool = self.fleet()
         lower_bound = self.lower_bound_usd()
         hours = end / 3600 if end > 0 else 1.0
-        waits = [bound - self._arrived_at.get(key, 0.0) for key, bound in self.cluster.first_bound.items()]
+        waits = [bound - (a.at if (a := self._arrival_of.get(key)) is not None else 0.0) for key, bound in self.cluster.first_bound.items()]
         still_unschedulable = {k: r for k, r in self.unschedulable.items() if k not in self.cluster.first_bound}
         last = self.controller.state.last_decision
         waiting = last.waiting if last is not None else {}
@@ -464,8 +458,8 @@ class Simulation:
             "consolidation_rejected": dict(self.controller.disruption.worth.summary()),
             "colocation": {
                 "enabled": self.config.colocation_anywhere,
-                "batch_pods": len(self._batch_pods),
-                "batch_bound": sum(1 for k in self._batch_pods if k in self.cluster.first_bound),
+                "batch_pods": sum(1 for a in self._arrival_of.values() if a.pod.batch),
+                "batch_bound": sum(1 for k, a in self._arrival_of.items() if a.pod.batch and k in self.cluster.first_bound),
             },
         }
 

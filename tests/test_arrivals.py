@@ -45,6 +45,7 @@ def test_the_order_is_by_time_then_key_as_if_every_pod_were_made(drawn: list[tup
     assert len(arrivals) == len(expected)
     assert [(a.at, a.pod.key, a.pod.uid) for a in arrivals] == [(a.at, a.pod.key, a.pod.uid) for a in expected]
     assert [a.pod.key for a in arrivals[:]] == [a.pod.key for a in expected]
+    assert [(key, a.at) for key, a in arrivals.keyed()] == [(a.pod.key, a.at) for a in expected]  # (no pod made)
     for at in (-1.0, 0.0, 5.0, 60.0):
         late = [a for a in expected if a.at > at]
         count, first = arrivals.after(at)

@@ -50,7 +50,8 @@ class Arrival:
 
 def renamed(pod: Pod, name: str) -> Pod:
     """``pod`` under another name (its manifest names nothing else after the pod)."""
-    return copied(pod, {"name": name, "uid": f"{pod.namespace}/{name}", "key": PodKey(f"{pod.namespace}/{name}")})
+    key = PodKey(f"{pod.namespace}/{name}")
+    return copied(pod, {"name": name, "uid": key, "key": key})
 
 
 @dataclass(frozen=True)
@@ -66,11 +67,12 @@ class Copies:
     def at(self) -> float:
         return self.first.at
 
-    def __iter__(self) -> Iterator[Arrival]:
-        """Its pods by key: their numbers in the order of their decimal strings."""
-        first = self.first
+    def keyed(self) -> Iterator[tuple[PodKey, Arrival]]:
+        """Its pods' keys in order (their numbers in the order of their decimal strings),
+        each with ``first``."""
+        first, prefix = self.first, f"{self.first.pod.namespace}/{self.name}-"
         for n in in_name_order(self.count):
-            yield first if n == 0 else Arrival(first.at, first.duration, renamed(first.pod, f"{self.name}-{n}"), first.usage)
+            yield (first.pod.key if n == 0 else PodKey(f"{prefix}{n}")), first
 
 
 def in_name_order(count: int) -> Iterator[int]:
@@ -103,12 +105,18 @@ class Arrivals(Sequence[Arrival]):
         return self._len
 
     def __iter__(self) -> Iterator[Arrival]:
+        for key, a in self.keyed():
+            yield a if key == a.pod.key else Arrival(a.at, a.duration, renamed(a.pod, key.partition("/")[2]), a.usage)
+
+    def keyed(self) -> Iterator[tuple[PodKey, Arrival]]:
+        """Each pod's key in order, with its arrival, or a copy's with its entry's first
+        pod's (no pod is made: what a pass that needs only keys and shapes asks)."""
         for _, same in itertools.groupby(self._parts, key=lambda p: p.at):
-            parts = [p if isinstance(p, Copies) else (p,) for p in same]
+            parts = [p.keyed() if isinstance(p, Copies) else ((p.pod.key, p),) for p in same]
             if len(parts) == 1:
                 yield from parts[0]
             else:
-                yield from heapq.merge(*parts, key=lambda a: a.pod.key)
+                yield from heapq.merge(*parts, key=lambda pair: pair[0])
 
     @overload
     def __getitem__(self, index: int) -> Arrival: ...

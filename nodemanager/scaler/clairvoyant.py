@@ -45,13 +45,19 @@ LIKE_DURATION = 1.5  # "of like duration": within this factor of the opener's
 SCAN = 64  # open nodes looked at for each pod, on either side of its end (bounded time for any fleet)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Run:
-    """A pod to place: it runs from ``start`` to ``end`` (seconds)."""
+    """A pod to place: it runs from ``start`` to ``end`` (seconds). ``key`` is its own key
+    when ``pod`` is another alike but for its name (copies share one: millions of runs)."""
 
     pod: Pod
     start: float
     end: float
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            object.__setattr__(self, "key", self.pod.key)
 
 
 @dataclass
@@ -85,7 +91,7 @@ class PlannedNode:
         return run.pod.requests.fits_within(self.offering.allocatable, self.used) and not 0 < slots <= self.count
 
     def take(self, run: Run, seq: int) -> None:
-        self.pods.append(run.pod.key)
+        self.pods.append(run.key)
         self.used, self.count = self.used + run.pod.requests, self.count + 1
         heapq.heappush(self.running, (run.end, seq, run.pod.requests))
         self.end = max(self.end, run.end)
@@ -183,7 +189,7 @@ class ClairvoyantPacker:
 
     def plan(self, runs: Sequence[Run]) -> Plan:
         """The cheapest of the packings with each lookahead."""
-        order = sorted(runs, key=lambda r: (r.start, -r.pod.requests.cpu, -r.pod.requests.memory, r.pod.key))
+        order = sorted(runs, key=lambda r: (r.start, -r.pod.requests.cpu, -r.pod.requests.memory, r.key))
         options = [self._options(r.pod) for r in order]
         values: dict[tuple[int, Resources], float] = {}
         for run, (holding, _) in zip(order, options, strict=True):
@@ -198,7 +204,7 @@ class ClairvoyantPacker:
         for i, run in enumerate(order):
             holding, allowed = options[i]
             if not holding:
-                unplaced.append(run.pod.key)
+                unplaced.append(run.key)
                 continue
             fleet.close(run.start)
             alone = min(c.price for _, c in holding) * (run.end - run.start) / 3600.0

@@ -28,6 +28,7 @@ pods that may run only on-demand) made the bound a fraction of what any fleet co
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -67,7 +68,9 @@ class _Component:
 
 
 class CostBound:
-    def __init__(self, views: Sequence[PoolView], pods: Iterable[Pod]) -> None:
+    def __init__(self, views: Sequence[PoolView], pods: Iterable[Pod] = (), keyed: Iterable[tuple[PodKey, Pod]] = ()) -> None:
+        """The bound for ``pods``, and for the pods of ``keyed`` (each key with a pod alike but
+        for its name: a workload's copies, never made)."""
         # The workload's pods: each one's requests and placement (a pair shared by the pods
         # alike in both: millions of pods hold a few pairs, not their Pods)
         self._pods: dict[PodKey, tuple[Resources, tuple]] = {}
@@ -81,15 +84,16 @@ class CostBound:
                 pool = parent[pool]
             return pool
 
-        for pod in pods:
-            key = placement_key(pod)
-            shape = (pod.requests, key)
-            self._pods[pod.key] = shapes.setdefault(shape, shape)
-            if key in self._usable.found:
-                continue
-            pools = sorted({pool for pool, _ in self._usable.of(pod)})
-            for pool in pools[1:]:
-                parent[root(pool)] = root(pools[0])
+        last: Pod | None = None
+        for name, pod in itertools.chain(((p.key, p) for p in pods), keyed):
+            if pod is not last:  # (copies come one after another: each pod once)
+                last, key = pod, placement_key(pod)
+                shape = shapes.setdefault((pod.requests, key), (pod.requests, key))
+                if key not in self._usable.found:
+                    pools = sorted({pool for pool, _ in self._usable.of(pod)})
+                    for pool in pools[1:]:
+                        parent[root(pool)] = root(pools[0])
+            self._pods[name] = shape
         cells = {v.name: v.cell for v in views}
         members: dict[str, list[Candidate]] = {}
         for view in views:
