@@ -57,6 +57,7 @@ from nodemanager.wiring import simulated_cloud, simulated_cluster
 STALL_SECONDS = 3600.0
 
 
+GC_THRESHOLDS = (20_000, 20, 20)  # the cycle collector's, while a simulation runs (see ``Simulation.run``)
 # After the workload settles, the fleet has this long to come to rest (every idle node
 # stopped, no disruption under way); past it the run stops and the report says why not.
 REST_LIMIT = 24 * 3600.0
@@ -291,9 +292,15 @@ class Simulation:
         """Play the workload until it settles (then long enough for idle nodes to be
         stopped), until ``until`` if given, or until it stalls (see ``STALL_SECONDS``)."""
         gc.freeze()  # what exists now (the workload, the catalog) lives all run: full collections need not walk it
+        # Collections less often: a step makes thousands of objects that live until its
+        # decision ends, and at the default thresholds (700, 10, 10) the collector walked them
+        # again and again to free nothing (a tenth of a busy run); cycles are still collected.
+        thresholds = gc.get_threshold()
+        gc.set_threshold(*GC_THRESHOLDS)
         try:
             return self._run(until, progress)
         finally:
+            gc.set_threshold(*thresholds)
             gc.unfreeze()
 
     def _run(self, until: float | None, progress: Callable[[float, float], None] | None) -> dict[str, object]:

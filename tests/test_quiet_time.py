@@ -3,6 +3,7 @@ them, far fewer loop runs, and skipping off where the next change cannot be told
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from bench_modules import load_benchmark
 from nodemanager.cluster.workload import parse_workload
 from nodemanager.config import parse_config
 from nodemanager.controller.virtual import VirtualDriver
-from nodemanager.simulator import Simulation
+from nodemanager.simulator import GC_THRESHOLDS, Simulation
 
 DAY = 86400
 CONFIG = """
@@ -235,3 +236,16 @@ def test_the_candidates_order_changes_where_two_ranks_meet() -> None:
     assert three.work(met + 1) > one.work(met + 1)
     assert first_overtaking([(one, 1.0), (three, 1.0)], 2000.0) == float("inf")  # the faster already leads
     assert first_overtaking([(three, 0.0), (one, 1.0)], 1000.0) == float("inf")  # a node with no price never moves
+
+
+def test_a_run_collects_cycles_less_often_and_gives_the_collector_back_its_thresholds() -> None:
+    config, catalog = parse_config(CONFIG % "", "quiet", Path("."))
+    sim = Simulation(config, catalog, parse_workload(json.dumps(LONG), "quiet"), clairvoyant=False)
+    seen, decided = [], sim.controller.provisioner.on_decision
+    assert decided is not None
+    sim.controller.provisioner.on_decision = lambda decision, now: (seen.append(gc.get_threshold()), decided(decision, now))
+    before = gc.get_threshold()
+    sim.run()
+    assert seen
+    assert set(seen) == {GC_THRESHOLDS} != {before}
+    assert gc.get_threshold() == before
