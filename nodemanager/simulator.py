@@ -57,10 +57,11 @@ from nodemanager.wiring import simulated_cloud, simulated_cluster
 STALL_SECONDS = 3600.0
 
 
-GC_THRESHOLDS = (20_000, 20, 20)  # the cycle collector's, while a simulation runs (see ``Simulation.run``)
 # After the workload settles, the fleet has this long to come to rest (every idle node
 # stopped, no disruption under way); past it the run stops and the report says why not.
 REST_LIMIT = 24 * 3600.0
+
+GC_THRESHOLDS = (20_000, 20, 20)  # the cycle collector's, while a simulation runs (see ``Simulation.run``)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -101,7 +102,7 @@ class Simulation:
         # Offline whatever provider.yaml says: the cloud and the cluster are always simulated.
         self.cloud = simulated_cloud(config, self.clock, objects.reservations if objects else ())
         self.reserved = ReservedCapacity(config, catalog, objects.reservations if objects else ())
-        self._workload = workload if isinstance(workload, Arrivals) else Arrivals(workload)  # (in the order they arrive)
+        self._workload = Arrivals.of(workload)
         self.cluster = simulated_cluster(config, self.clock, self.cloud, self._workload, devices=devices, objects=objects)
         self.controller = NodeController(config, catalog, self.cloud, self.cluster, self.clock, executor=InlineExecutor(), metrics=Metrics(scraped=False))
         self.controller.provisioner.on_decision = self._on_decision

@@ -101,6 +101,11 @@ class Arrivals(Sequence[Arrival]):
         self._listed: list[Arrival] | None = None  # made on the first lookup by index
         self.usage_varies = any((p.first if isinstance(p, Copies) else p).usage is not None for p in self._parts)  # what metrics report changes with time alone
 
+    @staticmethod
+    def of(arrivals: Sequence[Arrival]) -> Arrivals:
+        """``arrivals`` in the order they arrive (as they are, if they are ``Arrivals``)."""
+        return arrivals if isinstance(arrivals, Arrivals) else Arrivals(arrivals)
+
     def __len__(self) -> int:
         return self._len
 

@@ -104,7 +104,7 @@ class SimulatedCluster:
         self.cloud = cloud
         self.register_delay = register_delay
         self.origin = clock.now()  # workload times are relative to when the cluster started
-        arrivals = workload if isinstance(workload, Arrivals) else Arrivals(workload)  # (in the order they arrive)
+        arrivals = Arrivals.of(workload)
         self.usage_varies = arrivals.usage_varies  # what metrics report changes with time alone
         self._arrivals, self._arrivals_left = iter(arrivals), len(arrivals)  # each pod made as it arrives
         self._next_arrival: Arrival | None = next(self._arrivals, None)
