@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from builders import binpack_pool
 from harness import Harness, arrive
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nodemanager.cluster.workload import ClusterObjects, NodeAction, load_workload_file
 from nodemanager.config import parse_config
@@ -175,6 +177,24 @@ def test_the_brake_pauses_a_pool_that_launches_more_nodes_than_its_pods_justify(
     ledger.booted("s", ())  # standby: not counted
     ledger.launched("general", "s", 701.0)
     assert ledger.braked(702.0)[0] == {}
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.lists(st.sampled_from(["p", "q", "r"]), max_size=3, unique=True), st.integers(0, 400)), max_size=25))
+def test_the_brake_counts_the_pods_of_the_launches_in_its_window(steps: list[tuple[str, list[str], int]]) -> None:
+    """Launches and passes of time in any order: the brake counts each pool's launches and
+    the distinct pods they were for within the window, as counting them afresh would."""
+    ledger, now, launched = BootLedger(window=600, boots_per_pod=1), 0.0, []
+    for i, (pool, pods, gap) in enumerate(steps):
+        now += gap
+        ledger.booted(f"n{i}", tuple(pods))
+        ledger.launched(pool, f"n{i}", now)
+        launched += [(now, pool, pods)] if pods else []
+        braked, _ = ledger.braked(now)
+        for name in ("a", "b"):
+            inside = [ps for at, p, ps in launched if p == name and at > now - 600]
+            distinct = len({x for ps in inside for x in ps})
+            expected = (len(inside), distinct) if len(inside) > distinct else None
+            assert ((braked[name].launches, braked[name].pods) if name in braked else None) == expected
 
 
 # -- B. disruption that takes what it must not ------------------------------------------------

@@ -18,7 +18,7 @@ launches leave the window.
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -61,6 +61,7 @@ class BootLedger:
         self.boots_per_pod = boots_per_pod
         self._for: dict[str, tuple[PodKey, ...]] = {}  # node -> the pods it was booted for, until judged
         self._launches: dict[str, deque[tuple[float, str, tuple[PodKey, ...]]]] = {}  # pool -> (when, node, pods)
+        self._launched_for: dict[str, Counter[PodKey]] = {}  # pool -> its launches in the window for each pod (kept as they come and go)
         self._useless: dict[PodKey, int] = {}  # pod -> its boots of no use so far
         self.holds: dict[PodKey, Hold] = {}
         self.futile_nodes: set[str] = set()  # nodes that were of no use to the pods they were for
@@ -82,6 +83,7 @@ class BootLedger:
         pods = self._for.get(node, ())
         if pods:
             self._launches.setdefault(pool, deque()).append((now, node, pods))
+            self._launched_for.setdefault(pool, Counter()).update(pods)
 
     def failed(self, node: str) -> None:
         """Its boot failed: the pods owe it nothing (a node stopped before it was Ready is
@@ -154,9 +156,14 @@ class BootLedger:
         """Pools whose boots the brake pauses now, and those it began to pause (to say once)."""
         begun = []
         for pool, launches in self._launches.items():
+            launched_for = self._launched_for[pool]
             while launches and launches[0][0] <= now - self.window:
-                launches.popleft()
-            pods = len({p for _, _, ps in launches for p in ps})
+                for pod in launches.popleft()[2]:
+                    if launched_for[pod] > 1:
+                        launched_for[pod] -= 1
+                    else:
+                        del launched_for[pod]
+            pods = len(launched_for)
             allowed = math.ceil(self.boots_per_pod * pods)
             if launches and len(launches) > allowed:
                 # paused until enough launches leave the window for the rest to be allowed
