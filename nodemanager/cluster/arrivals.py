@@ -97,7 +97,7 @@ class Arrivals(Sequence[Arrival]):
 
     def __init__(self, parts: Iterable[Arrival | Copies] = ()) -> None:
         self._parts = sorted(parts, key=lambda p: p.at)
-        self._len = sum(p.count if isinstance(p, Copies) else 1 for p in self._parts)
+        self._len = _pods_in(self._parts)
         self._listed: list[Arrival] | None = None  # made on the first lookup by index
         self.usage_varies = any((p.first if isinstance(p, Copies) else p).usage is not None for p in self._parts)  # what metrics report changes with time alone
 
@@ -137,4 +137,8 @@ class Arrivals(Sequence[Arrival]):
         late = [p for p in self._parts if p.at > at]
         if not late:
             return 0, None
-        return sum(p.count if isinstance(p, Copies) else 1 for p in late), next(iter(Arrivals(late)))
+        return _pods_in(late), next(iter(Arrivals(late)))
+
+
+def _pods_in(parts: Iterable[Arrival | Copies]) -> int:
+    return sum(p.count if isinstance(p, Copies) else 1 for p in parts)
