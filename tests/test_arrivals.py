@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from nodemanager.cluster.arrivals import Arrival, Arrivals, Copies, in_name_order, renamed
 from nodemanager.cluster.workload import WorkloadError, parse_workload
-from nodemanager.model import Pod, Resources
+from nodemanager.model import Pod, PodKey, Resources
 
 POD = "{containers: [{name: c, resources: {requests: {cpu: 100m}}}]}"
 
@@ -39,7 +39,7 @@ def test_the_order_is_by_time_then_key_as_if_every_pod_were_made(drawn: list[tup
         names |= set(made)
         first = Arrival(at, 60.0, _pod(made[0]))
         parts.append(first if count == 1 else Copies(first, name, count))
-        every += [Arrival(at, 60.0, first.pod if n == made[0] else renamed(first.pod, n)) for n in made]
+        every += [Arrival(at, 60.0, first.pod if n == made[0] else renamed(first.pod, PodKey(f"default/{n}"))) for n in made]
     arrivals = Arrivals(parts)
     expected = sorted(every, key=lambda a: (a.at, a.pod.key))
     assert len(arrivals) == len(expected)

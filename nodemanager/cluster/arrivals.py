@@ -48,10 +48,9 @@ class Arrival:
     claims: tuple[ResourceClaim, ...] = ()  # made for this pod from claim templates
 
 
-def renamed(pod: Pod, name: str) -> Pod:
-    """``pod`` under another name (its manifest names nothing else after the pod)."""
-    key = PodKey(f"{pod.namespace}/{name}")
-    return copied(pod, {"name": name, "uid": key, "key": key})
+def renamed(pod: Pod, key: PodKey) -> Pod:
+    """``pod`` under another key of its namespace (its manifest names nothing else after the pod)."""
+    return copied(pod, {"name": key.partition("/")[2], "uid": key, "key": key})
 
 
 @dataclass(frozen=True)
@@ -111,7 +110,7 @@ class Arrivals(Sequence[Arrival]):
 
     def __iter__(self) -> Iterator[Arrival]:
         for key, a in self.keyed():
-            yield a if key == a.pod.key else Arrival(a.at, a.duration, renamed(a.pod, key.partition("/")[2]), a.usage)
+            yield a if key == a.pod.key else Arrival(a.at, a.duration, renamed(a.pod, key), a.usage)
 
     def keyed(self) -> Iterator[tuple[PodKey, Arrival]]:
         """Each pod's key in order, with its arrival, or a copy's with its entry's first
