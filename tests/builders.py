@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from cloud.catalog import Catalog
 from nodemanager.config.schema import NodeDefaults, Pool, Standby
 from nodemanager.model import CapacityPolicy, CapacityType, InstanceType, Node, NodeName, NodeState, Pod, PodPhase, Resources
+from nodemanager.model.since import Since
 from nodemanager.scaler import BindingNodeScaler, ScalerSettings
 from nodemanager.scaler.decision import NodeSpec
 
@@ -99,3 +102,11 @@ def binpack_pool(name: str = "general", **kw: object) -> Pool:
 def scaler(*pools: Pool, idle_grace: float = 0.0, max_boots: int = 10, catalog: Catalog = CATALOG) -> BindingNodeScaler:
     nodes = NodeDefaults(default_instance_type="a.large", idle_grace=idle_grace, max_boots_per_loop=max_boots, name_tag="nm")
     return BindingNodeScaler(ScalerSettings(tuple(pools) or (cell_pool(),), nodes), catalog)
+
+
+def since_holds(since: Since | None, before: Mapping, after: Mapping) -> bool:
+    """Whether ``since`` (if it links the two) names every entry that changed, with its new value."""
+    if since is None:
+        return True
+    differ = {n for n in before.keys() | after.keys() if before.get(n) is not after.get(n)}
+    return differ <= since.changed.keys() and all(after.get(n) is v for n, v in since.changed.items())

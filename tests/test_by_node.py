@@ -1,10 +1,11 @@
 """Pods grouped by node: the cache keeps them so as pods change, and must give exactly what
 grouping its pods from scratch gives; a node's tuple stays the same object while its pods do;
-a snapshot never trusts a grouping of other pods."""
+a snapshot never trusts a grouping of other pods; each grouping says truly which nodes'
+pods changed since the one before."""
 
 import dataclasses
 
-from builders import pod
+from builders import pod, since_holds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -55,6 +56,11 @@ def test_the_caches_grouping_is_its_pods_grouped_afresh(steps: list[tuple[str, s
             assert snapshot.grouped is not None
             assert snapshot.grouped.pods is snapshot.pods
             assert _same(snapshot.grouped, PodsByNode.of(snapshot.pods))
+            if taken and taken[-1].grouped is not snapshot.grouped:  # what changed since the last grouping is said truly
+                since = snapshot.grouped.since
+                assert since is not None
+                assert since.links(taken[-1].grouped.placed, snapshot.grouped.placed)
+                assert since_holds(since, taken[-1].grouped.placed, snapshot.grouped.placed)
             taken.append(snapshot)
     for snapshot in taken:
         assert _same(snapshot.grouped, PodsByNode.of(snapshot.pods))

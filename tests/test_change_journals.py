@@ -8,7 +8,7 @@ import dataclasses
 import math
 from collections import Counter
 
-from builders import CATALOG, TYPES, binpack_pool, node, pod
+from builders import CATALOG, TYPES, binpack_pool, node, pod, since_holds
 from harness import Harness
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -68,7 +68,12 @@ def test_the_planning_nodes_are_the_records_viewed_afresh(steps: list, limit: in
         elif what == "unmark":
             c.state.marked.pop(name, None)
         else:
+            before = c.state._planned
             assert c.state._planning_nodes() == _fresh(c)
+            after, since = c.state._planned, c.state.planned_since
+            if after is not before and since is not None:  # what changed is said truly (or not at all)
+                assert since.links(before, after)
+                assert since_holds(since, {n.name: n for n in before}, {n.name: n for n in after})
     assert c.state._planning_nodes() == _fresh(c)
 
 

@@ -26,7 +26,7 @@ TAINT = Taint("dedicated", TaintEffect.NO_SCHEDULE, "db")
 
 steps = st.lists(
     st.tuples(
-        st.sampled_from(["arrive", "bind", "finish", "record", "taint", "cordon", "claim", "daemons", "offering"]),
+        st.sampled_from(["arrive", "bind", "finish", "record", "taint", "cordon", "claim", "daemons", "offering", "join", "leave", "stop", "boot"]),
         st.integers(0, 7),
         st.sampled_from(["100m", "500m", "1", "3"]),
     ),
@@ -35,7 +35,7 @@ steps = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps)
 def test_a_scaler_that_computed_before_decides_as_a_fresh_one(changes: list[tuple[str, int, str]]) -> None:
     kept = scaler(*POOLS)
@@ -66,6 +66,16 @@ def test_a_scaler_that_computed_before_decides_as_a_fresh_one(changes: list[tupl
             nodes[target] = dataclasses.replace(nodes[target], state=NodeState.CLAIMED if nodes[target].state is NodeState.AVAILABLE else NodeState.AVAILABLE)
         elif change == "daemons":
             daemon_sets = () if daemon_sets else (DAEMON,)
+        elif change == "join":  # a node whose name sorts anywhere among the others'
+            name = f"n{i}j{now}"
+            nodes[name] = dataclasses.replace(node(name, "m.xlarge", pool="general", zone=ZONES[i % 2]), ready_at=0.0)
+        elif change == "leave" and len(nodes) > 1:
+            del nodes[target]
+        elif change == "stop":
+            nodes[target] = dataclasses.replace(nodes[target], state=NodeState.TERMINATING)
+        elif change == "boot":  # Ready, booting (with no pods yet) or Ready again
+            order = [NodeState.AVAILABLE, NodeState.CREATING, NodeState.CREATED]
+            nodes[target] = dataclasses.replace(nodes[target], state=order[(order.index(nodes[target].state) + 1) % 3 if nodes[target].state in order else 0])
         elif change == "offering":
             key = ("m.xlarge", SPOT if i % 2 else OD, ZONES[i % 2])
             unavailable = {} if unavailable else {key: 1e9}

@@ -24,6 +24,7 @@ from nodemanager.model.daemonset import DaemonSet
 from nodemanager.model.journal import Journal
 from nodemanager.model.pdb import PodDisruptionBudget
 from nodemanager.model.pod_owners import SELECTING_KINDS, Namespace, PodSelecting
+from nodemanager.model.since import Since
 from nodemanager.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass, VolumeContext
 
 DEFAULT_ASSUME_TTL = 15 * 60.0  # seconds (godel-scheduler's PodAssumedTTL)
@@ -352,16 +353,18 @@ class ClusterEventsHandler:
         if self._pods_as_of is None or self._pods_as_of[0] != self.generation:
             waiting = self._waiting.pods()
             pods = waiting + self._entries.pods()
-            placed = self._sorted
+            placed, before = self._sorted, self._pods_as_of[1].placed if self._pods_as_of is not None else None
             for name in self._resort:
                 on = self._on.get(name)
                 if on is None:
                     placed.pop(name, None)
                 else:
                     placed[name] = tuple(sorted(on.pods.values(), key=_KEY))
+            after = dict(placed)
+            since = Since(before, after, {name: placed.get(name) for name in self._resort}) if before is not None else None
             self._resort.clear()
             claims = self._waiting.claimed > 0 or self._entries.claimed > 0
-            self._pods_as_of = (self.generation, PodsByNode(pods, waiting, dict(placed)), claims)
+            self._pods_as_of = (self.generation, PodsByNode(pods, waiting, after, since), claims)
         return self._pods_as_of[1], self._pods_as_of[2]
 
     def held(self, node: str) -> frozenset[PodKey]:

@@ -36,6 +36,7 @@ from nodemanager.model.labels import RESERVATION_ID
 from nodemanager.model.reservation import Reservation
 from nodemanager.model.resources import BATCH_RESOURCES
 from nodemanager.model.selectors import HARD_EFFECTS, untolerated
+from nodemanager.model.since import Since
 from nodemanager.scaler import BindingNodeScaler, ClusterSnapshot, Decision, ScalerSettings, StopOrder, UnavailabilityKeeper
 from nodemanager.scaler.pools import capacity_of
 from nodemanager.scheduling.plugins.placement import UNSCHEDULABLE_TAINT
@@ -104,6 +105,7 @@ class ClusterState:
         # cluster could have told us of it (a pass starved by a cloud outage reads none).
         self.synced_at = clock.now()
         self._planned: tuple[Node, ...] = ()  # the nodes as the scaler plans with them
+        self.planned_since: Since | None = None  # what changed in them at their last change
         # Each record's planning view, and where the records' and the cluster's change journals
         # stood when they were made, with the nodes then marked (see _planning_nodes).
         self._planned_views: dict[str, Node] = {}
@@ -262,6 +264,7 @@ class ClusterState:
             operator_held=frozenset(self._operator_held),
             reservations_left=self.reservations_left(),
             grouped=cached.grouped,
+            nodes_since=self.planned_since,
         )
 
     def reservations_left(self) -> dict[str, int]:
@@ -305,7 +308,8 @@ class ClusterState:
                 else:
                     held.pop(name, None)
                 views[name] = replace(node, state=NodeState.TERMINATING) if name in marked else planned
-            self._planned = tuple(map(views.__getitem__, self.nodes))
+            before, self._planned = self._planned, tuple(map(views.__getitem__, self.nodes))
+            self.planned_since = None if everything else Since(before, self._planned, {name: views.get(name) for name in changed})
         return self._planned
 
     @property

@@ -11,12 +11,13 @@ import operator
 from collections import defaultdict, deque
 from collections.abc import Iterable, Iterator
 
-from nodemanager.model import LIVE_STATES, NodeState, Pod, PodKey, PodPhase
+from nodemanager.model import Pod, PodKey, PodPhase
 from nodemanager.model.labels import ZONE
 from nodemanager.model.pod import as_regular
 from nodemanager.model.pod_owners import SpreadDefaults
 from nodemanager.scaler import interpod_plan as plan
 from nodemanager.scaler import preferences
+from nodemanager.scaler.live_nodes import READINESS
 from nodemanager.scaler.room import RoomIndex
 from nodemanager.scaler.run import PodClass, Run
 from nodemanager.scaler.steering import Steer, meets
@@ -51,20 +52,12 @@ def rebuild(run: Run) -> list[Pod]:
     run.waiting.update(run.excluded)
     pictures = run.memory.pictures  # allowing for these DaemonSets: views_for saw them first
     pictures.forget_all_but(run.snapshot.nodes)
-    zones = []
-    # (names bound once: this walks every node of the cluster at every decision)
-    infos, node_state, readiness = run.infos, run.node_state, run.readiness
-    picture, view_of, placed = pictures.info, run.view_by_name.get, grouped.placed
-    for node in sorted(run.snapshot.nodes, key=_NAME):
-        name, state = node.name, node.state
-        if state not in LIVE_STATES:
-            continue
-        info = infos[name] = picture(node, view_of(node.pool), placed.get(name, ()))
-        node_state[name] = state
-        if state in _READINESS:
-            readiness[name] = _READINESS[state]
-        zones.append(info.zone)
-    run.zone_load.update(zones)  # (counted in C: a count per node was a hundredth of a busy day)
+    live = run.memory.live
+    live.follow(pictures, run.snapshot, run.view_by_name)
+    run.infos.update(live.infos)  # (copied in C: the run changes its own)
+    run.node_state.update(live.states)
+    run.readiness.update(live.readiness)
+    run.zone_load.update(live.zones)
     # Earlier bindings are kept while their pod still waits and still passes every
     # filter on that node (it may have been resized, tainted or filled meanwhile).
     carried = [(pod, n.name) for n in run.snapshot.nodes if n.name in run.infos for k in n.bound_pods if (pod := waiting.get(k)) is not None]
@@ -145,7 +138,7 @@ def fill(run: Run, classes: list[PodClass], candidates: list[NodeInfo] | None = 
     if candidates is not None:
         ranks: dict[int, list[NodeInfo]] = defaultdict(list)
         for info in candidates:
-            ranks[run.readiness.get(info.name, len(_READINESS))].append(info)
+            ranks[run.readiness.get(info.name, len(READINESS))].append(info)
         rooms = [(rank, RoomIndex(ranks[rank])) for rank in sorted(ranks)]
     namespaces = run.topology.namespace_labels
     for cls in classes:
@@ -222,9 +215,7 @@ def _sampled(run: Run, state: CycleState, pod: Pod, ranked: list[tuple[int, list
                 yield heapq.heappop(best)[2]
 
 
-_NAME = operator.attrgetter("name")
 _ANTI_PODS = operator.attrgetter("anti_pods")
-_READINESS = {NodeState.AVAILABLE: 0, NodeState.CLAIMED: 0, NodeState.CREATED: 1, NodeState.CREATING: 2}
 
 
 def _shares_prefilter(pod: Pod) -> bool:

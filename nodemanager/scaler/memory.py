@@ -15,6 +15,7 @@ from nodemanager.model import CapacityType, Pod, Resources
 from nodemanager.scaler import binpack
 from nodemanager.scaler.by_identity import ByIdentity
 from nodemanager.scaler.deferred import DeferredPlan
+from nodemanager.scaler.live_nodes import LiveNodes
 from nodemanager.scaler.pictures import NodePictures
 from nodemanager.scaler.pools import Candidate, PoolView, pool_views
 from nodemanager.scaler.settings import ScalerSettings
@@ -61,6 +62,7 @@ class Memory:
         self.pod_keys: dict[tuple[int, bool], tuple[Pod, tuple]] = {}  # (id(pod), node_only) -> (the pod, its constraint_key)
         # each existing node as computations start from it
         self.pictures = NodePictures(catalog, settings.nodes.volume_size, self._views_daemon_sets, regular=not settings.colocation)
+        self.live = LiveNodes()  # the live nodes with their pictures, followed by what changed
         # The nodes the last capped plan left for later, reused while what they were planned
         # from stays the same (checked in full before each use; see ``deferred``).
         self.deferred: DeferredPlan | None = None

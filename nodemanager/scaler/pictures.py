@@ -113,6 +113,11 @@ class NodePictures:
         when next asked for."""
         self._spoiled.update(name for name in names if name in self._kept)
 
+    def spoiled_names(self) -> set[str]:
+        """The nodes whose kept pictures a computation changed (``spoiled``), not yet
+        brought up to date."""
+        return set(self._spoiled)
+
     def settle(self, keep: Iterable[str] = ()) -> None:
         """The pods an earlier computation placed (``placed``) taken off every picture but
         those of ``keep``, whose stay on as the computation asking places them again."""

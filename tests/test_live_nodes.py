@@ -1,0 +1,89 @@
+"""The live nodes a computation starts from (``LiveNodes``), followed from one computation to
+the next by what changed, are what a walk of every record gives: the same names in name
+order, states, readiness, zones and pictures, whether the makers of the records and of the
+pods by node say what changed (``Since``) or the changes are found by comparing every entry;
+and the makers say the truth."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from builders import CATALOG, ZONES, binpack_pool, cell_pool, node, pod
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nodemanager.model import LIVE_STATES, NodeState, PodPhase
+from nodemanager.model.by_node import PodsByNode
+from nodemanager.model.since import Since
+from nodemanager.scaler.live_nodes import READINESS, LiveNodes
+from nodemanager.scaler.pictures import NodePictures
+from nodemanager.scaler.pools import pool_views
+from nodemanager.scaler.snapshot import ClusterSnapshot
+from nodemanager.scheduling import NodeInfo
+
+VIEWS = {v.name: v for v in pool_views([cell_pool(), binpack_pool()], CATALOG, 0, {})}
+STATES = [NodeState.AVAILABLE, NodeState.CREATING, NodeState.CREATED, NodeState.CLAIMED, NodeState.TERMINATING, NodeState.TERMINATED]
+STEPS = st.lists(
+    st.tuples(st.sampled_from(["join", "leave", "state", "bind", "finish", "spoil", "other"]), st.integers(0, 30), st.booleans()),
+    min_size=1,
+    max_size=30,
+)
+
+
+def _seen(info: NodeInfo) -> tuple:
+    return (info.name, info.zone, info.allocatable, info.requested, list(info.pods))
+
+
+def _walked(live: LiveNodes) -> tuple:
+    return ([_seen(i) for i in live.infos.values()], list(live.states.items()), dict(live.readiness), +live.zones)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(STEPS)
+def test_the_live_nodes_followed_are_those_a_walk_of_every_record_gives(steps: list[tuple[str, int, bool]]) -> None:
+    pictures, live = NodePictures(CATALOG, 0, ()), LiveNodes()
+    records = {f"n{i:02d}": node(f"n{i:02d}", "m.xlarge", pool="general", zone=ZONES[i % 2]) for i in range(0, 8, 2)}
+    placed: dict[str, tuple] = {}
+    nodes_before, placed_before = tuple(records.values()), dict(placed)
+    for now, (what, i, linked) in enumerate(steps):
+        names = sorted(records)
+        target = names[i % len(names)] if names else "n00"
+        changed: set[str] = set()
+        if what == "join":  # a name that sorts anywhere among the others'
+            name = f"n{i:02d}x"
+            records[name] = node(
+                name, "a.large" if i % 2 else "m.xlarge", pool="cells" if i % 2 else "general", zone=ZONES[i % 2], state=STATES[i % len(STATES)]
+            )
+            changed.add(name)
+        elif what == "leave" and target in records:
+            del records[target]
+            changed.add(target)
+        elif what == "state" and target in records:
+            records[target] = dataclasses.replace(records[target], state=STATES[(STATES.index(records[target].state) + 1 + i) % len(STATES)])
+            changed.add(target)
+        elif what == "bind":
+            on = (*placed.get(target, ()), pod(f"p{now}", "100m", node=target, phase=PodPhase.RUNNING))
+            placed[target] = tuple(sorted(on, key=lambda p: p.key))  # in key order, as the cache gives them
+        elif what == "finish" and placed.get(target):
+            if rest := placed[target][1:]:
+                placed[target] = rest
+            else:
+                del placed[target]
+        elif what == "spoil" and target in live.infos:  # what a computation does with a picture, then says
+            live.infos[target].add_pod(pod(f"s{now}", "100m", node=target))
+            pictures.spoiled([target])
+        nodes = tuple(records.values())
+        grouped_placed = dict(placed)
+        placed_changed = {n for n in placed_before.keys() | grouped_placed.keys() if placed_before.get(n) is not grouped_placed.get(n)}
+        nodes_since = Since(nodes_before, nodes, {n: records.get(n) for n in changed}) if linked else None
+        placed_since = Since(placed_before, grouped_placed, {n: grouped_placed.get(n) for n in placed_changed}) if linked else None
+        all_pods = tuple(p for on in grouped_placed.values() for p in on)
+        snapshot = ClusterSnapshot(all_pods, nodes, nodes_since=nodes_since, grouped=PodsByNode(all_pods, (), grouped_placed, placed_since))
+        live.follow(pictures, snapshot, VIEWS)
+        pictures.settle()  # (a computation settles what it placed: none here)
+        fresh = LiveNodes()
+        fresh.follow(NodePictures(CATALOG, 0, ()), ClusterSnapshot(all_pods, nodes), VIEWS)
+        assert _walked(live) == _walked(fresh), f"after {steps[: now + 1]}"
+        assert list(live.infos) == sorted(n for n, r in records.items() if r.state in LIVE_STATES)
+        assert all(READINESS.get(records[n].state) == r for n, r in live.readiness.items())
+        nodes_before, placed_before = nodes, grouped_placed
