@@ -14,6 +14,7 @@ The maps are in name order, as a walk of the sorted nodes makes them.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
@@ -37,6 +38,7 @@ class LiveNodes:
         self._nodes: Sequence[Node] = ()
         self._records: dict[str, Node] = {}  # every node of ``_nodes`` by name
         self._placed: Mapping[str, Sequence[Pod]] = {}
+        self._order: list[str] = []  # the live nodes' names, sorted
         self.infos: dict[str, NodeInfo] = {}  # live node name -> its picture, in name order
         self.states: dict[str, NodeState] = {}  # in name order too
         self.readiness: dict[str, int] = {}  # those that may take pods -> their rank (READINESS)
@@ -85,18 +87,21 @@ class LiveNodes:
             self._update(pictures, sorted(changed), views, placed)
 
     def _update(self, pictures: NodePictures, names: list[str], views: Mapping[str, PoolView], placed: Mapping[str, Sequence[Pod]]) -> None:
-        infos, states, readiness, zones = self.infos, self.states, self.readiness, self.zones
+        infos, states, readiness, zones, order = self.infos, self.states, self.readiness, self.zones, self._order
         added = False
         for name in names:
             node = self._records.get(name)
             if name in infos:
                 zones[infos[name].zone] -= 1  # (counted again below if it is still live)
             if node is None or node.state not in LIVE_STATES:
-                infos.pop(name, None)
+                if infos.pop(name, None) is not None:
+                    del order[bisect_left(order, name)]
                 states.pop(name, None)
                 readiness.pop(name, None)
                 continue
-            added = added or name not in infos
+            if name not in infos:
+                insort(order, name)
+                added = True
             info = infos[name] = pictures.info(node, views.get(node.pool), placed.get(name, ()))
             states[name] = node.state
             zones[info.zone] += 1
@@ -106,6 +111,5 @@ class LiveNodes:
                 readiness.pop(name, None)
         self.zones = +zones  # (no zone left at a count of none)
         if added:  # in name order again (a new name may go anywhere)
-            order = sorted(infos)
             self.infos = dict(zip(order, map(infos.__getitem__, order), strict=True))
             self.states = dict(zip(order, map(states.__getitem__, order), strict=True))
