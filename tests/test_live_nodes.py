@@ -24,7 +24,7 @@ from nodemanager.scheduling import NodeInfo
 VIEWS = {v.name: v for v in pool_views([cell_pool(), binpack_pool()], CATALOG, 0, {})}
 STATES = [NodeState.AVAILABLE, NodeState.CREATING, NodeState.CREATED, NodeState.CLAIMED, NodeState.TERMINATING, NodeState.TERMINATED]
 STEPS = st.lists(
-    st.tuples(st.sampled_from(["join", "leave", "state", "bind", "finish", "spoil", "other"]), st.integers(0, 30), st.booleans()),
+    st.tuples(st.sampled_from(["join", "leave", "state", "assign", "bind", "finish", "spoil", "other"]), st.integers(0, 30), st.booleans()),
     min_size=1,
     max_size=30,
 )
@@ -35,7 +35,7 @@ def _seen(info: NodeInfo) -> tuple:
 
 
 def _walked(live: LiveNodes) -> tuple:
-    return ([_seen(i) for i in live.infos.values()], list(live.states.items()), dict(live.readiness), +live.zones)
+    return ([_seen(i) for i in live.infos.values()], list(live.states.items()), dict(live.readiness), +live.zones, dict(live.binding))
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -60,6 +60,9 @@ def test_the_live_nodes_followed_are_those_a_walk_of_every_record_gives(steps: l
             changed.add(target)
         elif what == "state" and target in records:
             records[target] = dataclasses.replace(records[target], state=STATES[(STATES.index(records[target].state) + 1 + i) % len(STATES)])
+            changed.add(target)
+        elif what == "assign" and target in records:  # a decision bound a waiting pod to it (or no longer)
+            records[target] = dataclasses.replace(records[target], bound_pods=() if records[target].bound_pods else (f"default/w{now}",))
             changed.add(target)
         elif what == "bind":
             on = (*placed.get(target, ()), pod(f"p{now}", "100m", node=target, phase=PodPhase.RUNNING))

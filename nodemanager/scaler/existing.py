@@ -60,7 +60,7 @@ def rebuild(run: Run) -> list[Pod]:
     run.zone_load.update(live.zones)
     # Earlier bindings are kept while their pod still waits and still passes every
     # filter on that node (it may have been resized, tainted or filled meanwhile).
-    carried = [(pod, n.name) for n in run.snapshot.nodes if n.name in run.infos for k in n.bound_pods if (pod := waiting.get(k)) is not None]
+    carried = [(pod, name) for name, node in live.binding.items() for k in node.bound_pods if (pod := waiting.get(k)) is not None]
     kept = keep_placed(run, carried)
     prefiltered: dict[tuple, CycleState | None] = {}  # a class's PreFilter answer (see _shares_prefilter)
     # Where a pod of such a class passed every filter, another of it passes them too as

@@ -43,6 +43,7 @@ class LiveNodes:
         self.states: dict[str, NodeState] = {}  # in name order too
         self.readiness: dict[str, int] = {}  # those that may take pods -> their rank (READINESS)
         self.zones: Counter[str] = Counter()  # live nodes per zone
+        self.binding: dict[str, Node] = {}  # the live nodes an earlier decision bound waiting pods to (in no order)
 
     def follow(self, pictures: NodePictures, snapshot: ClusterSnapshot, views: Mapping[str, PoolView]) -> None:
         """Brought up to ``snapshot``'s nodes (every record; those not live are left out),
@@ -98,6 +99,7 @@ class LiveNodes:
                     del order[bisect_left(order, name)]
                 states.pop(name, None)
                 readiness.pop(name, None)
+                self.binding.pop(name, None)
                 continue
             if name not in infos:
                 insort(order, name)
@@ -109,6 +111,10 @@ class LiveNodes:
                 readiness[name] = READINESS[node.state]
             else:
                 readiness.pop(name, None)
+            if node.bound_pods:
+                self.binding[name] = node
+            else:
+                self.binding.pop(name, None)
         self.zones = +zones  # (no zone left at a count of none)
         if added:  # in name order again (a new name may go anywhere)
             self.infos = dict(zip(order, map(infos.__getitem__, order), strict=True))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import operator
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from nodemanager.scheduling.status import Code
 from nodemanager.scheduling.topology import PodTopology
 
 NEW_HOST = "\x00a new node"  # the hostname domain of a node this run may still create: it holds no pod
+_NAME = operator.attrgetter("name")
 
 
 def constraint_key(pod: Pod, node_only: bool = False) -> tuple:
@@ -114,7 +116,7 @@ class Run:
         self.unschedulable: dict[PodKey, str] = {}
         self.waiting: dict[PodKey, str] = {}
         self.new_nodes: dict[str, NewNode] = {}
-        self.names_taken = {n.name for n in snapshot.nodes}
+        self.names_taken = set(map(_NAME, snapshot.nodes))  # (in C: every record, at every decision)
         self.unavailable = {k for k, until in snapshot.unavailable.items() if until > now}
         # Capacity reservations: the instances each has left for new nodes, counted as this
         # run plans nodes into them (``new_node``, ``forget``, ``moved``); those with none left
