@@ -19,6 +19,7 @@ from operator import attrgetter
 from nodemanager.model import Pod
 from nodemanager.model.resources import asks_for_batch, extended
 from nodemanager.scheduling import NodeInfo
+from nodemanager.scheduling.nodeinfo import untaken
 
 _FREE_CPU = attrgetter("free_cpu")
 _FREE_MEMORY = attrgetter("free_memory")
@@ -26,7 +27,7 @@ _FREE_MEMORY = attrgetter("free_memory")
 
 class RoomIndex:
     def __init__(self, nodes: list[NodeInfo]) -> None:
-        nodes = [i for i in nodes if not i.cell_taken]
+        nodes = untaken(nodes)
         self._all = nodes
         self._nodes = sorted(nodes, key=_FREE_CPU, reverse=True)  # most free CPU first (a reversed sort keeps ties as given)
         self._less_free = [-i.free_cpu for i in self._nodes]  # ascending: minus the free CPU

@@ -6,8 +6,10 @@ adds the pods it places, so every Filter sees the node exactly as it would be.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import compress
 
 from nodemanager.model import CapacityType, Pod, PodKey, Resources, Taint
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY, DEFAULT_MEMORY, DEFAULT_MILLI_CPU, ZERO, asks_for_batch
@@ -199,3 +201,15 @@ class NodeInfo:
             self.free_memory,
             self.free_pods,
         )
+
+
+def untaken(infos: list[NodeInfo]) -> list[NodeInfo]:
+    """Those of ``infos`` not ``cell_taken``, in order (told in C: a fill asks it of every
+    existing node at every decision)."""
+    pods_over = map(operator.gt, map(len, map(_PODS, infos)), map(_NODE_PODS, infos))
+    return list(compress(infos, map(operator.not_, map(operator.and_, map(_CELL, infos), pods_over))))
+
+
+_CELL = operator.attrgetter("cell")
+_PODS = operator.attrgetter("pods")
+_NODE_PODS = operator.attrgetter("node_pods")
