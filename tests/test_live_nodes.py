@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from builders import CATALOG, ZONES, binpack_pool, cell_pool, node, pod
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -90,3 +91,29 @@ def test_the_live_nodes_followed_are_those_a_walk_of_every_record_gives(steps: l
         assert list(live.infos) == sorted(n for n, r in records.items() if r.state in LIVE_STATES)
         assert all(READINESS.get(records[n].state) == r for n, r in live.readiness.items())
         nodes_before, placed_before = nodes, grouped_placed
+
+
+def test_a_follow_that_fails_half_way_begins_again_from_nothing() -> None:
+    """A picture that cannot be made (an error in the middle of a follow) leaves nothing half
+    followed: the next follow walks every record again and gives what a fresh walk gives."""
+    pictures, live = NodePictures(CATALOG, 0, ()), LiveNodes()
+    records = [node(f"n{i}", "m.xlarge", pool="general", zone=ZONES[i % 2]) for i in range(4)]
+    live.follow(pictures, ClusterSnapshot((), tuple(records)), VIEWS)
+    records[2] = dataclasses.replace(records[2], state=NodeState.CREATING)
+    records.append(node("n9", "m.xlarge", pool="general", zone=ZONES[1]))
+    snapshot = ClusterSnapshot((), tuple(records))
+    info = pictures.info
+
+    def failing(*args: object) -> NodeInfo:
+        raise RuntimeError("no picture")
+
+    pictures.info = failing  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        live.follow(pictures, snapshot, VIEWS)
+    pictures.info = info  # type: ignore[method-assign]
+    live.follow(pictures, snapshot, VIEWS)
+    fresh = LiveNodes()
+    fresh.follow(NodePictures(CATALOG, 0, ()), snapshot, VIEWS)
+    assert _walked(live) == _walked(fresh)
+    assert list(live.infos) == ["n0", "n1", "n2", "n3", "n9"]
+    assert live.readiness == {"n0": 0, "n1": 0, "n2": 2, "n3": 0, "n9": 0}

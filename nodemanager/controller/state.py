@@ -105,7 +105,7 @@ class ClusterState:
         # cluster could have told us of it (a pass starved by a cloud outage reads none).
         self.synced_at = clock.now()
         self._planned: tuple[Node, ...] = ()  # the nodes as the scaler plans with them
-        self.planned_since: Since | None = None  # what changed in them at their last change
+        self.planned_since: Since[Node] | None = None  # what changed in them at their last change
         # Each record's planning view, and where the records' and the cluster's change journals
         # stood when they were made, with the nodes then marked (see _planning_nodes).
         self._planned_views: dict[str, Node] = {}

@@ -25,7 +25,7 @@ class PodsByNode:
     pods: tuple[Pod, ...]  # what was grouped: a grouping stands for these very pods (by identity), no others
     waiting: tuple[Pod, ...]  # not on a node, in the order of ``pods``
     placed: Mapping[str, tuple[Pod, ...]]  # node -> its pods (DaemonSet and mirror pods too), in key order
-    since: Since | None = None  # what changed in ``placed`` from the grouping before, where its maker knows
+    since: Since[tuple[Pod, ...]] | None = None  # what changed in ``placed`` from the grouping before, where its maker knows
 
     @classmethod
     def of(cls, pods: tuple[Pod, ...]) -> PodsByNode:

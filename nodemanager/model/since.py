@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, eq=False)
-class Since:
+class Since(Generic[T]):
     before: object  # the earlier version (by identity)
     after: object  # the later one: the same entries but for those of ``changed``
-    changed: Mapping[str, object | None]  # name -> its entry in ``after`` (None: it has none); may name unchanged ones too
+    changed: Mapping[str, T | None]  # name -> its entry in ``after`` (None: it has none); may name unchanged ones too
 
     def links(self, before: object, after: object) -> bool:
         """Whether this tells what changed from ``before`` to ``after`` (the very objects)."""

@@ -68,7 +68,7 @@ class LiveNodes:
                     if node is None:
                         records.pop(name, None)
                     else:
-                        records[name] = node  # type: ignore[assignment]
+                        records[name] = node
                 changed.update(nodes_since.changed)
             else:
                 now = {node.name: node for node in nodes}

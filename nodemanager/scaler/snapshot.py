@@ -39,7 +39,7 @@ class ClusterSnapshot:
     on_the_way: Mapping[PodKey, str] = field(default_factory=lambda: _EMPTY)  # pods a node is booting for: no second new node for them, and why
     reservations_left: Mapping[str, int] = field(default_factory=lambda: _EMPTY)  # capacity reservation -> instances new nodes may still take
     one_new_node: bool = False  # a consolidation's what-if: the pods that move may take one new node at most
-    nodes_since: Since | None = field(default=None, compare=False, repr=False)  # what changed in ``nodes`` from the records before, where their maker knows
+    nodes_since: Since[Node] | None = field(default=None, compare=False, repr=False)  # what changed in ``nodes`` since the records before, if known
     grouped: PodsByNode | None = field(default=None, compare=False, repr=False)  # ``pods`` already grouped (the cache keeps them so): see ``by_node``
 
     @cached_property
