@@ -7,20 +7,27 @@ and the makers say the truth."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
+from bench_modules import load_benchmark
 from builders import CATALOG, ZONES, binpack_pool, cell_pool, node, pod
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nodemanager.cluster.workload import parse_workload
+from nodemanager.config import parse_config
 from nodemanager.model import LIVE_STATES, NodeState, PodPhase
 from nodemanager.model.by_node import PodsByNode
 from nodemanager.model.since import Since
+from nodemanager.scaler import BindingNodeScaler
+from nodemanager.scaler.decision import Decision
 from nodemanager.scaler.live_nodes import READINESS, LiveNodes
 from nodemanager.scaler.pictures import NodePictures
 from nodemanager.scaler.pools import pool_views
 from nodemanager.scaler.snapshot import ClusterSnapshot
 from nodemanager.scheduling import NodeInfo
+from nodemanager.simulator import Simulation
 
 VIEWS = {v.name: v for v in pool_views([cell_pool(), binpack_pool()], CATALOG, 0, {})}
 STATES = [NodeState.AVAILABLE, NodeState.CREATING, NodeState.CREATED, NodeState.CLAIMED, NodeState.TERMINATING, NodeState.TERMINATED]
@@ -117,3 +124,36 @@ def test_a_follow_that_fails_half_way_begins_again_from_nothing() -> None:
     assert _walked(live) == _walked(fresh)
     assert list(live.infos) == ["n0", "n1", "n2", "n3", "n9"]
     assert live.readiness == {"n0": 0, "n1": 0, "n2": 2, "n3": 0, "n9": 0}
+
+
+def test_in_a_simulated_run_every_computation_is_what_a_fresh_scaler_computes() -> None:
+    """The controller's records and the cache's pods by node say what changed (``Since``),
+    which the scaler follows; disruption's what-ifs do not (the decision after one compares
+    every entry). Through a simulated hour of arrivals, boots, finishes and stops on a cell
+    pool and a bin-packing one, every computation of the running scaler (provisioning's and
+    the what-ifs) is the one a fresh scaler makes of the same snapshot, and most decisions
+    that followed a decision on other nodes were followed by what the makers said."""
+    bench = load_benchmark("simulate")
+    config, catalog = parse_config(bench.CONFIG, "benchmark", Path("."))
+    sim = Simulation(config, catalog, parse_workload(bench.workload(150, 1.0, 3), "benchmark"), clairvoyant=False)
+    scaler = sim.controller.state.scaler
+    compute = scaler.compute
+    last: list[ClusterSnapshot] = []
+    counts = {"computed": 0, "after a decision": 0, "linked": 0}
+
+    def both(snapshot: ClusterSnapshot, now: float) -> Decision:
+        decision = compute(snapshot, now)
+        assert decision == BindingNodeScaler(scaler.settings, scaler.catalog).compute(snapshot, now), f"at {now}"
+        counts["computed"] += 1
+        if last and not last[-1].one_new_node and not snapshot.one_new_node and last[-1].nodes is not snapshot.nodes:
+            counts["after a decision"] += 1
+            counts["linked"] += snapshot.nodes_since is not None and snapshot.nodes_since.links(last[-1].nodes, snapshot.nodes)
+        last[:] = [snapshot]
+        return decision
+
+    scaler.compute = both  # type: ignore[method-assign]
+    report = sim.run()
+    assert report["pods"]["bound"] == 150
+    assert counts["computed"] > 300  # (decisions and what-ifs)
+    assert counts["after a decision"] > 50
+    assert counts["linked"] >= 0.75 * counts["after a decision"]
