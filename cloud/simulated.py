@@ -22,6 +22,7 @@ from cloud.interruption import FREE_IF_RECLAIMED_WITHIN, SPOT_NOTICE, Interrupti
 from nodemanager.clock import Clock
 from nodemanager.model import CapacityType
 from nodemanager.model.reservation import Reservation, ReservationQuery
+from nodemanager.model.since import Since
 from nodemanager.tally import ErrorTally
 
 TERMINATED_VISIBLE_FOR = 3600.0  # EC2 keeps describing terminated instances for about an hour
@@ -62,6 +63,13 @@ class BilledSpan:
     running: float  # when it was (or will be) running: its billing starts
     until: float  # when it was terminated (now, if it lives); ``running`` if it never ran
     seconds: float  # what EC2 bills: (until - running), a minute at least; 0 if free
+
+
+class Listing(list[Instance]):
+    """A listing that says what changed since the one before it (``since``, by instance id),
+    so a poller of thousands of instances catches up by the few that changed."""
+
+    since: Since[Instance] | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +116,8 @@ class SimulatedCloud:
         # few seconds): a boot adds one, an end takes it out, and a pending one is looked at
         # again when its boot delay is over (``_due``: when, instance id).
         self._listed: dict[str, Instance] = {}
+        self._listing: Listing | None = None  # the last listing made
+        self._relisted: dict[str, Instance | None] = {}  # what changed in ``_listed`` since (None: gone)
         self._due: list[tuple[float, str]] = []
         self._by_token: dict[str, str] = {}
         self._checked_at: float | None = None
@@ -149,7 +159,7 @@ class SimulatedCloud:
             instance_id, request.node_name, request.pool, *offering, InstanceState.PENDING, now, tags, self.image, tuple(refused), request.reservation
         )
         self._records[instance_id] = self._live[instance_id] = _Record(instance)
-        self._listed[instance_id] = instance
+        self._listed[instance_id] = self._relisted[instance_id] = instance
         heapq.heappush(self._due, (now + self.boot_delay, instance_id))
         self._by_token[request.token] = instance_id
         self.events.append(CloudEvent(now, "launched", instance_id, request.node_name))
@@ -176,8 +186,12 @@ class SimulatedCloud:
         while due and due[0][0] <= now:
             _, instance_id = heapq.heappop(due)
             if instance_id in listed:
-                listed[instance_id] = self._view(self._live[instance_id])
-        return list(listed.values())
+                listed[instance_id] = self._relisted[instance_id] = self._view(self._live[instance_id])
+        listing = Listing(listed.values())
+        if self._listing is not None:
+            listing.since = Since(self._listing, listing, self._relisted)
+        self._listing, self._relisted = listing, {}
+        return listing
 
     def describe(self, instance_id: str) -> Instance:
         self._inject_failures()
@@ -264,7 +278,8 @@ class SimulatedCloud:
     def _end(self, record: _Record, now: float, kind: str) -> None:
         record.terminated_at = now
         self._live.pop(record.instance.instance_id, None)
-        self._listed.pop(record.instance.instance_id, None)
+        if self._listed.pop(record.instance.instance_id, None) is not None:
+            self._relisted[record.instance.instance_id] = None
         record.reason = kind
         self.events.append(CloudEvent(now, kind, record.instance.instance_id, record.instance.node_name))
 

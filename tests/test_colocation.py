@@ -102,6 +102,23 @@ def test_stale_metrics_remove_batch_resources():
     assert "degrade" in h.controller.colocation.synced[name][2][BATCH_CPU]
 
 
+def test_without_colocation_the_loop_wakes_for_a_node_that_offers_batch_resources() -> None:
+    """No pool offers batch resources: the loop has nothing to do until a node's record has
+    them (the pool turned it off with batch resources still written), and again once it has
+    none. Its answer is kept between passes while no record's allocatable changes."""
+    pool = Pool(name="cells", packing="binpack", instance_types=["m.4xlarge"], capacity_types=["on-demand"])
+    h = Harness(pool, arrivals=[arrive("w0", cpu="2", memory="4Gi")], register_delay=5)
+    h.run(40)
+    [name] = h.controller.state.nodes
+    state, reconciler = h.controller.state, h.controller.colocation
+    assert not reconciler.wanted()
+    plain = state.nodes[name]
+    state.nodes[name] = plain.with_changes(allocatable=plain.allocatable + Resources({BATCH_CPU: 1000}))
+    assert reconciler.wanted()
+    state.nodes[name] = plain
+    assert not reconciler.wanted()
+
+
 def test_disabled_pool_takes_its_batch_resources_back():
     h = colocation_harness()
     h.run(40)

@@ -7,6 +7,8 @@ from kubernetes import client as k8s
 from nodemanager.cluster.objects import pod_from_v1
 from nodemanager.errors import InvalidInput, InvalidManifest
 from nodemanager.model import CapacityPolicy, Operator, Pod, PodPhase, Resources, Taint, TaintEffect, Toleration
+from nodemanager.model.interpod import NO_AFFINITY, SpreadConstraint, WhenUnsatisfiable
+from nodemanager.model.labels import ZONE
 from nodemanager.model.pod import effective_request
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
 from nodemanager.model.selectors import Requirement, SelectorTerm
@@ -306,6 +308,21 @@ def test_a_pods_life_copies_it_as_replace_would_and_nothing_else() -> None:
     for refused in ({"name": "other"}, {"requests": Resources()}, {"daemon_set": "ns/ds"}):
         with pytest.raises(TypeError, match="living changes only"):
             batch.living(**refused)
+
+
+def test_a_pods_constraints_copy_it_as_replace_would_and_nothing_else() -> None:
+    """``constrained`` (what planners pin and relax) gives what ``dataclasses.replace`` gives;
+    it refuses a field a derived one is made from (labels make the kind, requests ``batch``)."""
+    pod = Pod.from_manifest(MANIFEST)
+    _ = pod.kind
+    spread = (SpreadConstraint(1, ZONE, WhenUnsatisfiable.DO_NOT_SCHEDULE, None),)
+    for changes in ({"node_selector": {ZONE: "us-east-1a"}, "spread": ()}, {"pod_affinity": NO_AFFINITY}, {"spread": spread}, {}):
+        copy = pod.constrained(**changes)
+        assert copy == dataclasses.replace(pod, **changes)
+        assert (copy.key, copy.of_node, copy.batch, copy.kind) == (pod.key, pod.of_node, pod.batch, pod.kind)
+    for refused in ({"labels": {"app": "b"}}, {"requests": Resources()}, {"node_name": "n1"}):
+        with pytest.raises(TypeError, match="constrained changes only"):
+            pod.constrained(**refused)
 
 
 @pytest.mark.parametrize(

@@ -4,16 +4,17 @@ import contextlib
 from collections.abc import Iterator
 
 import pytest
+from builders import since_holds
 from harness import arrive
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cloud.base import CONTROLLER_TAG, NODE_TAG, BootRequest, InstanceState
 from cloud.errors import InsufficientCapacity, NotFound, Throttled
-from cloud.simulated import SimulatedCloud
+from cloud.simulated import Listing, SimulatedCloud
 from nodemanager.clock import VirtualClock
 from nodemanager.cluster.base import BindError, EventType, Heartbeats, NodeEvent, PodEvent
-from nodemanager.cluster.simulated import SimulatedCluster
+from nodemanager.cluster.simulated import SimulatedCluster, relisted
 from nodemanager.cluster.workload import WorkloadError, parse_workload
 from nodemanager.model import CapacityType, PodPhase, Resources
 
@@ -135,17 +136,30 @@ def test_a_listing_is_what_describing_each_instance_says_now(steps: list[tuple[s
 
 
 @settings(max_examples=60, deadline=None)
-@given(CLOUD_STEPS)
-def test_the_cluster_keeps_the_running_instances_by_node_from_the_instances_that_changed(steps: list[tuple[str, int]]) -> None:
+@given(CLOUD_STEPS, st.lists(st.booleans(), min_size=30, max_size=30))
+def test_the_cluster_keeps_the_running_instances_by_node_from_the_instances_that_changed(steps: list[tuple[str, int]], others: list[bool]) -> None:
     """The simulated kubelets run on the running instances: the cluster remakes that map
-    from the instances of a new listing that are not the very objects of the last one, and
-    it is what the whole listing says."""
-    cluster = None
-    for clock, cloud, _ in _played(steps):
+    from the instances a new listing says changed since the last (when another reader
+    listed in between, from those that are not the very objects of its last listing), and
+    it is what the whole listing says. A listing's ``since`` names every instance that
+    changed since the listing before it."""
+    cluster, last, linked = None, None, 0
+    for (clock, cloud, _), other in zip(_played(steps), others, strict=False):
         cluster = cluster or SimulatedCluster(clock, cloud, [])
+        if other:
+            last = cloud.list_instances()  # (the cluster's next listing follows this one, not its own)
         instances = cloud.list_instances()
-        cluster._listed = cluster._relisted(instances)
+        assert isinstance(instances, Listing)
+        if last is not None:
+            assert instances.since is not None
+            assert instances.since.links(last, instances)
+            assert since_holds(instances.since, {i.instance_id: i for i in last}, {i.instance_id: i for i in instances})
+        linked += cluster._listed[0] is last
+        cluster._listed = relisted(cluster._listed, instances)
+        last = instances
+        assert cluster._listed[1] == {i.instance_id: i for i in instances}
         assert cluster._listed[2] == {i.node_name: i for i in instances if i.state is InstanceState.RUNNING}
+    assert linked == sum(not other for other in others[1 : len(steps)])  # (the cloud's word was taken)
 
 
 def test_capacity_per_offering():

@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import operator
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -52,9 +53,12 @@ from nodemanager.model import Pod, PodKey, PodPhase
 from nodemanager.model.journal import Journal
 from nodemanager.model.labels import ZONE
 from nodemanager.model.resources import BATCH_CPU, BATCH_MEMORY
+from nodemanager.model.since import Since
 from nodemanager.noderesource.model import NodeMetric, PodUsage
 
 STARTUP_DELAY = 5.0  # seconds from registration until a node's agents remove its startup taints
+_INSTANCE_ID = operator.attrgetter("instance_id")
+Listed = tuple[list[Instance], dict[str, Instance], dict[str, Instance]]  # a list, its instances by id, the running ones by node
 
 
 @dataclass
@@ -134,9 +138,9 @@ class SimulatedCluster:
         self.binds = 0
         self.recorded: deque[tuple[str, str, str, str]] = deque(maxlen=1000)  # (kind, key, reason, message)
         self._listed_objects = False
-        # The cloud's last list (its instances by identity) and its running instances by node,
+        # The cloud's last list (its instances by id) and its running instances by node,
         # made again from the instances that changed (the same objects, mostly, list after list).
-        self._listed: tuple[list[Instance], dict[int, Instance], dict[str, Instance]] = ([], {}, {})
+        self._listed: Listed = ([], {}, {})
 
     # -- ClusterSource -------------------------------------------------------------------
     def poll(self) -> list[ClusterEvent]:
@@ -354,8 +358,7 @@ class SimulatedCluster:
         except CloudError:  # the cloud cannot be seen (throttled, an outage); the kubelets still run
             self._beat(self.kubelets.renewing(sorted(self.nodes), now), now)
             return
-        if instances != self._listed[0]:  # (the same instance objects as last time, mostly: compared by identity first, in C)
-            self._listed = self._relisted(instances)
+        self._listed = relisted(self._listed, instances)
         alive = self._listed[2]
         for name in sorted(self.nodes.keys() - alive.keys()):
             self.remove_node(name)
@@ -376,21 +379,6 @@ class SimulatedCluster:
                     self._startup[name] = (now + self.startup_delay, startup)
                 self._emit(NodeEvent(EventType.ADDED, node))
         self._beat(self.kubelets.renewing(sorted(due), now), now)
-
-    def _relisted(self, instances: list[Instance]) -> tuple[list[Instance], dict[int, Instance], dict[str, Instance]]:
-        """``_listed`` for a new list: only the instances that are not the very objects of
-        the last list (new, or changed state) are looked at."""
-        _, before, alive = self._listed
-        now = dict(zip(map(id, instances), instances, strict=True))
-        for key in before.keys() - now.keys():
-            gone = before[key]
-            if alive.get(gone.node_name) is gone:
-                del alive[gone.node_name]
-        for key in now.keys() - before.keys():
-            came = now[key]
-            if came.state is InstanceState.RUNNING:
-                alive[came.node_name] = came
-        return instances, now, alive
 
     def _beat(self, names: list[str], now: float) -> None:
         if names:
@@ -477,3 +465,29 @@ def _acted(node: ClusterNode, action: NodeAction) -> ClusterNode:
         taints += (action.taint,)
     unschedulable = node.unschedulable if action.cordon is None else action.cordon
     return replace(node, taints=taints, unschedulable=unschedulable)
+
+
+def relisted(last: Listed, instances: list[Instance]) -> Listed:
+    """A cloud's last list, its instances by id and its running instances by node, for a new
+    list, from the instances that changed: those the cloud says changed since the list this
+    one follows (a ``Listing``), else those that are not the very objects of the last list
+    (new, gone, or of a changed state)."""
+    listed, before, alive = last
+    since: Since[Instance] | None = getattr(instances, "since", None)
+    if since is not None and since.links(listed, instances):
+        changes: Mapping[str, Instance | None] = since.changed
+    elif instances == listed:  # (the same instance objects as last time, mostly: compared by identity first, in C)
+        return instances, before, alive
+    else:
+        now = dict(zip(map(_INSTANCE_ID, instances), instances, strict=True))
+        changes = dict.fromkeys(before.keys() - now.keys())
+        changes.update((key, came) for key, came in now.items() if before.get(key) is not came)
+    for key, came in changes.items():
+        gone = before.pop(key, None)
+        if gone is not None and alive.get(gone.node_name) is gone:
+            del alive[gone.node_name]
+        if came is not None:
+            before[key] = came
+            if came.state is InstanceState.RUNNING:
+                alive[came.node_name] = came
+    return instances, before, alive

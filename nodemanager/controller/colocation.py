@@ -25,12 +25,18 @@ class ColocationReconciler:
         self.framework = NodeResourceFramework([BatchResource()], enabled=state.config.colocation.plugins)
         self.synced: dict[str, tuple[float, str, dict[str, str]]] = {}  # node -> (when, why, messages)
         self.anywhere = state.config.colocation_anywhere  # (the configuration is the controller's for life; merging it is not free)
+        self._wanted: tuple[int, bool] | None = None  # (the records' census, whether a node has batch resources)
 
     def wanted(self) -> bool:
         """Whether there is anything to do: nothing at all when no pool offers batch resources
-        and no node has them."""
-        c = self.state
-        return self.anywhere or any(n.allocatable.has(name) for n in c.nodes.values() for name in BATCH_RESOURCES)
+        and no node has them (looked for again only when a record's allocatable may have
+        changed: the records' census)."""
+        if self.anywhere:
+            return True
+        nodes = self.state.nodes
+        if self._wanted is None or self._wanted[0] != nodes.census:
+            self._wanted = (nodes.census, any(n.allocatable.has(name) for n in nodes.values() for name in BATCH_RESOURCES))
+        return self._wanted[1]
 
     def read_metrics(self) -> Mapping[str, NodeMetric]:
         """The nodes' metrics (outside the controller's lock: the metrics API is a call)."""

@@ -177,6 +177,14 @@ class Pod:
             raise TypeError(f"Pod.living changes only {sorted(_LIFE)}, not {sorted(changes.keys() - _LIFE)}")
         return copied(self, changes)
 
+    def constrained(self, **changes: object) -> Pod:
+        """A copy with some of its scheduling constraints changed (``_CONSTRAINTS``: what a
+        planner pins or relaxes, pod after pod), copied slot by slot as ``living`` copies:
+        none of them is one a derived field is made from."""
+        if not changes.keys() <= _CONSTRAINTS:
+            raise TypeError(f"Pod.constrained changes only {sorted(_CONSTRAINTS)}, not {sorted(changes.keys() - _CONSTRAINTS)}")
+        return copied(self, changes)
+
     @property
     def is_bound(self) -> bool:
         return bool(self.node_name)
@@ -196,6 +204,7 @@ class Pod:
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 _LIFE = frozenset({"node_name", "phase", "created_at"})
+_CONSTRAINTS = frozenset({"node_selector", "affinity", "preferred_affinity", "spread", "pod_affinity"})
 
 
 def _str_map(value: Any, path: str) -> dict[str, str]:

@@ -123,28 +123,36 @@ def keep_placed(run: Run, carried: list[tuple[Pod, str]]) -> set[str]:
 
 
 def place_on_existing(run: Run, classes: list[PodClass]) -> None:
-    """Fill nodes that exist (Ready first, then booting), by score within each rank."""
+    """Fill nodes that exist (Ready first, then booting), by score within each rank, each
+    rank's in name order."""
     if any(c.pods for c in classes):  # (most decisions leave no pods for the second fill)
-        fill(run, classes, [info for name, info in run.infos.items() if name in run.readiness])
+        ranked = run.memory.live.ranked  # (the live nodes that may take pods are the run's existing ones)
+        _fill(run, classes, [(rank, list(map(run.infos.__getitem__, names))) for rank, names in ranked.items() if names])
 
 
 def fill(run: Run, classes: list[PodClass], candidates: list[NodeInfo] | None = None, steer: Steer | None = None) -> None:
     """Place pods of ``classes`` on ``candidates`` by score within each readiness rank,
     or (None) on the nodes this run decided to boot that have room and meet ``steer``,
     tightest first."""
-    if (candidates is not None and not candidates) or not any(c.pods for c in classes):
+    if candidates is None:
+        _fill(run, classes, None, steer)
         return
-    rooms: list[tuple[int, RoomIndex]] = []  # by readiness rank (nodes new in this run last), best first
-    if candidates is not None:
-        ranks: dict[int, list[NodeInfo]] = defaultdict(list)
-        for info in candidates:
-            ranks[run.readiness.get(info.name, len(READINESS))].append(info)
-        rooms = [(rank, RoomIndex(ranks[rank])) for rank in sorted(ranks)]
+    ranks: dict[int, list[NodeInfo]] = defaultdict(list)
+    for info in candidates:
+        ranks[run.readiness.get(info.name, len(READINESS))].append(info)
+    _fill(run, classes, [(rank, ranks[rank]) for rank in sorted(ranks)], steer)
+
+
+def _fill(run: Run, classes: list[PodClass], ranked: list[tuple[int, list[NodeInfo]]] | None, steer: Steer | None = None) -> None:
+    """``fill`` on candidates by readiness rank, best first (None: the nodes this run decided to boot)."""
+    if (ranked is not None and not ranked) or not any(c.pods for c in classes):
+        return
+    rooms = [(rank, RoomIndex(infos)) for rank, infos in ranked or ()]
     namespaces = run.topology.namespace_labels
     for cls in classes:
         if not cls.pods:
             continue
-        nodes = [(rank, with_room) for rank, room in rooms if (with_room := room.with_room_for(cls.rep))] if candidates is not None else None
+        nodes = [(rank, with_room) for rank, room in rooms if (with_room := room.with_room_for(cls.rep))] if ranked is not None else None
         if nodes is not None and not nodes:
             continue
         if cls.rep.inter_pod and not plan.static(cls.rep, namespaces):

@@ -28,6 +28,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from nodemanager.model import Pod, PodKey
 from nodemanager.model.interpod import AffinityTerm, SpreadConstraint
@@ -112,18 +113,18 @@ def why_apart(pod: Pod) -> str:
     return f"topology spread on {HOSTNAME} allows {skew} of these pods per node"
 
 
-def pinned(pod: Pod, zone: str) -> Pod:
-    """The pod with its zone decided: a node selector on the zone replaces its zone spread
-    and zone affinity (zone anti-affinity stays: placed pods' terms repel later pods)."""
+def pins(pod: Pod, zone: str) -> dict[str, Any]:
+    """What pins the pod to its zone (``Pod.constrained``), the same for every pod of its
+    class: a node selector on the zone replaces its zone spread and zone affinity (zone
+    anti-affinity stays: placed pods' terms repel later pods)."""
     a = pod.pod_affinity
     if any(t.topology_key == ZONE for t in a.required):
         a = dataclasses.replace(a, required=tuple(t for t in a.required if t.topology_key != ZONE))
-    return dataclasses.replace(
-        pod,
-        node_selector={**pod.node_selector, ZONE: zone},
-        spread=tuple(c for c in pod.spread if not (c.hard and c.topology_key == ZONE)),
-        pod_affinity=a,
-    )
+    return {
+        "node_selector": {**pod.node_selector, ZONE: zone},
+        "spread": tuple(c for c in pod.spread if not (c.hard and c.topology_key == ZONE)),
+        "pod_affinity": a,
+    }
 
 
 @dataclass

@@ -9,7 +9,8 @@ node record, pods and pool view are the very objects of last time and that no co
 has changed since (not ``spoiled``): for those this keeps what it gave. Only the nodes
 whose record or pods are new objects, or whose pictures were spoiled, are asked for again:
 those their makers name (``Since``), else those found by comparing every entry.
-The maps are in name order, as a walk of the sorted nodes makes them.
+The nodes that may take pods are also kept by readiness rank in name order (``ranked``),
+the order a fill searches them in.
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ class LiveNodes:
         self._nodes: Sequence[Node] = ()
         self._records: dict[str, Node] = {}  # every node of ``_nodes`` by name
         self._placed: Mapping[str, Sequence[Pod]] = {}
-        self._order: list[str] = []  # the live nodes' names, sorted
-        self.infos: dict[str, NodeInfo] = {}  # live node name -> its picture, in name order
-        self.states: dict[str, NodeState] = {}  # in name order too
+        self.infos: dict[str, NodeInfo] = {}  # live node name -> its picture (in no order)
+        self.states: dict[str, NodeState] = {}
         self.readiness: dict[str, int] = {}  # those that may take pods -> their rank (READINESS)
+        self.ranked: dict[int, list[str]] = {rank: [] for rank in sorted(set(READINESS.values()))}  # rank -> its nodes' names, sorted
         self.zones: Counter[str] = Counter()  # live nodes per zone
         self.binding: dict[str, Node] = {}  # the live nodes an earlier decision bound waiting pods to (in no order)
 
@@ -88,34 +89,30 @@ class LiveNodes:
             self._update(pictures, sorted(changed), views, placed)
 
     def _update(self, pictures: NodePictures, names: list[str], views: Mapping[str, PoolView], placed: Mapping[str, Sequence[Pod]]) -> None:
-        infos, states, readiness, zones, order = self.infos, self.states, self.readiness, self.zones, self._order
-        added = False
+        infos, states, readiness, zones = self.infos, self.states, self.readiness, self.zones
         for name in names:
             node = self._records.get(name)
             if name in infos:
                 zones[infos[name].zone] -= 1  # (counted again below if it is still live)
-            if node is None or node.state not in LIVE_STATES:
-                if infos.pop(name, None) is not None:
-                    del order[bisect_left(order, name)]
+            live = node is not None and node.state in LIVE_STATES
+            rank = READINESS.get(node.state) if node is not None and live else None
+            if readiness.get(name) != rank:
+                if name in readiness:
+                    ranked = self.ranked[readiness.pop(name)]
+                    del ranked[bisect_left(ranked, name)]
+                if rank is not None:
+                    readiness[name] = rank
+                    insort(self.ranked[rank], name)
+            if node is None or not live:
+                infos.pop(name, None)
                 states.pop(name, None)
-                readiness.pop(name, None)
                 self.binding.pop(name, None)
                 continue
-            if name not in infos:
-                insort(order, name)
-                added = True
             info = infos[name] = pictures.info(node, views.get(node.pool), placed.get(name, ()))
             states[name] = node.state
             zones[info.zone] += 1
-            if node.state in READINESS:
-                readiness[name] = READINESS[node.state]
-            else:
-                readiness.pop(name, None)
             if node.bound_pods:
                 self.binding[name] = node
             else:
                 self.binding.pop(name, None)
         self.zones = +zones  # (no zone left at a count of none)
-        if added:  # in name order again (a new name may go anywhere)
-            self.infos = dict(zip(order, map(infos.__getitem__, order), strict=True))
-            self.states = dict(zip(order, map(states.__getitem__, order), strict=True))

@@ -97,7 +97,7 @@ def _place_preferring(run: Run, group: list[PodClass]) -> None:
         run.stepped[p.key] = p
     for i, (step, keep_steer) in enumerate(steps):
         last = i == len(steps) - 1
-        classes = [PodClass(pods if last else [dataclasses.replace(p, pod_affinity=step.pod_affinity, spread=step.spread) for p in pods]) for pods in pending]
+        classes = [PodClass(pods if last else [p.constrained(pod_affinity=step.pod_affinity, spread=step.spread) for p in pods]) for pods in pending]
         _place_group(run, classes, relax_steer=not keep_steer)
         if last:
             return
@@ -232,9 +232,12 @@ def _place_by_zone(run: Run, group: list[PodClass], relax_steer: bool = True) ->
     by_zone: dict[str, list[PodClass]] = defaultdict(list)
     for cls in group:
         shares: dict[str, list[Pod]] = defaultdict(list)
+        pins: dict[str, dict] = {}  # zone -> what pins the class's pods there
         for pod in cls.pods:
-            if pod.key in chosen:
-                shares[chosen[pod.key]].append(plan.pinned(pod, chosen[pod.key]))
+            if (zone := chosen.get(pod.key)) is not None:
+                if zone not in pins:
+                    pins[zone] = plan.pins(cls.rep, zone)
+                shares[zone].append(pod.constrained(**pins[zone]))
         for zone, members in shares.items():
             by_zone[zone].append(PodClass(members))
         cls.pods = [p for p in cls.pods if p.key not in chosen]

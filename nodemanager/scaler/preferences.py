@@ -70,7 +70,7 @@ def ladder(pod: Pod) -> list[tuple[Pod, bool]]:
     them, as preferences that score."""
     if not preferring(pod):
         return [(pod, False)]
-    steps = [(dataclasses.replace(pod, pod_affinity=affinity, spread=spread), keep) for affinity, spread, keep in _steps(pod)]
+    steps = [(pod.constrained(pod_affinity=affinity, spread=spread), keep) for affinity, spread, keep in _steps(pod)]
     return [*steps, (pod, False)]
 
 
@@ -79,4 +79,4 @@ def strictest(pod: Pod) -> Pod:
     if not preferring(pod):
         return pod
     affinity, spread, _ = next(_steps(pod))
-    return dataclasses.replace(pod, pod_affinity=affinity, spread=spread)
+    return pod.constrained(pod_affinity=affinity, spread=spread)

@@ -7,7 +7,6 @@ merge) and ``stops``; ``scaler.plan`` runs them in order."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import operator
 from collections import Counter
@@ -343,7 +342,7 @@ def limits_budget(pool: Pool) -> binpack.Budget:
 
 def node_level(pod: Pod) -> Pod:
     """The pod without its inter-pod constraints: what a node's labels alone decide."""
-    return dataclasses.replace(pod, spread=(), pod_affinity=NO_AFFINITY) if pod.spread or pod.pod_affinity else pod
+    return pod.constrained(spread=(), pod_affinity=NO_AFFINITY) if pod.spread or pod.pod_affinity else pod
 
 
 def frontier_of(offerings: Sequence[Candidate]) -> list[Resources]:

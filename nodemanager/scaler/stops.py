@@ -13,10 +13,10 @@ def _idle_since(run: Run) -> dict[str, float]:
     """Existing nodes nothing needs (no pods, not kept for standby), with since when, by name."""
     out = {}
     infos, kept, reserved, since = run.infos, run.kept, run.snapshot.reserved | run.snapshot.operator_held, run.snapshot.unneeded_since
-    for name, state in run.node_state.items():  # the existing live nodes, by name (as the picture was made)
+    for name, state in run.node_state.items():  # the existing live nodes
         if state in _MAY_IDLE and name not in kept and name not in reserved and not holds_work(infos[name]):
             out[name] = since.get(NodeName(name), run.now)
-    return out
+    return dict(sorted(out.items()))
 
 
 def mark_expired(run: Run) -> None:
