@@ -173,6 +173,19 @@ def test_node_without_heartbeat_is_replaced():
     assert h.bound()["default/p1"] != sick  # placed again on a new node
 
 
+def test_of_many_ready_nodes_only_the_silent_one_is_marked_unhealthy() -> None:
+    """The heartbeat loop finds the one node gone silent among nodes that keep beating (it
+    looks node by node only when the oldest heartbeat is too old)."""
+    h = Harness(cell_pool(), arrivals=[arrive(f"p{i}", itype="a.large") for i in range(3)], healthy_timeout=90)
+    h.run(40)
+    names = sorted(h.controller.state.nodes)
+    assert len(names) == 3
+    h.cluster.silence(names[1])
+    h.run(95)
+    assert {n for n in names if h.controller.state.nodes[n].state in (S.TERMINATING, S.TERMINATED)} == {names[1]}
+    assert h.controller.metrics.terminations.labels("unhealthy")._value.get() == 1
+
+
 def test_a_node_that_lost_its_pool_labels_is_labelled_again_by_the_heartbeat_loop() -> None:
     h = Harness(cell_pool(labels={"team": "ml"}), arrivals=[arrive("p1", itype="a.large")])
     h.run(40)

@@ -8,6 +8,8 @@ A pass runs under the controller's lock; the label calls are made once it is rel
 
 from __future__ import annotations
 
+import math
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 from nodemanager.model import NodeState
@@ -32,16 +34,22 @@ class NodeLifecycle:
         c = self.state
         healthy, boot = c.config.nodes.healthy_timeout, c.config.nodes.boot_timeout
         marks: list[tuple[str, str, str]] = []  # (node, reason, label): acted on by name, as the few there are
-        heartbeat_of, seen_until = c.cache.heartbeats.get, min(now, c.synced_at)  # (every node, every 10 s)
-        for name, node in c.nodes.items():
-            if node.state in SETTLED:
-                beat = heartbeat_of(name)
-                if beat is None:
-                    marks.append((name, "node left the cluster", "unhealthy"))
-                elif (silent := seen_until - beat) > healthy:
-                    marks.append((name, f"no heartbeat for {silent:.0f}s (healthy timeout {healthy:g}s)", "unhealthy"))
-            elif node.state in BOOTING and now - node.created_at > boot:
-                marks.append((name, f"not Ready {now - node.created_at:.0f}s after boot (boot timeout {boot:g}s)", "boot_timeout"))
+        heartbeat_of, seen_until = c.cache.heartbeats.get, min(now, c.synced_at)
+        for state in SETTLED:
+            names = c.nodes.names_in(state)
+            # Every settled node's heartbeat, every 10 s: most passes find none silent, which
+            # the oldest heartbeat tells (looked up in C; a node never heard from is oldest).
+            if names and seen_until - min(map(heartbeat_of, names, repeat(-math.inf))) > healthy:
+                for name in names:
+                    beat = heartbeat_of(name)
+                    if beat is None:
+                        marks.append((name, "node left the cluster", "unhealthy"))
+                    elif (silent := seen_until - beat) > healthy:
+                        marks.append((name, f"no heartbeat for {silent:.0f}s (healthy timeout {healthy:g}s)", "unhealthy"))
+        for state in BOOTING:
+            for name in c.nodes.names_in(state):
+                if now - (created := c.nodes[name].created_at) > boot:
+                    marks.append((name, f"not Ready {now - created:.0f}s after boot (boot timeout {boot:g}s)", "boot_timeout"))
         for name in sorted(self.unlabelled_now()):  # again: labelling failed at registration
             c.lock.after_release(self.cluster.label_node, name, c.nodes[name].labels)
         for name, reason, label in sorted(marks):

@@ -9,6 +9,7 @@ the records keep those names as they change instead.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from itertools import count
 from typing import TypeVar
 
@@ -83,6 +84,11 @@ class NodeRecords(dict[str, Node]):
         """Names of the records in ``states``, in the records' order."""
         names: Iterable[str] = self._states[states[0]] if len(states) == 1 else set().union(*(self._states[s] for s in states))
         return sorted(names, key=self._order.__getitem__) if names else []  # (mostly none: loops ask at every pass)
+
+    def names_in(self, state: NodeState) -> AbstractSet[str]:
+        """The names of the records in ``state``, in no order (the index itself: read it
+        before the records change again)."""
+        return self._states[state]
 
     def pruned(self, kept: dict[str, _V]) -> dict[str, _V]:
         """``kept``, a memo by node name, without the names of records gone, once they may
