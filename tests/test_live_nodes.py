@@ -1,6 +1,6 @@
 """The live nodes a computation starts from (``LiveNodes``), followed from one computation to
 the next by what changed, are what a walk of every record gives: the same names, states,
-readiness (and the nodes of each rank in name order), zones and pictures, whether the makers of the records and of the
+readiness, zones and pictures, and of the nodes that may take pods the same open ones by rank, whether the makers of the records and of the
 pods by node say what changed (``Since``) or the changes are found by comparing every entry;
 and the makers say the truth."""
 
@@ -42,9 +42,14 @@ def _seen(info: NodeInfo) -> tuple:
     return (info.name, info.zone, info.allocatable, info.requested, list(info.pods))
 
 
+def _open(live: LiveNodes) -> dict[int, list[str]]:
+    """The nodes of each rank a fill looks at: the open ones that are (``untaken``), in order."""
+    return {rank: [n for n in names if not live.infos[n].cell_taken] for rank, names in live.open.items()}
+
+
 def _walked(live: LiveNodes) -> tuple:
     infos = {name: _seen(i) for name, i in live.infos.items()}
-    return (infos, dict(live.states), dict(live.readiness), live.ranked, +live.zones, dict(live.binding))
+    return (infos, dict(live.states), dict(live.readiness), _open(live), +live.zones, dict(live.binding))
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -98,7 +103,8 @@ def test_the_live_nodes_followed_are_those_a_walk_of_every_record_gives(steps: l
         assert _walked(live) == _walked(fresh), f"after {steps[: now + 1]}"
         assert sorted(live.infos) == sorted(n for n, r in records.items() if r.state in LIVE_STATES)
         assert all(READINESS.get(records[n].state) == r for n, r in live.readiness.items())
-        assert live.ranked == {rank: sorted(n for n, r in live.readiness.items() if r == rank) for rank in sorted(set(READINESS.values()))}
+        assert _open(live) == {rank: sorted(n for n, r in live.readiness.items() if r == rank and not live.infos[n].cell_taken) for rank in live.open}
+        assert all(names == sorted(names) and set(names) <= live.readiness.keys() for names in live.open.values())
         nodes_before, placed_before = nodes, grouped_placed
 
 
@@ -126,7 +132,7 @@ def test_a_follow_that_fails_half_way_begins_again_from_nothing() -> None:
     assert _walked(live) == _walked(fresh)
     assert sorted(live.infos) == ["n0", "n1", "n2", "n3", "n9"]
     assert live.readiness == {"n0": 0, "n1": 0, "n2": 2, "n3": 0, "n9": 0}
-    assert live.ranked == {0: ["n0", "n1", "n3", "n9"], 1: [], 2: ["n2"]}
+    assert live.open == {0: ["n0", "n1", "n3", "n9"], 1: [], 2: ["n2"]}
 
 
 def test_in_a_simulated_run_every_computation_is_what_a_fresh_scaler_computes() -> None:

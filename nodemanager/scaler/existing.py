@@ -124,9 +124,10 @@ def keep_placed(run: Run, carried: list[tuple[Pod, str]]) -> set[str]:
 
 def place_on_existing(run: Run, classes: list[PodClass]) -> None:
     """Fill nodes that exist (Ready first, then booting), by score within each rank, each
-    rank's in name order."""
+    rank's in name order: of the live nodes that may take pods, those that may have room
+    (``LiveNodes.open``; the run's existing nodes are the live ones)."""
     if any(c.pods for c in classes):  # (most decisions leave no pods for the second fill)
-        ranked = run.memory.live.ranked  # (the live nodes that may take pods are the run's existing ones)
+        ranked = run.memory.live.open
         _fill(run, classes, [(rank, list(map(run.infos.__getitem__, names))) for rank, names in ranked.items() if names])
 
 

@@ -9,8 +9,13 @@ node record, pods and pool view are the very objects of last time and that no co
 has changed since (not ``spoiled``): for those this keeps what it gave. Only the nodes
 whose record or pods are new objects, or whose pictures were spoiled, are asked for again:
 those their makers name (``Since``), else those found by comparing every entry.
-The nodes that may take pods are also kept by readiness rank in name order (``ranked``),
-the order a fill searches them in.
+The nodes that may take pods are also kept by readiness rank in name order, the order a
+fill searches them in (``open``): those not ``cell_taken``, and those holding pods the last
+computation placed there (settled before a fill: taken off, they may leave the node open).
+A computation only adds pods to these pictures until its fills are done, and any picture it
+changes is pictured again at the next follow: so a fill's open nodes are among these. On a
+day of one-node pods, most of 2,000 live nodes hold their pod, and a fill looks at the few
+that do not.
 """
 
 from __future__ import annotations
@@ -42,7 +47,8 @@ class LiveNodes:
         self.infos: dict[str, NodeInfo] = {}  # live node name -> its picture (in no order)
         self.states: dict[str, NodeState] = {}
         self.readiness: dict[str, int] = {}  # those that may take pods -> their rank (READINESS)
-        self.ranked: dict[int, list[str]] = {rank: [] for rank in sorted(set(READINESS.values()))}  # rank -> its nodes' names, sorted
+        self.open: dict[int, list[str]] = {rank: [] for rank in sorted(set(READINESS.values()))}  # rank -> its open nodes' names, sorted
+        self._open_rank: dict[str, int] = {}  # an open node -> its rank
         self.zones: Counter[str] = Counter()  # live nodes per zone
         self.binding: dict[str, Node] = {}  # the live nodes an earlier decision bound waiting pods to (in no order)
 
@@ -96,19 +102,18 @@ class LiveNodes:
                 zones[infos[name].zone] -= 1  # (counted again below if it is still live)
             live = node is not None and node.state in LIVE_STATES
             rank = READINESS.get(node.state) if node is not None and live else None
-            if readiness.get(name) != rank:
-                if name in readiness:
-                    ranked = self.ranked[readiness.pop(name)]
-                    del ranked[bisect_left(ranked, name)]
-                if rank is not None:
-                    readiness[name] = rank
-                    insort(self.ranked[rank], name)
+            if rank is None:
+                readiness.pop(name, None)
+            else:
+                readiness[name] = rank
             if node is None or not live:
+                self._list(name, None)
                 infos.pop(name, None)
                 states.pop(name, None)
                 self.binding.pop(name, None)
                 continue
             info = infos[name] = pictures.info(node, views.get(node.pool), placed.get(name, ()))
+            self._list(name, rank if rank is not None and (not info.cell_taken or name in pictures.placed) else None)
             states[name] = node.state
             zones[info.zone] += 1
             if node.bound_pods:
@@ -116,3 +121,16 @@ class LiveNodes:
             else:
                 self.binding.pop(name, None)
         self.zones = +zones  # (no zone left at a count of none)
+
+    def _list(self, name: str, rank: int | None) -> None:
+        """``name`` among the open nodes of ``rank`` (None: of none)."""
+        was = self._open_rank.get(name)
+        if was == rank:
+            return
+        if was is not None:
+            names = self.open[was]
+            del names[bisect_left(names, name)]
+            del self._open_rank[name]
+        if rank is not None:
+            insort(self.open[rank], name)
+            self._open_rank[name] = rank
