@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import operator
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from nodemanager.config.schema import NODE_NAME_DIGITS, Pool
@@ -39,26 +39,46 @@ NEW_HOST = "\x00a new node"  # the hostname domain of a node this run may still 
 _NAME = operator.attrgetter("name")
 
 
-def constraint_key(pod: Pod, node_only: bool = False) -> tuple:
+class ConstraintKey(tuple):
+    """A ``constraint_key``, hashed once: its parts are dataclasses nested deep (selectors,
+    terms, tolerations), and a key is looked up many times per pod in a computation (its
+    class, its pool's answer, its node's kinds of pod); hashing them anew each time was a
+    twentieth of a decision of 5,000 pods with inter-pod constraints. Equal to the tuple of
+    its parts, and hashed as that tuple is."""
+
+    _hash: int
+
+    def __new__(cls, parts: Iterable[object]) -> ConstraintKey:
+        key = super().__new__(cls, parts)
+        key._hash = tuple.__hash__(key)
+        return key
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
+def constraint_key(pod: Pod, node_only: bool = False) -> ConstraintKey:
     """Everything but the request that decides where a pod may go (and its rank); with
     ``node_only``, only what a node's own labels and taints decide."""
     group = (pod.namespace, pod.pod_group, pod.pod_group_min_member) if pod.pod_group else ()
     batch = pod.batch  # never packed with other pods
-    return (
-        batch,
-        pod.host_ports,
-        pod.volume_claims,
-        pod.priority,
-        tuple(sorted(pod.node_selector.items())),
-        pod.affinity,
-        pod.preferred_affinity,
-        pod.tolerations,
-        pod.instance_type,
-        pod.capacity_policy,
-        pod.zone,
-        group,
-        # labels and namespace: what other pods' selectors see
-        *(() if node_only else (pod.spread, pod.pod_affinity, pod.kind)),
+    return ConstraintKey(
+        (
+            batch,
+            pod.host_ports,
+            pod.volume_claims,
+            pod.priority,
+            tuple(sorted(pod.node_selector.items())),
+            pod.affinity,
+            pod.preferred_affinity,
+            pod.tolerations,
+            pod.instance_type,
+            pod.capacity_policy,
+            pod.zone,
+            group,
+            # labels and namespace: what other pods' selectors see
+            *(() if node_only else (pod.spread, pod.pod_affinity, pod.kind)),
+        )
     )
 
 
@@ -187,7 +207,7 @@ class Run:
             claims = self.devices.context.claims if self.devices else {}
             found = tuple((c.requests, c.constraints, c.allocation is not None) if (c := claims.get(k)) is not None else ("missing", k) for k in pod.claims)
             self._claim_keys[pod.claims] = found
-        return (*constraint_key(pod, node_only), found)
+        return ConstraintKey((*constraint_key(pod, node_only), found))
 
     def possible_domains(self, pod: Pod, key: str) -> frozenset[str]:
         """The values of the label ``key`` that a new node the pod could run on may have:

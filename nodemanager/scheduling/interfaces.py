@@ -90,6 +90,10 @@ class SkipsUnasked(PreFilterPlugin):
 
 
 class FilterPlugin(Plugin):
+    # A filter that depends on nothing but the pod and the node and that most nodes of a busy
+    # cluster fail (their free room): ``Framework.feasible`` runs such filters first.
+    sifts_first: ClassVar[bool] = False
+
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         raise NotImplementedError
 

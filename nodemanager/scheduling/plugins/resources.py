@@ -31,6 +31,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin):
     ``ignoredResourceGroups`` (extended resources left unchecked; the scaler leaves them out
     of the requests it plans new nodes for too). Scoring is configured on the scores."""
 
+    sifts_first = True
+
     name = "NodeResourcesFit"
     keeps_nothing = True
 
