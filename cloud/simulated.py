@@ -67,7 +67,8 @@ class BilledSpan:
 
 class Listing(list[Instance]):
     """A listing that says what changed since the one before it (``since``, by instance id),
-    so a poller of thousands of instances catches up by the few that changed."""
+    so a poller of thousands of instances catches up by the few that changed. Only the
+    newest listing says it: the cloud takes it off the one before."""
 
     since: Since[Instance] | None = None
 
@@ -190,6 +191,7 @@ class SimulatedCloud:
         listing = Listing(listed.values())
         if self._listing is not None:
             listing.since = Since(self._listing, listing, self._relisted)
+            self._listing.since = None  # (only the newest says: each would keep every listing before it)
         self._listing, self._relisted = listing, {}
         return listing
 

@@ -1,6 +1,8 @@
 """The simulated cloud and cluster (products of their own) and workload files."""
 
 import contextlib
+import gc
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -160,6 +162,22 @@ def test_the_cluster_keeps_the_running_instances_by_node_from_the_instances_that
         assert cluster._listed[1] == {i.instance_id: i for i in instances}
         assert cluster._listed[2] == {i.node_name: i for i in instances if i.state is InstanceState.RUNNING}
     assert linked == sum(not other for other in others[1 : len(steps)])  # (the cloud's word was taken)
+
+
+def test_a_listing_keeps_no_listing_before_it_alive() -> None:
+    """Each listing says what changed since the one before it; a poller that keeps the
+    newest listing keeps no older one alive (a day of polls kept every listing made)."""
+    clock = VirtualClock()
+    cloud = SimulatedCloud("ctl", clock, boot_delay=30)
+    cloud.boot(req("n0"))
+    first = weakref.ref(cloud.list_instances())
+    for i in range(1, 4):
+        cloud.boot(req(f"n{i}"))
+        newest = cloud.list_instances()
+    gc.collect()
+    assert first() is None
+    assert newest.since is not None
+    assert set(newest.since.changed) == {newest[-1].instance_id}
 
 
 def test_capacity_per_offering():
