@@ -1,8 +1,8 @@
 """The live nodes a computation starts from (``LiveNodes``), followed from one computation to
 the next by what changed, are what a walk of every record gives: the same names, states,
-readiness, zones and pictures, and of the nodes that may take pods the same open ones by rank, whether the makers of the records and of the
-pods by node say what changed (``Since``) or the changes are found by comparing every entry;
-and the makers say the truth."""
+zones and pictures, and by readiness rank the same open nodes (those a fill may use),
+whether the makers of the records and of the pods by node say what changed (``Since``) or
+the changes are found by comparing every entry; and the makers say the truth."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def _open(live: LiveNodes) -> dict[int, list[str]]:
 
 def _walked(live: LiveNodes) -> tuple:
     infos = {name: _seen(i) for name, i in live.infos.items()}
-    return (infos, dict(live.states), dict(live.readiness), _open(live), +live.zones, dict(live.binding))
+    return (infos, dict(live.states), _open(live), +live.zones, dict(live.binding))
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -102,9 +102,10 @@ def test_the_live_nodes_followed_are_those_a_walk_of_every_record_gives(steps: l
         fresh.follow(NodePictures(CATALOG, 0, ()), ClusterSnapshot(all_pods, nodes), VIEWS)
         assert _walked(live) == _walked(fresh), f"after {steps[: now + 1]}"
         assert sorted(live.infos) == sorted(n for n, r in records.items() if r.state in LIVE_STATES)
-        assert all(READINESS.get(records[n].state) == r for n, r in live.readiness.items())
-        assert _open(live) == {rank: sorted(n for n, r in live.readiness.items() if r == rank and not live.infos[n].cell_taken) for rank in live.open}
-        assert all(names == sorted(names) and set(names) <= live.readiness.keys() for names in live.open.values())
+        assert _open(live) == {
+            rank: sorted(n for n in live.infos if READINESS.get(records[n].state) == rank and not live.infos[n].cell_taken) for rank in live.open
+        }
+        assert all(names == sorted(names) and all(READINESS.get(records[n].state) == rank for n in names) for rank, names in live.open.items())
         nodes_before, placed_before = nodes, grouped_placed
 
 
@@ -131,7 +132,6 @@ def test_a_follow_that_fails_half_way_begins_again_from_nothing() -> None:
     fresh.follow(NodePictures(CATALOG, 0, ()), snapshot, VIEWS)
     assert _walked(live) == _walked(fresh)
     assert sorted(live.infos) == ["n0", "n1", "n2", "n3", "n9"]
-    assert live.readiness == {"n0": 0, "n1": 0, "n2": 2, "n3": 0, "n9": 0}
     assert live.open == {0: ["n0", "n1", "n3", "n9"], 1: [], 2: ["n2"]}
 
 

@@ -56,7 +56,6 @@ def rebuild(run: Run) -> list[Pod]:
     live.follow(pictures, run.snapshot, run.view_by_name)
     run.infos.update(live.infos)  # (copied in C: the run changes its own)
     run.node_state.update(live.states)
-    run.readiness.update(live.readiness)
     run.zone_load.update(live.zones)
     # Earlier bindings are kept while their pod still waits and still passes every
     # filter on that node (it may have been resized, tainted or filled meanwhile).
@@ -132,16 +131,10 @@ def place_on_existing(run: Run, classes: list[PodClass]) -> None:
 
 
 def fill(run: Run, classes: list[PodClass], candidates: list[NodeInfo] | None = None, steer: Steer | None = None) -> None:
-    """Place pods of ``classes`` on ``candidates`` by score within each readiness rank,
-    or (None) on the nodes this run decided to boot that have room and meet ``steer``,
-    tightest first."""
-    if candidates is None:
-        _fill(run, classes, None, steer)
-        return
-    ranks: dict[int, list[NodeInfo]] = defaultdict(list)
-    for info in candidates:
-        ranks[run.readiness.get(info.name, len(READINESS))].append(info)
-    _fill(run, classes, [(rank, ranks[rank]) for rank in sorted(ranks)], steer)
+    """Place pods of ``classes`` on the nodes this run decided to boot: ``candidates`` by
+    score (ranked after every existing node), or (None) those that have room and meet
+    ``steer``, tightest first."""
+    _fill(run, classes, None if candidates is None else [(len(READINESS), candidates)] if candidates else [], steer)
 
 
 def _fill(run: Run, classes: list[PodClass], ranked: list[tuple[int, list[NodeInfo]]] | None, steer: Steer | None = None) -> None:

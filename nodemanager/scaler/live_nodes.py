@@ -46,7 +46,6 @@ class LiveNodes:
         self._placed: Mapping[str, Sequence[Pod]] = {}
         self.infos: dict[str, NodeInfo] = {}  # live node name -> its picture (in no order)
         self.states: dict[str, NodeState] = {}
-        self.readiness: dict[str, int] = {}  # those that may take pods -> their rank (READINESS)
         self.open: dict[int, list[str]] = {rank: [] for rank in sorted(set(READINESS.values()))}  # rank -> its open nodes' names, sorted
         self._open_rank: dict[str, int] = {}  # an open node -> its rank
         self.zones: Counter[str] = Counter()  # live nodes per zone
@@ -95,24 +94,19 @@ class LiveNodes:
             self._update(pictures, sorted(changed), views, placed)
 
     def _update(self, pictures: NodePictures, names: list[str], views: Mapping[str, PoolView], placed: Mapping[str, Sequence[Pod]]) -> None:
-        infos, states, readiness, zones = self.infos, self.states, self.readiness, self.zones
+        infos, states, zones = self.infos, self.states, self.zones
         for name in names:
             node = self._records.get(name)
             if name in infos:
                 zones[infos[name].zone] -= 1  # (counted again below if it is still live)
-            live = node is not None and node.state in LIVE_STATES
-            rank = READINESS.get(node.state) if node is not None and live else None
-            if rank is None:
-                readiness.pop(name, None)
-            else:
-                readiness[name] = rank
-            if node is None or not live:
+            if node is None or node.state not in LIVE_STATES:
                 self._list(name, None)
                 infos.pop(name, None)
                 states.pop(name, None)
                 self.binding.pop(name, None)
                 continue
             info = infos[name] = pictures.info(node, views.get(node.pool), placed.get(name, ()))
+            rank = READINESS.get(node.state)  # (None: it takes no pods)
             self._list(name, rank if rank is not None and (not info.cell_taken or name in pictures.placed) else None)
             states[name] = node.state
             zones[info.zone] += 1

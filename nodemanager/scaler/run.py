@@ -124,7 +124,6 @@ class Run:
         self.infos: dict[str, NodeInfo] = {}
         self.changed: set[str] = set()  # nodes whose pictures this run placed or unplaced pods on (see NodePictures)
         self.node_state: dict[str, NodeState] = {}
-        self.readiness: dict[str, int] = {}  # existing nodes that may take pods: Ready first (0), then booting
         self.fw.handle.node_infos = self.infos
         self.fw.handle.volumes = snapshot.volumes
         self.topology = PodTopology(self.infos, snapshot.namespaces)

@@ -204,8 +204,8 @@ class NodeInfo:
 
 
 def untaken(infos: list[NodeInfo]) -> list[NodeInfo]:
-    """Those of ``infos`` not ``cell_taken``, in order (told in C: a fill asks it of every
-    existing node at every decision)."""
+    """Those of ``infos`` not ``cell_taken``, in order (told in C: a fill asks it of the
+    existing nodes it may use at every decision)."""
     pods_over = map(operator.gt, map(len, map(_PODS, infos)), map(_NODE_PODS, infos))
     return list(compress(infos, map(operator.not_, map(operator.and_, map(_CELL, infos), pods_over))))
 
