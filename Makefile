@@ -18,7 +18,7 @@ $(RUNTIME): pyproject.toml constraints.txt
 	touch $(RUNTIME)
 
 $(STAMP): $(RUNTIME)
-	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,bench,plot,docs]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,plot,docs]'
 	touch $(STAMP)
 
 run: $(RUNTIME)  ## start the service on the embedded default (simulated cloud and cluster)

@@ -8,19 +8,10 @@ components share no node and no pod, so the bound is the sum of theirs:
 
 * **cell pools only**: a pod holds a node of its own while it runs, so it costs at least
   the cheapest offering it may use that holds it, for as long as it runs;
-* **otherwise**: the LP bound of the component's total CPU- and memory-seconds over its
-  offerings (at every instant the fleet holds the running pods, and the LP bound is convex
-  and positively homogeneous in the demand, so the bound of the integral is at most the
-  integral of the bounds); and the three-resource LP of the GPU pods' CPU-, memory- and
-  GPU-seconds over the component's GPU offerings (a GPU pod runs only where GPUs are, and
-  an instance's CPU and memory come with its GPUs); the larger.
-
-Each offering counts in the LPs only for what the component's pods could use of it: none
-of it if no pod of theirs fits it, and no more CPU than its memory brings at the most CPU
-per byte any of them that fit asks (nor more memory than its CPU brings), nor more than
-its pod slots times the most any of them asks. A fleet's node never holds more of the
-pods' requests than that, so the bound stays a bound; without it a t3.nano, which holds
-none of them, sold its two vCPU at a tenth of any usable price.
+* **otherwise**: the LP of ``kind_lp.py`` over the component's offerings, each kind of pod
+  (its requests and the offerings it may use) covered by offerings that hold it whole, for
+  its pod-hours in the run (the LP's optimum is convex and positively homogeneous in the
+  demand, so the optimum for the run's total is at most the sum of each instant's).
 
 Pricing every pod at the cheapest offering of any pool (spot prices of a batch pool for
 pods that may run only on-demand) made the bound a fraction of what any fleet could pay.
@@ -29,24 +20,17 @@ pods that may run only on-demand) made the bound a fraction of what any fleet co
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nodemanager.model import Pod, PodKey, Resources
-from nodemanager.model.resources import GPU_RESOURCES
-from nodemanager.scaler.binpack import cheapest_per_type
-from nodemanager.scaler.lp import DualSolver, DualSolver3, Shape, Shape3
+from nodemanager.scaler import kind_lp
+from nodemanager.scaler.kind_lp import Column, Kind
 from nodemanager.scaler.pools import Candidate, PoolView
 from nodemanager.scaler.usable import UsableOfferings, placement_key
 
-
-def _gpus(requests: Resources) -> int:
-    return sum(requests.get(name) for name in GPU_RESOURCES)
-
-
-GIB = float(2**30)
 HOLDERS_KEPT = 100_000  # node prices kept for the pods a node holds (each a few hundred bytes); past it they are found again
+RATES_KEPT = 1024  # sets of pods running whose rate ``rate`` keeps
 
 
 @dataclass(frozen=True)
@@ -58,13 +42,6 @@ class Reserved:
     instance_type: str
     seconds: float
     price: float
-
-
-@dataclass
-class _Component:
-    cell: bool
-    solver: DualSolver
-    gpu_solver: DualSolver3  # its GPU offerings, for its GPU pods
 
 
 class CostBound:
@@ -94,21 +71,14 @@ class CostBound:
                     for pool in pools[1:]:
                         parent[root(pool)] = root(pools[0])
             self._pods[name] = shape
-        cells = {v.name: v.cell for v in views}
-        members: dict[str, list[Candidate]] = {}
-        for view in views:
-            members.setdefault(root(view.name), []).extend(view.candidates)
-        kinds: dict[str, set[Resources]] = {}  # component -> the requests of its pods
-        for requests, key in shapes:
-            if found := self._usable.found.get(key):
-                kinds.setdefault(root(found[0][0]), set()).add(requests)
-        self._components = {
-            name: _Component(all(cells[p] for p in parent if root(p) == name), *_solvers(cands, kinds.get(name, set()))) for name, cands in members.items()
-        }
+        self._cell = {root(v.name): all(w.cell for w in views if root(w.name) == root(v.name)) for v in views}
         self._component_of = {key: root(found[0][0]) for key, found in self._usable.found.items() if found}
         self._pool_component = {v.name: root(v.name) for v in views}
-        self._kinds = kinds
         self._views = {v.name: v for v in views}
+        self._columns: list[Column] = []  # the bin-pack components' offerings, each (type, price, allocatable) once
+        self._column_of: dict[tuple[str, float, Resources], int] = {}
+        self._eligible: dict[tuple[Resources, tuple], frozenset[int]] = {}  # a shape -> the columns it may use
+        self._rates: dict[frozenset[tuple[Kind, float]], float] = {}  # pods running (pod-hours of each kind) -> their rate
         self._cheapest: dict[tuple[tuple, Resources], float] = {}
         self._holders: dict[tuple[frozenset[tuple], Resources, int], float | None] = {}
         self._shared: dict[frozenset[tuple], list[Candidate]] = {}  # placements -> the offerings all may use, cheapest first
@@ -143,94 +113,106 @@ class CostBound:
 
     def usd(self, ran: Mapping[PodKey, float], reserved: Sequence[Reserved] = ()) -> float:
         """The bound for pods that ran this many seconds each (pods of the workload only),
-        given ``reserved`` capacity at no cost (see ``_take_reserved``)."""
-        cell_usd: dict[str, float] = {}
-        totals: dict[str, list[float]] = {}  # component -> CPU-, memory-, GPU-seconds
-        for key, seconds in ran.items():
-            requests, placement = self._pods[key]
-            component = self._component_of.get(placement)
-            if component is None or seconds <= 0:
-                continue  # no offering would take it: it never ran
-            if self._components[component].cell:
-                cell_usd[component] = cell_usd.get(component, 0.0) + self._node_price(requests, placement) * seconds / 3600.0
-                continue
-            total = totals.setdefault(component, [0.0, 0.0, 0.0, 0.0, 0.0])
-            total[0] += requests.cpu * seconds
-            total[1] += requests.memory * seconds
-            if gpus := _gpus(requests):  # what must be on GPU offerings
-                total[2] += gpus * seconds
-                total[3] += requests.cpu * seconds
-                total[4] += requests.memory * seconds
+        given ``reserved`` capacity at no cost: free columns of the LP for the node-hours
+        reserved (in a cell component, their price off its cost: a pod on one saves its own
+        node, which costs no more than the reserved type)."""
+        cell_usd, demand = self._demand(ran)
+        base = {shape: self._columns_of(shape) for shapes in demand.values() for shape in shapes}  # (before the reserved columns go after them)
+        extra: list[Column] = []
+        granted: dict[tuple[Resources, tuple], set[int]] = {}
         for r in reserved:
-            self._take_reserved(r, cell_usd, totals)
-        return sum(cell_usd.values()) + sum(self._lp(self._components[c], total) for c, total in totals.items()) / 3600.0
-
-    def _take_reserved(self, r: Reserved, cell_usd: dict[str, float], totals: dict[str, list[float]]) -> None:
-        """Reserved instances, free, taken off what their pool's component must buy: in a
-        bin-pack component, what its pods could use of them (``usable_shape``) off its CPU-,
-        memory- and GPU-seconds (the LP of the rest bounds any fleet's cost for what they did
-        not hold); in a cell component, their price off its cost (a pod on one saves its own
-        node, which costs no more than the reserved type). Time is summed as the demand's is:
-        a relaxation, so the bound stays a bound (a reservation several components may use
-        is taken off each)."""
-        for pool in r.pools:
-            view, component = self._views.get(pool), self._pool_component.get(pool)
-            if view is None or component is None:
-                continue
-            if self._components[component].cell:
-                if component in cell_usd:
-                    cell_usd[component] = max(0.0, cell_usd[component] - r.price * r.seconds / 3600.0)
-                continue
-            total = totals.get(component)
-            found = next((c for c in view.candidates if c.itype.name == r.instance_type), None)
-            shape = usable_shape(found, self._kinds.get(component, set())) if found is not None else None
-            if total is None or shape is None:
-                continue
-            total[0] = max(0.0, total[0] - shape.cpu * r.seconds)
-            total[1] = max(0.0, total[1] - shape.memory * r.seconds)
-            if gpus := found.itype.gpu_count:  # (found: a shape was made of it)
-                total[2] = max(0.0, total[2] - gpus * r.seconds)
-                total[3] = max(0.0, total[3] - shape.cpu * r.seconds)
-                total[4] = max(0.0, total[4] - shape.memory * r.seconds)
+            for pool in r.pools:
+                component = self._pool_component.get(pool)
+                if component is None:
+                    continue
+                if self._cell[component]:
+                    if component in cell_usd:
+                        cell_usd[component] = max(0.0, cell_usd[component] - r.price * r.seconds / 3600.0)
+                    continue
+                found = next((c for c in self._views[pool].candidates if c.itype.name == r.instance_type), None)
+                if found is None or component not in demand:
+                    continue
+                column = len(self._columns) + len(extra)
+                extra.append(Column(found.allocatable, 0.0, r.seconds / 3600.0))
+                for shape in demand[component]:
+                    requests, placement = shape
+                    if requests.fits(found.allocatable) and any(p == pool and c.itype.name == r.instance_type for p, c in self._usable.found[placement]):
+                        granted.setdefault(shape, set()).add(column)
+        columns = [*self._columns, *extra]
+        total = sum(cell_usd.values())
+        for shapes in demand.values():
+            kinds: dict[Kind, float] = {}
+            for shape, seconds in shapes.items():
+                kind = Kind(shape[0], base[shape] | granted.get(shape, frozenset()))
+                kinds[kind] = kinds.get(kind, 0.0) + seconds / 3600.0
+            total += _solve(columns, kinds)
+        return total
 
     def rate(self, running: Iterable[Pod]) -> float:
-        """Per hour: the bound for these pods running now."""
-        return self.usd({p.key: 3600.0 for p in running if p.key in self._pods})
+        """Per hour: the bound for these pods running now (the same pods again: the same rate,
+        remembered)."""
+        cell_usd, demand = self._demand({p.key: 3600.0 for p in running if p.key in self._pods})
+        total = sum(cell_usd.values())
+        for shapes in demand.values():
+            kinds: dict[Kind, float] = {}
+            for shape, seconds in shapes.items():
+                kind = Kind(shape[0], self._columns_of(shape))
+                kinds[kind] = kinds.get(kind, 0.0) + seconds / 3600.0
+            known = frozenset(kinds.items())
+            usd = self._rates.get(known)
+            if usd is None:
+                if len(self._rates) >= RATES_KEPT:
+                    self._rates.clear()
+                usd = self._rates[known] = _solve(self._columns, kinds)
+            total += usd
+        return total
 
-    @staticmethod
-    def _lp(component: _Component, total: list[float]) -> float:
-        """The bound for a component's CPU-, memory- and GPU-seconds, and its GPU pods' CPU- and memory-seconds."""
-        cpu, memory, gpu, gpu_cpu, gpu_memory = total
-        bound = component.solver.solve(round(cpu), round(memory)).bound
-        return max(bound, component.gpu_solver.solve(gpu_cpu / 1000.0, gpu_memory / GIB, gpu)) if gpu else bound
+    def _demand(self, ran: Mapping[PodKey, float]) -> tuple[dict[str, float], dict[str, dict[tuple[Resources, tuple], float]]]:
+        """The cell components' bound, and the others' pod-seconds of each shape."""
+        cell_usd: dict[str, float] = {}
+        seconds_of: dict[int, float] = {}  # by the shape's id: (pods alike share one shape)
+        shape_of: dict[int, tuple[Resources, tuple]] = {}
+        for key, seconds in ran.items():
+            if seconds > 0:
+                shape = self._pods[key]
+                n = id(shape)
+                if n in seconds_of:
+                    seconds_of[n] += seconds
+                else:
+                    seconds_of[n], shape_of[n] = seconds, shape
+        demand: dict[str, dict[tuple[Resources, tuple], float]] = {}
+        for n, seconds in seconds_of.items():
+            requests, placement = shape = shape_of[n]
+            component = self._component_of.get(placement)
+            if component is None:
+                continue  # no offering would take it: it never ran
+            if self._cell[component]:
+                cell_usd[component] = cell_usd.get(component, 0.0) + self._node_price(requests, placement) * seconds / 3600.0
+            else:
+                demand.setdefault(component, {})[shape] = seconds
+        return cell_usd, demand
+
+    def _columns_of(self, shape: tuple[Resources, tuple]) -> frozenset[int]:
+        """The columns pods of this shape may use, each an offering that holds one."""
+        found = self._eligible.get(shape)
+        if found is None:
+            requests, placement = shape
+            out = set()
+            for _, c in self._usable.found[placement]:
+                if requests.fits(c.allocatable):
+                    key = (c.itype.name, c.price, c.allocatable)
+                    if (column := self._column_of.get(key)) is None:
+                        column = self._column_of[key] = len(self._columns)
+                        self._columns.append(Column(c.allocatable, c.price))
+                    out.add(column)
+            found = self._eligible[shape] = frozenset(out)
+        return found
 
 
-def _solvers(candidates: list[Candidate], kinds: set[Resources]) -> tuple[DualSolver, DualSolver3]:
-    """The LPs over the component's types, each at its cheapest offering in the component and
-    counted for what the pods could use of it: all its pods on every type, its GPU pods on
-    its GPU types."""
-    cheapest = cheapest_per_type(candidates)
-    gpu_kinds = [k for k in kinds if _gpus(k)]
-    shapes = [shape for c in cheapest if (shape := usable_shape(c, kinds)) is not None]
-    gpu_shapes = [
-        Shape3(shape.cpu / 1000.0, shape.memory / GIB, float(c.itype.gpu_count), shape.price)
-        for c in cheapest
-        if c.itype.gpu_count and (shape := usable_shape(c, gpu_kinds)) is not None
-    ]
-    return DualSolver(shapes), DualSolver3(gpu_shapes)
-
-
-def usable_shape(candidate: Candidate, kinds: Iterable[Resources]) -> Shape | None:
-    """What pods of these requests could use of the offering at most (None: none fits it)."""
-    alloc = candidate.allocatable
-    fit = [k for k in kinds if k.fits(alloc)]
-    if not fit:
-        return None
-    cpu, memory = alloc.cpu, alloc.memory
-    if all(k.memory > 0 for k in fit):
-        cpu = min(cpu, math.ceil(memory * max(k.cpu / k.memory for k in fit)))
-    if all(k.cpu > 0 for k in fit):
-        memory = min(memory, math.ceil(alloc.cpu * max(k.memory / k.cpu for k in fit)))
-    if (slots := alloc.pods) > 0:
-        cpu, memory = min(cpu, slots * max(k.cpu for k in fit)), min(memory, slots * max(k.memory for k in fit))
-    return Shape(candidate.offering.instance_type, cpu, memory, candidate.price)
+def _solve(columns: Sequence[Column], demand: Mapping[Kind, float]) -> float:
+    """The LP's optimum for ``demand``, its kinds merged where they are too many for one LP."""
+    into = kind_lp.merged(demand)
+    merged: dict[Kind, float] = {}
+    for kind, hours in demand.items():
+        merged[into[kind]] = merged.get(into[kind], 0.0) + hours
+    return kind_lp.solve(columns, merged)
