@@ -788,6 +788,22 @@ def test_with_a_budget_of_one_node_at_most_one_is_disrupted_at_a_time() -> None:
     assert h.controller.disruption.summary()["Underutilized"]["nodes"] >= 1
 
 
+def test_with_a_budget_of_one_node_a_candidate_that_cannot_go_does_not_keep_the_next_one() -> None:
+    """Karpenter's single-node consolidation tries every candidate of a pool whose budget
+    allows one more, one at a time. Cutting the candidates to the budget first left only the
+    cheapest to disrupt: a node no move can empty (its pod fits no cheaper type) then kept a
+    node that could go, for good (the corpus's ``jobs`` day kept four m5.4xlarge for one pod
+    each for four hours this way)."""
+    one = Disruption(budgets=[DisruptionBudget(nodes="1")])
+    arrivals = [arrive("small", at=0, cpu="700m", memory="1Gi"), arrive("huge", at=600, cpu="12", memory="1Gi")]
+    h = Harness(binpack_pool(disruption=one), arrivals=arrivals, idle_grace=30)
+    h.run(2400)
+    nodes = h.controller.state.nodes
+    [action] = [a for a in h.controller.disruption.actions if a["reason"] == "Underutilized"]
+    assert action["types"] == ["a.large on-demand"]  # the small pod's own node
+    assert {nodes[name].instance_type for name in h.bound().values()} == {"m.4xlarge"}  # both pods on the huge one's
+
+
 def test_a_pools_budget_counts_its_live_nodes_and_those_being_disrupted_as_a_fresh_count_does() -> None:
     """The counts a pool's budget is applied to come from the fleet tally and the marks: at
     every step of a day with consolidation, idle stops and a second pool, what a count of

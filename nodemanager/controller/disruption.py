@@ -323,9 +323,12 @@ class DisruptionController:
         return live, sum(1 for name in c.marked if (n := c.nodes.get(name)) is not None and n.pool == pool and n.state in LIVE_STATES)
 
     def _candidates(self, snapshot: ClusterSnapshot, now: float) -> tuple[list[Node], int, dict[NodeName, str]]:
-        """Nodes consolidation may disrupt, cheapest to disrupt first, each pool's share cut
-        to what its Underutilized budget allows; how many of them may go together (their pods
-        within every PodDisruptionBudget); and why nodes that hold pods are not candidates.
+        """Nodes consolidation may disrupt, cheapest to disrupt first (those of a pool whose
+        Underutilized budget allows none left out); how many of the first may go together
+        (within their pools' budgets and every PodDisruptionBudget); and why nodes that hold
+        pods are not candidates. Single-node consolidation tries each of them, as
+        Karpenter's does: cut to the budget, a node of a budget of one that no move could
+        empty kept every other node of its pool for as long as it ran.
         Cheapest to disrupt: the least work lost per dollar an hour the node costs (the
         seconds its pods have run on it, summed), then the dearest. Ordered by their count of
         pods (Karpenter's eviction cost), nodes whose few pods had run long went first, and
@@ -366,9 +369,10 @@ class DisruptionController:
         found.sort(key=_RANK)
         # the order (and so which candidates each budget keeps) changes with time alone, as pods run on
         self.reranked_at = first_overtaking(((self.tenure.pods_since[name], -minus_price) for _, minus_price, name, *_ in found), now)
-        room: dict[str, tuple[int, str]] = {}  # pool -> (how many more may go, the budget that says so)
+        room: dict[str, tuple[int, str]] = {}  # pool -> (how many may go, the budget that says so)
         allowance = {b.key: b.allowed(snapshot.pods) for b in snapshot.pdbs}
         used: Counter[str] = Counter()  # evictions the candidates so far would take, by budget
+        taken: Counter[str] = Counter()  # candidates so far, by pool
         out: list[Node] = []
         together = None  # the first candidate that would overdraw a budget with those before it
         for *_, node, pool in found:
@@ -390,7 +394,9 @@ class DisruptionController:
                 used += takes
                 if together is None and any(used[k] > allowance[k] for k in takes):
                     together = len(out)
-            room[pool.name] = (left - 1, budget)
+            taken[pool.name] += 1
+            if together is None and taken[pool.name] > left:
+                together = len(out)
             out.append(node)
         self.candidates = len(out)
         return out, len(out) if together is None else together, blocked
