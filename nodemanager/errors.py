@@ -17,6 +17,19 @@ from collections.abc import Sequence
 class NodeManagerError(Exception):
     """Base of every error nodemanager raises on purpose."""
 
+    def __reduce__(self) -> tuple:
+        """Pickled as made, whatever its own ``__init__`` takes: an error raised in a worker
+        process (``benchmarks/corpus.py`` plays each workload in one) reaches its parent
+        whole, not as a failure to rebuild it."""
+        return _rebuilt, (type(self), self.args, self.__dict__)
+
+
+def _rebuilt(cls: type[NodeManagerError], args: tuple, state: dict) -> NodeManagerError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 class InvalidInput(NodeManagerError):
     """Input that can never work as given; retrying will not help."""

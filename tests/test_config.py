@@ -1,13 +1,15 @@
 """provider.yaml: defaults, the shipped files, and invalid files with their exact error lines."""
 
+import pickle
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from nodemanager.cluster.workload import WorkloadError
 from nodemanager.config import embedded_default_path, load_config, parse_config
 from nodemanager.durations import format_duration, parse_duration
-from nodemanager.errors import ConfigError
+from nodemanager.errors import ConfigError, IllegalTransition, InvalidManifest, InvalidQuantity
 from nodemanager.model import CapacityType
 
 REPO = Path(__file__).resolve().parent.parent
@@ -269,3 +271,23 @@ def test_dump_round_trips_through_the_schema(monkeypatch):
     again = type(config).model_validate(dumped)
     assert again.pools == config.pools
     assert again.nodes == config.nodes
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ConfigError("provider.yaml", ["pools[0].name: required"]),
+        WorkloadError("w.yaml", ["pods[0].at: expected a duration"]),
+        InvalidQuantity("resources.cpu", "x", "a quantity"),
+        InvalidManifest("spec", "not a mapping"),
+        IllegalTransition("n1", "Created", "Claimed"),
+    ],
+)
+def test_an_error_pickles_whole_so_a_worker_process_can_report_it(error: Exception) -> None:
+    """``benchmarks/corpus.py`` plays workloads in worker processes: a ConfigError raised in
+    one could not be rebuilt in the parent (its ``__init__`` takes two arguments) and the
+    pool reported only that a process had died."""
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error)
+    assert str(again) == str(error)
+    assert vars(again) == vars(error)
