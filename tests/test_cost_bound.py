@@ -205,3 +205,22 @@ def test_the_rate_is_the_bound_of_an_hour_of_the_pods_running_and_is_remembered(
     for running in (cpu_heavy[:2] + memory_heavy, cpu_heavy + memory_heavy[:2], cpu_heavy[:2] + memory_heavy):
         assert bound.rate(running) == pytest.approx(bound.usd({p.key: HOUR for p in running}), rel=1e-9)
     assert len(bound._rates) == 2
+
+
+def test_an_lp_the_interior_point_method_leaves_unsolved_is_solved_by_the_simplex(monkeypatch: pytest.MonkeyPatch) -> None:
+    columns = [Column(Resources({"cpu": 2000, "memory": 8 * GIB, "pods": 29}), 0.1), Column(Resources({"cpu": 4000, "memory": 8 * GIB, "pods": 58}), 0.17)]
+    kinds = {Kind(Resources({"cpu": 1000, "memory": GIB}), frozenset({0, 1})): 10.0}
+    exact = kind_lp.solve(columns, kinds)
+    real, methods = kind_lp.linprog, []
+
+    def failing_ipm(*args: object, method: str, **kw: object) -> object:
+        methods.append(method)
+        result = real(*args, method=method, **kw)
+        if method == "highs-ipm":
+            result.status, result.message = 4, "numerical difficulties"
+        return result
+
+    monkeypatch.setattr(kind_lp, "linprog", failing_ipm)
+    assert kind_lp.solve(columns, kinds) == pytest.approx(exact, rel=1e-9)
+    assert methods == ["highs-ipm", "highs-ds"]
+    assert exact == pytest.approx(10 * 0.17 / 4, rel=1e-6)  # CPU-bound: four pods a node of the second

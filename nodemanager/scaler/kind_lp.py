@@ -32,6 +32,7 @@ from scipy.sparse import coo_matrix
 from nodemanager.model import Resources
 from nodemanager.model.resources import PODS
 
+METHODS = ("highs-ipm", "highs-ds")  # the interior point method first; should it stop short (numerical trouble), the dual simplex
 PAIRS_MAX = 100_000  # (kind, offering) pairs an LP holds at most (about 4 s): past it, kinds are merged (see ``merged``)
 
 
@@ -124,10 +125,13 @@ def solve(columns: Sequence[Column], demand: Mapping[Kind, float]) -> float:
     for o, x in x_of.items():
         price[x] = columns[o].price
         bounds[x] = (0.0, columns[o].hours)
-    result = linprog(price, A_ub=a_ub, b_ub=np.zeros(ub_rows), A_eq=a_eq, b_eq=[demand[k] for k in kinds], bounds=bounds, method="highs-ipm")
-    if result.status != 0:  # (feasible by construction: every kind has a column with no limit on its hours)
-        raise ArithmeticError(f"the cost bound's LP did not solve: {result.message}")
-    return max(float(result.fun), 0.0)
+    b_eq = [demand[k] for k in kinds]
+    for method in METHODS:
+        result = linprog(price, A_ub=a_ub, b_ub=np.zeros(ub_rows), A_eq=a_eq, b_eq=b_eq, bounds=bounds, method=method)
+        if result.status == 0:
+            return max(float(result.fun), 0.0)
+    # (feasible and bounded by construction: every kind has a column with no limit on its hours)
+    raise ArithmeticError(f"the cost bound's LP did not solve: {result.message}")
 
 
 def _undominated(columns: Sequence[Column], kinds: Sequence[Kind]) -> set[int]:
