@@ -327,8 +327,8 @@ class DisruptionController:
         Underutilized budget allows none left out); how many of the first may go together
         (within their pools' budgets and every PodDisruptionBudget); and why nodes that hold
         pods are not candidates. Single-node consolidation tries each of them, as
-        Karpenter's does: cut to the budget, a node of a budget of one that no move could
-        empty kept every other node of its pool for as long as it ran.
+        Karpenter's does (cut to the budget first, with a budget of one node, a node no move
+        could empty kept every other node of its pool for as long as it ran).
         Cheapest to disrupt: the least work lost per dollar an hour the node costs (the
         seconds its pods have run on it, summed), then the dearest. Ordered by their count of
         pods (Karpenter's eviction cost), nodes whose few pods had run long went first, and
