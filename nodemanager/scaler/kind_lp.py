@@ -25,10 +25,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix
-
 from nodemanager.model import Resources
 from nodemanager.model.resources import PODS
 
@@ -93,6 +89,11 @@ def solve(columns: Sequence[Column], demand: Mapping[Kind, float]) -> float:
     kinds = [k for k, hours in demand.items() if hours > 0 and k.columns]
     if not kinds:
         return 0.0
+    # (imported here: scipy adds 0.4 s and about 50 MB to a process, which only a bound needs)
+    import numpy as np
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
+
     used = _undominated(columns, kinds)
     pairs = [(i, o) for i, kind in enumerate(kinds) for o in sorted(kind.columns) if o in used]
     x_of = {o: len(pairs) + n for n, o in enumerate(sorted(used))}
