@@ -198,9 +198,16 @@ class Simulation:
     def clairvoyant_usd(self) -> float:
         """What a fleet that knew every arrival and duration, booted at once and kept no idle
         node would have paid for the pods that ran (``scaler/clairvoyant.py``): each from its
-        arrival for its duration (or until now)."""
+        arrival for its duration (or until now); a pod without one for as long as it ran, as
+        the bound counts it (run until now from its arrival, the pods of a large snapshot,
+        placed over an hour, ran twice as long in it as in any fleet that placed them)."""
         end, bound = self.clock.now(), self.cluster.first_bound
-        runs = [Run(a.pod, a.at, min(end, a.at + a.duration) if a.duration is not None else end, key) for key, a in self._workload.keyed() if key in bound]
+        ran = self.cluster.ran()
+        runs = [
+            Run(a.pod, a.at, min(end, a.at + a.duration) if a.duration is not None else min(end, a.at + ran[key]), key)
+            for key, a in self._workload.keyed()
+            if key in bound
+        ]
         return ClairvoyantPacker(self._views).plan(runs).usd()
 
     def _observe_occupancy(self, now: float) -> None:

@@ -138,3 +138,28 @@ def test_simulate_reports_the_clairvoyant_fleet_unless_told_not_to(tmp_path: Pat
     assert cost["lower_bound_usd"] <= cost["clairvoyant_usd"] <= cost["usd"]
     assert main([*args, "--json", "--no-clairvoyant"]) == 0
     assert json.loads(capsys.readouterr().out)["cost"]["clairvoyant_usd"] is None
+
+
+def test_a_pod_without_a_duration_counts_as_long_as_it_ran_not_from_its_arrival(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Like the bound, the clairvoyant fleet runs a pod without a duration as long as it ran.
+    Run until the end from their arrival, the pods of a large snapshot, placed over an hour,
+    cost the clairvoyant fleet $37,337 against the real fleet's $16,326. Here 40 pods arrive
+    at once and a pool boots two nodes a loop: the last wait minutes the clairvoyant fleet
+    would have charged them for."""
+    import json
+
+    from nodemanager.cli import main
+
+    (tmp_path / "provider.yaml").write_text(
+        "cloud: {provider: simulated, simulated: {bootDelay: 2m}}\nnodes: {maxBootsPerLoop: 2}\n"
+        "pools: [{name: p, instanceTypes: [m5.large], capacityTypes: [on-demand]}]\n"
+    )
+    spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}}}]}
+    (tmp_path / "workload.json").write_text(json.dumps({"pods": [{"name": "web", "count": 40, "pod": {"spec": spec}}]}))
+    args = ["simulate", "--config", str(tmp_path / "provider.yaml"), "--workload", str(tmp_path / "workload.json"), "--until", "1h", "--json", "--quiet"]
+    assert main(args) == 0
+    cost = json.loads(capsys.readouterr().out)["cost"]
+    assert cost["lower_bound_usd"] <= cost["clairvoyant_usd"] <= cost["usd"]
+    # One pod a node either way: the clairvoyant fleet is the real one's nodes while they held their pods.
+    held = cost["usd"] - cost["breakdown"]["booting_and_stopping"] - cost["breakdown"]["empty_nodes"]
+    assert cost["clairvoyant_usd"] == pytest.approx(held, rel=0.005)
