@@ -126,8 +126,8 @@ class Simulation:
         self.clairvoyant = clairvoyant  # whether the report prices the clairvoyant fleet (a few seconds per 10,000 pods)
         self.ended = "until"  # why the last run stopped: settled, until, stalled or unsettled
         self.unsettled = ""  # why the fleet did not come to rest, when it did not
-        # What --plot draws (``timeline``): sampled only when asked for, as the bound's rate
-        # for the pods running is a pass over every pod at each decision.
+        # What --plot draws (``timeline``): sampled only when asked for, as the pods running
+        # are a pass over every pod at each decision.
         self.timeline: Timeline | None = Timeline(config.loops.pool) if timeline else None
         self.waits = WaitCauses()
         self.occupancy = OccupancyMeter()  # each node's time empty or holding pods (the cost breakdown)
@@ -234,9 +234,10 @@ class Simulation:
 
     def _sample(self, now: float, timeline: Timeline) -> None:
         live = [n for n in self.controller.state.nodes.values() if n.state not in (NodeState.TERMINATING, NodeState.TERMINATED)]
-        bound = self.bound.rate(s.pod for s in self.cluster.pods.values() if s.pod.node_name and not s.pod.of_node)
+        shape_of = self.bound.shape_of
+        running = Counter(shape for key, s in self.cluster.pods.items() if s.pod.node_name and not s.pod.of_node and (shape := shape_of(key)) is not None)
         billed = math.fsum(self.reserved.hourly(i) for i in self.cloud.running())
-        timeline.add(Sample(now, Counter(n.instance_type for n in live), Counter(n.pool for n in live), len(self._waiting()), billed, bound))
+        timeline.add(Sample(now, Counter(n.instance_type for n in live), Counter(n.pool for n in live), len(self._waiting()), billed, 0.0, running))
 
     def _waiting(self) -> tuple[PodKey, ...]:
         """Workload pods not bound and not reported unschedulable by the last decision (asked
@@ -419,6 +420,8 @@ class Simulation:
         end = self.clock.now()
         cost, launched, terminated, by_pool = self.fleet()
         lower_bound = self.lower_bound_usd()
+        if self.timeline is not None:  # the plot's bound rate: the pods running at the prices of this bound
+            self.timeline.priced(self.bound.prices(self._counted(self.cluster.ran()), self.reserved.reserved(end)))
         hours = end / 3600 if end > 0 else 1.0
         waits = [bound - (a.at if (a := self._arrival_of.get(key)) is not None else 0.0) for key, bound in self.cluster.first_bound.items()]
         still_unschedulable = {k: r for k, r in self.unschedulable.items() if k not in self.cluster.first_bound}

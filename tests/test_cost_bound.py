@@ -184,7 +184,7 @@ def test_kinds_merged_to_bound_the_lps_size_give_a_bound_below_the_exact_one() -
     offerings joined. The merged LP is smaller and its optimum no higher."""
     columns = [Column(Resources({"cpu": c * 1000, "memory": c * 4 * GIB, "pods": 110}), 0.05 * c) for c in (2, 4, 8, 16)]
     kinds = {Kind(Resources({"cpu": 300 + 97 * i, "memory": (700 + 131 * i) * 2**20}), frozenset(range(i % 3, 4))): 1.0 + i for i in range(40)}
-    exact = kind_lp.solve(columns, kinds)
+    exact = kind_lp.solve(columns, kinds).usd
     assert kind_lp.merged(kinds) == {kind: kind for kind in kinds}
     for pairs_max, least in ((60, 0.8), (3, 0.0)):  # rounded; then one kind of the least requests
         into = kind_lp.merged(kinds, pairs_max=pairs_max)
@@ -194,7 +194,7 @@ def test_kinds_merged_to_bound_the_lps_size_give_a_bound_below_the_exact_one() -
             merged[into[kind]] = merged.get(into[kind], 0.0) + hours
             assert into[kind].requests.fits(kind.requests)
             assert kind.columns <= into[kind].columns
-        assert least * exact < kind_lp.solve(columns, merged) <= exact * (1 + 1e-9)
+        assert least * exact < kind_lp.solve(columns, merged).usd <= exact * (1 + 1e-9)
     assert sum(len(k.columns) for k in set(kind_lp.merged(kinds, pairs_max=60).values())) <= 60
 
 
@@ -211,7 +211,7 @@ def test_the_rate_is_the_bound_of_an_hour_of_the_pods_running_and_is_remembered(
 def test_an_lp_the_interior_point_method_leaves_unsolved_is_solved_by_the_simplex(monkeypatch: pytest.MonkeyPatch) -> None:
     columns = [Column(Resources({"cpu": 2000, "memory": 8 * GIB, "pods": 29}), 0.1), Column(Resources({"cpu": 4000, "memory": 8 * GIB, "pods": 58}), 0.17)]
     kinds = {Kind(Resources({"cpu": 1000, "memory": GIB}), frozenset({0, 1})): 10.0}
-    exact = kind_lp.solve(columns, kinds)
+    exact = kind_lp.solve(columns, kinds).usd
     real, methods = scipy.optimize.linprog, []
 
     def failing_ipm(*args: object, method: str, **kw: object) -> object:
@@ -222,6 +222,6 @@ def test_an_lp_the_interior_point_method_leaves_unsolved_is_solved_by_the_simple
         return result
 
     monkeypatch.setattr(scipy.optimize, "linprog", failing_ipm)
-    assert kind_lp.solve(columns, kinds) == pytest.approx(exact, rel=1e-9)
+    assert kind_lp.solve(columns, kinds).usd == pytest.approx(exact, rel=1e-9)
     assert methods == ["highs-ipm", "highs-ds"]
     assert exact == pytest.approx(10 * 0.17 / 4, rel=1e-6)  # CPU-bound: four pods a node of the second

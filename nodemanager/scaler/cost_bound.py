@@ -116,7 +116,22 @@ class CostBound:
         given ``reserved`` capacity at no cost: free columns of the LP for the node-hours
         reserved (in a cell component, their price off its cost: a pod on one saves its own
         node, which costs no more than the reserved type)."""
-        cell_usd, demand = self._demand(ran)
+        return self._bound(ran, reserved)[0]
+
+    def prices(self, ran: Mapping[PodKey, float], reserved: Sequence[Reserved] = ()) -> dict[int, float]:
+        """The bound's price of an hour of each pod alike (by ``shape_of``): its LP's dual
+        price, or in a cell component its node's. Pods running, priced so, cost no more than
+        their own bound at any instant (weak duality), and over the run add up to ``usd``."""
+        return self._bound(ran, reserved)[1]
+
+    def shape_of(self, key: PodKey) -> int | None:
+        """An id shared by the workload's pods alike (None: not of the workload)."""
+        shape = self._pods.get(key)
+        return None if shape is None else id(shape)
+
+    def _bound(self, ran: Mapping[PodKey, float], reserved: Sequence[Reserved]) -> tuple[float, dict[int, float]]:
+        cell_usd, demand, cells = self._demand(ran)
+        prices = {id(shape): self._node_price(*shape) for shape in cells}
         base = {shape: self._columns_of(shape) for shapes in demand.values() for shape in shapes}  # (before the reserved columns go after them)
         extra: list[Column] = []
         granted: dict[tuple[Resources, tuple], set[int]] = {}
@@ -141,17 +156,19 @@ class CostBound:
         columns = [*self._columns, *extra]
         total = sum(cell_usd.values())
         for shapes in demand.values():
-            kinds: dict[Kind, float] = {}
+            kinds = {shape: Kind(shape[0], base[shape] | granted.get(shape, frozenset())) for shape in shapes}
+            hours: dict[Kind, float] = {}
             for shape, seconds in shapes.items():
-                kind = Kind(shape[0], base[shape] | granted.get(shape, frozenset()))
-                kinds[kind] = kinds.get(kind, 0.0) + seconds / 3600.0
-            total += _solve(columns, kinds)
-        return total
+                hours[kinds[shape]] = hours.get(kinds[shape], 0.0) + seconds / 3600.0
+            usd, duals = _solve(columns, hours)
+            total += usd
+            prices.update((id(shape), duals.get(kind, 0.0)) for shape, kind in kinds.items())
+        return total, prices
 
     def rate(self, running: Iterable[Pod]) -> float:
         """Per hour: the bound for these pods running now (the same pods again: the same rate,
         remembered)."""
-        cell_usd, demand = self._demand({p.key: 3600.0 for p in running if p.key in self._pods})
+        cell_usd, demand, _ = self._demand({p.key: 3600.0 for p in running if p.key in self._pods})
         total = sum(cell_usd.values())
         for shapes in demand.values():
             kinds: dict[Kind, float] = {}
@@ -163,12 +180,13 @@ class CostBound:
             if usd is None:
                 if len(self._rates) >= RATES_KEPT:
                     self._rates.clear()
-                usd = self._rates[known] = _solve(self._columns, kinds)
+                usd = self._rates[known] = _solve(self._columns, kinds)[0]
             total += usd
         return total
 
-    def _demand(self, ran: Mapping[PodKey, float]) -> tuple[dict[str, float], dict[str, dict[tuple[Resources, tuple], float]]]:
-        """The cell components' bound, and the others' pod-seconds of each shape."""
+    def _demand(self, ran: Mapping[PodKey, float]) -> tuple[dict[str, float], dict[str, dict[tuple[Resources, tuple], float]], list[tuple[Resources, tuple]]]:
+        """The cell components' bound, the others' pod-seconds of each shape, and the cell
+        components' shapes."""
         cell_usd: dict[str, float] = {}
         seconds_of: dict[int, float] = {}  # by the shape's id: (pods alike share one shape)
         shape_of: dict[int, tuple[Resources, tuple]] = {}
@@ -181,6 +199,7 @@ class CostBound:
                 else:
                     seconds_of[n], shape_of[n] = seconds, shape
         demand: dict[str, dict[tuple[Resources, tuple], float]] = {}
+        cells = []
         for n, seconds in seconds_of.items():
             requests, placement = shape = shape_of[n]
             component = self._component_of.get(placement)
@@ -188,9 +207,10 @@ class CostBound:
                 continue  # no offering would take it: it never ran
             if self._cell[component]:
                 cell_usd[component] = cell_usd.get(component, 0.0) + self._node_price(requests, placement) * seconds / 3600.0
+                cells.append(shape)
             else:
                 demand.setdefault(component, {})[shape] = seconds
-        return cell_usd, demand
+        return cell_usd, demand, cells
 
     def _columns_of(self, shape: tuple[Resources, tuple]) -> frozenset[int]:
         """The columns pods of this shape may use, each an offering that holds one."""
@@ -209,10 +229,12 @@ class CostBound:
         return found
 
 
-def _solve(columns: Sequence[Column], demand: Mapping[Kind, float]) -> float:
-    """The LP's optimum for ``demand``, its kinds merged where they are too many for one LP."""
+def _solve(columns: Sequence[Column], demand: Mapping[Kind, float]) -> tuple[float, dict[Kind, float]]:
+    """The LP's optimum for ``demand``, its kinds merged where they are too many for one LP,
+    and each kind's dual price (its merged kind's)."""
     into = kind_lp.merged(demand)
     merged: dict[Kind, float] = {}
     for kind, hours in demand.items():
         merged[into[kind]] = merged.get(into[kind], 0.0) + hours
-    return kind_lp.solve(columns, merged)
+    solution = kind_lp.solve(columns, merged)
+    return solution.usd, {kind: solution.prices.get(into[kind], 0.0) for kind in demand}

@@ -83,12 +83,18 @@ def _top_bits(amount: int, bits: int) -> int:
     return (amount >> drop) << drop
 
 
-def solve(columns: Sequence[Column], demand: Mapping[Kind, float]) -> float:
+@dataclass(frozen=True)
+class Solution:
+    usd: float  # the optimum
+    prices: Mapping[Kind, float]  # each kind's dual, $ a pod-hour: any demand priced so costs no more than its optimum (weak duality)
+
+
+def solve(columns: Sequence[Column], demand: Mapping[Kind, float]) -> Solution:
     """The LP's optimum for ``demand`` (pod-hours of each kind; kinds that may use no column
-    are left out: no fleet ran them)."""
+    are left out: no fleet ran them), and its dual prices."""
     kinds = [k for k, hours in demand.items() if hours > 0 and k.columns]
     if not kinds:
-        return 0.0
+        return Solution(0.0, {})
     # (imported here: scipy adds 0.4 s and about 50 MB to a process, which only a bound needs)
     import numpy as np
     from scipy.optimize import linprog
@@ -130,7 +136,7 @@ def solve(columns: Sequence[Column], demand: Mapping[Kind, float]) -> float:
     for method in METHODS:
         result = linprog(price, A_ub=a_ub, b_ub=np.zeros(ub_rows), A_eq=a_eq, b_eq=b_eq, bounds=bounds, method=method)
         if result.status == 0:
-            return max(float(result.fun), 0.0)
+            return Solution(max(float(result.fun), 0.0), {k: max(float(u), 0.0) for k, u in zip(kinds, result.eqlin.marginals, strict=True)})
     # (feasible and bounded by construction: every kind has a column with no limit on its hours)
     raise ArithmeticError(f"the cost bound's LP did not solve: {result.message}")
 
