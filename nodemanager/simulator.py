@@ -421,7 +421,7 @@ class Simulation:
         cost, launched, terminated, by_pool = self.fleet()
         lower_bound = self.lower_bound_usd()
         if self.timeline is not None:  # the plot's bound rate: the pods running at the prices of this bound
-            self.timeline.priced(self.bound.prices(self._counted(self.cluster.ran()), self.reserved.reserved(end)))
+            self.timeline.priced(self.bound.prices(self._counted(self.cluster.ran())))
         hours = end / 3600 if end > 0 else 1.0
         waits = [bound - (a.at if (a := self._arrival_of.get(key)) is not None else 0.0) for key, bound in self.cluster.first_bound.items()]
         still_unschedulable = {k: r for k, r in self.unschedulable.items() if k not in self.cluster.first_bound}

@@ -118,11 +118,12 @@ class CostBound:
         node, which costs no more than the reserved type)."""
         return self._bound(ran, reserved)[0]
 
-    def prices(self, ran: Mapping[PodKey, float], reserved: Sequence[Reserved] = ()) -> dict[int, float]:
+    def prices(self, ran: Mapping[PodKey, float]) -> dict[int, float]:
         """The bound's price of an hour of each pod alike (by ``shape_of``): its LP's dual
         price, or in a cell component its node's. Pods running, priced so, cost no more than
-        their own bound at any instant (weak duality), and over the run add up to ``usd``."""
-        return self._bound(ran, reserved)[1]
+        their own bound at any instant (weak duality), and over the run add up to ``usd``
+        (reserved capacity left out: its free hours would make the prices of one demand's)."""
+        return self._bound(ran, ())[1]
 
     def shape_of(self, key: PodKey) -> int | None:
         """An id shared by the workload's pods alike (None: not of the workload)."""
