@@ -30,7 +30,6 @@ from nodemanager.scaler.pools import Candidate, PoolView
 from nodemanager.scaler.usable import UsableOfferings, placement_key
 
 HOLDERS_KEPT = 100_000  # node prices kept for the pods a node holds (each a few hundred bytes); past it they are found again
-RATES_KEPT = 1024  # sets of pods running whose rate ``rate`` keeps
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,6 @@ class CostBound:
         self._columns: list[Column] = []  # the bin-pack components' offerings, each (type, price, allocatable) once
         self._column_of: dict[tuple[str, float, Resources], int] = {}
         self._eligible: dict[tuple[Resources, tuple], frozenset[int]] = {}  # a shape -> the columns it may use
-        self._rates: dict[frozenset[tuple[Kind, float]], float] = {}  # pods running (pod-hours of each kind) -> their rate
         self._cheapest: dict[tuple[tuple, Resources], float] = {}
         self._holders: dict[tuple[frozenset[tuple], Resources, int], float | None] = {}
         self._shared: dict[frozenset[tuple], list[Candidate]] = {}  # placements -> the offerings all may use, cheapest first
@@ -167,23 +165,8 @@ class CostBound:
         return total, prices
 
     def rate(self, running: Iterable[Pod]) -> float:
-        """Per hour: the bound for these pods running now (the same pods again: the same rate,
-        remembered)."""
-        cell_usd, demand, _ = self._demand({p.key: 3600.0 for p in running if p.key in self._pods})
-        total = sum(cell_usd.values())
-        for shapes in demand.values():
-            kinds: dict[Kind, float] = {}
-            for shape, seconds in shapes.items():
-                kind = Kind(shape[0], self._columns_of(shape))
-                kinds[kind] = kinds.get(kind, 0.0) + seconds / 3600.0
-            known = frozenset(kinds.items())
-            usd = self._rates.get(known)
-            if usd is None:
-                if len(self._rates) >= RATES_KEPT:
-                    self._rates.clear()
-                usd = self._rates[known] = _solve(self._columns, kinds)[0]
-            total += usd
-        return total
+        """Per hour: the bound for these pods running now."""
+        return self.usd({p.key: 3600.0 for p in running if p.key in self._pods})
 
     def _demand(self, ran: Mapping[PodKey, float]) -> tuple[dict[str, float], dict[str, dict[tuple[Resources, tuple], float]], list[tuple[Resources, tuple]]]:
         """The cell components' bound, the others' pod-seconds of each shape, and the cell
