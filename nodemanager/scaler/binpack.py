@@ -21,16 +21,18 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from nodemanager.model import InstanceType, Resources
+from nodemanager.scaler.aligned import AlignedFills
 from nodemanager.scaler.by_identity import ByIdentity
 from nodemanager.scaler.lp import Duals, DualSolver, Shape
 from nodemanager.scaler.pools import Candidate, capacity_of
 
 CANDIDATES_PER_ROUND = 10  # most LP-efficient types tried per round
+STREAK_SHARE = 0.99  # a round's winner takes more nodes while its fills are worth this share of its first, per dollar
 TABLES_KEPT = 256  # candidate lists whose tables a TypeTables keeps
 UNIFORM_MAX_PODS = 64  # pods at most for which fleets of one type are compared with the packer's
 RANKINGS_KEPT = 4096  # rankings a TypeTables keeps
 PACKS_KEPT = 4096  # packings a TypeTables keeps (a decision packs the few pods that just arrived: the same ones again and again)
-MAX_CLASSES = 64  # the packer's work grows with classes x nodes: more distinct requests are grouped
+MAX_CLASSES = 128  # the packer's work grows with classes x nodes: more distinct requests are grouped
 GROUPINGS = (16, 32, 48)  # how many groups of similar requests are tried; the cheapest plan wins
 
 
@@ -426,6 +428,7 @@ def _pack(
     vectors = Vectors(requests)
     remaining = list(counts)
     pool, shapes, alloc = tables.get(candidates, vectors)
+    aligned = AlignedFills(vectors.requests, vectors.cpu_memory)
     fills: list[Fill] = []
     why: dict[int, str] = {}
     excluded: set[str] = set()
@@ -459,17 +462,14 @@ def _pack(
         holder = holders[first, len(excluded)]
         if holder is not None and holder not in trial:
             trial.append(holder)
-        # Fill orders: most valuable first (the resource the LP says is scarce), largest
-        # cpu first, largest memory first. Each candidate keeps its best fill.
-        classes = range(len(requests))
-        orders = {
-            tuple(sorted(classes, key=lambda i: -value[i])),
-            tuple(classes),
-            tuple(sorted(classes, key=lambda i: (-requests[i].memory, -requests[i].cpu))),
-        }
-        by_value = tuple(sorted(classes, key=lambda i: -value[i]))
-        total = sum(map(operator.mul, value, remaining))  # what is left, at the dual prices
-        left = vectors.total(remaining)
+        if dense:
+            # Fill orders: most valuable first (the resource the LP says is scarce), largest
+            # cpu first, largest memory first. Each candidate keeps its best fill.
+            classes = range(len(requests))
+            by_value = tuple(sorted(classes, key=lambda i: -value[i]))
+            orders = sorted({by_value, tuple(classes), tuple(sorted(classes, key=lambda i: (-requests[i].memory, -requests[i].cpu)))})
+            total = sum(map(operator.mul, value, remaining))  # what is left, at the dual prices
+            left = vectors.total(remaining)
         best: tuple[float, float, float, str, Candidate, tuple[int, ...]] | None = None
         for c in trial:
             share = budget.share(c.itype) if dense else 0.0
@@ -479,9 +479,12 @@ def _pack(
                 continue
             if not dense and best is not None and _cannot_win(duals, c, -best[0]):
                 continue
-            options = [greedy_fill(alloc[c.itype.name], vectors.requests, remaining, per_node, order) for order in sorted(orders)]
-            if per_node is None:
-                options.append(proportional_fill(alloc[c.itype.name], vectors.requests, remaining, by_value, left))
+            if dense:
+                options = [greedy_fill(alloc[c.itype.name], vectors.requests, remaining, per_node, order) for order in orders]
+                if per_node is None:
+                    options.append(proportional_fill(alloc[c.itype.name], vectors.requests, remaining, by_value, left))
+            else:  # (filled to run out of CPU and memory together; see ``aligned``)
+                options = [aligned.fill(alloc[c.itype.name], remaining, per_node)]
             for fill in options:
                 if not any(fill):
                     continue
@@ -496,7 +499,7 @@ def _pack(
                     pace = density >= total * (1 - 1e-9)
                     key = (not pace, -round(worth / c.price if pace else density, 6), c.price, c.itype.name)
                 else:
-                    key = (-round(worth / c.price, 3), -used, c.price, c.itype.name)
+                    key = (-round(worth / c.price, 3), -round(used, 2), -c.price, c.itype.name)
                 if best is None or key < best[:4]:
                     best = (*key, c, fill)
         if best is None:  # no type left holds the first class: set aside (if a type the limits ruled out would, they leave it over)
@@ -505,22 +508,41 @@ def _pack(
             set_aside[first], remaining[first] = remaining[first], 0
             continue
         candidate, fill = best[4], best[5]
-        copies = min(remaining[i] // k for i, k in enumerate(fill) if k)
-        allowed = budget.copies(candidate.itype)
-        if allowed is not None and allowed < copies:
-            copies = allowed
-        if copies <= 0:
+        if not _take(candidate, fill, remaining, budget, fills):
             excluded.add(candidate.itype.name)
             limited = candidate.itype
             continue
-        budget.spend(candidate.itype, copies)
-        fills.append(Fill(candidate, fill, copies))
-        for i, k in enumerate(fill):
-            remaining[i] -= k * copies
+        if not dense:
+            # More nodes of the winner while its next fill is worth nearly as much per dollar
+            # at this round's prices: a round weighs every candidate type for one node, and
+            # the winner mostly wins the next rounds too.
+            room, least = alloc[candidate.itype.name], -best[0] * STREAK_SHARE
+            while any(remaining):
+                fill = aligned.fill(room, remaining, per_node)
+                if not any(fill) or round(sum(map(operator.mul, value, fill)) / candidate.price, 3) < least:
+                    break
+                if not _take(candidate, fill, remaining, budget, fills):
+                    break
     for i, k in enumerate(remaining):  # left when no type was left at all
         if k and i not in why:
             why[i] = f"limit:{budget.blocking(limited)}" if limited is not None else "fit"
     return fills, [k + aside for k, aside in zip(remaining, set_aside, strict=True)], why
+
+
+def _take(candidate: Candidate, fill: tuple[int, ...], remaining: list[int], budget: Budget, fills: list[Fill]) -> bool:
+    """Nodes of ``candidate`` each holding ``fill``, as many as the pods left and the budget
+    allow, added to ``fills`` (their pods off ``remaining``); whether there was one."""
+    copies = min(remaining[i] // k for i, k in enumerate(fill) if k)
+    allowed = budget.copies(candidate.itype)
+    if allowed is not None and allowed < copies:
+        copies = allowed
+    if copies <= 0:
+        return False
+    budget.spend(candidate.itype, copies)
+    fills.append(Fill(candidate, fill, copies))
+    for i, k in enumerate(fill):
+        remaining[i] -= k * copies
+    return True
 
 
 def _cannot_win(duals: Duals, candidate: Candidate, best: float) -> bool:
