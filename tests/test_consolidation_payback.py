@@ -16,10 +16,12 @@ from harness import Harness, arrive, binpack_pool
 from nodemanager.cluster.workload import WorkloadError, parse_workload
 from nodemanager.config import parse_config
 from nodemanager.config.schema import ConsolidationPayback, Disruption
+from nodemanager.controller.move_worth import MoveWorth
 from nodemanager.controller.run_lengths import KEPT, RunLengths
 from nodemanager.model.pod import OwnerRef
 from nodemanager.scaler.payback import Destination, Evicted, Payback, balanced_verdict, eviction_cost, node_disruption
 from nodemanager.simulator import Simulation
+from nodemanager.status.metrics import Metrics
 
 corpus = load_benchmark("corpus")
 RULE = Payback(horizon=3600.0, startup=30.0)
@@ -249,3 +251,20 @@ def test_pods_first_seen_in_one_pass_are_told_in_the_order_of_their_keys() -> No
     told = [p.key for p in fresh.controller.disruption.tenure.track(fresh.clock.now()).arrived]
     assert len(told) == 40
     assert told == sorted(told)
+
+
+def test_a_pod_moved_twice_in_a_day_is_not_moved_again_that_day() -> None:
+    """The cooldown after a first move, then a day: before, a second move's wait was four times
+    the cooldown (2 hours), and a web service was moved four times in a simulated day."""
+    worth = MoveWorth(None, Metrics(scraped=False), None)  # type: ignore[arg-type]
+    web = pod("web-1")
+    worth.forget(0.0, 1800.0)
+    worth.moved([web], 0.0)
+    worth.arrived(web, 10.0)
+    assert worth.cooling([web], 1800.0, 1000.0)
+    assert not worth.cooling([web], 1800.0, 1900.0)
+    worth.moved([web], 2000.0)
+    worth.arrived(web, 2010.0)
+    assert "a day at least after two" in worth.cooling([web], 1800.0, 2000.0 + 3 * 3600)
+    assert worth.cooling([web], 1800.0, 2000.0 + 86399)
+    assert not worth.cooling([web], 1800.0, 2000.0 + 86401)

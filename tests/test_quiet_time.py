@@ -175,7 +175,7 @@ def test_what_a_move_counts_for_does_not_depend_on_when_passes_forget(passes: tu
     assert worth._moved[pods[0].key].count == 1
     assert worth._moved[pods[1].key].count == 2
     assert worth.next_change(REMEMBERED + 100) == REMEMBERED + 60 + 1800  # ("late": one move, one cooldown)
-    assert worth.next_change(REMEMBERED + 60 + 1800) == REMEMBERED - 60 + 1800 * 4  # ("soon": its second move, four)
+    assert worth.next_change(REMEMBERED + 60 + 1800) == REMEMBERED - 60 + REMEMBERED  # ("soon": its second move, a day)
 
 
 def test_a_stretch_is_skipped_two_passes_after_the_last_change_not_two_orphan_collections() -> None:

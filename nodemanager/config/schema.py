@@ -251,7 +251,8 @@ class Disruption(Model):
     """Every consolidation of nodes that hold pods must pay for its evictions (see its fields)."""
     consolidation_cooldown: Duration = Field(default=1800.0, ge=0)
     """A node holding a pod that a disruption moved less than this long ago is not consolidated (expiry, drift and interruptions still take it); each
-    earlier move of the pod within a day makes the wait four times as long. `0` turns it off."""
+    earlier move of the pod within a day makes the wait four times as long, and after a second move it is a day at least, so consolidation moves a
+    pod at most twice a day. `0` turns it off."""
     consolidate_after: Duration = Field(default=0.0, ge=0)
     """A node is a consolidation candidate once its pods have not changed for this long."""
     consolidation_price_improvement_factor: float = Field(default=0.7, ge=0.0, le=1.0)

@@ -43,7 +43,11 @@ class Move:
     count: int  # its moves lately, this one included
 
     def window(self, cooldown: float) -> float:
-        return cooldown * 4 ** (self.count - 1)
+        """How long after this move its pod's node is not consolidated: the cooldown after a
+        first move, four times as long for each move before it, and a day at least after a
+        second: consolidation moves a pod at most twice a day."""
+        wait = cooldown * 4 ** (self.count - 1)
+        return wait if self.count == 1 else max(wait, REMEMBERED)
 
 
 class RunTimes(Protocol):
@@ -131,7 +135,7 @@ class MoveWorth:
                     self._count(COOLDOWN)
                 return (
                     f"pod {pod.key} was moved {(now - move.at) / 60:.0f} min ago, its move {move.count} lately "
-                    f"(consolidationCooldown {cooldown / 60:g} min, four times as long for each move before it within a day)"
+                    f"(consolidationCooldown {cooldown / 60:g} min, four times as long for each move before it within a day, a day at least after two)"
                 )
         return ""
 
