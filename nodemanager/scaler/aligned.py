@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-Fill = tuple[int, ...]  # pods of each class on one node
+Counts = tuple[int, ...]  # pods of each class on one node
 
 
 class AlignedFills:
@@ -29,15 +29,15 @@ class AlignedFills:
 
     def __init__(self, requests: Sequence[tuple[int, ...]], dims: Sequence[int]) -> None:
         self.rows = requests
-        self.need = np.asarray(requests, dtype=np.int64).reshape(len(requests), -1)
+        self.need = np.asarray(requests, dtype=np.int64).reshape(len(requests), -1) if requests else np.zeros((0, 0), dtype=np.int64)
         self.dims = dims
         # The resources some class asks for, each with its column of requests (None: every
         # class asks the same, so one comparison tells whether any fits).
         self.columns = [(j, None if len(set(c.tolist())) == 1 else c) for j in range(self.need.shape[1]) if (c := self.need[:, j]).any()]
         self._by_room: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
-        self._last: dict[tuple[tuple[int, ...], int | None], tuple[Fill, list[tuple[int, int]]]] = {}
+        self._last: dict[tuple[tuple[int, ...], int | None], tuple[Counts, list[tuple[int, int]]]] = {}
 
-    def fill(self, allocatable: tuple[int, ...], remaining: Sequence[int], per_node: int | None) -> Fill:
+    def fill(self, allocatable: tuple[int, ...], remaining: Sequence[int], per_node: int | None) -> Counts:
         """Pods per class (at most ``remaining`` of each) that fit one empty node of
         ``allocatable``, at most ``per_node`` in all (None: no such limit). The last fill of
         such a node is the answer again while the pods left of the classes it took are as
@@ -67,7 +67,7 @@ class AlignedFills:
             found = self._by_room[allocatable] = (weights, lowers, gaining, np.divide(1.0, gains, out=np.zeros_like(gains), where=gaining))
         return found
 
-    def _fill(self, allocatable: tuple[int, ...], remaining: Sequence[int], per_node: int | None) -> Fill:
+    def _fill(self, allocatable: tuple[int, ...], remaining: Sequence[int], per_node: int | None) -> Counts:
         weights, lowers, gaining, inverse = self._scores(allocatable)
         free = list(allocatable)
         score = weights @ np.asarray(allocatable, dtype=np.float64)
