@@ -5,9 +5,10 @@ Each pod added is of the class whose request has the largest dot product with th
 free room, both as shares of the node's allocatable (CPU and memory). A class whose pods
 point the way the free room does is taken first, so a node whose type has 2 GiB per CPU is
 filled with pods that together ask for about that, and one with 8 GiB per CPU with the
-memory-heavy ones. Fills that leave one resource idle (the largest CPU first on a node that
-then runs out of it with memory to spare) are what made the packer buy nodes of a third
-kind for the pods left over: 1.07–1.11 × the LP bound where these fills give 1.00–1.04.
+memory-heavy ones. A fill that leaves one resource idle (the largest CPU first, on a node
+that then runs out of CPU with memory to spare) leaves over pods that only a dearer kind of
+node holds well: with the `mixed` benchmark's pods, 1.07–1.11 × the LP bound against
+1.00–1.04 with these fills.
 
 The scores change linearly as pods are added (free room goes down by the pod's request),
 so how many pods of the best class keep it the best is worked out at once: a step adds
