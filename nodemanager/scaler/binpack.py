@@ -402,15 +402,8 @@ def _uniform_fleets(
             continue
         spent, remaining, fills = dataclasses.replace(budget), list(counts), []
         while any(remaining):
-            fill = greedy_fill(room, vectors.requests, remaining, per_node, order)
-            copies = min(remaining[i] // k for i, k in enumerate(fill) if k)
-            allowed = spent.copies(c.itype)
-            copies = copies if allowed is None else min(copies, allowed)
-            if copies <= 0:
+            if not _take(c, greedy_fill(room, vectors.requests, remaining, per_node, order), remaining, spent, fills):
                 break
-            spent.spend(c.itype, copies)
-            fills.append(Fill(c, fill, copies))
-            remaining = [k - n * copies for k, n in zip(remaining, fill, strict=True)]
         why = {i: f"limit:{spent.blocking(c.itype)}" for i, k in enumerate(remaining) if k}
         yield (fills, remaining, why), spent
 
