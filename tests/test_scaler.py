@@ -9,6 +9,7 @@ from cloud.catalog import Catalog
 from nodemanager.config.schema import Disruption, Limits, NodeSizeFloor, Pool, Standby
 from nodemanager.model import CapacityPolicy, Gpu, InstanceType, Node, NodeName, NodeState, PodPhase, Resources, Taint, TaintEffect, Toleration
 from nodemanager.model.instance_type import DEFAULT_VOLUME_BYTES
+from nodemanager.model.pod import OwnerRef, Pod
 from nodemanager.model.ports import HostPort
 from nodemanager.scaler import ClusterSnapshot
 from nodemanager.scaler.decision import SizeFloor
@@ -158,6 +159,33 @@ def test_a_busy_pool_boots_nodes_of_at_least_its_size_floor(floor: NodeSizeFloor
     # Logged with the boot where the floor left smaller types out (a.large, the smallest, never is).
     floor = d.start[0].size_floor
     assert floor is None if expected == "a.large" else floor.cpu == pytest.approx(min(pool.size_floor_share * 45, pool.node_size_floor.max_cpu))
+
+
+def _of_job(p: Pod, job: str) -> Pod:
+    return dataclasses.replace(p, owner=OwnerRef("batch/v1", "Job", job))
+
+
+@pytest.mark.parametrize(
+    ("waiting", "expected"),
+    [
+        ((("j1", "batch"), ("j2", "batch")), "a.large"),  # a Job's two pods: a node sized to them, which ends with them
+        ((("j1", "batch"), ("r0", "")), "m.4xlarge"),  # with a pod of no Job: the floor holds
+        ((("j1", "alone"),), "m.4xlarge"),  # a one-pod Job, as a stream of them comes: the floor holds
+        ((("j1", "running"),), "a.large"),  # the last of a Job whose other pods run: of a Job of several
+    ],
+)
+def test_the_size_floor_lets_go_of_the_pods_of_a_job_of_several(waiting: tuple[tuple[str, str], ...], expected: str) -> None:
+    """The floor is for pods that come a few at a time; a Job's pods come together and mostly
+    end together, and a larger node's room beside them was taken by other Jobs' pods that end
+    at other times."""
+    pool, nodes, running = _busy_pool()
+    running = [running[0], _of_job(running[1], "running"), running[2]]
+    asked = {"cpu": "900m", "memory": "1Gi"}  # none fits the busy nodes
+    pods = [_of_job(pod(name, **asked), job) if job else pod(name, **asked) for name, job in waiting]
+    d = compute(scaler(pool), [*running, *pods], nodes)
+    assert [n.instance_type for n in d.start] == [expected]
+    assert {d.bindings[p.key] for p in pods} == {d.start[0].name}
+    assert (d.start[0].size_floor is None) == (expected == "a.large")
 
 
 # Three 16-vCPU types whose memory per vCPU is 2, 4 and 8 GiB, at AWS's c5, m5 and r5 prices.

@@ -297,9 +297,12 @@ class NodeSizeFloor(Model):
     memory those pods ask for per CPU. A pool of many nodes that boots a small node for the
     few pods that did not fit pays for it twice: the node's own overhead, and the
     consolidation that later moves its pods again. Pods asking for GPUs (or other extended
-    resources) are sized by those, not held to it. Unset, the share is 1/4 in a pool that
-    consolidates underutilized nodes and 0 (no floor) in one that does not: without
-    consolidation, a larger node's room would stay unused."""
+    resources) are sized by those, not held to it; nor are the pods of a Job of several pods
+    (they come together and mostly end together: a node sized to them ends with them, where
+    the room a larger node leaves beside them goes to other Jobs' pods that end at other
+    times). Unset, the share is 1/4 in a pool that consolidates underutilized nodes and 0
+    (no floor) in one that does not: without consolidation, a larger node's room would stay
+    unused."""
 
     share: float | None = Field(default=None, ge=0.0, le=1.0)
     """0–1 of the CPU the pool's pods request on its nodes now; `0` turns the floor off. Unset: 1/4 in a pool that consolidates underutilized nodes, else

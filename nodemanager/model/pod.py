@@ -163,7 +163,12 @@ class Pod:
     def completes(self) -> bool:
         """It runs to completion (a Job's pods, ``restartPolicy`` Never or OnFailure): evicted,
         it starts its work again."""
-        return self.restart_policy != "Always" or (self.owner is not None and self.owner.kind == "Job")
+        return self.restart_policy != "Always" or self.of_job
+
+    @property
+    def of_job(self) -> bool:
+        """A Job's pod (its controller is a Job)."""
+        return self.owner is not None and self.owner.kind == "Job"
 
     @property
     def is_terminal(self) -> bool:

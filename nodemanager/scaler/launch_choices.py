@@ -92,7 +92,7 @@ class _Chooser:
         tolerance = 0.0 if run.snapshot.one_new_node else launch.price_tolerance
         floor, ceiling = own.price * (1 - tolerance) - 1e-12, own.price * (1 + tolerance) + 1e-12
         limited = run.budget(node.view).left() != (None, None, None)
-        large = floored(run, node.view, kin, (need,))
+        large = floored(run, node.view, kin, (need,), node.info.pods.values())
         kept = self.floored.get(id(large))
         if large is not kin and (kept is None or kept[0] is not large):
             kept = self.floored[id(large)] = (large, {id(c) for c in large})

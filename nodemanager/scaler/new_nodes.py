@@ -332,7 +332,7 @@ def _place_with_devices(run: Run, view: PoolView, classes: list[PodClass], avail
 def _pack(run: Run, view: PoolView, classes: list[PodClass], available: Sequence[Candidate], reasons: dict[int, list[tuple[str, bool]]]) -> None:
     """Boot nodes of ``view`` for ``classes``; pods left over stay in their class."""
     classes = sorted(classes, key=lambda c: (-c.rep.requests.cpu, -c.rep.requests.memory, priority_key(c.rep)))
-    available = sizing.floored(run, view, available, [c.rep.requests for c in classes])
+    available = sizing.floored(run, view, available, [c.rep.requests for c in classes], (p for c in classes for p in c.pods))
     # A group is all batch pods or none, so its own requests are what it takes from a new
     # node; a high-priority pod is never limited by the batch estimate.
     # Pods with claims get a node each; more share it when its devices allow (via _fill).

@@ -116,7 +116,7 @@ def smallest_request(pods: Iterable[Pod]) -> Resources:
 def _keeps_floor(pod: Pod) -> bool:
     """Whether nothing in ``pod``, placed again by a what-if, lets its new node's size floor
     go (see ``sure_floors``)."""
-    kept = pod.inter_pod or preferences.preferring(pod) or pod.pod_group or pod.batch or extended(pod.requests)
+    kept = pod.inter_pod or preferences.preferring(pod) or pod.pod_group or pod.batch or extended(pod.requests) or pod.of_job
     return new_nodes.offering_blind(pod, moving=True) and not kept
 
 

@@ -42,7 +42,7 @@ def size_floor(run: Run, view: PoolView) -> SizeFloor | None:
     return run._floors[view.name]
 
 
-def floored(run: Run, view: PoolView, offerings: Sequence[Candidate], asks: Sequence[Resources]) -> Sequence[Candidate]:
+def floored(run: Run, view: PoolView, offerings: Sequence[Candidate], asks: Sequence[Resources], pods: Iterable[Pod]) -> Sequence[Candidate]:
     """``offerings`` of at least the pool's node size floor (``pools[].nodeSizeFloor``),
     of the types among them suited to the pool's pods, where some of those hold each of
     ``asks`` and the pool's limits allow one; else of at least its vCPU, on the same
@@ -50,8 +50,9 @@ def floored(run: Run, view: PoolView, offerings: Sequence[Candidate], asks: Sequ
     floor leaves, or a pool near its limits are not held back by it). Reserved offerings
     are kept whatever their size. Pods that ask for
     GPUs or other extended resources are sized by those: a larger type of the same GPUs
-    only adds CPU they do not use."""
-    if any(extended(ask) for ask in asks):
+    only adds CPU they do not use. Nodes for ``pods`` that are all of Jobs of several pods
+    are not held to it (``floor_holds``)."""
+    if any(extended(ask) for ask in asks) or not floor_holds(run, pods):
         return offerings
     floor = size_floor(run, view)
     if floor is None:
@@ -69,6 +70,18 @@ def floored(run: Run, view: PoolView, offerings: Sequence[Candidate], asks: Sequ
             run.floor_applied[view.name] = floor if gib_per_cpu else dataclasses.replace(floor, gib_per_cpu=0.0)
             return large
     return offerings  # no floor's types hold these pods, or the pool's limits leave room only for smaller nodes: those, rather than none
+
+
+def floor_holds(run: Run, pods: Iterable[Pod]) -> bool:
+    """Whether the size floor holds for new nodes for ``pods``: not when each is of a Job
+    of several pods. The floor is for pods that come a few at a time (a stream of pods
+    that run on, or of one-pod Jobs), which a larger node's room takes as they come; the
+    pods of a Job of several come together and, alike, mostly end together, and a node
+    sized to them ends with them. Held to the floor, the room beside them was taken by the
+    next Jobs' pods, which end at other times: in the workload corpus's batch workloads,
+    nodes holding a few pods long after the rest had ended cost more than the floor saved."""
+    pods = list(pods)
+    return not pods or not all(run.job_pods(p) > 1 for p in pods)
 
 
 def _reserved_too(offerings: Sequence[Candidate], large: list[Candidate]) -> list[Candidate]:
@@ -111,7 +124,7 @@ def right_size(run: Run) -> None:
                     if c.offering.zone == o.zone and c.offering.capacity_type is o.capacity_type and all(c.allocatable.get(n) > 0 for n in needs)
                 ],
             )
-        accepted = floored(run, node.view, found[1], (need,))
+        accepted = floored(run, node.view, found[1], (need,), pods)
         if run.spent and o.reservation:  # not into a reservation this run has spent since
             accepted = [c for c in accepted if c is node.candidate or not run.blocked(c)]
         if len({run.key(p) for p in pods}) == 1:  # its pods accept every offering it was chosen among
@@ -157,7 +170,7 @@ def merge_new_nodes(run: Run) -> None:
     need = Resources.total((p.requests for p in pods), Resources({"pods": len(pods)}))
     view = nodes[0].view
     choices = sorted(
-        (c for c in floored(run, view, nodes[0].accepted, (need,)) if id(c) in shared and need.fits(c.allocatable) and not run.blocked(c)),
+        (c for c in floored(run, view, nodes[0].accepted, (need,), pods) if id(c) in shared and need.fits(c.allocatable) and not run.blocked(c)),
         key=lambda c: (c.price, run.zone_load[c.offering.zone], c.offering.zone, c.itype.name),
     )
     budget = run.budget(view)  # what the pool may add once the planned nodes are not booted
