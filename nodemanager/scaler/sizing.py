@@ -75,11 +75,11 @@ def floored(run: Run, view: PoolView, offerings: Sequence[Candidate], asks: Sequ
 def floor_holds(run: Run, pods: Iterable[Pod]) -> bool:
     """Whether the size floor holds for new nodes for ``pods``: not when each is of a Job
     of several pods. The floor is for pods that come a few at a time (a stream of pods
-    that run on, or of one-pod Jobs), which a larger node's room takes as they come; the
-    pods of a Job of several come together and, alike, mostly end together, and a node
-    sized to them ends with them. Held to the floor, the room beside them was taken by the
-    next Jobs' pods, which end at other times: in the workload corpus's batch workloads,
-    nodes holding a few pods long after the rest had ended cost more than the floor saved."""
+    that run on, or of one-pod Jobs), which a larger node's room takes as they come. The
+    pods of a Job of several come together and mostly end together, and a node sized to
+    them ends with them; held to the floor, the room beside them was taken by the next
+    Jobs' pods, which end at other times: in the workload corpus's batch workloads, nodes
+    holding a few pods long after the rest had ended cost more than the floor saved."""
     pods = list(pods)
     return not pods or not all(run.job_pods(p) > 1 for p in pods)
 
