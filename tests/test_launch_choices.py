@@ -252,3 +252,40 @@ def test_a_pod_pinned_to_one_type_that_joins_a_node_waits_alone_under_strict_min
     second = s.compute(apply(snapshot, first), 100.0)
     assert second.start == ()
     assert second.bindings["default/pinned"] in {spec.name for spec in first.start}
+
+
+def test_the_pods_strict_min_values_drops_take_the_standby_nodes_that_replace_those_they_took():
+    """Found by the scaler's property test: two host-port pods planned on nodes that a pool's
+    Strict minValues then dropped went to other new nodes; the first took the pool's new
+    standby node, whose replacement the second then left alone and waited. The next
+    decision put it there (and booted another standby): a decision that did not make itself
+    again. Now the pods left over take the replacements in turn."""
+    from builders import CATALOG as CAT
+    from builders import ZONES as ZS
+    from builders import cell_pool
+    from builders import pod as bpod
+    from builders import scaler as bscaler
+    from test_scaler_properties import apply
+
+    from nodemanager.config.schema import Standby
+    from nodemanager.model import Node, NodeName, NodeState
+    from nodemanager.model.ports import HostPort
+
+    strict = cell_pool("p1", instance_types=["a.large", "b.large", "m.4xlarge", "m.xlarge"], labels={"pool": "p1"}, launch={"minValues": {"instanceTypes": 3}})
+    spare = cell_pool("p2", labels={"pool": "p2"}, standby=[Standby(instance_type="a.large", count=1)])
+    pods = tuple(dataclasses.replace(bpod(f"q{i}", created=float(i)), labels={"app": "a"}, host_ports=(HostPort(8080),)) for i in (0, 1))
+    booting = tuple(
+        Node(NodeName(f"n{i}"), "p1", "a.large", OD, ZS[0], CAT["a.large"].allocatable, NodeState.CREATING, labels={"pool": "p1"}, unschedulable=True)
+        for i in range(2)
+    )
+    left = {("a.large", OD, ZS[1]), ("m.4xlarge", SPOT, ZS[1]), ("m.xlarge", SPOT, ZS[1])}
+    out = {(t, c, z): 1100.0 for t in ("a.large", "b.large", "m.4xlarge", "m.xlarge") for c in (OD, SPOT) for z in ZS if (t, c, z) not in left}
+    s = bscaler(strict, spare, max_boots=1000)
+    snapshot = ClusterSnapshot(pods, booting, out)
+    first = s.compute(snapshot, 100.0)
+    assert set(first.bindings) == {"default/q0", "default/q1"}
+    assert not first.waiting
+    assert [spec.pool for spec in first.start] == ["p2"] * 3  # one for each pod, and the standby in their place
+    second = s.compute(apply(snapshot, first), 100.0)
+    assert second.start == ()
+    assert second.bindings == first.bindings

@@ -524,3 +524,29 @@ def test_pods_kept_on_a_node_planned_for_them_are_kept_only_while_it_has_room(ca
     d = scaler(binpack_pool()).compute(ClusterSnapshot((running, *waiting), (booting,)), 0.0)
     assert [k for k, n in d.bindings.items() if n == "n0"] == ["default/p0"]
     assert all(k in d.bindings or k in d.waiting for k in (p.key for p in waiting))
+
+
+def test_a_gang_that_failed_for_an_idle_node_it_held_is_placed_by_the_next_decision():
+    """Found by the scaler's property test: a gang member that alone tolerated a cordoned,
+    idle node was placed on it, so the node counted against its pool's node limit and the
+    member that needed a new node of that pool found none. The gang fails, is left out and
+    waits, and the decision stops the idle node; the next decision, with the node gone,
+    places the gang (booting for it alone)."""
+    from test_scaler_properties import apply
+
+    cells = cell_pool("p1", instance_types=["m.4xlarge"], labels={"pool": "p1"})
+    limited = cell_pool("p2", instance_types=["a.large"], labels={"pool": "p2"}, limits=Limits(nodes=1))
+    idle = dataclasses.replace(node("n5", "a.large", pool="p2", state=NodeState.CREATING), unschedulable=True, labels={"pool": "p2"})
+    anywhere = dataclasses.replace(pod("q1", created=1.0, group="g1", min_member=2), tolerations=(Toleration("node.kubernetes.io/unschedulable", "Exists"),))
+    snapshot = ClusterSnapshot((pod("q0", selector={"pool": "p2"}, group="g1", min_member=2), anywhere), (idle,))
+    s = scaler(cells, limited, max_boots=100)
+    first = s.compute(snapshot, 100.0)
+    assert [o.name for o in first.stop] == ["n5"]
+    assert first.start == ()
+    assert set(first.waiting) == {"default/q0", "default/q1"}
+    second = s.compute(apply(snapshot, first), 100.0)
+    assert sorted(spec.pool for spec in second.start) == ["p1", "p2"]
+    assert set(second.bindings) == {"default/q0", "default/q1"}
+    third = s.compute(apply(apply(snapshot, first), second), 100.0)
+    assert third.start == ()
+    assert third.stop == ()

@@ -350,10 +350,14 @@ def test_applying_a_decision_then_computing_again_changes_nothing(scenario, grac
     s = scaler(*the_pools, idle_grace=grace, max_boots=1000, catalog=CATALOG.with_reservations(RESERVATIONS))
     first = s.compute(snap, NOW)
     second = s.compute(apply(snap, first), NOW)
-    assert second.start == ()
+    # A gang left out waits: what its tries held (an idle node it kept counted against a
+    # pool's limit, which this decision stops) is free for the next decision, which may
+    # place it and boot for it alone.
+    left_out = {k for k, why in first.waiting.items() if "pod group did not reach minMember" in why}
+    assert all(set(spec.pods) <= left_out for spec in second.start)
     assert second.stop == ()
     # A pod whose type would leave any new node short of its pool's Strict minValues waits;
     # once a node is launched its type is known, and the pod may join it.
     started = {spec.name for spec in first.start}
     joined = {k for k, why in first.waiting.items() if "minValues not met" in why and second.bindings.get(k) in started}
-    assert {k: v for k, v in second.bindings.items() if k not in joined} == first.bindings
+    assert {k: v for k, v in second.bindings.items() if k not in joined | left_out} == first.bindings

@@ -86,22 +86,29 @@ def _launches(run: Run, started: list[NewNode]) -> tuple[list[NewNode], dict[str
     go to the other new nodes where they fit (the next decision would put them there: one
     that left them waiting would not be the decision it makes again), else they wait. A gang
     left below its minimum by them fails (``run.failed``), as under the boot cap. A new
-    standby node such pods take boots for them, and another takes its place."""
+    standby node such pods take boots for them, and another takes its place, which the
+    pods still left over may take in turn (the next decision would find it and them)."""
     if run.failed:
         return started, {}
     started, options = launch_choices.options_of(run, reservations.settle(run, started))
     if run.unbooted:
-        pods, run.unbooted = run.unbooted, []
-        existing.fill(run, _classes(run.fw.sort_pods(pods), run.key))
-        placed = [p.key for p in pods if p.key in run.bindings]
-        for key in placed:
-            run.waiting.pop(key, None)
-        if placed:  # their alternatives must hold the pods they took (those that narrow them wait)
+        left, run.unbooted = run.unbooted, []
+        while left:
+            existing.fill(run, _classes(run.fw.sort_pods(left), run.key))
+            placed = [p.key for p in left if p.key in run.bindings]
+            if not placed:
+                break
+            for key in placed:
+                run.waiting.pop(key, None)
+            # their alternatives must hold the pods they took (those that narrow them wait)
             taken = standby.taken_by_pods(run, started)
             started, options = launch_choices.options_of(run, started)
-            if taken:
-                more = standby.replace_taken(run, taken, run.memory.settings.nodes.max_boots_per_loop - len(started))
-                started, options = started + more, {**options, **launch_choices.options_of(run, more)[1]}
+            more = standby.replace_taken(run, taken, run.memory.settings.nodes.max_boots_per_loop - len(started)) if taken else []
+            if not more:
+                break
+            started, options = started + more, {**options, **launch_choices.options_of(run, more)[1]}
+            given_back = {p.key for p in run.unbooted}  # (they narrowed the nodes they took: they wait)
+            left = [p for p in left if p.key not in run.bindings and p.key not in given_back]
         gangs.drop_incomplete_gangs(run)
     return started, options
 
