@@ -24,6 +24,7 @@ from nodemanager.errors import ConfigError, InvalidManifest
 from nodemanager.model import Gpu, InstanceType, Node, NodeName, NodeState, Pod, PodPhase, Resources
 from nodemanager.model.interpod import parse_label_selector
 from nodemanager.model.pdb import PodDisruptionBudget
+from nodemanager.model.pod import OwnerRef
 from nodemanager.model.selectors import Taint, TaintEffect, Toleration
 from nodemanager.scaler import ClusterSnapshot, Decision, NodeSpec
 from nodemanager.scaler.consolidation import SIZES_KEPT, SPOT_TO_SPOT_CHOICES, CheaperSizes, Planner
@@ -513,6 +514,20 @@ def test_the_quick_test_counts_on_the_floor_only_where_it_surely_holds(pool: Poo
     snapshot, candidate = _floor_layout(waiting, zone)
     planner.consolidate(snapshot, [candidate])
     assert len(asked) == 1
+
+
+@pytest.mark.parametrize(("one_job", "skipped"), [(True, False), (False, True)])
+def test_the_quick_test_counts_on_the_floor_for_job_pods_only_of_one_pod_jobs(one_job: bool, skipped: bool) -> None:
+    """The moving pods of one Job of several: the floor lets them go (``sizing.floor_holds``),
+    so the what-if is asked; each its own one-pod Job: the floor holds, and it is not."""
+    asked: list[ClusterSnapshot] = []
+    planner = _real_planner(binpack_pool(), asked=asked)
+    snapshot, candidate = _floor_layout()
+    owned = tuple(
+        dataclasses.replace(p, owner=OwnerRef("batch/v1", "Job", "batch" if one_job else p.name)) if p.node_name == candidate.name else p for p in snapshot.pods
+    )
+    planner.consolidate(dataclasses.replace(snapshot, pods=owned), [candidate])
+    assert (asked == []) is skipped
 
 
 @settings(max_examples=300, deadline=None)

@@ -27,6 +27,7 @@ from nodemanager.scaler.deferred import DeferredNode
 from nodemanager.scaler.memory import PROBE_MEMO_SIZE, Memory
 from nodemanager.scaler.open_nodes import OpenNodes
 from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info
+from nodemanager.scaler.size_floor import JobSizes
 from nodemanager.scaler.snapshot import ClusterSnapshot
 from nodemanager.scaler.steering import Steer
 from nodemanager.scaler.unavailability import ANY_TYPE
@@ -162,20 +163,11 @@ class Run:
         # pool -> the floor that left types out of its new nodes' choice in this run (its vCPU
         # alone, where the suited types were let go)
         self.floor_applied: dict[str, SizeFloor] = {}
-        self._job_pods: Counter[tuple[str, str]] | None = None  # (namespace, Job) -> its pods in the snapshot, counted when first asked
+        self.jobs = JobSizes(snapshot.pods)  # the snapshot's Jobs' pods (see sizing.floor_holds)
         # What a pod's node affinity steers its new nodes to (``new_nodes._steer``), and the
         # offerings of a probe's answer that meet it.
         self.steers: dict[tuple, Steer | None] = {}
         self.steered: dict[tuple[int, Steer], tuple[tuple[Candidate, ...], tuple[Candidate, ...]]] = {}
-
-    def job_pods(self, pod: Pod) -> int:
-        """How many pods of ``pod``'s Job the snapshot holds (0 if it is no Job's)."""
-        if not pod.of_job:
-            return 0
-        if self._job_pods is None:
-            self._job_pods = Counter((p.namespace, p.owner.name) for p in self.snapshot.pods if p.of_job and p.owner is not None)
-        assert pod.owner is not None
-        return self._job_pods[pod.namespace, pod.owner.name]
 
     def close(self) -> None:
         """Drop what refers back to this run (its bound methods, held by the framework's

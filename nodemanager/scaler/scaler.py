@@ -123,7 +123,7 @@ def smallest_request(pods: Iterable[Pod]) -> Resources:
 def _keeps_floor(pod: Pod) -> bool:
     """Whether nothing in ``pod``, placed again by a what-if, lets its new node's size floor
     go (see ``sure_floors``)."""
-    kept = pod.inter_pod or preferences.preferring(pod) or pod.pod_group or pod.batch or extended(pod.requests) or pod.of_job
+    kept = pod.inter_pod or preferences.preferring(pod) or pod.pod_group or pod.batch or extended(pod.requests)
     return new_nodes.offering_blind(pod, moving=True) and not kept
 
 
@@ -155,8 +155,8 @@ class BindingNodeScaler:
         Consolidation's quick test prices a replacement from these. A pool is named only
         where every new node for these pods goes through ``sizing.floored`` and it cannot let the
         floor go: no other pod waits, none of these asks for GPUs or batch resources, tells
-        offerings apart (``new_nodes.offering_blind``), keeps near or apart from other pods (or prefers to) or is of a
-        gang, no placed pod keeps others away by a key other than the hostname, no default
+        offerings apart (``new_nodes.offering_blind``), keeps near or apart from other pods (or prefers to), is of a
+        gang or of a Job of several pods, no placed pod keeps others away by a key other than the hostname, no default
         spread constraint is hard, the profile changes no pod (``ScalerSettings.as_planned``), no offering is marked unavailable, no capped plan is kept,
         the pool has no limits, and each of these pods fits one of its types of at least its
         ``maxCPU``."""
@@ -169,7 +169,7 @@ class BindingNodeScaler:
             return {}
         if self._loads is None or self._loads.snapshot is not snapshot:
             self._loads = PoolLoads(snapshot, lambda pods: self._pods_load.get(pods, pods_load))
-        if self._loads.repels:
+        if self._loads.repels or any(map(self._loads.jobs.of_several, pods)):  # (the floor lets go of those: sizing.floor_holds)
             return {}
         asks = list(dict.fromkeys(p.requests for p in pods))
         out = {}

@@ -56,6 +56,7 @@ class PoolLoads:
 
     def __init__(self, snapshot: ClusterSnapshot, of_pods: Callable[[tuple[Pod, ...]], tuple[int, bool]]) -> None:
         self.snapshot = snapshot
+        self.jobs = JobSizes(snapshot.pods)
         placed = snapshot.by_node.placed
         self.nodes: dict[str, tuple[str, int]] = {}  # live node -> (its pool, the CPU its pods request)
         self.pools: Counter[str] = Counter()
@@ -77,6 +78,23 @@ class PoolLoads:
             if entry is not None and entry[0] == pool:
                 gone += entry[1]
         return self.pools[pool] - gone
+
+
+class JobSizes:
+    """How many pods each Job has among ``pods``, counted when first asked: the floor lets
+    go of the pods of a Job of several (``sizing.floor_holds``)."""
+
+    def __init__(self, pods: Sequence[Pod]) -> None:
+        self._pods = pods
+        self._counts: Counter[tuple[str, str]] | None = None
+
+    def of_several(self, pod: Pod) -> bool:
+        """Whether ``pod`` is of a Job with more than one pod among them."""
+        if pod.owner is None or not pod.of_job:
+            return False
+        if self._counts is None:
+            self._counts = Counter((p.namespace, p.owner.name) for p in self._pods if p.owner is not None and p.of_job)
+        return self._counts[pod.namespace, pod.owner.name] > 1
 
 
 def pods_load(pods: tuple[Pod, ...]) -> tuple[int, bool]:

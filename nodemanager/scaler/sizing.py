@@ -80,8 +80,12 @@ def floor_holds(run: Run, pods: Iterable[Pod]) -> bool:
     them ends with them; held to the floor, the room beside them was taken by the next
     Jobs' pods, which end at other times: in the workload corpus's batch workloads, nodes
     holding a few pods long after the rest had ended cost more than the floor saved."""
-    pods = list(pods)
-    return not pods or not all(run.job_pods(p) > 1 for p in pods)
+    some = False
+    for pod in pods:
+        if not run.jobs.of_several(pod):
+            return True
+        some = True
+    return not some
 
 
 def _reserved_too(offerings: Sequence[Candidate], large: list[Candidate]) -> list[Candidate]:
