@@ -38,7 +38,7 @@ CONFIG = """
 controllerId: bench
 cloud: {provider: simulated, simulated: {bootDelay: 40s, seed: 1}}
 cluster: {source: simulated, simulated: {registerDelay: 20s}}
-nodes: {idleGrace: 5m, maxBootsPerLoop: 20}
+nodes: {maxBootsPerLoop: 20}
 pools:
   - name: general
     instanceTypes: ["m6i.*", "c6i.*", "r6i.*", "m5.*", "c5.*", "r5.*"]

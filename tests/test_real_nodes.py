@@ -270,6 +270,29 @@ def test_a_node_left_with_only_daemonset_pods_is_stopped_after_the_idle_grace():
     assert any(kind == "Node" and reason == "Terminating" and "unneeded" in message for kind, _, reason, message in sim.cluster.recorded)
 
 
+def test_by_default_an_empty_node_is_stopped_a_minute_after_its_last_pod_ends():
+    """The default idle grace is about what a new node takes to boot and join (60 s here):
+    the pod is bound at 63 s and ends at 363 s; its node is still there 57 s later and gone
+    a minute after."""
+    config, catalog = parse_config(
+        """
+controllerId: defaults
+cloud: {provider: simulated, simulated: {bootDelay: 40s}}
+cluster: {source: simulated, simulated: {registerDelay: 20s}}
+pools: [{name: general, instanceTypes: ["m5.*"]}]
+""",
+        "provider.yaml",
+        Path("."),
+    )
+    workload = "pods: [{name: job, duration: 5m, pod: {containers: [{name: c, resources: {requests: {cpu: '1', memory: 1Gi}}}]}}]\n"
+    for until, terminated in ((420.0, 0), (450.0, 1)):
+        sim = Simulation(config, catalog, parse_workload(workload))
+        report = sim.run(until=until)
+        assert sim.cluster.first_bound == {"default/job": 63.0}
+        assert report["nodes"]["terminated"] == terminated, until
+    assert any(reason == "Terminating" and "(idle grace 60s)" in message for _, _, reason, message in sim.cluster.recorded)
+
+
 def test_pods_wait_for_startup_taints_and_daemonset_pods_start_on_every_node():
     workload = DAEMONS + "pods: [{name: web, count: 2, pod: {containers: [{name: c, resources: {requests: {cpu: 500m, memory: 1Gi}}}]}}]\n"
     sim, report = simulate(workload, until=120)

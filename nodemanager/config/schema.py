@@ -100,8 +100,10 @@ class NodeDefaults(Model):
     """An instance that is not a Ready node by then is terminated and its pods placed again. At least 30 s."""
     healthy_timeout: Duration = 90.0
     """A Ready node not heard from this long is replaced. At least `loops.heartbeat`."""
-    idle_grace: Duration = 300.0
-    """An unneeded node is stopped only after being unneeded this long (also while booting), as far as the pool's `Empty` budgets allow."""
+    idle_grace: Duration = 60.0
+    """An unneeded node is stopped only after being unneeded this long (also while booting), as far as the pool's `Empty` budgets allow. The default
+    is about what a new node takes to boot and join: kept empty longer, a node costs more than booting another would if pods came for it (Karpenter
+    stops an empty node at once, the Cluster Autoscaler after 10 minutes)."""
     max_boots_per_loop: int = Field(default=10, ge=1, le=MAX_BOOTS)
     """Bounds the blast radius of one decision (1–100,000). The nodes a capped plan leaves for later are kept, and the next loops start them without
     planning again while nothing they were planned from changed."""
