@@ -11,14 +11,14 @@ IMAGE ?= nodemanager:$(VERSION)
 
 # constraints.txt pins every dependency, so each install is the same and resolves at once
 # with the pip that Python ships. `run` needs only the runtime; the rest (tests, benchmarks,
-# plots, docs) comes with `test`.
+# plots, docs, Ray for corpus sweeps) comes with `test`.
 $(RUNTIME): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e .
 	touch $(RUNTIME)
 
 $(STAMP): $(RUNTIME)
-	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,plot,docs]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,plot,docs,sweep]'
 	touch $(STAMP)
 
 run: $(RUNTIME)  ## start the service on the embedded default (simulated cloud and cluster)

@@ -1,7 +1,12 @@
 """The workload corpus: seeded workloads of six classes played by ``simulate``, one JSON line each
 and a summary.
 
-    python benchmarks/corpus.py [--seeds 3] [--classes batch web ...] [--jobs 2] [--json]
+    python benchmarks/corpus.py [--seeds 3] [--classes batch web ...] [--jobs 2]
+        [--engine {processes,ray}] [--ray-address ADDRESS]
+
+Each workload is played in its own process, ``--jobs`` at once; ``--engine ray`` plays them as
+Ray tasks instead (``pip install 'nodemanager[sweep]'``), for sweeps larger than one machine:
+on the cluster ``--ray-address`` names, or on a local Ray instance.
 
 Classes (shapes from published descriptions, not from what the scaler does well):
 
@@ -36,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import sys
 import time
@@ -289,16 +295,43 @@ def summary(rows: list[dict]) -> dict:
     }
 
 
+def play_all(cases: list[tuple[str, int]], jobs: int, engine: str = "processes", address: str | None = None) -> list[dict]:
+    """``play`` for every (class, seed), in ``cases``' order: ``jobs`` at once in processes of
+    this machine, or as Ray tasks (``engine="ray"``, the ``sweep`` extra) on the Ray cluster at
+    ``address``, or without one on a local Ray instance of ``jobs`` CPUs that talks over
+    127.0.0.1 only. A cluster's workers need this Python's packages (nodemanager among them);
+    the corpus's own code (this file and ``simulate.py``) travels with the tasks."""
+    if engine == "processes":
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            return list(pool.map(play, *zip(*cases, strict=True)))
+    if address is None:
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # Ray's switch to the loopback address for its own nodes
+    import ray  # (the optional `sweep` extra; read after the switch above)
+
+    for module in {sys.modules[play.__module__], sys.modules[cluster_checks.__module__]}:
+        if module.__name__ != "__main__":  # (the script's own functions travel by value already)
+            ray.cloudpickle.register_pickle_by_value(module)
+    ray.init(address=address, num_cpus=None if address else jobs, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        task = ray.remote(num_cpus=1)(play)
+        return ray.get([task.remote(name, seed) for name, seed in cases])
+    finally:
+        ray.shutdown()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--classes", nargs="+", choices=sorted(CLASSES), default=list(CLASSES))
-    parser.add_argument("--jobs", type=int, default=2, help="workloads played at once, each in its own process")
+    parser.add_argument("--jobs", type=int, default=2, help="workloads played at once, each in its own process (a local Ray instance's CPUs)")
+    parser.add_argument("--engine", choices=["processes", "ray"], default="processes", help="ray: as Ray tasks (pip install 'nodemanager[sweep]')")
+    parser.add_argument("--ray-address", help="the Ray cluster to play on (ray.init's address, e.g. auto); none: a local instance")
     args = parser.parse_args()
+    if args.ray_address and args.engine != "ray":
+        parser.error("--ray-address needs --engine ray")
     started = time.perf_counter()
     cases = [(name, seed) for name in args.classes for seed in range(1, args.seeds + 1)]
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        rows = list(pool.map(play, *zip(*cases, strict=True)))
+    rows = play_all(cases, args.jobs, args.engine, args.ray_address)
     for row in rows:
         print(json.dumps(row))
     print(json.dumps({"summary": {**summary(rows), "elapsed_s": round(time.perf_counter() - started, 1)}}))
