@@ -11,7 +11,9 @@ work it does again (room that other pods could have used). How long
 a pod that runs to completion still has is estimated from the pods that ran to completion
 before it (``controller/run_lengths.py``); a pod that runs for good (a Deployment's) counts
 the horizon. So a young pod moves into the room of a node that stays anyway, and a Job's
-pod that has run long is not restarted on a node it would then hold alone.
+pod that has run long is not restarted on a node it would then hold alone. A move that pays
+now but would cost less once pods it would restart have ended (their work done again spared,
+for the nodes' price and the other pods' work meanwhile) waits for them.
 
 **Balanced** (Karpenter's ``consolidationPolicy: Balanced``, v1.14): a move goes ahead
 when its share of the pool's cost saved is at least ``1/k`` of its share of the pool's
@@ -71,14 +73,38 @@ class Payback:
         return without / 3600.0, (held + again) / 3600.0
 
     def verdict(self, removed: Sequence[tuple[float, Sequence[Evicted]]], destinations: Mapping[str, Destination]) -> str:
-        """Why the move does not pay ("" when it does)."""
+        """Why the move does not pay, or not yet ("" when it does now)."""
         without, with_move = self.weigh(removed, destinations)
-        if with_move <= without:
-            return ""
-        return (
-            f"the fleet would cost ${with_move:.4f} with the move against ${without:.4f} without it until its pods end "
-            "(work done again, start-up, nodes kept for the moved pods)"
-        )
+        if with_move > without:
+            return (
+                f"the fleet would cost ${with_move:.4f} with the move against ${without:.4f} without it until its pods end "
+                "(work done again, start-up, nodes kept for the moved pods)"
+            )
+        wait, later = self._later(removed, destinations)
+        if later < with_move:
+            return (
+                f"it pays more in {wait / 60:.0f} min, once pods it would restart have ended: "
+                f"${later:.4f} then (the nodes kept meanwhile included) against ${with_move:.4f} now"
+            )
+        return ""
+
+    def _later(self, removed: Sequence[tuple[float, Sequence[Evicted]]], destinations: Mapping[str, Destination]) -> tuple[float, float]:
+        """Of the times within the horizon when pods the move would restart end, the wait
+        (seconds) after which the same move costs least, and that cost in dollars with the
+        removed nodes kept meanwhile (inf: no such pod). Waiting spares the work those pods
+        would do again, for the nodes' price and the other pods' work of the wait."""
+        best = (0.0, float("inf"))
+        ends = sorted({e.left for _, pods in removed for e in pods if e.left is not None and 0 < e.left < self.horizon})
+        for wait in ends:
+            left = [
+                (price, [Evicted(e.ran + wait, e.left - wait if e.left is not None else None, e.share, e.to) for e in pods if e.left is None or e.left > wait])
+                for price, pods in removed
+            ]
+            after = {name: Destination(d.price, max(d.until - wait, 0.0)) for name, d in destinations.items()}
+            cost = sum(price for price, _ in removed) * wait / 3600.0 + self.weigh(left, after)[1]
+            if cost < best[1]:
+                best = (wait, cost)
+        return best
 
 
 def share_of(pod: Pod, cpu: int, memory: int, price: float) -> float:
