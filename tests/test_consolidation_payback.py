@@ -85,6 +85,7 @@ def test_a_move_that_pays_more_once_a_pod_it_would_restart_has_ended_waits_for_i
     assert RULE.verdict(removed, {"stays": STAYS}) == (
         f"it pays more in 2 min, once pods it would restart have ended: ${later:.4f} then (the nodes kept meanwhile included) against ${now:.4f} now"
     )
+    assert RULE.verdict([(0.2, [_job(3000, 45.0), _job(120, 1800.0)])], {"stays": STAYS}).startswith("it pays more in 45 s, ")
 
 
 @pytest.mark.parametrize(

@@ -83,7 +83,7 @@ class Payback:
         wait, later = self._later(removed, destinations)
         if later < with_move:
             return (
-                f"it pays more in {wait / 60:.0f} min, once pods it would restart have ended: "
+                f"it pays more in {f'{wait:.0f} s' if wait < 60 else f'{wait / 60:.0f} min'}, once pods it would restart have ended: "
                 f"${later:.4f} then (the nodes kept meanwhile included) against ${with_move:.4f} now"
             )
         return ""
