@@ -55,6 +55,9 @@ def _job(ran: float, left: float | None, to: str = "stays") -> Evicted:
         ([(0.2, [_job(600, 1800.0, "ending")])], {"ending": Destination(0.4, 600.0)}, False),
         # a service onto such a node keeps it the whole horizon
         ([(0.2, [_job(600, None, "ending")])], {"ending": Destination(0.4, 600.0)}, False),
+        # a Job's pod half done, in half of its node, into room that stays: the node's half hour
+        # saved pays for the room of its half hour done again, not for its Job's delay as well
+        ([(0.2, [Evicted(ran=1800, left=1800.0, share=0.1, to="stays")])], {"stays": STAYS}, False),
     ],
 )
 def test_a_move_pays_when_the_fleet_costs_less_with_it_until_its_pods_end(removed: list, destinations: dict, pays: bool) -> None:
@@ -68,9 +71,10 @@ def test_what_the_move_saves_is_counted_until_the_last_pod_would_end_and_never_p
     assert RULE.weigh([(0.36, [_job(0, 10 * 3600.0)])], {"stays": STAYS})[0] == pytest.approx(0.36)
     assert RULE.weigh([(0.36, [_job(0, None)])], {"stays": STAYS})[0] == pytest.approx(0.36)
     # a new node is charged from now until its last pod ends, its redone work included, at most the
-    # horizon; and the pod its share for its start-up and the work it does again
-    assert RULE.weigh([(0.36, [_job(600, 1200.0, "new")])], {"new": NEW})[1] == pytest.approx((0.1 * 1800 + 0.05 * 630) / 3600)
-    assert RULE.weigh([(0.36, [_job(3000, 1200.0, "new")])], {"new": NEW})[1] == pytest.approx((0.1 * 3600 + 0.05 * 3030) / 3600)
+    # horizon; and the pod its share for its start-up, and twice that for the work it does again
+    # (the room it takes again, and its Job's delay)
+    assert RULE.weigh([(0.36, [_job(600, 1200.0, "new")])], {"new": NEW})[1] == pytest.approx((0.1 * 1800 + 0.05 * (30 + 2 * 600)) / 3600)
+    assert RULE.weigh([(0.36, [_job(3000, 1200.0, "new")])], {"new": NEW})[1] == pytest.approx((0.1 * 3600 + 0.05 * (30 + 2 * 3000)) / 3600)
     assert RULE.weigh([(0.36, [_job(3000, None, "stays")])], {"stays": STAYS})[1] == pytest.approx(0.05 * 30 / 3600)  # a service loses no work
 
 
@@ -80,7 +84,7 @@ def test_a_move_that_pays_more_once_a_pod_it_would_restart_has_ended_waits_for_i
     removed = [(0.2, [_job(3000, 120.0), _job(120, 1800.0)])]
     without, now = RULE.weigh(removed, {"stays": STAYS})
     assert now <= without  # it pays now
-    later = 0.2 * 120 / 3600 + 0.05 * (30 + 240) / 3600  # the node two more minutes, the young pod's work of them
+    later = 0.2 * 120 / 3600 + 0.05 * (30 + 2 * 240) / 3600  # the node two more minutes, the young pod's work of them
     assert later < now
     assert RULE.verdict(removed, {"stays": STAYS}) == (
         f"it pays more in 2 min, once pods it would restart have ended: ${later:.4f} then (the nodes kept meanwhile included) against ${now:.4f} now"

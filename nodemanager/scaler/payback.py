@@ -6,8 +6,9 @@ Without it, each node it removes runs until the last of its pods ends. With it, 
 the pods go to runs until the last of them ends there, counted from now and including the
 work a pod that runs to completion (a Job's) does again; an existing node is charged only
 for the time past when its own pods would have let it go (none if one of them runs for
-good); and every moved pod costs its share of its node's price for its start-up and the
-work it does again (room that other pods could have used). How long
+good); and every moved pod costs its share of its node's price for its start-up (room
+that other pods could have used) and twice that for the work it does again: the room it
+takes again, and the delay to its Job, valued at the same price. How long
 a pod that runs to completion still has is estimated from the pods that ran to completion
 before it (``controller/run_lengths.py``); a pod that runs for good (a Deployment's) counts
 the horizon. So a young pod moves into the room of a node that stays anyway, and a Job's
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from nodemanager.model import Pod
 
 PRIORITY_SCALE = 2.0**25  # Karpenter's EvictionCost: priority / 2^25 added to 1
+REDONE_WEIGHT = 2.0  # work done again costs its room twice: the room it takes again, and its Job's delay valued at that room's price
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +71,7 @@ class Payback:
         for e in moved:
             ends[e.to] = max(ends.get(e.to, 0.0), self._end(e, True))
         held = sum(d.price * max(0.0, ends[name] - min(d.until, self.horizon)) for name, d in destinations.items() if name in ends)
-        again = sum(e.share * (self.startup + (e.ran if e.left is not None else 0.0)) for e in moved)  # the room its start-up and redone work take
+        again = sum(e.share * (self.startup + (REDONE_WEIGHT * e.ran if e.left is not None else 0.0)) for e in moved)  # its start-up and redone work
         return without / 3600.0, (held + again) / 3600.0
 
     def verdict(self, removed: Sequence[tuple[float, Sequence[Evicted]]], destinations: Mapping[str, Destination]) -> str:
