@@ -12,6 +12,8 @@ import pytest
 from bench_modules import load_benchmark
 from builders import pod
 from harness import Harness, arrive, binpack_pool
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nodemanager.cluster.workload import WorkloadError, parse_workload
 from nodemanager.config import parse_config
@@ -103,6 +105,43 @@ def test_a_move_that_pays_more_once_a_pod_it_would_restart_has_ended_waits_for_i
 )
 def test_a_move_does_not_wait_for_pods_when_waiting_costs_more_or_they_do_not_end_soon(removed: list) -> None:
     assert RULE.verdict(removed, {"stays": STAYS}) == ""
+
+
+def _cost_after(removed: list, destinations: dict, wait: float) -> float:
+    """The move after ``wait``, weighed as the rule weighs a move now: the nodes kept meanwhile,
+    then the pods still there, each having run the wait longer with that much less left."""
+    still = [
+        (price, [Evicted(e.ran + wait, None if e.left is None else e.left - wait, e.share, e.to) for e in pods if e.left is None or e.left > wait])
+        for price, pods in removed
+    ]
+    after = {name: Destination(d.price, max(d.until - wait, 0.0)) for name, d in destinations.items()}
+    return sum(price for price, _ in removed) * wait / 3600 + RULE.weigh(still, after)[1]
+
+
+_evicted = st.builds(
+    Evicted,
+    ran=st.floats(0, 7200),
+    left=st.none() | st.floats(0, 5000),
+    share=st.floats(0, 0.5),
+    to=st.sampled_from(["a", "b", "new"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    removed=st.lists(st.tuples(st.floats(0.01, 3.0), st.lists(_evicted, max_size=8)), min_size=1, max_size=3),
+    untils=st.tuples(st.floats(0, 4000) | st.just(math.inf), st.floats(0, 4000) | st.just(math.inf)),
+)
+def test_the_best_wait_is_the_cheapest_of_the_moves_weighed_after_each_pods_end(removed: list, untils: tuple) -> None:
+    """``_later`` works the waits out from sums over the pods in the order they end; weighing
+    the move again after each wait, as the rule weighs a move now, gives the same cheapest."""
+    destinations = {"a": Destination(0.4, untils[0]), "b": Destination(0.2, untils[1]), "new": Destination(0.1, 0.0)}
+    waits = sorted({e.left for _, pods in removed for e in pods if e.left is not None and 0 < e.left < RULE.horizon})
+    cheapest = min((_cost_after(removed, destinations, w) for w in waits), default=math.inf)
+    wait, cost = RULE._later(removed, destinations, math.inf)
+    assert cost == pytest.approx(cheapest, rel=1e-9, abs=1e-12)
+    if waits:
+        assert _cost_after(removed, destinations, wait) == pytest.approx(cheapest, rel=1e-9, abs=1e-12)
 
 
 # -- run lengths ------------------------------------------------------------------------------

@@ -24,6 +24,8 @@ pod of higher priority, never below 0 nor above 10).
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -82,7 +84,7 @@ class Payback:
                 f"the fleet would cost ${with_move:.4f} with the move against ${without:.4f} without it until its pods end "
                 "(work done again, start-up, nodes kept for the moved pods)"
             )
-        wait, later = self._later(removed, destinations)
+        wait, later = self._later(removed, destinations, with_move)
         if later < with_move:
             return (
                 f"it pays more in {f'{wait:.0f} s' if wait < 60 else f'{wait / 60:.0f} min'}, once pods it would restart have ended: "
@@ -90,20 +92,52 @@ class Payback:
             )
         return ""
 
-    def _later(self, removed: Sequence[tuple[float, Sequence[Evicted]]], destinations: Mapping[str, Destination]) -> tuple[float, float]:
+    def _later(self, removed: Sequence[tuple[float, Sequence[Evicted]]], destinations: Mapping[str, Destination], now: float) -> tuple[float, float]:
         """Of the times within the horizon when pods the move would restart end, the wait
         (seconds) after which the same move costs least, and that cost in dollars with the
-        removed nodes kept meanwhile (inf: no such pod). Waiting spares the work those pods
-        would do again, for the nodes' price and the other pods' work of the wait."""
-        best = (0.0, float("inf"))
-        ends = sorted({e.left for _, pods in removed for e in pods if e.left is not None and 0 < e.left < self.horizon})
-        for wait in ends:
-            left = [
-                (price, [Evicted(e.ran + wait, e.left - wait if e.left is not None else None, e.share, e.to) for e in pods if e.left is None or e.left > wait])
-                for price, pods in removed
-            ]
-            after = {name: Destination(d.price, max(d.until - wait, 0.0)) for name, d in destinations.items()}
-            cost = sum(price for price, _ in removed) * wait / 3600.0 + self.weigh(left, after)[1]
+        removed nodes kept meanwhile (inf: no such pod, or none cheaper than ``now``, the
+        move's cost now). Waiting spares the work those pods would do again, for the nodes'
+        price and the other pods' work of the wait.
+
+        What the move costs after a wait is ``weigh``'s with each pod still there having run
+        the wait longer and having that much less left; a pod restarted then ends where it
+        would have if restarted now (its left and ran shift together). So, with the pods in the
+        order they end, each wait's cost comes from sums over those still there and, for each
+        destination, the latest end among them: the waits take O(n log n), not n weighs."""
+        rate = sum(price for price, _ in removed) / 3600.0
+        order = sorted((e for _, pods in removed for e in pods), key=lambda e: math.inf if e.left is None else e.left)
+        lefts = [math.inf if e.left is None else e.left for e in order]
+        waits = sorted({left for left in lefts if 0 < left < self.horizon})
+        # Over the pods from i on (those that have not ended after a wait shorter than lefts[i]):
+        # their start-up and redone work's room (before the wait), and the room of the completing ones.
+        fixed, growing = [0.0] * (len(order) + 1), [0.0] * (len(order) + 1)
+        for i in range(len(order) - 1, -1, -1):
+            e = order[i]
+            fixed[i] = fixed[i + 1] + e.share * (self.startup + (REDONE_WEIGHT * e.ran if e.left is not None else 0.0))
+            growing[i] = growing[i + 1] + (e.share * REDONE_WEIGHT if e.left is not None else 0.0)
+        # For each destination: its pods' places in the order, and the latest end from each on.
+        places: dict[str, list[int]] = {}
+        for i, e in enumerate(order):
+            places.setdefault(e.to, []).append(i)
+        latest: dict[str, list[float]] = {}
+        for name, at in places.items():
+            suffix = [0.0] * len(at)
+            for j in range(len(at) - 1, -1, -1):
+                end = self._end(order[at[j]], True)
+                suffix[j] = max(end, suffix[j + 1]) if j + 1 < len(at) else end
+            latest[name] = suffix
+        best = (0.0, math.inf)
+        for wait in waits:
+            if rate * wait >= min(best[1], now):
+                break  # the nodes kept alone cost more: no longer wait can be the cheaper (a move's cost is never below zero)
+            first = bisect.bisect_right(lefts, wait)  # the pods still there
+            held = 0.0
+            for name, d in destinations.items():
+                at = places.get(name)
+                j = bisect.bisect_left(at, first) if at else 0
+                if at and j < len(at):
+                    held += d.price * max(0.0, latest[name][j] - min(max(d.until - wait, 0.0), self.horizon))
+            cost = rate * wait + (held + fixed[first] + growing[first] * wait) / 3600.0
             if cost < best[1]:
                 best = (wait, cost)
         return best
