@@ -219,3 +219,37 @@ def test_deferred_nodes_never_take_a_pool_past_its_limit() -> None:
         later = apply(later, d)
     live = [n for n in later.nodes if n.pool == "general"]
     assert len(live) <= 4
+
+
+def test_classes_no_filled_node_has_room_for_skip_the_search_and_decide_the_same(monkeypatch) -> None:
+    """A burst onto Ready nodes that fill up: once a search finds none passing and no node
+    has a class's CPU, memory or a pod slot left, that class skips the search (on a busy
+    cluster most classes came after the nodes filled), yet every pod goes where it went when
+    every class searched, and later searches start where they did."""
+    from nodemanager.scaler import existing
+    from nodemanager.scheduling.framework import Framework
+
+    ready = [node(f"r{i:03d}", pool="general", zone=ZONES[i % len(ZONES)]) for i in range(150)]
+    running = tuple(pod(f"run-{n.name}", cpu="1200m", node=n.name, phase=PodPhase.RUNNING) for n in ready)
+    rng = random.Random(7)
+    waiting = tuple(pod(f"w{i:03d}", cpu=f"{rng.randrange(300, 900, 10)}m", memory=f"{rng.choice([64, 128, 512])}Mi") for i in range(400))
+    snap = ClusterSnapshot(running + waiting, tuple(ready))
+    searched: list[int] = []
+    feasible = Framework.feasible
+    monkeypatch.setattr(Framework, "feasible", lambda self, *a: searched.append(1) or feasible(self, *a))
+    starts: list[dict] = []
+    fill = existing._fill
+    monkeypatch.setattr(existing, "_fill", lambda run, *a, **kw: (fill(run, *a, **kw), starts.append(dict(run.next_start)))[0])
+
+    skipping = scaler(binpack_pool()).compute(snap, NOW)
+    skipped_searches, skipped_starts = len(searched), list(starts)
+    searched.clear()
+    starts.clear()
+    monkeypatch.setattr(RoomIndex, "may_take", lambda self, p: True)
+    every = scaler(binpack_pool()).compute(snap, NOW)
+
+    assert dict(skipping.bindings) == dict(every.bindings)
+    assert [(s.instance_type, s.pods) for s in skipping.start] == [(s.instance_type, s.pods) for s in every.start]
+    assert skipped_starts == starts
+    assert sum(1 for n in every.bindings.values() if n.startswith("r")) > 100  # the Ready nodes took pods until full
+    assert skipped_searches < len(searched) * 2 / 3

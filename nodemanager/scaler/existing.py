@@ -6,10 +6,11 @@ to boot that have room."""
 
 from __future__ import annotations
 
+import functools
 import heapq
 import operator
 from collections import defaultdict, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from nodemanager.model import Pod, PodKey, PodPhase
 from nodemanager.model.labels import ZONE
@@ -143,17 +144,35 @@ def _fill(run: Run, classes: list[PodClass], ranked: list[tuple[int, list[NodeIn
         return
     rooms = [(rank, RoomIndex(infos)) for rank, infos in ranked or ()]
     namespaces = run.topology.namespace_labels
+
+    def fill_ranked(pods: list[Pod], nodes: list[tuple[int, list[NodeInfo]]]) -> list[Pod]:
+        """``fill_class`` on existing nodes, unless none has room for them (see ``RoomIndex.may_take``):
+        then the search is left out, and starts next where a search that found none would."""
+        if not any(room.may_take(pods[0]) for _, room in rooms):
+            for rank, with_room in nodes:
+                run.next_start[rank] = run.next_start.get(rank, 0) % len(with_room) + len(with_room)
+            return pods
+        left = fill_class(run, pods, nodes, steer)
+        if len(left) == len(pods):
+            for _, room in rooms:
+                room.look_again(run.moves)
+        return left
+
     for cls in classes:
         if not cls.pods:
             continue
-        nodes = [(rank, with_room) for rank, room in rooms if (with_room := room.with_room_for(cls.rep))] if ranked is not None else None
-        if nodes is not None and not nodes:
-            continue
+        if ranked is None:
+            fill_on: Callable[[list[Pod]], list[Pod]] = lambda pods: fill_class(run, pods, None, steer)  # noqa: E731
+        else:
+            nodes = [(rank, with_room) for rank, room in rooms if (with_room := room.with_room_for(cls.rep))]
+            if not nodes:
+                continue
+            fill_on = functools.partial(fill_ranked, nodes=nodes)
         if cls.rep.inter_pod and not plan.static(cls.rep, namespaces):
             # Where it may go depends on where the others went: one at a time.
-            cls.pods = [pod for pod in cls.pods if fill_class(run, [pod], nodes, steer)]
+            cls.pods = [pod for pod in cls.pods if fill_on([pod])]
         else:
-            cls.pods = fill_class(run, cls.pods, nodes, steer)
+            cls.pods = fill_on(cls.pods)
 
 
 def fill_class(run: Run, pods: list[Pod], candidates: list[tuple[int, list[NodeInfo]]] | None, steer: Steer | None = None) -> list[Pod]:

@@ -8,7 +8,9 @@ it: a class is tried only on the nodes that had room for its CPU then, a superse
 that can take it (the same nodes pass the filters, so the same are chosen), and on none if
 no node had its memory free (as kube, a search that finds nothing leaves the next one
 starting where it would have). A node of a ``cell`` pool that holds its pod has room for
-none (``NodeInfo.cell_taken``).
+none (``NodeInfo.cell_taken``). Once a search finds no node passing, a look at every node's
+room now (``look_again``) lets the classes that none has room for skip the search
+(``may_take``): on a busy cluster whose nodes have filled, most of them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from nodemanager.scheduling.nodeinfo import untaken
 
 _FREE_CPU = attrgetter("free_cpu")
 _FREE_MEMORY = attrgetter("free_memory")
+_FREE_PODS = attrgetter("free_pods")
 
 
 class RoomIndex:
@@ -33,6 +36,8 @@ class RoomIndex:
         self._less_free = [-i.free_cpu for i in self._nodes]  # ascending: minus the free CPU
         self._most_memory = max(map(_FREE_MEMORY, nodes), default=0)
         self._having: dict[str, list[tuple[int, NodeInfo]]] = {}  # extended resource -> (place in _nodes, node) of those with some free
+        self._most_free: tuple[int, int, int] | None = None  # the most CPU, memory and pod slots any node had free at the last look
+        self._looked_after = -1  # Run.moves at the last look
 
     def _nodes_having(self, name: str) -> list[tuple[int, NodeInfo]]:
         """The nodes that had some of ``name`` free when the fill began, in ``_nodes`` order
@@ -62,3 +67,22 @@ class RoomIndex:
             amount = requests.get(name)
             nodes = [i for i in nodes if i.allocatable.get(name) - i.requested.get(name) >= amount]
         return nodes
+
+    def look_again(self, moves: int) -> None:
+        """Note the most CPU, memory and pod slots any node has free now, unless no pod was
+        placed or taken off since the last look (``moves``: ``Run.moves``); none on a node
+        whose batch capacity is an estimate: its room is counted per pod."""
+        nodes = self._all
+        if moves == self._looked_after or any(i.batch_estimate for i in nodes):
+            return
+        self._looked_after = moves
+        self._most_free = (max(map(_FREE_CPU, nodes), default=0), max(map(_FREE_MEMORY, nodes), default=0), max(map(_FREE_PODS, nodes), default=0))
+
+    def may_take(self, pod: Pod) -> bool:
+        """False when no node had the pod's CPU, memory (what it asks for of each) and a pod
+        slot free at the last look: room only shrinks while a fill goes on."""
+        most = self._most_free
+        if most is None or asks_for_batch(pod.requests):
+            return True
+        cpu, memory = pod.requests.cpu_memory()
+        return most[2] > 0 and cpu <= max(most[0], 0) and memory <= max(most[1], 0)

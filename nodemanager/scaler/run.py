@@ -124,6 +124,7 @@ class Run:
         self.views = [v for v in every_view if v.name not in snapshot.paused_pools]  # pools that may boot now
         self.infos: dict[str, NodeInfo] = {}
         self.changed: set[str] = set()  # nodes whose pictures this run placed or unplaced pods on (see NodePictures)
+        self.moves = 0  # pods placed and unplaced so far (what changed a node's room since a RoomIndex looked)
         self.node_state: dict[str, NodeState] = {}
         self.fw.handle.node_infos = self.infos
         self.fw.handle.volumes = snapshot.volumes
@@ -251,6 +252,7 @@ class Run:
         recorded = self.stepped.get(pod.key, pod)
         info.add_pod(recorded)
         if self.fw.run_reserve_and_permit(state, pod, info.name).code in (Code.SUCCESS, Code.WAIT):
+            self.moves += 1
             self.bindings[pod.key] = info.name
             self.topology.added(recorded, info)
             if info.name in self.new_nodes:
@@ -261,6 +263,7 @@ class Run:
 
     def unplace(self, key: PodKey) -> None:
         node = self.bindings.pop(key)
+        self.moves += 1
         self.changed.add(node)
         self.topology.removed(self.infos[node].remove_pod(key), self.infos[node])
         if node in self.new_nodes:
