@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import collections
 
-from builders import node, scaler
+from builders import binpack_pool, node, scaler
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_interpod import CATALOG3, HOST, ZONE, pod, pod_affinity, pool, spread
@@ -131,3 +131,86 @@ def test_anti_affinity_beyond_the_pools_node_limit_places_what_the_limit_allows(
     (left,) = {**d.waiting, **d.unschedulable}.values()
     assert "limit on nodes" in left
     assert "anti-affinity" in left
+
+
+@st.composite
+def zone_groups(draw: st.DrawFn) -> tuple[ClusterSnapshot, int | None]:
+    """Groups with only zone-level constraints (batched: ``zone_batch``), whose spreads count
+    one another's pods, beside a few others, under a pool limit on nodes or none."""
+    pods: list[Pod] = []
+    nodes = [node(f"old-{i}", "a.large", pool="general", zone=z) for i, z in enumerate(draw(st.lists(st.sampled_from(["z-a", "z-b", "z-c"]), max_size=2)))]
+    for i, n in enumerate(nodes):
+        pods += [pod(f"run-{i}-{j}", {"app": draw(st.sampled_from(APPS))}, node=n.name) for j in range(draw(st.integers(0, 3)))]
+    for g in range(draw(st.integers(2, 7))):
+        app = draw(st.sampled_from(APPS))
+        kind = draw(st.sampled_from(["zone-spread", "zone-spread", "zone-affinity", "none", "host-anti"]))
+        constraints = {
+            "zone-spread": spread(ZONE, draw(st.integers(1, 2)), {"app": draw(st.sampled_from(APPS))}),
+            "zone-affinity": pod_affinity("podAffinity", ZONE, {"app": app}),
+            "none": {},
+            "host-anti": pod_affinity("podAntiAffinity", HOST, {"app": draw(st.sampled_from(APPS))}),
+        }[kind]
+        for i in range(draw(st.integers(1, 9))):
+            pods.append(pod(f"g{g}-{i}", {"app": app}, cpu=draw(st.sampled_from(["100m", "700m", "1500m"])), **constraints))
+    return ClusterSnapshot(tuple(pods), tuple(nodes)), draw(st.none() | st.integers(1, 8))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(zone_groups())
+def test_zone_groups_placed_together_pass_every_filter_in_the_order_listed_under_any_limit(case: tuple[ClusterSnapshot, int | None]) -> None:
+    """A batch's later groups plan with the earlier ones' pods counted before they are placed;
+    where a limit leaves some over, the batch is placed group by group instead."""
+    snapshot, limit = case
+    d = scaler(pool(limits={"nodes": limit} if limit else {}), catalog=CATALOG3, max_boots=1000).compute(snapshot, 0.0)
+    assert replay(snapshot, d) == []
+    waiting = [p.key for p in snapshot.pods if not p.node_name]
+    assert set(d.bindings) | set(d.unschedulable) | set(d.waiting) == set(waiting)
+
+
+def _spread_groups(n: int) -> tuple[Pod, ...]:
+    """``n`` groups of zone spread, each counting the next one's pods: they depend on one another."""
+    return tuple(
+        pod(f"g{g}-{i}", {"app": f"a{g}"}, cpu=("300m", "700m")[i % 2], **spread(ZONE, 1, {"app": f"a{(g + 1) % n}"})) for g in range(n) for i in range(7)
+    )
+
+
+def _bound_zones(snapshot: ClusterSnapshot, d: Decision) -> collections.Counter:
+    zone = {n.name: n.zone for n in d.start}
+    return collections.Counter((p.labels["app"], zone[d.bindings[p.key]]) for p in snapshot.pods if p.key in d.bindings)
+
+
+def test_zone_groups_in_a_row_are_packed_together_zone_by_zone(monkeypatch) -> None:
+    from nodemanager.scaler import binpack, zone_batch
+
+    snapshot = ClusterSnapshot(_spread_groups(6), ())
+    packed: list[int] = []
+    original = binpack.pack
+    monkeypatch.setattr(binpack, "pack", lambda *a, **kw: packed.append(1) or original(*a, **kw))
+    together = scaler(pool(), catalog=CATALOG3, max_boots=1000).compute(snapshot, 0.0)
+    batched_packs = len(packed)
+    packed.clear()
+    monkeypatch.setattr(zone_batch.ZoneBatch, "takes", lambda self, group: False)
+    alone = scaler(pool(), catalog=CATALOG3, max_boots=1000).compute(snapshot, 0.0)
+    assert replay(snapshot, together) == []
+    assert len(together.bindings) == len(alone.bindings) == 42
+    assert batched_packs <= 3 < len(packed)  # one packing per zone, not per group and zone
+    assert sum(n.price for n in together.start) <= sum(n.price for n in alone.start)
+
+
+def test_a_batch_a_limit_leaves_pods_over_is_placed_group_by_group(monkeypatch) -> None:
+    """Three nodes of s.large hold 15 of the 42 pods: the later groups' plans counted pods that
+    were left over, so the batch is undone and placed as one group at a time would be."""
+    from nodemanager.scaler import zone_batch
+
+    snapshot = ClusterSnapshot(_spread_groups(6), ())
+    limited = binpack_pool(instance_types=["s.large"], limits={"nodes": 3})
+    tried = scaler(limited, catalog=CATALOG3).compute(snapshot, 0.0)
+    monkeypatch.setattr(zone_batch.ZoneBatch, "takes", lambda self, group: False)
+    alone = scaler(limited, catalog=CATALOG3).compute(snapshot, 0.0)
+    assert replay(snapshot, tried) == []
+    assert 0 < len(tried.bindings) < 42
+    assert _bound_zones(snapshot, tried) == _bound_zones(snapshot, alone)
+    assert set(tried.bindings) == set(alone.bindings)
+    assert tried.waiting == alone.waiting
+    assert tried.unschedulable == alone.unschedulable
+    assert len(tried.start) == len(alone.start) == 3

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodemanager.model import Pod, PodKey
-from nodemanager.model.interpod import AffinityTerm, SpreadConstraint
+from nodemanager.model.interpod import AffinityTerm, LabelSelector, SpreadConstraint
 from nodemanager.model.labels import CAPACITY_TYPE, HOSTNAME, ZONE
 from nodemanager.scheduling.nodeinfo import NodeInfo
 from nodemanager.scheduling.plugins.interpod import counted_nodes, least_matching
-from nodemanager.scheduling.topology import PodTopology
+from nodemanager.scheduling.topology import NodeFilter, PodTopology
 
 _PLANNED_KEYS = (ZONE, HOSTNAME)
 
@@ -128,7 +128,7 @@ def pins(pod: Pod, zone: str) -> dict[str, Any]:
 
 
 @dataclass
-class _Rule:
+class ZoneRule:
     """One zone-level constraint of the group with working copies of its counts."""
 
     kind: str  # "spread" | "affinity" | "anti"
@@ -161,10 +161,44 @@ class _Rule:
             self.first_allowed = False
 
 
+def zone_rules(rep: Pod, topology: PodTopology | Pending, domains: Callable[[SpreadConstraint], frozenset[str]]) -> list[ZoneRule]:
+    """The group's zone-level constraints, with working copies of the counts they read now."""
+    namespaces = topology.namespace_labels
+    rules: list[ZoneRule] = []
+    for c in _hard_spread(rep):
+        if c.topology_key == ZONE and c.selector is not None:
+            counts = Counter(topology.selector_counts(rep.namespace, c.selector, ZONE, counted_nodes(rep, c)))
+            rules.append(ZoneRule("spread", [counts], _self_spread(rep, c), c.max_skew, domains(c), c.min_domains))
+    required = rep.pod_affinity.required
+    if required:
+        per_term = [Counter(c) for c in topology.term_counts(required)]
+        anyone = any(v > 0 for c in per_term for v in c.values())
+        self_affine = all(_self_term(rep, t, namespaces) for t in required)
+        rules.append(ZoneRule("affinity", per_term, self_affine, first_allowed=not anyone and self_affine))
+    for t in rep.pod_affinity.anti_required:
+        if t.topology_key == ZONE:
+            rules.append(ZoneRule("anti", [Counter(topology.term_counts((t,))[0])], _self_term(rep, t, namespaces)))
+    return rules
+
+
+def admitted(rules: list[ZoneRule], placed: Sequence[tuple[PodKey, str]]) -> list[PodKey]:
+    """Of the group's pods placed in their zones (in plan order), those ``rules`` (as
+    ``zone_rules`` made them before any was placed) admit given the ones admitted before:
+    where some pods of a plan found no node, a later pod may no longer keep to the skew
+    or affinity it was planned for (its zone's count is what the plan said, another's less)."""
+    out = []
+    for key, zone in placed:
+        if not any(r.admits(zone) for r in rules):
+            for r in rules:
+                r.admit(zone)
+            out.append(key)
+    return out
+
+
 def plan_zones(
     pods: Sequence[Pod],
     zones: Sequence[str],
-    topology: PodTopology,
+    topology: PodTopology | Pending,
     domains: Callable[[SpreadConstraint], frozenset[str]],
     load: Mapping[str, int],
 ) -> tuple[dict[PodKey, str], str]:
@@ -173,20 +207,7 @@ def plan_zones(
     cannot go anywhere. ``load``: nodes per zone so far, the last tie-break."""
     rep = pods[0]
     namespaces = topology.namespace_labels
-    rules: list[_Rule] = []
-    for c in _hard_spread(rep):
-        if c.topology_key == ZONE and c.selector is not None:
-            counts = Counter(topology.selector_counts(rep.namespace, c.selector, ZONE, counted_nodes(rep, c)))
-            rules.append(_Rule("spread", [counts], _self_spread(rep, c), c.max_skew, domains(c), c.min_domains))
-    required = rep.pod_affinity.required
-    if required:
-        per_term = [Counter(c) for c in topology.term_counts(required)]
-        anyone = any(v > 0 for c in per_term for v in c.values())
-        self_affine = all(_self_term(rep, t, namespaces) for t in required)
-        rules.append(_Rule("affinity", per_term, self_affine, first_allowed=not anyone and self_affine))
-    for t in rep.pod_affinity.anti_required:
-        if t.topology_key == ZONE:
-            rules.append(_Rule("anti", [Counter(topology.term_counts((t,))[0])], _self_term(rep, t, namespaces)))
+    rules = zone_rules(rep, topology, domains)
     repelled = {
         zone
         for term, domains in topology.anti_affinity().items()
@@ -222,3 +243,51 @@ def plan_zones(
         if why:  # nothing changed since: no later pod of the group fits either
             return out, why
     return out, ""
+
+
+class Pending:
+    """Zone counts as they will be once pods given a zone but not placed yet are placed: a
+    ``PodTopology`` for ``plan_zones`` (its questions on zones, answered with those pods
+    added), so the later groups of a batch (``zone_batch``) plan as if the earlier ones
+    were placed. Only questions about every node's pods can be answered so (a count over
+    the nodes some pod may use cannot know the nodes these pods will get)."""
+
+    def __init__(self, topology: PodTopology) -> None:
+        self.topology = topology
+        self.namespace_labels = topology.namespace_labels
+        self._kinds: dict[tuple, tuple[Pod, Counter[str]]] = {}  # kind -> one such pod, and how many per zone
+
+    def __bool__(self) -> bool:
+        return bool(self._kinds)
+
+    def add(self, pod: Pod, zone: str) -> None:
+        entry = self._kinds.get(pod.kind)
+        if entry is None:
+            entry = self._kinds[pod.kind] = (pod, Counter())
+        entry[1][zone] += 1
+
+    def clear(self) -> None:
+        self._kinds.clear()
+
+    def selector_counts(self, namespace: str | None, selector: LabelSelector | None, key: str, only: NodeFilter | None = None) -> Counter[str]:
+        if only is not None or key != ZONE:
+            raise ValueError("Pending answers counts over every node's pods on zones only")
+        counts = Counter(self.topology.selector_counts(namespace, selector, key))
+        if selector is not None:
+            for pod, zones in self._kinds.values():
+                if not pod.terminating and (namespace is None or pod.namespace == namespace) and selector.matches(pod.labels):
+                    counts.update(zones)
+        return counts
+
+    def term_counts(self, terms: tuple[AffinityTerm, ...]) -> list[Counter[str]]:
+        if any(t.topology_key != ZONE for t in terms):
+            raise ValueError("Pending answers counts on zones only")
+        found = [Counter(c) for c in self.topology.term_counts(terms)]
+        for pod, zones in self._kinds.values():
+            if all(t.selects(pod.namespace, pod.labels, self.namespace_labels) for t in terms):
+                for counter in found:
+                    counter.update(zones)
+        return found
+
+    def anti_affinity(self) -> dict[AffinityTerm, Counter[str]]:
+        return self.topology.anti_affinity()  # (pods pending hold no anti-affinity terms)

@@ -20,6 +20,7 @@ from nodemanager.scaler import interpod_plan as plan
 from nodemanager.scaler.memory import PROBE_MEMO_SIZE
 from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info
 from nodemanager.scaler.run import NEW_HOST, NewNode, PodClass, Run, node_level
+from nodemanager.scaler.zone_batch import ZoneBatch
 from nodemanager.scheduling import CycleState
 from nodemanager.scheduling.plugins.interpod import spread_domains
 from nodemanager.scheduling.plugins.queue_sort import priority_key
@@ -80,11 +81,17 @@ def place_on_new(run: Run, classes: list[PodClass]) -> None:
 
     # ``groups`` are in queue order (``classes`` are, by their first pod)
     respect = run.memory.settings.respect_preferences
+    batch = ZoneBatch(run, _place_group, functools.partial(_place_group, zoned=True), _report)
     for group in group_order.packing_order(list(groups.values()), lambda g: g[0].rep, rank, run.topology.namespace_labels):
         if respect and preferences.preferring(group[0].rep):
+            batch.flush()
             _place_preferring(run, group)
+        elif batch.takes(group):
+            batch.plan(group)
         else:
+            batch.flush()
             _place_group(run, group)
+    batch.flush()
 
 
 def _place_preferring(run: Run, group: list[PodClass]) -> None:
@@ -228,7 +235,9 @@ def _place_by_zone(run: Run, group: list[PodClass], relax_steer: bool = True) ->
     rep = group[0].rep
     zones = sorted(run.possible_zones(rep))
     pods = [p for c in group for p in c.pods]
-    chosen, why = plan.plan_zones(pods, zones, run.topology, lambda c: spread_domains(run.fw.handle, rep, c, run.topology), run.zone_load)
+    domains = functools.partial(spread_domains, run.fw.handle, rep, topology=run.topology)
+    chosen, why = plan.plan_zones(pods, zones, run.topology, domains, run.zone_load)
+    check = plan.zone_rules(rep, run.topology, domains)  # (as the plan began: placing pods changes the counts)
     by_zone: dict[str, list[PodClass]] = defaultdict(list)
     for cls in group:
         shares: dict[str, list[Pod]] = defaultdict(list)
@@ -243,6 +252,8 @@ def _place_by_zone(run: Run, group: list[PodClass], relax_steer: bool = True) ->
         cls.pods = [p for p in cls.pods if p.key not in chosen]
     for zone in sorted(by_zone):
         _place_group(run, by_zone[zone], zoned=True, relax_steer=relax_steer)
+    if any(key not in run.bindings for key in chosen):
+        _drop_unadmitted(run, check, [(key, zone) for key, zone in chosen.items() if key in run.bindings])
     # Bindings list pods in the order they may be bound: each passes every filter given
     # the ones before it. Zone by zone is not such an order; the plan's is.
     for key in chosen:
@@ -251,6 +262,20 @@ def _place_by_zone(run: Run, group: list[PodClass], relax_steer: bool = True) ->
     if not zones:
         why = "no pool offers a zone the pod's node constraints accept"
     _report(run, group, {id(c): [(why, False)] for c in group})
+
+
+def _drop_unadmitted(run: Run, rules: list[plan.ZoneRule], placed: list[tuple[PodKey, str]]) -> None:
+    """Some pods of a zone plan found no node (a pool's limit, say): the placed ones the
+    plan's constraints no longer admit, given those kept before them, are taken off again
+    and wait for the next decision (which plans with what is placed)."""
+    kept = set(plan.admitted(rules, placed))
+    for key, _ in placed:
+        if key not in kept:
+            node = run.bindings[key]
+            run.unplace(key)
+            run.waiting[key] = "its zone was planned counting pods that found no node: planned again at the next decision"
+            if node in run.new_nodes and not run.new_nodes[node].info.pods:
+                run.forget(node)
 
 
 def _new_node_for(run: Run, pod: Pod, kin: int, reasons: list[tuple[str, bool]], steer: steering.Steer | None = None) -> bool:

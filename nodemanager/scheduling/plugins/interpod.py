@@ -105,7 +105,10 @@ def spread_domains(handle: object, pod: Pod, constraint: SpreadConstraint, topol
 
 def least_matching(counts: Mapping[str, int], domains: frozenset[str]) -> int:
     """The fewest matching pods in any of ``domains`` (0 for none), looking only at the
-    domains that hold some: a hostname's domains are every node's, and most hold none."""
+    domains that hold some: a hostname's domains are every node's, and most hold none (with
+    more domains than counted ones, some holds none: a new node's fresh hostname, say)."""
+    if len(domains) > len(counts):
+        return 0
     held = [n for d, n in counts.items() if n > 0 and d in domains]
     return min(held) if len(held) == len(domains) and held else 0
 
