@@ -169,10 +169,24 @@ def _fill(run: Run, classes: list[PodClass], ranked: list[tuple[int, list[NodeIn
                 continue
             fill_on = functools.partial(fill_ranked, nodes=nodes)
         if cls.rep.inter_pod and not plan.static(cls.rep, namespaces):
-            # Where it may go depends on where the others went: one at a time.
-            cls.pods = [pod for pod in cls.pods if fill_on([pod])]
+            # Where it may go depends on where the others went: one at a time, until one
+            # finds no node (nothing has changed for the next: it would find none either,
+            # and its search would start where this one's did).
+            cls.pods = _one_at_a_time(cls.pods, fill_on)
         else:
             cls.pods = fill_on(cls.pods)
+
+
+def _one_at_a_time(pods: list[Pod], fill_on: Callable[[list[Pod]], list[Pod]]) -> list[Pod]:
+    """The pods ``fill_on`` leaves over, placed one at a time in turn; once one is left over,
+    so are the rest (unless a Reserve or Permit of their own may refuse one and not the
+    next: claims, volumes, a gang)."""
+    for i, pod in enumerate(pods):
+        if fill_on([pod]):
+            if pod.claims or pod.volume_claims or pod.pod_group:
+                return [pod, *(p for p in pods[i + 1 :] if fill_on([p]))]
+            return pods[i:]
+    return []
 
 
 def fill_class(run: Run, pods: list[Pod], candidates: list[tuple[int, list[NodeInfo]]] | None, steer: Steer | None = None) -> list[Pod]:
