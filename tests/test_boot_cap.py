@@ -253,3 +253,30 @@ def test_classes_no_filled_node_has_room_for_skip_the_search_and_decide_the_same
     assert skipped_starts == starts
     assert sum(1 for n in every.bindings.values() if n.startswith("r")) > 100  # the Ready nodes took pods until full
     assert skipped_searches < len(searched) * 2 / 3
+
+
+@pytest.mark.parametrize("zone", ["zone-1a", "zone-1b", "nowhere"])
+def test_a_pod_pinned_to_a_zone_is_probed_from_the_unpinned_answer_with_the_same_answer_as_on_all(monkeypatch, zone: str) -> None:
+    """A zone plan pins pods by a node selector on the zone alone: their offerings are the
+    unpinned pod's in that zone, the same as filtering every offering gives (and a zone no
+    offering is in says why, as the filters do)."""
+    from nodemanager.model.labels import ZONE
+    from nodemanager.scaler import new_nodes
+
+    pool = binpack_pool(instance_types=["*"])
+    pinned = dataclasses.replace(pod("pinned", cpu="300m"), node_selector={ZONE: zone})
+
+    def answer() -> tuple:
+        s = scaler(pool)
+        s.compute(ClusterSnapshot((pinned,), ()), NOW)
+        found = [v for k, v in s.memory.probe_memo.items() if dict(k[1][4]) == {ZONE: zone}]
+        (accepted, why, transient) = found[0]
+        return tuple(c.offering for c in accepted), why, transient
+
+    fast = answer()
+    monkeypatch.setattr(new_nodes, "offering_blind", lambda pod: False)
+    slow = answer()
+    assert (fast[0], fast[2]) == (slow[0], slow[2])
+    assert fast[1] == (slow[1] if not slow[0] else "")  # (why none: asked only when none)
+    assert bool(fast[0]) is (zone != "nowhere")
+    assert {o.zone for o in fast[0]} <= {zone}

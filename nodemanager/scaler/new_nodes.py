@@ -43,21 +43,28 @@ def probe(run: Run, view: PoolView, pod: Pod) -> tuple[tuple[Candidate, ...], st
 
 
 def _probe_uncached(run: Run, view: PoolView, pod: Pod) -> tuple[tuple[Candidate, ...], str, bool]:
-    probe = dataclasses.replace(node_level(pod), requests=Resources())
+    asked = dataclasses.replace(node_level(pod), requests=Resources())
+    if len(asked.node_selector) == 1 and ZONE in asked.node_selector and offering_blind(unpinned := asked.constrained(node_selector={})):
+        # Pinned to a zone and nothing else (as a zone plan pins pods): what the pod accepts
+        # without the pin, in that zone (a node's zone label is its offering's).
+        zone = asked.node_selector[ZONE]
+        in_zone = tuple(c for c in probe(run, view, unpinned)[0] if c.offering.zone == zone)
+        if in_zone:
+            return in_zone, "", False
     state = CycleState()
-    status = run.fw.run_pre_filter_plugins(state, probe)
+    status = run.fw.run_pre_filter_plugins(state, asked)
     if not status.is_success():
         return (), status.message, status.code is Code.UNSCHEDULABLE
     with_room = tuple(c for c in view.candidates if c.allocatable.pods >= 1)  # the one thing an empty request checks
-    blocks = probe.unreplaceable and any(c.offering.capacity_block for c in with_room)  # (which such a pod may not take)
-    if with_room and offering_blind(probe) and not blocks:  # every offering with a pod slot answers as the first does
-        status = run.fw.run_filter_plugins(state, probe, offering_node_info(view, with_room[0], NEW_HOST))
+    blocks = asked.unreplaceable and any(c.offering.capacity_block for c in with_room)  # (which such a pod may not take)
+    if with_room and offering_blind(asked) and not blocks:  # every offering with a pod slot answers as the first does
+        status = run.fw.run_filter_plugins(state, asked, offering_node_info(view, with_room[0], NEW_HOST))
         if status.is_success():
             return with_room, "", False
     accepted: list[Candidate] = []
     reasons: dict[str, int] = defaultdict(int)
     for cand in view.candidates:
-        status = run.fw.run_filter_plugins(state, probe, offering_node_info(view, cand, NEW_HOST))
+        status = run.fw.run_filter_plugins(state, asked, offering_node_info(view, cand, NEW_HOST))
         if status.is_success():
             accepted.append(cand)
         else:
