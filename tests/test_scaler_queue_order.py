@@ -89,7 +89,7 @@ def test_groups_keep_the_packers_order_but_where_a_later_one_contends_with_an_ea
         ),  # repels plain-b
     ]
     rank = {"plain-a": 2, "plain-b": 2, "anti-in": 1, "anti-exists": 1, "anti-notin": 1}
-    order = [p.name for p in packing_order(queue, lambda p: p, lambda p: rank[p.name], {})]
+    order = [p.name for p in packing_order(queue, lambda p: [p], lambda p: rank[p.name], {})]
     assert sorted(order) == sorted(p.name for p in queue)
     assert order.index("plain-a") < order.index("anti-in")
     assert order.index("plain-b") < order.index("anti-notin")

@@ -52,37 +52,43 @@ def _candidates(selector: LabelSelector | None, index: Mapping[tuple[str, str], 
     return everyone
 
 
-def _contending(pods: Sequence[Pod], namespace_labels: Mapping[str, Mapping[str, str]]) -> set[tuple[int, int]]:
+def _contending(groups: Sequence[Sequence[Pod]], namespace_labels: Mapping[str, Mapping[str, str]]) -> set[tuple[int, int]]:
     """Pairs (earlier, later) where placing the later can take from the earlier a domain no
     new node can add: either's required anti-affinity on such a key selects the other, or
-    the earlier's hard spread on such a key counts the later. Found through an index of
-    the groups' labels, so that thousands of groups cost about as much as their terms."""
+    the earlier's hard spread on such a key counts the later. Each group is given by a pod
+    of each set of labels it holds (the first also for the constraints they share). Found
+    through an index of the groups' labels, so that thousands of groups cost about as much
+    as their terms."""
     index: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for j, p in enumerate(pods):
-        for item in p.labels.items():
+    for j, kinds in enumerate(groups):
+        for item in dict.fromkeys(item for q in kinds for item in q.labels.items()):
             index[item].append(j)
-    everyone = range(len(pods))
+    everyone = range(len(groups))
     pairs = set()
-    for i, p in enumerate(pods):
+    for i, kinds in enumerate(groups):
+        p = kinds[0]
         for t in _anti(p):
             for j in _candidates(t.selector, index, everyone):
-                if j != i and t.selects(pods[j].namespace, pods[j].labels, namespace_labels):
+                if j != i and any(t.selects(q.namespace, q.labels, namespace_labels) for q in groups[j]):
                     pairs.add((min(i, j), max(i, j)))
         for c in _spread(p):
             for j in _candidates(c.selector, index, everyone):
-                if j > i and pods[j].namespace == p.namespace and c.selector.matches(pods[j].labels):
+                if j > i and any(q.namespace == p.namespace and c.selector.matches(q.labels) for q in groups[j]):
                     pairs.add((i, j))
     return pairs
 
 
-def packing_order(queue: Sequence[G], rep: Callable[[G], Pod], rank: Callable[[Pod], int], namespace_labels: Mapping[str, Mapping[str, str]]) -> list[G]:
-    """``queue`` (groups in queue order, each given by ``rep``, a pod of it) in the packer's
-    order, ``(priority, rank, queue)``, except that a group never goes before an earlier one
-    it contends with."""
-    pods = [rep(g) for g in queue]
+def packing_order(
+    queue: Sequence[G], kinds: Callable[[G], Sequence[Pod]], rank: Callable[[Pod], int], namespace_labels: Mapping[str, Mapping[str, str]]
+) -> list[G]:
+    """``queue`` (groups in queue order, each given by ``kinds``: a pod of each set of labels
+    it holds, the first for its constraints) in the packer's order, ``(priority, rank,
+    queue)``, except that a group never goes before an earlier one it contends with."""
+    groups = [kinds(g) for g in queue]
+    pods = [k[0] for k in groups]
     after: list[list[int]] = [[] for _ in queue]  # i -> the later groups that wait for i
     waits = [0] * len(queue)
-    for i, j in sorted(_contending(pods, namespace_labels)):
+    for i, j in sorted(_contending(groups, namespace_labels)):
         after[i].append(j)
         waits[j] += 1
     heap = [(-p.priority, rank(p), i) for i, p in enumerate(pods) if not waits[i]]

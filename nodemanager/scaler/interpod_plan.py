@@ -72,6 +72,14 @@ def other_keys(pod: Pod) -> tuple[str, ...]:
     return tuple(sorted(keys - {ZONE, CAPACITY_TYPE, HOSTNAME}))
 
 
+def label_blind(pod: Pod) -> bool:
+    """No filter of the pod's own reads its labels: no hard spread counts the pod itself
+    and no required (anti-)affinity (whose first-pod rule and caps read them). Placed
+    pods' anti-affinity may still select it: the caller asks."""
+    a = pod.pod_affinity
+    return not (a.required or a.anti_required) and not any(_self_spread(pod, c) for c in _hard_spread(pod))
+
+
 def zone_level(pod: Pod) -> bool:
     """Some hard constraint is decided per zone."""
     a = pod.pod_affinity
