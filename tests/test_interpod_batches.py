@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 
+import pytest
 from builders import binpack_pool, node, scaler
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -214,3 +215,40 @@ def test_a_batch_a_limit_leaves_pods_over_is_placed_group_by_group(monkeypatch) 
     assert tried.waiting == alone.waiting
     assert tried.unschedulable == alone.unschedulable
     assert len(tried.start) == len(alone.start) == 3
+
+
+def _alike_but_labels(n: int) -> list[Pod]:
+    """``n`` groups of hostname spread on the pods labelled app=s, each group labelled its own."""
+    return [pod(f"g{g}-{i}", {"app": f"a{g}"}, cpu=("300m", "700m")[i % 2], **spread(HOST, 1, {"app": "s"})) for g in range(n) for i in range(6)]
+
+
+def test_groups_alike_but_for_their_labels_are_packed_as_one(monkeypatch) -> None:
+    """No filter of theirs reads their own labels (the spread counts other pods): one
+    packing for all six groups, not one each, and every pod still passes the filters."""
+    from nodemanager.scaler import binpack
+
+    counted = [pod(f"s-{i}", {"app": "s"}) for i in range(3)]
+    snapshot = ClusterSnapshot((*counted, *_alike_but_labels(6)), ())
+    packed: list[int] = []
+    original = binpack.pack
+    monkeypatch.setattr(binpack, "pack", lambda *a, **kw: packed.append(1) or original(*a, **kw))
+    d = scaler(pool(), catalog=CATALOG3, max_boots=1000).compute(snapshot, 0.0)
+    assert replay(snapshot, d) == []
+    assert len(d.bindings) == 39
+    assert len(packed) <= 2  # the counted pods' group, then the six as one
+
+
+@pytest.mark.parametrize("running", [True, False])
+def test_a_group_a_placed_pod_repels_is_placed_apart_from_the_others_alike(running: bool) -> None:
+    """A pod's anti-affinity selects one of the label sets, the pod running or placed first
+    in the same decision: that group is placed on its own (its filters read its labels), the
+    rest together; every pod passes, and none of that group shares the pod's node."""
+    repels_a1 = pod("a-guard", {"app": "guard"}, node="old-0" if running else "", **pod_affinity("podAntiAffinity", HOST, {"app": "a1"}))
+    old = node("old-0", "a.large", pool="general", zone="z-a")
+    snapshot = ClusterSnapshot((repels_a1, *_alike_but_labels(4)), (old,) if running else ())
+    d = scaler(pool(), catalog=CATALOG3, max_boots=1000).compute(snapshot, 0.0)
+    assert replay(snapshot, d) == []
+    assert len(d.bindings) == 24 + (not running)
+    guarded = "old-0" if running else d.bindings["default/a-guard"]
+    assert not any(node_name == guarded for key, node_name in d.bindings.items() if key.startswith("default/g1-"))
+    assert any(node_name == guarded for key, node_name in d.bindings.items() if key.startswith("default/g") and key != "default/a-guard")
