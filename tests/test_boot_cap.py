@@ -280,3 +280,26 @@ def test_a_pod_pinned_to_a_zone_is_probed_from_the_unpinned_answer_with_the_same
     assert fast[1] == (slow[1] if not slow[0] else "")  # (why none: asked only when none)
     assert bool(fast[0]) is (zone != "nowhere")
     assert {o.zone for o in fast[0]} <= {zone}
+
+
+def test_classes_alike_but_for_their_labels_share_one_search_of_the_running_nodes(monkeypatch) -> None:
+    """Pods of seven label values and one request, nothing reading their labels: one search
+    of the running nodes for all of them, not one per label value; the same pods placed."""
+    from nodemanager.scaler import alike
+    from nodemanager.scheduling.framework import Framework
+
+    ready = [node(f"r{i:03d}", pool="general", zone=ZONES[i % len(ZONES)]) for i in range(120)]
+    running = tuple(pod(f"run-{n.name}", cpu="1200m", node=n.name, phase=PodPhase.RUNNING) for n in ready)
+    waiting = tuple(dataclasses.replace(pod(f"w{i:03d}", cpu="300m"), labels={"my-label": "abcdefg"[i % 7]}) for i in range(140))
+    snap = ClusterSnapshot(running + waiting, tuple(ready))
+    searched: list[int] = []
+    feasible = Framework.feasible
+    monkeypatch.setattr(Framework, "feasible", lambda self, *a: searched.append(1) or feasible(self, *a))
+    together = scaler(binpack_pool()).compute(snap, NOW)
+    together_searches = len(searched)
+    searched.clear()
+    monkeypatch.setattr(alike, "merged_classes", lambda run, classes, respect: classes)
+    apart = scaler(binpack_pool()).compute(snap, NOW)
+    assert set(together.bindings) == set(apart.bindings) == {p.key for p in waiting}
+    assert together.start == apart.start == ()
+    assert together_searches * 3 < len(searched)

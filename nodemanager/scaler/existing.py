@@ -16,8 +16,8 @@ from nodemanager.model import Pod, PodKey, PodPhase
 from nodemanager.model.labels import ZONE
 from nodemanager.model.pod import as_regular
 from nodemanager.model.pod_owners import SpreadDefaults
+from nodemanager.scaler import alike, preferences
 from nodemanager.scaler import interpod_plan as plan
-from nodemanager.scaler import preferences
 from nodemanager.scaler.live_nodes import READINESS
 from nodemanager.scaler.room import RoomIndex
 from nodemanager.scaler.run import PodClass, Run
@@ -128,7 +128,11 @@ def place_on_existing(run: Run, classes: list[PodClass]) -> None:
     (``LiveNodes.open``; the run's existing nodes are the live ones)."""
     if any(c.pods for c in classes):  # (most decisions leave no pods for the second fill)
         ranked = run.memory.live.open
-        _fill(run, classes, [(rank, list(map(run.infos.__getitem__, names))) for rank, names in ranked.items() if names])
+        merged = alike.merged_classes(run, classes, run.memory.settings.respect_preferences)
+        _fill(run, merged, [(rank, list(map(run.infos.__getitem__, names))) for rank, names in ranked.items() if names])
+        if len(merged) < len(classes):  # (the merged classes took their pods)
+            for cls in classes:
+                cls.pods = [p for p in cls.pods if p.key not in run.bindings]
 
 
 def fill(run: Run, classes: list[PodClass], candidates: list[NodeInfo] | None = None, steer: Steer | None = None) -> None:

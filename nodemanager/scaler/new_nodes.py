@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 
 from nodemanager.model import CapacityPolicy, CapacityType, Pod, PodKey, Resources
 from nodemanager.model.labels import HOSTNAME, ZONE
-from nodemanager.scaler import binpack, existing, group_order, launch_choices, preferences, sizing, steering
+from nodemanager.scaler import alike, binpack, existing, group_order, launch_choices, preferences, sizing, steering
 from nodemanager.scaler import interpod_plan as plan
 from nodemanager.scaler.memory import PROBE_MEMO_SIZE
 from nodemanager.scaler.pools import Candidate, PoolView, offering_node_info
@@ -75,14 +75,14 @@ def _probe_uncached(run: Run, view: PoolView, pod: Pod) -> tuple[tuple[Candidate
 
 def place_on_new(run: Run, classes: list[PodClass]) -> None:
     """New nodes for ``classes``, constraint group after group. Groups that differ only in
-    their labels, where no filter reads a pod's own labels (``_blind``), are one group, and
+    their labels, where no filter reads a pod's own labels (``alike.blind``), are one group, and
     their classes of one request one class: the filters, and so the nodes, are the same for
     all of them (a pod's labels still count where others' constraints look)."""
     respect = run.memory.settings.respect_preferences
     groups: dict[tuple, list[PodClass]] = defaultdict(list)
     for cls in classes:
         if cls.pods:
-            groups[_blind_key(run.key(cls.rep, node_only=True), cls.rep) if _blind(run, cls.rep, respect) else run.key(cls.rep)].append(cls)
+            groups[alike.key(run, cls.rep) if alike.blind(run, cls.rep, respect) else run.key(cls.rep)].append(cls)
 
     def rank(rep: Pod) -> int:
         """Within a priority, the most constrained choose first and the rest fill in:
@@ -93,10 +93,11 @@ def place_on_new(run: Run, classes: list[PodClass]) -> None:
 
     # ``groups`` are in queue order (``classes`` are, by their first pod)
     batch = ZoneBatch(run, _place_group, functools.partial(_place_group, zoned=True), _report)
-    for placed in group_order.packing_order(list(groups.values()), _kinds, rank, run.topology.namespace_labels):
+    for placed in group_order.packing_order(list(groups.values()), alike.kinds, rank, run.topology.namespace_labels):
         # A group of several label sets that a pod placed since repels in part is split again.
-        for group in [placed] if len(_kinds(placed)) == 1 or all(_blind(run, k, respect) for k in _kinds(placed)) else _by_labels(run, placed):
-            merged = _merged(group) if len(_kinds(group)) > 1 else group
+        kinds = alike.kinds(placed)
+        for group in [placed] if len(kinds) == 1 or all(alike.blind(run, k, respect) for k in kinds) else alike.by_labels(run, placed):
+            merged = alike.merged(group) if len(alike.kinds(group)) > 1 else group
             if respect and preferences.preferring(group[0].rep):
                 batch.flush()
                 _place_preferring(run, group)
@@ -108,40 +109,6 @@ def place_on_new(run: Run, classes: list[PodClass]) -> None:
             for cls in group:  # (their pods are in the merged classes: placed, or reported there)
                 cls.pods = [p for p in cls.pods if p.key not in run.bindings and p.key not in run.waiting and p.key not in run.unschedulable]
     batch.flush()
-
-
-def _blind(run: Run, pod: Pod, respect: bool) -> bool:
-    """No filter reads the pod's own labels (``interpod_plan.label_blind``), no placed pod's
-    anti-affinity selects it, and it has no gang, claims or preferences ladder of its own."""
-    if not plan.label_blind(pod) or pod.pod_group or pod.claims or (respect and preferences.preferring(pod)):
-        return False
-    namespaces = run.topology.namespace_labels
-    return not any(any(seen.values()) and t.selects(pod.namespace, pod.labels, namespaces) for t, seen in run.topology.anti_affinity().items())
-
-
-def _blind_key(node_key: tuple, pod: Pod) -> tuple:
-    """What groups pods whose labels no filter of theirs reads: all but their labels."""
-    return ("blind", node_key, pod.spread, pod.pod_affinity, pod.namespace, pod.terminating)
-
-
-def _kinds(group: list[PodClass]) -> list[Pod]:
-    """A pod of each set of labels in the group (the first one's first)."""
-    return list({c.rep.kind: c.rep for c in reversed(group) if c.pods}.values())[::-1]
-
-
-def _by_labels(run: Run, group: list[PodClass]) -> list[list[PodClass]]:
-    by_key: dict[tuple, list[PodClass]] = defaultdict(list)
-    for c in group:
-        by_key[run.key(c.rep)].append(c)
-    return list(by_key.values())
-
-
-def _merged(group: list[PodClass]) -> list[PodClass]:
-    """The group's classes of one request as one (they differ only in labels)."""
-    by_request: dict[Resources, list[Pod]] = {}
-    for c in group:
-        by_request.setdefault(c.rep.requests, []).extend(c.pods)
-    return [PodClass(pods) for pods in by_request.values()]
 
 
 def _place_preferring(run: Run, group: list[PodClass]) -> None:

@@ -248,6 +248,7 @@ class Run:
 
     def place(self, pod: Pod, info: NodeInfo, state: CycleState) -> bool:
         """Assume ``pod`` onto ``info``: Reserve, then Permit. False (and undone) on failure."""
+        assert pod.key not in self.bindings, f"{pod.key} placed twice"
         self.changed.add(info.name)
         recorded = self.stepped.get(pod.key, pod)
         info.add_pod(recorded)
