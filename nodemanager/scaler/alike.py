@@ -72,9 +72,15 @@ def merged_classes(run: Run, classes: list[PodClass], respect: bool) -> list[Pod
     terms = {t for c in classes if c.pods for t in _terms(c.rep)}
     alike: dict[int, tuple] = {}  # class (its id) -> what it is alike by
     members: dict[tuple, list[PodClass]] = defaultdict(list)
+    mergeable: dict[tuple, bool] = {}  # Run.key (constraints and labels) -> whether such a class may merge
     for cls in classes:
         rep = cls.rep if cls.pods else None
-        if rep is not None and blind(run, rep, respect, scored=True) and not any(t.selects(rep.namespace, rep.labels, namespaces) for t in terms):
+        if rep is None:
+            continue
+        own = run.key(rep)
+        if own not in mergeable:
+            mergeable[own] = blind(run, rep, respect, scored=True) and not any(t.selects(rep.namespace, rep.labels, namespaces) for t in terms)
+        if mergeable[own]:
             k = alike[id(cls)] = (key(run, rep), rep.requests)
             members[k].append(cls)
     out: list[PodClass] = []

@@ -126,10 +126,12 @@ def place_on_existing(run: Run, classes: list[PodClass]) -> None:
     """Fill nodes that exist (Ready first, then booting), by score within each rank, each
     rank's in name order: of the live nodes that may take pods, those that may have room
     (``LiveNodes.open``; the run's existing nodes are the live ones)."""
-    if any(c.pods for c in classes):  # (most decisions leave no pods for the second fill)
-        ranked = run.memory.live.open
+    if not any(c.pods for c in classes):  # (most decisions leave no pods for the second fill)
+        return
+    ranked = [(rank, list(map(run.infos.__getitem__, names))) for rank, names in run.memory.live.open.items() if names]
+    if ranked:
         merged = alike.merged_classes(run, classes, run.memory.settings.respect_preferences)
-        _fill(run, merged, [(rank, list(map(run.infos.__getitem__, names))) for rank, names in ranked.items() if names])
+        _fill(run, merged, ranked)
         if len(merged) < len(classes):  # (the merged classes took their pods)
             for cls in classes:
                 cls.pods = [p for p in cls.pods if p.key not in run.bindings]

@@ -80,9 +80,13 @@ def place_on_new(run: Run, classes: list[PodClass]) -> None:
     all of them (a pod's labels still count where others' constraints look)."""
     respect = run.memory.settings.respect_preferences
     groups: dict[tuple, list[PodClass]] = defaultdict(list)
+    grouped: dict[tuple, tuple] = {}  # Run.key -> the key of its group
     for cls in classes:
         if cls.pods:
-            groups[alike.key(run, cls.rep) if alike.blind(run, cls.rep, respect) else run.key(cls.rep)].append(cls)
+            own = run.key(cls.rep)
+            if own not in grouped:
+                grouped[own] = alike.key(run, cls.rep) if alike.blind(run, cls.rep, respect) else own
+            groups[grouped[own]].append(cls)
 
     def rank(rep: Pod) -> int:
         """Within a priority, the most constrained choose first and the rest fill in:
