@@ -104,12 +104,16 @@ def right_size(run: Run) -> None:
     constraints or to spread them over the zones)."""
     domains = run.memory.domains
     sized: dict[tuple, Candidate | None] = {}  # nodes of one group in one domain that need the same: one answer
+    plannable: dict[tuple, bool] = {}  # Run.key -> plan.plannable of its pods
     for node in run.new_nodes.values():
-        if node.standby or not node.info.pods or any(p.claims for p in node.info.pods.values()):
-            continue  # a node chosen for its devices keeps its type
-        if any(not plan.plannable(p) for p in node.info.pods.values()):
-            continue  # a constraint on its instance type or a pool label: its type is part of the plan
+        if node.standby or not node.info.pods:
+            continue
         pods = node.info.pods.values()
+        kinds = {run.key(p): p for p in pods}  # (claims, and their shapes, are in the key)
+        if any(p.claims for p in kinds.values()):
+            continue  # a node chosen for its devices keeps its type
+        if not all(plannable[k] if k in plannable else plannable.setdefault(k, plan.plannable(p)) for k, p in kinds.items()):
+            continue  # a constraint on its instance type or a pool label: its type is part of the plan
         need = node_need(node)
         o = node.candidate.offering
         # Offerings of the node's zone and capacity type with every extended resource it
@@ -131,7 +135,7 @@ def right_size(run: Run) -> None:
         accepted = floored(run, node.view, found[1], (need,), pods)
         if run.spent and o.reservation:  # not into a reservation this run has spent since
             accepted = [c for c in accepted if c is node.candidate or not run.blocked(c)]
-        if len({run.key(p) for p in pods}) == 1:  # its pods accept every offering it was chosen among
+        if len(kinds) == 1:  # its pods accept every offering it was chosen among
             asked = (key, need, len(node.info.pods), node.candidate.price, len(accepted))
             if asked not in sized:
                 sized[asked] = binpack.right_size(need, len(node.info.pods), accepted, node.candidate.price, lambda _: True)
