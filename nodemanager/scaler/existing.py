@@ -168,7 +168,7 @@ def _fill(run: Run, classes: list[PodClass], ranked: list[tuple[int, list[NodeIn
         if not cls.pods:
             continue
         if ranked is None:
-            fill_on: Callable[[list[Pod]], list[Pod]] = lambda pods: fill_class(run, pods, None, steer)  # noqa: E731
+            fill_on: Callable[[list[Pod]], list[Pod]] = functools.partial(fill_class, run, candidates=None, steer=steer)
         else:
             nodes = [(rank, with_room) for rank, room in rooms if (with_room := room.with_room_for(cls.rep))]
             if not nodes:

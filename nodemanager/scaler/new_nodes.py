@@ -110,9 +110,9 @@ def place_on_new(run: Run, classes: list[PodClass]) -> None:
             else:
                 batch.flush()
                 _place_group(run, merged)
-            for cls in group:  # (their pods are in the merged classes: placed, or reported there)
-                cls.pods = [p for p in cls.pods if p.key not in run.bindings and p.key not in run.waiting and p.key not in run.unschedulable]
     batch.flush()
+    for cls in classes:  # (pods of merged classes were placed, or reported, there)
+        cls.pods = [p for p in cls.pods if p.key not in run.bindings and p.key not in run.waiting and p.key not in run.unschedulable]
 
 
 def _place_preferring(run: Run, group: list[PodClass]) -> None:
