@@ -29,6 +29,7 @@ class OpenNodes:
         self._infos: dict[str, NodeInfo] = {}
         self._free_memory: dict[str, int] = {}
         self._moved: dict[str, NodeInfo] = {}  # updated since the last look: placed again then
+        self._wheres: dict[str, list[list[tuple[int, str]]]] = {}  # zone ("" any) -> its (pool rank, zone) lists by rank, in order
 
     def __len__(self) -> int:
         self._settle()
@@ -52,7 +53,10 @@ class OpenNodes:
             return
         key = (self._free_cpu(info), info.name)
         where = self._list_of(info)
-        bisect.insort(self._keys.setdefault(where, []), key)
+        if where not in self._keys:
+            self._keys[where] = []
+            self._wheres.clear()
+        bisect.insort(self._keys[where], key)
         self._at[info.name] = key
         self._infos[info.name] = info
         self._free_memory[info.name] = info.allocatable.memory - info.requested.memory
@@ -81,8 +85,7 @@ class OpenNodes:
         CPU free first. A snapshot: placing pods while iterating is safe."""
         self._settle()
         infos, free_memory, at = self._infos, self._free_memory, self._at
-        for rank in sorted({r for r, _ in self._keys}):
-            wheres = [w for w in sorted(self._keys) if w[0] == rank and (not zone or w[1] == zone)]
+        for wheres in self._by_rank(zone):
             # Where few nodes have the memory (it is the scarce resource), take just those,
             # in CPU order: the walk in CPU order would step past every node short of it.
             roomy = [self._memory_keys[w][bisect.bisect_left(self._memory_keys[w], (memory, "")) :] for w in wheres]
@@ -94,3 +97,15 @@ class OpenNodes:
             for _, name in heapq.merge(*(keys[bisect.bisect_left(keys, (cpu, "")) :] for keys in (self._keys[w] for w in wheres))):
                 if free_memory.get(name, -1) >= memory:
                     yield infos[name]
+
+    def _by_rank(self, zone: str) -> list[list[tuple[int, str]]]:
+        """The (pool rank, zone) lists of ``zone`` (or every zone), by pool rank in order: the
+        same until a node opens in a new one."""
+        found = self._wheres.get(zone)
+        if found is None:
+            ranks: dict[int, list[tuple[int, str]]] = {}
+            for w in sorted(self._keys):
+                if not zone or w[1] == zone:
+                    ranks.setdefault(w[0], []).append(w)
+            found = self._wheres[zone] = list(ranks.values())
+        return found
