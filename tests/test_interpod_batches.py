@@ -160,7 +160,9 @@ def zone_groups(draw: st.DrawFn) -> tuple[ClusterSnapshot, int | None]:
 @given(zone_groups())
 def test_zone_groups_placed_together_pass_every_filter_in_the_order_listed_under_any_limit(case: tuple[ClusterSnapshot, int | None]) -> None:
     """A batch's later groups plan with the earlier ones' pods counted before they are placed;
-    where a limit leaves some over, the batch is placed group by group instead."""
+    where a limit leaves some over, the batch is placed group by group instead, and a group's
+    pods planned after ones that found no node are bound only where the filters still admit
+    them (they used to be bound where kube-scheduler refuses them: skew over maxSkew)."""
     snapshot, limit = case
     d = scaler(pool(limits={"nodes": limit} if limit else {}), catalog=CATALOG3, max_boots=1000).compute(snapshot, 0.0)
     assert replay(snapshot, d) == []
