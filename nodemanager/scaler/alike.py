@@ -28,13 +28,14 @@ def blind(run: Run, pod: Pod, respect: bool, scored: bool = False) -> bool:
     gang, claims or preferences ladder (``respect``) of its own."""
     if not plan.label_blind(pod) or pod.pod_group or pod.claims or (respect and preferences.preferring(pod)):
         return False
+    if run.topology.repelling(pod):
+        return False
+    if not scored:
+        return True
+    if not run.memory.keeps_placed:  # (a plugin of another's may score by labels)
+        return False
     namespaces = run.topology.namespace_labels
-    terms = run.topology.anti_affinity().items()
-    if scored:
-        if not run.memory.keeps_placed:  # (a plugin of another's may score by labels)
-            return False
-        terms = [*terms, *((t, seen) for (t, _), seen in run.topology.leanings().items())]
-    return not any(any(seen.values()) and t.selects(pod.namespace, pod.labels, namespaces) for t, seen in terms)
+    return not any(any(seen.values()) and t.selects(pod.namespace, pod.labels, namespaces) for (t, _), seen in run.topology.leanings().items())
 
 
 def key(run: Run, pod: Pod) -> tuple:

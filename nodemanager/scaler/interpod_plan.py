@@ -35,7 +35,7 @@ from nodemanager.model.interpod import AffinityTerm, LabelSelector, SpreadConstr
 from nodemanager.model.labels import CAPACITY_TYPE, HOSTNAME, ZONE
 from nodemanager.scheduling.nodeinfo import NodeInfo
 from nodemanager.scheduling.plugins.interpod import counted_nodes, least_matching
-from nodemanager.scheduling.topology import NodeFilter, PodTopology
+from nodemanager.scheduling.topology import NodeFilter, PodTopology, selected
 
 _PLANNED_KEYS = (ZONE, HOSTNAME)
 
@@ -265,9 +265,6 @@ class Pending:
         self.namespace_labels = topology.namespace_labels
         self._kinds: dict[tuple, tuple[Pod, Counter[str]]] = {}  # kind -> one such pod, and how many per zone
 
-    def __bool__(self) -> bool:
-        return bool(self._kinds)
-
     def add(self, pod: Pod, zone: str) -> None:
         entry = self._kinds.get(pod.kind)
         if entry is None:
@@ -283,7 +280,7 @@ class Pending:
         counts = Counter(self.topology.selector_counts(namespace, selector, key))
         if selector is not None:
             for pod, zones in self._kinds.values():
-                if not pod.terminating and (namespace is None or pod.namespace == namespace) and selector.matches(pod.labels):
+                if selected(pod, namespace, selector):
                     counts.update(zones)
         return counts
 

@@ -147,10 +147,7 @@ def _place_group(run: Run, group: list[PodClass], zoned: bool = False, relax_ste
         return
     rep = pending[0].rep  # the group's pods share every constraint
     # Placed pods' anti-affinity to it, by topology key (a new node's hostname holds none).
-    namespaces = run.topology.namespace_labels
-    anti = run.topology.anti_affinity()
-    repelled = {t.topology_key for t, seen in anti.items() if any(seen.values()) and t.selects(rep.namespace, rep.labels, namespaces)}
-    repelled.discard(HOSTNAME)
+    repelled = {t.topology_key for t in run.topology.repelling(rep)} - {HOSTNAME}
     if not zoned and plan.plannable(rep) and ((rep.inter_pod and plan.zone_level(rep)) or repelled == {ZONE}):
         _place_by_zone(run, pending, relax_steer)
         return

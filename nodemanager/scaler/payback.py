@@ -64,6 +64,10 @@ class Payback:
             return self.horizon
         return min(e.left + (e.ran if again else 0.0), self.horizon)
 
+    def _again(self, e: Evicted) -> float:
+        """What ``e``'s restart costs, in $·s/h: the room its start-up and its redone work take."""
+        return e.share * (self.startup + (REDONE_WEIGHT * e.ran if e.left is not None else 0.0))
+
     def weigh(self, removed: Sequence[tuple[float, Sequence[Evicted]]], destinations: Mapping[str, Destination]) -> tuple[float, float]:
         """What the nodes ``removed`` (price, their pods) and the ``destinations`` cost until
         the moved pods end, in dollars: without the move, and with it."""
@@ -73,7 +77,7 @@ class Payback:
         for e in moved:
             ends[e.to] = max(ends.get(e.to, 0.0), self._end(e, True))
         held = sum(d.price * max(0.0, ends[name] - min(d.until, self.horizon)) for name, d in destinations.items() if name in ends)
-        again = sum(e.share * (self.startup + (REDONE_WEIGHT * e.ran if e.left is not None else 0.0)) for e in moved)  # its start-up and redone work
+        again = sum(map(self._again, moved))
         return without / 3600.0, (held + again) / 3600.0
 
     def verdict(self, removed: Sequence[tuple[float, Sequence[Evicted]]], destinations: Mapping[str, Destination]) -> str:
@@ -113,7 +117,7 @@ class Payback:
         fixed, growing = [0.0] * (len(order) + 1), [0.0] * (len(order) + 1)
         for i in range(len(order) - 1, -1, -1):
             e = order[i]
-            fixed[i] = fixed[i + 1] + e.share * (self.startup + (REDONE_WEIGHT * e.ran if e.left is not None else 0.0))
+            fixed[i] = fixed[i + 1] + self._again(e)
             growing[i] = growing[i + 1] + (e.share * REDONE_WEIGHT if e.left is not None else 0.0)
         # For each destination: its pods' places in the order, and the latest end from each on.
         places: dict[str, list[int]] = {}

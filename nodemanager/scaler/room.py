@@ -37,6 +37,7 @@ class RoomIndex:
         self._most_memory = max(map(_FREE_MEMORY, nodes), default=0)
         self._having: dict[str, list[tuple[int, NodeInfo]]] = {}  # extended resource -> (place in _nodes, node) of those with some free
         self._most_free: tuple[int, int, int] | None = None  # the most CPU, memory and pod slots any node had free at the last look
+        self._estimated = any(i.batch_estimate for i in nodes)  # some node's batch room is counted per pod: no look tells
         self._looked_after = -1  # Run.moves at the last look
 
     def _nodes_having(self, name: str) -> list[tuple[int, NodeInfo]]:
@@ -70,10 +71,10 @@ class RoomIndex:
 
     def look_again(self, moves: int) -> None:
         """Note the most CPU, memory and pod slots any node has free now, unless no pod was
-        placed or taken off since the last look (``moves``: ``Run.moves``); none on a node
-        whose batch capacity is an estimate: its room is counted per pod."""
+        placed or taken off since the last look (``moves``: ``Run.moves``); none where a node's
+        batch capacity is an estimate: its room is counted per pod."""
         nodes = self._all
-        if moves == self._looked_after or any(i.batch_estimate for i in nodes):
+        if moves == self._looked_after or self._estimated:
             return
         self._looked_after = moves
         self._most_free = (max(map(_FREE_CPU, nodes), default=0), max(map(_FREE_MEMORY, nodes), default=0), max(map(_FREE_PODS, nodes), default=0))

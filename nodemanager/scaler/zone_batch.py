@@ -25,7 +25,6 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from nodemanager.model import Pod, PodKey
-from nodemanager.model.interpod import AffinityTerm
 from nodemanager.model.labels import HOSTNAME, ZONE
 from nodemanager.scaler import interpod_plan as plan
 from nodemanager.scaler.run import PodClass, Run
@@ -59,12 +58,7 @@ class ZoneBatch:
         hard = [c for c in rep.spread if c.hard]
         if any(c.topology_key != ZONE or counted_nodes(rep, c) is not None for c in hard):
             return False
-        return all(t.topology_key == HOSTNAME for t in self._repelling(rep))
-
-    def _repelling(self, rep: Pod) -> list[AffinityTerm]:
-        """Placed pods' anti-affinity terms that select the group's pods."""
-        namespaces = self.run.topology.namespace_labels
-        return [t for t, seen in self.run.topology.anti_affinity().items() if any(seen.values()) and t.selects(rep.namespace, rep.labels, namespaces)]
+        return all(t.topology_key == HOSTNAME for t in self.run.topology.repelling(rep))
 
     def plan(self, group: list[PodClass]) -> None:
         """A zone for each of the group's pods, counting the pods planned before it."""
@@ -76,7 +70,7 @@ class ZoneBatch:
         chosen, why = plan.plan_zones(pods, zones, self.pending, lambda c: spread_domains(run.fw.handle, rep, c, run.topology), run.zone_load)
         if not zones:
             why = "no pool offers a zone the pod's node constraints accept"
-        self.apart.append(bool(self._repelling(rep)))
+        self.apart.append(bool(self.run.topology.repelling(rep)))
         for pod in pods:
             if (zone := chosen.get(pod.key)) is not None:
                 self.pending.add(pod, zone)

@@ -55,7 +55,7 @@ class PodTopology:
             if only is not None:
                 self._filters[only[0]] = only[1]
             if selector is not None:
-                for info, n in self._placed(lambda p: _selected(p, namespace, selector)):
+                for info, n in self._placed(lambda p: selected(p, namespace, selector)):
                     value = info.labels.get(key)
                     if value is not None and (only is None or only[1](info)):
                         found[value] += n
@@ -110,6 +110,11 @@ class PodTopology:
                         self._count_anti(p, info, 1)
         return self._anti
 
+    def repelling(self, pod: Pod) -> list[AffinityTerm]:
+        """Placed pods' required anti-affinity terms that select ``pod`` (where they apply, it
+        may not go: kube's symmetry)."""
+        return [t for t, seen in self.anti_affinity().items() if any(seen.values()) and t.selects(pod.namespace, pod.labels, self.namespace_labels)]
+
     def leanings(self) -> dict[Leaning, Counter[str]]:
         """Placed pods' terms that draw or repel other pods in InterPodAffinity's score
         (kube's processExistingPod): their required affinity (weight None: the profile's
@@ -143,7 +148,7 @@ class PodTopology:
             self._note(kind, pod, info.name, delta)
         known = self._counted_for.get(kind)
         if known is None or known[0] != self._asked:
-            selectors = [k for k in self._selectors if k[1] is not None and _selected(pod, k[0], k[1])]
+            selectors = [k for k in self._selectors if k[1] is not None and selected(pod, k[0], k[1])]
             terms = [t for t in self._terms if all(term.selects(pod.namespace, pod.labels, self.namespace_labels) for term in t)]
             known = self._counted_for[kind] = (self._asked, selectors, terms)
         labels = info.labels
@@ -180,7 +185,7 @@ class PodTopology:
                 self._leanings.setdefault(leaning, Counter())[value] += delta
 
 
-def _selected(pod: Pod, namespace: str | None, selector: LabelSelector) -> bool:
+def selected(pod: Pod, namespace: str | None, selector: LabelSelector) -> bool:
     """Whether a spread constraint counts the pod: of its namespace, matching, and not
     terminating (kube's countPodsMatchSelector bypasses those, kubernetes#87621)."""
     return not pod.terminating and (namespace is None or pod.namespace == namespace) and selector.matches(pod.labels)
